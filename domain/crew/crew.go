@@ -1,0 +1,77 @@
+// Package crew is the capacity-limited group users join: its rules and errors.
+package crew
+
+import (
+	"time"
+	"unicode/utf8"
+
+	"github.com/rushgate/rushgate/domain"
+)
+
+// Capacity bounds from SPEC §1.
+const (
+	MinMaxMembers = 1
+	MaxMaxMembers = 100000
+	MaxNameLength = 200
+)
+
+var (
+	ErrNotFound      = domain.NewError("CREW_NOT_FOUND", "crew not found")
+	ErrFull          = domain.NewError("CREW_FULL", "crew is full")
+	ErrAlreadyMember = domain.NewError("ALREADY_MEMBER", "user is already a member of this crew")
+	ErrNotMember     = domain.NewError("NOT_MEMBER", "user is not a member of this crew")
+)
+
+// Crew is the aggregate guarding the invariant currentMembers == count(members) <= maxMembers.
+type Crew struct {
+	id             string
+	name           string
+	maxMembers     int
+	currentMembers int
+	createdAt      time.Time
+}
+
+// New validates and creates an empty crew.
+func New(id, name string, maxMembers int, now time.Time) (*Crew, error) {
+	if n := utf8.RuneCountInString(name); n == 0 || n > MaxNameLength {
+		return nil, domain.Invalid("name", "must be 1..%d characters", MaxNameLength)
+	}
+	if maxMembers < MinMaxMembers || maxMembers > MaxMaxMembers {
+		return nil, domain.Invalid("maxMembers", "must be between %d and %d", MinMaxMembers, MaxMaxMembers)
+	}
+	return &Crew{id: id, name: name, maxMembers: maxMembers, createdAt: now}, nil
+}
+
+// Rebuild restores a crew from storage without re-validating; adapters only.
+func Rebuild(id, name string, maxMembers, currentMembers int, createdAt time.Time) *Crew {
+	return &Crew{id: id, name: name, maxMembers: maxMembers, currentMembers: currentMembers, createdAt: createdAt}
+}
+
+func (c *Crew) ID() string           { return c.id }
+func (c *Crew) Name() string         { return c.name }
+func (c *Crew) MaxMembers() int      { return c.maxMembers }
+func (c *Crew) CurrentMembers() int  { return c.currentMembers }
+func (c *Crew) CreatedAt() time.Time { return c.createdAt }
+
+// Join takes a seat for userID, or fails with ErrFull.
+func (c *Crew) Join(userID string, now time.Time) (Member, error) {
+	if c.currentMembers >= c.maxMembers {
+		return Member{}, ErrFull
+	}
+	c.currentMembers++
+	return Member{CrewID: c.id, UserID: userID, JoinedAt: now}, nil
+}
+
+// Leave frees the seat of a member who has just been removed.
+func (c *Crew) Leave() {
+	if c.currentMembers > 0 {
+		c.currentMembers--
+	}
+}
+
+// Member is one user's seat in a crew; (CrewID, UserID) is unique.
+type Member struct {
+	CrewID   string
+	UserID   string
+	JoinedAt time.Time
+}

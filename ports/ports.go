@@ -1,0 +1,40 @@
+// Package ports declares the driven ports the application depends on. Each interface's doc
+// comment is the contract an implementation must honour; test/contract checks those sentences
+// against every adapter.
+package ports
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrUnavailable wraps a failure to reach a dependency (database, Redis, storage) or a dependency
+// that did not answer within its timeout. The edge answers 503 with Retry-After.
+var ErrUnavailable = errors.New("dependency unavailable")
+
+// TxRunner runs fn in one database transaction carried in the context it passes to fn.
+// Repositories called with that context take part in the transaction. fn returning an error
+// rolls everything back and InTx returns that error unchanged; nil commits, and a failed commit
+// is returned. Row locks taken inside (GetForUpdate) are held until InTx returns. Calling InTx
+// with a context that already carries a transaction joins it rather than nesting.
+type TxRunner interface {
+	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
+// Clock tells the time. Implementations return UTC truncated to microseconds, the precision
+// both databases store, so a value read back equals the value written.
+type Clock interface {
+	Now() time.Time
+}
+
+// Sleeper waits for d or until ctx is done, whichever comes first, returning ctx.Err() in the
+// latter case.
+type Sleeper interface {
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// IDGenerator returns a new globally unique, time-ordered identifier (a UUIDv7 string) per call.
+type IDGenerator interface {
+	NewID() string
+}
