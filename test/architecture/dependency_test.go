@@ -1,0 +1,48 @@
+// Package architecture enforces the dependency rule: the core (domain, ports, application)
+// imports no infrastructure.
+package architecture
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// forbidden lists import-path prefixes the core must never reach, directly or transitively.
+var forbidden = []string{
+	"github.com/gin-gonic/",
+	"gorm.io/",
+	"github.com/redis/go-redis/",
+	"github.com/go-redsync/",
+	"github.com/aws/",
+	"go.uber.org/fx",
+	"go.uber.org/dig",
+	"github.com/jackc/",
+	"github.com/go-sql-driver/",
+	"net/http",
+	"database/sql",
+	"github.com/rushgate/rushgate/adapters",
+	"github.com/rushgate/rushgate/bootstrap",
+}
+
+func TestCoreImportsNoInfrastructure(t *testing.T) {
+	for _, core := range []string{"domain", "ports", "application"} {
+		t.Run(core, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "github.com/rushgate/rushgate/"+core+"/...").CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) == 0 {
+				t.Fatal("go list returned no packages")
+			}
+			for _, dep := range deps {
+				for _, bad := range forbidden {
+					if strings.HasPrefix(dep, bad) {
+						t.Errorf("%s reaches %s", core, dep)
+					}
+				}
+			}
+		})
+	}
+}
