@@ -1,0 +1,145 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	stdhttp "net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/fx"
+
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/application/crew"
+)
+
+// Server is the running HTTP server.
+type Server struct {
+	listener net.Listener
+}
+
+// URL is the base URL the server answers on, e.g. http://127.0.0.1:8080.
+func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+
+// HTTPModule serves the router and shuts it down gracefully.
+var HTTPModule = fx.Module("http",
+	fx.Provide(
+		provideLogger,
+		provideMetrics,
+		provideTokens,
+		provideRouter,
+		provideServer,
+	),
+)
+
+func provideLogger(cfg Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).
+		With("instance", cfg.instanceID())
+}
+
+func provideMetrics() (*rghttp.Metrics, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return rghttp.NewMetrics(reg), reg
+}
+
+// provideTokens uses the configured secret, or generates one and prints ready tokens so the
+// embedded default is usable at once.
+func provideTokens(cfg Config, log *slog.Logger) (*rghttp.Tokens, error) {
+	if cfg.JWTSecret != "" {
+		return rghttp.NewTokens([]byte(cfg.JWTSecret)), nil
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	tokens := rghttp.NewTokens(secret)
+	admin, err := tokens.Mint("admin", rghttp.RoleAdmin, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	user, err := tokens.Mint("user-1", rghttp.RoleUser, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("RUSHGATE_JWT_SECRET is not set: generated a secret for this process only; tokens valid 24h",
+		"adminToken", admin, "userToken", user)
+	return tokens, nil
+}
+
+type routerParams struct {
+	fx.In
+	Config    Config
+	Crews     *crew.Service
+	Tokens    *rghttp.Tokens
+	Metrics   *rghttp.Metrics
+	Logger    *slog.Logger
+	Readiness []rghttp.ReadinessCheck `group:"readiness"`
+}
+
+func provideRouter(p routerParams) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	return rghttp.NewRouter(rghttp.Deps{
+		Crews:        p.Crews,
+		Tokens:       p.Tokens,
+		Metrics:      p.Metrics,
+		Logger:       p.Logger,
+		Readiness:    p.Readiness,
+		MaxBodyBytes: p.Config.MaxBodyBytes,
+	})
+}
+
+func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Logger) *Server {
+	server := &Server{}
+	httpServer := &stdhttp.Server{
+		Handler:           router,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ln, err := net.Listen("tcp", cfg.Addr)
+			if err != nil {
+				return fmt.Errorf("listen on RUSHGATE_ADDR %s: %w", cfg.Addr, err)
+			}
+			server.listener = ln
+			go func() {
+				if err := httpServer.Serve(ln); err != nil && !errors.Is(err, stdhttp.ErrServerClosed) {
+					log.Error("http server stopped", "error", err)
+				}
+			}()
+			log.Info("rushgate listening", "url", server.URL(), "storage", storageName(cfg), "coordination", coordinationName(cfg))
+			if cfg.DatabaseURL == "" || cfg.RedisURL == "" {
+				log.Warn("running on in-memory adapters: data is NOT persisted; set RUSHGATE_DATABASE_URL and RUSHGATE_REDIS_URL to use Postgres/MySQL and Redis")
+			}
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			// In-flight requests finish (and release their locks) before this returns.
+			return httpServer.Shutdown(ctx)
+		},
+	})
+	return server
+}
+
+func storageName(cfg Config) string {
+	if cfg.DatabaseURL == "" {
+		return "memory"
+	}
+	return strings.SplitN(cfg.DatabaseURL, ":", 2)[0]
+}
+
+func coordinationName(cfg Config) string {
+	if cfg.RedisURL == "" {
+		return "memory"
+	}
+	return "redis"
+}
