@@ -1,0 +1,45 @@
+# rushgate — `make help` lists the targets.
+SHELL := /bin/bash
+GO    ?= go
+PKGS  := ./...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## run the server on the embedded default (in-memory, no setup needed)
+	$(GO) run ./cmd/rushgate serve
+
+.PHONY: build
+build: ## build bin/rushgate and bin/rushgate-load
+	$(GO) build -o bin/ ./cmd/...
+
+.PHONY: test
+test: ## run every test with -race against the local Postgres, MariaDB and Redis
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and the dependency rule
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 ./test/architecture/
+
+.PHONY: generate
+generate: ## regenerate mocks
+	$(GO) generate $(PKGS)
+
+.PHONY: migrate
+migrate: ## apply the schema to RUSHGATE_DATABASE_URL
+	$(GO) run ./cmd/rushgate migrate
+
+.PHONY: services
+services: ## start Postgres, MariaDB and Redis (install them with apt-get if missing)
+	bash scripts/services.sh
+
+.PHONY: load
+load: ## crew-herd and crew-spread load scenarios on Postgres and MySQL (LOAD_DBS=postgres to pick one)
+	bash scripts/load.sh

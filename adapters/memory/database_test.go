@@ -1,0 +1,394 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rushgate/rushgate/domain/crew"
+)
+
+var errRollback = errors.New("roll back")
+
+func TestInTx_UncommittedWritesAreInvisibleOutside(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	crewID := s.createCrew(t, 10)
+
+	end := openTx(t, s.db, func(ctx context.Context) error {
+		c, err := s.crews.GetForUpdate(ctx, crewID)
+		if err != nil {
+			return err
+		}
+		m, err := c.Join("u1", epoch)
+		if err != nil {
+			return err
+		}
+		if err := s.members.Add(ctx, m); err != nil {
+			return err
+		}
+		if err := s.crews.Save(ctx, c); err != nil {
+			return err
+		}
+		// The transaction reads its own writes.
+		if got, _ := s.crews.Get(ctx, crewID); got.CurrentMembers() != 1 {
+			t.Errorf("inside: currentMembers = %d, want 1", got.CurrentMembers())
+		}
+		if n, _ := s.members.Count(ctx, crewID); n != 1 {
+			t.Errorf("inside: count = %d, want 1", n)
+		}
+		return nil
+	})
+
+	got, err := s.crews.Get(ctx, crewID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.CurrentMembers() != 0 {
+		t.Errorf("outside before commit: currentMembers = %d, want 0", got.CurrentMembers())
+	}
+	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+		t.Error("outside before commit: member exists")
+	}
+
+	if err := end(nil); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	got, _ = s.crews.Get(ctx, crewID)
+	if got.CurrentMembers() != 1 {
+		t.Errorf("after commit: currentMembers = %d, want 1", got.CurrentMembers())
+	}
+	if n, _ := s.members.Count(ctx, crewID); n != 1 {
+		t.Errorf("after commit: count = %d, want 1", n)
+	}
+}
+
+func TestInTx_ErrorRollsBackAndIsReturnedUnchanged(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	crewID := s.createCrew(t, 10)
+
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		c, err := s.crews.GetForUpdate(ctx, crewID)
+		if err != nil {
+			return err
+		}
+		m, _ := c.Join("u1", epoch)
+		if err := s.members.Add(ctx, m); err != nil {
+			return err
+		}
+		if err := s.crews.Save(ctx, c); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if err != errRollback {
+		t.Fatalf("InTx = %v, want errRollback itself", err)
+	}
+	assertEmptyCrew(t, s, crewID)
+}
+
+func TestInTx_PanicRollsBackAndReleasesLocks(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	crewID := s.createCrew(t, 10)
+
+	func() {
+		defer func() {
+			if recover() != "boom" {
+				t.Error("the panic was not re-raised")
+			}
+		}()
+		_ = s.db.InTx(ctx, func(ctx context.Context) error {
+			c, _ := s.crews.GetForUpdate(ctx, crewID)
+			m, _ := c.Join("u1", epoch)
+			_ = s.members.Add(ctx, m)
+			_ = s.crews.Save(ctx, c)
+			panic("boom")
+		})
+	}()
+	assertEmptyCrew(t, s, crewID)
+
+	// The row lock went with the transaction.
+	lockCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := s.db.InTx(lockCtx, func(ctx context.Context) error {
+		_, err := s.crews.GetForUpdate(ctx, crewID)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("GetForUpdate after the panic: %v", err)
+	}
+}
+
+func assertEmptyCrew(t *testing.T, s store, crewID string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.crews.Get(ctx, crewID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if c.CurrentMembers() != 0 {
+		t.Errorf("currentMembers = %d, want 0 after rollback", c.CurrentMembers())
+	}
+	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+		t.Error("member exists after rollback")
+	}
+}
+
+func TestInTx_NestedCallJoinsTheOuterTransaction(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	crewID := s.createCrew(t, 10)
+
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := s.db.InTx(ctx, func(ctx context.Context) error {
+			return s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch})
+		}); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if err != errRollback {
+		t.Fatalf("InTx = %v, want errRollback", err)
+	}
+	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+		t.Error("the inner call committed on its own")
+	}
+}
+
+func TestInTx_CancelledContextFailsTheCommit(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	crewID := s.createCrew(t, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		if err := s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
+			return err
+		}
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("InTx = %v, want context.Canceled", err)
+	}
+	if exists, _ := s.members.Exists(context.Background(), crewID, "u1"); exists {
+		t.Error("a failed commit kept its writes")
+	}
+}
+
+func TestGetForUpdate_FailsOutsideATransaction(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	crewID := s.createCrew(t, 10)
+	if _, err := s.crews.GetForUpdate(context.Background(), crewID); err == nil {
+		t.Fatal("GetForUpdate outside InTx succeeded")
+	}
+}
+
+func TestGetForUpdate_SerialisesConcurrentIncrements(t *testing.T) {
+	t.Parallel()
+	const joiners = 50
+	s := newStore()
+	crewID := s.createCrew(t, 100)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, joiners)
+	for range joiners {
+		wg.Go(func() {
+			errs <- s.db.InTx(context.Background(), func(ctx context.Context) error {
+				c, err := s.crews.GetForUpdate(ctx, crewID)
+				if err != nil {
+					return err
+				}
+				m, err := c.Join(uuid.NewString(), epoch)
+				if err != nil {
+					return err
+				}
+				if err := s.members.Add(ctx, m); err != nil {
+					return err
+				}
+				return s.crews.Save(ctx, c)
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("join: %v", err)
+		}
+	}
+
+	c, err := s.crews.Get(context.Background(), crewID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	n, err := s.members.Count(context.Background(), crewID)
+	if err != nil {
+		t.Fatalf("Count: %v", err)
+	}
+	if c.CurrentMembers() != joiners || n != joiners {
+		t.Errorf("currentMembers = %d, count = %d, want both %d", c.CurrentMembers(), n, joiners)
+	}
+}
+
+func TestGetForUpdate_WaiterSeesTheHolderCommittedWrite(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	crewID := s.createCrew(t, 10)
+
+	end := openTx(t, s.db, func(ctx context.Context) error {
+		c, err := s.crews.GetForUpdate(ctx, crewID)
+		if err != nil {
+			return err
+		}
+		c.Join("u1", epoch)
+		return s.crews.Save(ctx, c)
+	})
+	seen := make(chan int, 1)
+	go func() {
+		_ = s.db.InTx(context.Background(), func(ctx context.Context) error {
+			c, err := s.crews.GetForUpdate(ctx, crewID)
+			if err != nil {
+				return err
+			}
+			seen <- c.CurrentMembers()
+			return nil
+		})
+	}()
+	waitUntilBlocked(t, s.db, 1)
+	if err := end(nil); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if got := <-seen; got != 1 {
+		t.Errorf("waiter saw currentMembers = %d, want the committed 1", got)
+	}
+}
+
+func TestGetForUpdate_ReturnsContextErrorWhileWaiting(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	crewID := s.createCrew(t, 10)
+	end := openTx(t, s.db, func(ctx context.Context) error {
+		_, err := s.crews.GetForUpdate(ctx, crewID)
+		return err
+	})
+	defer end(nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() {
+		result <- s.db.InTx(ctx, func(ctx context.Context) error {
+			_, err := s.crews.GetForUpdate(ctx, crewID)
+			return err
+		})
+	}()
+	waitUntilBlocked(t, s.db, 1)
+	cancel()
+	if err := <-result; !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter = %v, want context.Canceled", err)
+	}
+}
+
+func TestRowLocks_DeadlockFailsTheTransactionClosingTheCycle(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	first, second := s.createCrew(t, 10), s.createCrew(t, 10)
+
+	// A locks first; B locks second and waits for first; A then asks for second.
+	aHoldsFirst, bIsWaiting := make(chan struct{}), make(chan struct{})
+	aResult, bResult := make(chan error, 1), make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		aResult <- s.db.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.crews.GetForUpdate(ctx, first); err != nil {
+				return err
+			}
+			close(aHoldsFirst)
+			<-bIsWaiting
+			_, err := s.crews.GetForUpdate(ctx, second)
+			return err
+		})
+	}()
+	<-aHoldsFirst
+	go func() {
+		bResult <- s.db.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.crews.GetForUpdate(ctx, second); err != nil {
+				return err
+			}
+			_, err := s.crews.GetForUpdate(ctx, first)
+			return err
+		})
+	}()
+	waitUntilBlocked(t, s.db, 1)
+	close(bIsWaiting)
+
+	if err := <-aResult; err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("A = %v, want a deadlock error", err)
+	}
+	if err := <-bResult; err != nil {
+		t.Fatalf("B = %v, want it to proceed once A rolled back", err)
+	}
+}
+
+func TestCrewRepository_ReturnsCopies(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	crewID := s.createCrew(t, 10)
+
+	c, _ := s.crews.Get(ctx, crewID)
+	c.Join("u1", epoch)
+	got, _ := s.crews.Get(ctx, crewID)
+	if got.CurrentMembers() != 0 {
+		t.Errorf("mutating a returned crew changed the store: currentMembers = %d", got.CurrentMembers())
+	}
+	if err := s.crews.Save(ctx, c); err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	got, _ = s.crews.Get(ctx, crewID)
+	if got.CurrentMembers() != 1 {
+		t.Errorf("after Save: currentMembers = %d, want 1", got.CurrentMembers())
+	}
+}
+
+func TestCrewRepository_UnknownCrewIsNotFound(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	if _, err := s.crews.Get(ctx, "missing"); !errors.Is(err, crew.ErrNotFound) {
+		t.Errorf("Get = %v, want crew.ErrNotFound", err)
+	}
+	err := s.db.InTx(ctx, func(ctx context.Context) error {
+		_, err := s.crews.GetForUpdate(ctx, "missing")
+		return err
+	})
+	if !errors.Is(err, crew.ErrNotFound) {
+		t.Errorf("GetForUpdate = %v, want crew.ErrNotFound", err)
+	}
+}
+
+func TestCrewRepository_CreateRejectsADuplicateID(t *testing.T) {
+	t.Parallel()
+	s := newStore()
+	ctx := context.Background()
+	crewID := s.createCrew(t, 10)
+	dup, _ := crew.New(crewID, "again", 5, epoch)
+	if err := s.crews.Create(ctx, dup); err == nil {
+		t.Fatal("Create of an existing id succeeded")
+	}
+	if got, _ := s.crews.Get(ctx, crewID); got.Name() != "crew" {
+		t.Errorf("name = %q, the duplicate overwrote the crew", got.Name())
+	}
+}

@@ -1,0 +1,101 @@
+package memory_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/domain/crew"
+)
+
+// fakeClock is a ports.Clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// store is a Database with its crew repositories.
+type store struct {
+	db      *memory.Database
+	crews   *memory.CrewRepository
+	members *memory.CrewMemberRepository
+}
+
+func newStore() store {
+	db := memory.NewDatabase()
+	return store{db: db, crews: memory.NewCrewRepository(db), members: memory.NewCrewMemberRepository(db)}
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// createCrew stores a new empty crew with room for maxMembers and returns its id.
+func (s store) createCrew(t *testing.T, maxMembers int) string {
+	t.Helper()
+	c, err := crew.New(uuid.NewString(), "crew", maxMembers, epoch)
+	if err != nil {
+		t.Fatalf("crew.New: %v", err)
+	}
+	if err := s.crews.Create(context.Background(), c); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return c.ID()
+}
+
+// waitUntilBlocked waits until n transactions of db are queued on a row lock.
+func waitUntilBlocked(t *testing.T, db *memory.Database, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for memory.WaitingTransactions(db) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transactions waiting on a lock, want %d", memory.WaitingTransactions(db), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// openTx starts a transaction that stays open until the returned function is called with the
+// error fn should return (nil commits); that function returns InTx's result. body runs first,
+// inside the transaction.
+func openTx(t *testing.T, db *memory.Database, body func(ctx context.Context) error) (end func(error) error) {
+	t.Helper()
+	ready := make(chan error, 1)
+	finish := make(chan error)
+	result := make(chan error, 1)
+	go func() {
+		result <- db.InTx(context.Background(), func(ctx context.Context) error {
+			if err := body(ctx); err != nil {
+				ready <- err
+				return err
+			}
+			ready <- nil
+			return <-finish
+		})
+	}()
+	if err := <-ready; err != nil {
+		t.Fatalf("transaction body: %v", err)
+	}
+	return func(err error) error {
+		finish <- err
+		return <-result
+	}
+}
