@@ -31,7 +31,7 @@ type Config struct {
 
 	DBTimeout      time.Duration `env:"RUSHGATE_DB_TIMEOUT" envDefault:"1s"`
 	DBMaxOpenConns int           `env:"RUSHGATE_DB_MAX_OPEN_CONNS" envDefault:"20"`
-	RedisTimeout   time.Duration `env:"RUSHGATE_REDIS_TIMEOUT" envDefault:"500ms"`
+	RedisTimeout   time.Duration `env:"RUSHGATE_REDIS_TIMEOUT" envDefault:"1s"`
 
 	LockTTL          time.Duration `env:"RUSHGATE_LOCK_TTL" envDefault:"1s"`
 	LockBaseDelay    time.Duration `env:"RUSHGATE_LOCK_BASE_DELAY" envDefault:"100ms"`

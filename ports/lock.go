@@ -17,8 +17,10 @@ var (
 // Locker is a distributed mutual-exclusion lock with a TTL.
 //
 // TryAcquire makes one attempt without waiting: it returns a Lock when the key was free (or its
-// previous holder's TTL had expired), ErrLockNotAcquired when another owner holds it, and an
-// error wrapping ErrUnavailable when the backing store cannot be reached. A lock expires by
+// previous holder's TTL had expired), ErrLockNotAcquired when another owner holds it or the
+// attempt got no answer within half the TTL (on an overloaded host that is contention, and the
+// caller backs off), and an error wrapping ErrUnavailable when the backing store refuses or
+// fails the connection. A lock expires by
 // itself after ttl, so a crashed holder never blocks the key for longer than that.
 type Locker interface {
 	TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lock, error)

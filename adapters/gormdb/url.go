@@ -1,6 +1,7 @@
 package gormdb
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -13,8 +14,10 @@ import (
 type Dialect string
 
 const (
+	// Postgres is PostgreSQL, reached through pgx.
 	Postgres Dialect = "postgres"
-	MySQL    Dialect = "mysql"
+	// MySQL is MySQL or MariaDB, reached through go-sql-driver/mysql.
+	MySQL Dialect = "mysql"
 )
 
 // ParseURL turns RUSHGATE_DATABASE_URL into a dialect and a driver DSN:
@@ -22,6 +25,11 @@ const (
 func ParseURL(raw string) (Dialect, string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
+		// url.Error repeats the raw URL, password included; keep only the reason.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
 		return "", "", fmt.Errorf("not a URL: %w", err)
 	}
 	switch u.Scheme {

@@ -1,0 +1,160 @@
+// Package gormdb implements the repositories and the transaction runner on Postgres and
+// MySQL/MariaDB through GORM, with versioned schema migrations per dialect.
+package gormdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Defaults applied by Open to zero Options fields.
+const (
+	DefaultMaxOpenConns   = 20
+	DefaultConnectTimeout = time.Second
+	DefaultTxTimeout      = time.Second
+)
+
+// Options tunes the connection pool and the time the database may take to answer.
+type Options struct {
+	// MaxOpenConns caps the pool's connections. Default 20.
+	MaxOpenConns int
+	// ConnectTimeout bounds establishing a connection and Ping. Default 1s.
+	ConnectTimeout time.Duration
+	// TxTimeout bounds each TxRunner.InTx, and each repository call made outside one, so a
+	// stuck database (or a row lock held elsewhere) answers with ports.ErrUnavailable within it.
+	// Default 1s.
+	TxTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.TxTimeout <= 0 {
+		o.TxTimeout = DefaultTxTimeout
+	}
+	return o
+}
+
+// DB is an open connection pool to one Postgres or MySQL database.
+type DB struct {
+	gorm    *gorm.DB
+	sql     *sql.DB
+	dialect Dialect
+	opts    Options
+}
+
+// Open connects to databaseURL (see ParseURL) and pings it. A server that cannot be reached
+// within opts.ConnectTimeout yields an error wrapping ports.ErrUnavailable that names the
+// dialect and host, never the password.
+func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	dialect, dsn, err := ParseURL(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("gormdb: database URL: %w", err)
+	}
+	host := ""
+	if u, err := url.Parse(databaseURL); err == nil {
+		host = u.Host
+	}
+
+	sqlDB, dialector, err := connect(dialect, dsn, opts.ConnectTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("gormdb: configure %s connection to %s: %w", dialect, host, err)
+	}
+	sqlDB.SetMaxOpenConns(opts.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(opts.MaxOpenConns)
+
+	db := &DB{sql: sqlDB, dialect: dialect, opts: opts}
+	if err := db.ping(ctx); err != nil {
+		_ = sqlDB.Close()
+		// Whatever the cause (refused, timed out, bad credentials), the database cannot serve.
+		return nil, fmt.Errorf("gormdb: connect to %s at %s: %w: %w", dialect, host, ports.ErrUnavailable, err)
+	}
+	db.gorm, err = gorm.Open(dialector, &gorm.Config{
+		Logger:                 logger.Discard, // the server logs itself
+		SkipDefaultTransaction: true,           // InTx is the one way to run a transaction
+		DisableAutomaticPing:   true,           // pinged above, within ConnectTimeout
+	})
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, translate(err, errorMeanings{op: fmt.Sprintf("initialise %s at %s", dialect, host)})
+	}
+	return db, nil
+}
+
+// connect builds the driver's connection pool with a dial timeout, and the GORM dialector on it.
+func connect(dialect Dialect, dsn string, connectTimeout time.Duration) (*sql.DB, gorm.Dialector, error) {
+	switch dialect {
+	case Postgres:
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.ConnectTimeout = connectTimeout
+		sqlDB := stdlib.OpenDB(*cfg)
+		return sqlDB, postgres.New(postgres.Config{Conn: sqlDB}), nil
+	case MySQL:
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Timeout = connectTimeout
+		// Report matched rather than changed rows, so an UPDATE that writes an unchanged value
+		// still proves the row exists.
+		cfg.ClientFoundRows = true
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		sqlDB := sql.OpenDB(connector)
+		return sqlDB, gormmysql.New(gormmysql.Config{Conn: sqlDB}), nil
+	default:
+		return nil, nil, fmt.Errorf("unsupported dialect %q", dialect)
+	}
+}
+
+// Dialect reports which database this is.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// SQL returns the underlying pool, for readiness checks and raw measurements.
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// Ping checks that the database answers within ConnectTimeout; failures wrap
+// ports.ErrUnavailable.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.ping(ctx); err != nil {
+		return fmt.Errorf("gormdb: ping %s: %w: %w", db.dialect, ports.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (db *DB) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, db.opts.ConnectTimeout)
+	defer cancel()
+	return db.sql.PingContext(ctx)
+}
+
+// Close closes the pool.
+func (db *DB) Close() error {
+	if err := db.sql.Close(); err != nil {
+		return fmt.Errorf("gormdb: close %s: %w", db.dialect, err)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package gormdb
+
+import (
+	"context"
+	"errors"
+
+	"gorm.io/gorm"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+var _ ports.TxRunner = (*TxRunner)(nil)
+
+// errNoTransaction is returned by row-locking reads outside TxRunner.InTx, where the lock would
+// be released as soon as it was taken.
+var errNoTransaction = errors.New("gormdb: row lock requested outside TxRunner.InTx")
+
+// txKey keys the open transaction in a context. It names its DB, so a context carrying a
+// transaction of another database is never mistaken for one of this database.
+type txKey struct{ db *DB }
+
+// TxRunner runs functions in database transactions; it implements ports.TxRunner.
+type TxRunner struct {
+	db *DB
+}
+
+// NewTxRunner returns the transaction runner of db.
+func NewTxRunner(db *DB) *TxRunner { return &TxRunner{db: db} }
+
+// InTx runs fn in one transaction bounded by Options.TxTimeout, passing fn a context that carries
+// it. fn's error rolls back and is returned unchanged; nil commits and a failed commit is
+// returned. A context that already carries a transaction of this database joins it.
+func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	if _, ok := r.db.transaction(ctx); ok {
+		return fn(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.db.opts.TxTimeout)
+	defer cancel()
+
+	tx := r.db.gorm.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return translate(tx.Error, errorMeanings{op: "begin transaction"})
+	}
+	committed := false
+	defer func() {
+		// Also runs when fn panics. A failed rollback leaves nothing to undo: the server drops
+		// the transaction with the connection, which database/sql then discards.
+		if !committed {
+			tx.Rollback()
+		}
+	}()
+
+	if err := fn(context.WithValue(ctx, txKey{r.db}, tx)); err != nil {
+		return err
+	}
+	// A transaction that outlived its deadline is not committed, even when database/sql has not
+	// yet noticed the deadline and would still let the COMMIT through.
+	if err := ctx.Err(); err != nil {
+		return translate(err, errorMeanings{op: "commit"})
+	}
+	if err := tx.Commit().Error; err != nil {
+		if ctx.Err() != nil {
+			// The transaction outlived TxTimeout and database/sql already rolled it back; report
+			// the timeout rather than its symptom (sql.ErrTxDone).
+			err = errors.Join(ctx.Err(), err)
+		}
+		return translate(err, errorMeanings{op: "commit"})
+	}
+	committed = true
+	return nil
+}
+
+// transaction returns the transaction of this database that ctx carries, if any.
+func (db *DB) transaction(ctx context.Context) (*gorm.DB, bool) {
+	tx, ok := ctx.Value(txKey{db}).(*gorm.DB)
+	return tx, ok
+}
+
+// session returns the handle a repository call runs on: the transaction ctx carries, or else
+// the pool with the call bounded by TxTimeout, since a lone statement is a transaction too.
+// Call the returned function when the call is done.
+func (db *DB) session(ctx context.Context) (*gorm.DB, context.CancelFunc) {
+	if tx, ok := db.transaction(ctx); ok {
+		return tx.WithContext(ctx), func() {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
+	return db.gorm.WithContext(ctx), cancel
+}

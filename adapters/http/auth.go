@@ -1,0 +1,142 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/rushgate/rushgate/domain"
+)
+
+// Role is what an authenticated user may do.
+type Role string
+
+// Roles a token can carry.
+const (
+	RoleUser  Role = "user"
+	RoleAdmin Role = "admin"
+)
+
+func (r Role) valid() bool { return r == RoleUser || r == RoleAdmin }
+
+// Principal is the authenticated caller.
+type Principal struct {
+	UserID string
+	Role   Role
+}
+
+// Tokens mints and verifies HS256 JWTs: sub is the user id, role is user or admin, exp is
+// required.
+type Tokens struct {
+	secret []byte
+}
+
+// NewTokens returns Tokens signing with secret. An empty secret would make every token forgeable,
+// so it panics; configuration must supply or generate one.
+func NewTokens(secret []byte) *Tokens {
+	if len(secret) == 0 {
+		panic("http: NewTokens: empty JWT secret")
+	}
+	return &Tokens{secret: append([]byte(nil), secret...)}
+}
+
+type claims struct {
+	Role Role `json:"role"`
+	jwt.RegisteredClaims
+}
+
+// Mint returns a signed token for userID with role, expiring after ttl.
+func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, error) {
+	if err := domain.ValidateUserID("sub", userID); err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	if !role.valid() {
+		return "", fmt.Errorf("mint token: unknown role %q", role)
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("mint token: ttl must be positive, got %s", ttl)
+	}
+	now := time.Now()
+	token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
+		Role: role,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   userID,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		},
+	})
+	signed, err := token.SignedString(t.secret)
+	if err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	return signed, nil
+}
+
+// Verify checks raw's HS256 signature (any other algorithm, including "none", is rejected), its
+// expiry, and that it names a valid user and role.
+func (t *Tokens) Verify(raw string) (Principal, error) {
+	var c claims
+	_, err := jwt.ParseWithClaims(raw, &c,
+		func(*jwt.Token) (any, error) { return t.secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+	)
+	if err != nil {
+		return Principal{}, fmt.Errorf("verify token: %w", err)
+	}
+	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
+		return Principal{}, fmt.Errorf("verify token: %w", err)
+	}
+	if !c.Role.valid() {
+		return Principal{}, fmt.Errorf("verify token: unknown role %q", c.Role)
+	}
+	return Principal{UserID: c.Subject, Role: c.Role}, nil
+}
+
+const principalKey = "rushgate.principal"
+
+// authenticate requires a valid bearer token and stores its Principal for the handlers.
+func authenticate(tokens *Tokens) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		scheme, raw, ok := strings.Cut(c.GetHeader("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
+			c.Header("WWW-Authenticate", `Bearer`)
+			respondError(c, errUnauthorized)
+			return
+		}
+		p, err := tokens.Verify(strings.TrimSpace(raw))
+		if err != nil {
+			c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
+			if errors.Is(err, jwt.ErrTokenExpired) {
+				respondError(c, &domain.Error{Code: errUnauthorized.Code, Message: "the bearer token has expired"})
+				return
+			}
+			respondError(c, errUnauthorized)
+			return
+		}
+		c.Set(principalKey, p)
+		c.Next()
+	}
+}
+
+// requireRole lets only principals with role through; it runs after authenticate.
+func requireRole(role Role) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if principal(c).Role != role {
+			respondError(c, errForbidden)
+			return
+		}
+		c.Next()
+	}
+}
+
+// principal returns the caller authenticate stored; the zero Principal on public routes.
+func principal(c *gin.Context) Principal {
+	p, _ := c.Get(principalKey)
+	pr, _ := p.(Principal)
+	return pr
+}

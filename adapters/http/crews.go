@@ -1,0 +1,115 @@
+package http
+
+import (
+	stdhttp "net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	appcrew "github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/domain"
+)
+
+// Headers of the idempotency protocol (SPEC §0).
+const (
+	IdempotencyKeyHeader     = "Idempotency-Key"
+	IdempotentReplayedHeader = "Idempotent-Replayed"
+)
+
+// crewHandlers serves the crew routes (SPEC §1).
+type crewHandlers struct {
+	crews *appcrew.Service
+}
+
+type createCrewRequest struct {
+	Name       string `json:"name"`
+	MaxMembers int    `json:"maxMembers"`
+}
+
+// create answers POST /crews (admin).
+func (h crewHandlers) create(c *gin.Context) {
+	var req createCrewRequest
+	if err := decodeJSON(c.Request, &req, false); err != nil {
+		respondError(c, err)
+		return
+	}
+	view, err := h.crews.Create(c.Request.Context(), appcrew.CreateCommand{Name: req.Name, MaxMembers: req.MaxMembers})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.Header("Location", "/crews/"+view.ID)
+	c.JSON(stdhttp.StatusCreated, view)
+}
+
+// get answers GET /crews/{crewId}.
+func (h crewHandlers) get(c *gin.Context) {
+	view, err := h.crews.Get(c.Request.Context(), c.Param("crewId"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}
+
+// listMembers answers GET /crews/{crewId}/members?limit=&cursor=.
+func (h crewHandlers) listMembers(c *gin.Context) {
+	limit := 0 // the service's default
+	if raw, present := c.GetQuery("limit"); present {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			respondError(c, domain.Invalid("limit", "must be an integer between 1 and %d", appcrew.MaxPageLimit))
+			return
+		}
+		limit = n
+	}
+	page, err := h.crews.ListMembers(c.Request.Context(), c.Param("crewId"), limit, c.Query("cursor"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, page)
+}
+
+// joinRequest is the optional join body. userId is accepted only to be checked: the acting user
+// always comes from the token.
+type joinRequest struct {
+	UserID *string `json:"userId"`
+}
+
+// join answers POST /crews/{crewId}/join, guarded by the Idempotency-Key header.
+func (h crewHandlers) join(c *gin.Context) {
+	user := principal(c).UserID
+	var req joinRequest
+	if err := decodeJSON(c.Request, &req, true); err != nil {
+		respondError(c, err)
+		return
+	}
+	if req.UserID != nil && *req.UserID != user {
+		respondError(c, errForbidden)
+		return
+	}
+	res, err := h.crews.Join(c.Request.Context(), appcrew.JoinCommand{
+		CrewID:         c.Param("crewId"),
+		UserID:         user,
+		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	if res.Replayed {
+		c.Header(IdempotentReplayedHeader, "true")
+	}
+	c.JSON(res.Status, res.Value)
+}
+
+// leave answers DELETE /crews/{crewId}/members/me.
+func (h crewHandlers) leave(c *gin.Context) {
+	err := h.crews.Leave(c.Request.Context(), appcrew.LeaveCommand{CrewID: c.Param("crewId"), UserID: principal(c).UserID})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.Status(stdhttp.StatusNoContent)
+}

@@ -1,0 +1,173 @@
+package http_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdhttp "net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rhttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/ports"
+)
+
+func TestUnknownRoute_IsJSONNotFound(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+
+	for _, path := range []string{"/nope", "/crews/", "/CREWS"} {
+		rec := h.do(call{method: "GET", path: path})
+		assertError(t, rec, stdhttp.StatusNotFound, "NOT_FOUND")
+	}
+}
+
+func TestWrongMethod_IsJSONMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+
+	rec := h.do(call{method: "PUT", path: "/crews"})
+
+	assertError(t, rec, stdhttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	assert.Equal(t, "POST", rec.Header().Get("Allow"))
+}
+
+func TestHugeBody_IsPayloadTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	huge := `{"name":"` + strings.Repeat("x", 2<<20) + `","maxMembers":3}`
+
+	rec := h.do(call{method: "POST", path: "/crews", token: h.token("admin-1", rhttp.RoleAdmin), body: huge})
+
+	assertError(t, rec, stdhttp.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+	assert.Zero(t, h.crews.created.Load())
+}
+
+func TestBodyLimit_IsConfigurable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{maxBodyBytes: 64})
+	crewID := h.createCrew(3)
+	tok, user := h.userToken()
+	padded := `{"userId":"` + user + `"}` + strings.Repeat(" ", 64)
+
+	rec := h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1", body: padded})
+
+	assertError(t, rec, stdhttp.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+	h.assertSeats(crewID, 0)
+}
+
+func TestPanic_IsInternalErrorWithoutInternals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	crewID := h.createCrew(3)
+	tok, _ := h.userToken()
+	h.crews.panics.Store(true)
+
+	rec := h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1",
+		header: map[string]string{rhttp.RequestIDHeader: "req-panic-1"}})
+
+	body := assertError(t, rec, stdhttp.StatusInternalServerError, "INTERNAL")
+	assert.NotContains(t, rec.Body.String(), "hunter2")
+	assert.NotContains(t, rec.Body.String(), "goroutine")
+	assert.Equal(t, "internal server error", body.Message)
+	assert.True(t, hasLog(t, h, "req-panic-1", "panic while handling request"), "the panic is logged with the request id")
+
+	// The guard released the lock and the key on the panic, so the same retry succeeds.
+	h.crews.heal()
+	h.assertSeats(crewID, 0)
+	retry := h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1"})
+	require.Equal(t, stdhttp.StatusCreated, retry.Code, retry.Body.String())
+	h.assertSeats(crewID, 1)
+}
+
+func TestUnexpectedError_IsInternalErrorWithoutInternals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	crewID := h.createCrew(3)
+	tok, _ := h.userToken()
+	h.crews.failWith(errors.New("pq: password authentication failed for user hunter2"))
+
+	rec := h.do(call{method: "GET", path: "/crews/" + crewID, token: tok,
+		header: map[string]string{rhttp.RequestIDHeader: "req-500"}})
+
+	assertError(t, rec, stdhttp.StatusInternalServerError, "INTERNAL")
+	assert.NotContains(t, rec.Body.String(), "hunter2")
+	assert.Empty(t, rec.Header().Get("Retry-After"))
+	assert.True(t, hasLog(t, h, "req-500", "request failed"), "the real error is logged with the request id")
+}
+
+func TestUnavailableDependency_IsServiceUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, cause := range []error{ports.ErrUnavailable, context.DeadlineExceeded} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			crewID := h.createCrew(3)
+			tok, _ := h.userToken()
+			h.crews.failWith(fmt.Errorf("postgres 10.0.0.7:5432: %w", cause))
+
+			join := h.join(crewID, tok, "k1")
+			get := h.do(call{method: "GET", path: "/crews/" + crewID, token: tok})
+
+			for _, rec := range []*httptest.ResponseRecorder{join, get} {
+				assertError(t, rec, stdhttp.StatusServiceUnavailable, "UNAVAILABLE")
+				assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+				assert.NotContains(t, rec.Body.String(), "10.0.0.7")
+			}
+			h.crews.heal()
+			h.assertSeats(crewID, 0)
+		})
+	}
+}
+
+func TestRequestID_IsEchoedAndLogged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	tok, user := h.userToken()
+	unknownCrew := uuid.NewString()
+
+	rec := h.do(call{method: "GET", path: "/crews/" + unknownCrew, token: tok,
+		header: map[string]string{rhttp.RequestIDHeader: "trace-abc.123"}})
+
+	assert.Equal(t, "trace-abc.123", rec.Header().Get(rhttp.RequestIDHeader))
+	var access map[string]any
+	for _, line := range h.logs.lines(t) {
+		if line["requestId"] == "trace-abc.123" && line["msg"] == "http request" {
+			access = line
+		}
+	}
+	require.NotNil(t, access, "an access-log line carries the request id")
+	assert.Equal(t, "GET", access["method"])
+	assert.Equal(t, "/crews/:crewId", access["route"])
+	assert.EqualValues(t, stdhttp.StatusNotFound, access["status"])
+	assert.Equal(t, user, access["userId"])
+	assert.Contains(t, access, "latencyMs")
+}
+
+func TestRequestID_IsGeneratedWhenMissingOrInsane(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+
+	for _, incoming := range []string{"", "has space", "evil\"quote", strings.Repeat("a", 129)} {
+		rec := h.do(call{method: "GET", path: "/healthz", header: map[string]string{rhttp.RequestIDHeader: incoming}})
+		id := rec.Header().Get(rhttp.RequestIDHeader)
+		_, err := uuid.Parse(id)
+		assert.NoError(t, err, "a generated id replaces %q", incoming)
+	}
+}
+
+// hasLog reports whether a log line with requestID and msg was written.
+func hasLog(t *testing.T, h *harness, requestID, msg string) bool {
+	t.Helper()
+	for _, line := range h.logs.lines(t) {
+		if line["requestId"] == requestID && line["msg"] == msg {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,96 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	stdhttp "net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Errors the HTTP edge answers with on its own, in the same shape as domain errors.
+var (
+	errUnauthorized     = domain.NewError("UNAUTHORIZED", "a valid bearer token is required")
+	errForbidden        = domain.NewError("FORBIDDEN", "this action is not allowed for the authenticated user")
+	errRouteNotFound    = domain.NewError("NOT_FOUND", "no such route")
+	errMethodNotAllowed = domain.NewError("METHOD_NOT_ALLOWED", "method not allowed on this route")
+	errPayloadTooLarge  = domain.NewError("PAYLOAD_TOO_LARGE", "request body is too large")
+	errUnavailable      = domain.NewError("UNAVAILABLE", "a dependency is unavailable; retry later")
+	errInternal         = domain.NewError("INTERNAL", "internal server error")
+)
+
+// statusByCode is the one table mapping error codes to HTTP statuses. A domain error whose code
+// is missing here is a programming error and answers 500.
+var statusByCode = map[string]int{
+	domain.CodeValidationFailed: stdhttp.StatusBadRequest,
+	guard.ErrKeyRequired.Code:   stdhttp.StatusBadRequest,
+	crew.ErrFull.Code:           stdhttp.StatusBadRequest,
+	crew.ErrNotFound.Code:       stdhttp.StatusNotFound,
+	crew.ErrNotMember.Code:      stdhttp.StatusNotFound,
+	crew.ErrAlreadyMember.Code:  stdhttp.StatusConflict,
+	guard.ErrInProgress.Code:    stdhttp.StatusConflict,
+	guard.ErrKeyReused.Code:     stdhttp.StatusUnprocessableEntity,
+	guard.ErrBusy.Code:          stdhttp.StatusTooManyRequests,
+	errUnauthorized.Code:        stdhttp.StatusUnauthorized,
+	errForbidden.Code:           stdhttp.StatusForbidden,
+	errRouteNotFound.Code:       stdhttp.StatusNotFound,
+	errMethodNotAllowed.Code:    stdhttp.StatusMethodNotAllowed,
+	errPayloadTooLarge.Code:     stdhttp.StatusRequestEntityTooLarge,
+	errUnavailable.Code:         stdhttp.StatusServiceUnavailable,
+	errInternal.Code:            stdhttp.StatusInternalServerError,
+}
+
+// unavailableRetryAfter is the Retry-After sent with 503 UNAVAILABLE.
+const unavailableRetryAfter = time.Second
+
+// respondError answers err as the JSON error body {"error", "message", ...details} with the
+// status from statusByCode, and aborts the chain. Errors that are not domain errors never reach
+// the client: a dependency failure answers 503, anything else 500, and both are logged with the
+// request id.
+func respondError(c *gin.Context, err error) {
+	de, status := classify(err)
+	if status >= stdhttp.StatusInternalServerError {
+		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelError, "request failed",
+			slog.Int("status", status), slog.String("error", err.Error()))
+	}
+	writeError(c, status, de)
+}
+
+// writeError writes de with status, its Retry-After header and its details merged into the body.
+func writeError(c *gin.Context, status int, de *domain.Error) {
+	if de.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.FormatInt(int64(math.Ceil(de.RetryAfter.Seconds())), 10))
+	}
+	body := make(gin.H, len(de.Details)+2)
+	for k, v := range de.Details {
+		body[k] = v
+	}
+	body["error"] = de.Code
+	body["message"] = de.Message
+	c.AbortWithStatusJSON(status, body)
+}
+
+// classify maps err to the domain error the client sees and its status.
+func classify(err error) (*domain.Error, int) {
+	if de, ok := domain.AsError(err); ok {
+		if status, known := statusByCode[de.Code]; known {
+			return de, status
+		}
+		return errInternal, stdhttp.StatusInternalServerError
+	}
+	if errors.Is(err, ports.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		unavailable := *errUnavailable
+		unavailable.RetryAfter = unavailableRetryAfter
+		return &unavailable, stdhttp.StatusServiceUnavailable
+	}
+	return errInternal, stdhttp.StatusInternalServerError
+}

@@ -1,0 +1,260 @@
+package http_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	stdhttp "net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rhttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	appcrew "github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	os.Exit(m.Run())
+}
+
+var testSecret = []byte("test-secret-that-is-long-enough-for-hs256")
+
+// harnessConfig tunes a harness; the zero value is the production wiring on memory adapters.
+type harnessConfig struct {
+	maxBodyBytes int64
+	readiness    []rhttp.ReadinessCheck
+}
+
+// harness is one router on fresh, real in-memory adapters, with handles to inspect and disturb
+// them.
+type harness struct {
+	t        *testing.T
+	router   *gin.Engine
+	tokens   *rhttp.Tokens
+	crews    *crewStore
+	members  *memory.CrewMemberRepository
+	store    *memory.IdempotencyStore
+	locker   *memory.Locker
+	registry *prometheus.Registry
+	logs     *syncBuffer
+}
+
+func newHarness(t *testing.T, cfg harnessConfig) *harness {
+	t.Helper()
+	clock := system.Clock{}
+	db := memory.NewDatabase()
+	h := &harness{
+		t:        t,
+		tokens:   rhttp.NewTokens(testSecret),
+		crews:    &crewStore{CrewRepository: memory.NewCrewRepository(db)},
+		members:  memory.NewCrewMemberRepository(db),
+		store:    memory.NewIdempotencyStore(clock),
+		locker:   memory.NewLocker(clock),
+		registry: prometheus.NewRegistry(),
+		logs:     &syncBuffer{},
+	}
+	metrics := rhttp.NewMetrics(h.registry)
+	// Short backoff so a busy lock gives up within milliseconds.
+	g := guard.New(h.store, h.locker, system.Sleeper{},
+		guard.Config{BaseDelay: time.Millisecond, MaxRetries: 2}, guard.WithObserver(metrics))
+	h.router = rhttp.NewRouter(rhttp.Deps{
+		Crews:        appcrew.NewService(db, h.crews, h.members, g, clock, system.UUIDs{}),
+		Tokens:       h.tokens,
+		Metrics:      metrics,
+		Logger:       slog.New(slog.NewJSONHandler(h.logs, nil)),
+		Readiness:    cfg.readiness,
+		MaxBodyBytes: cfg.maxBodyBytes,
+	})
+	return h
+}
+
+// call is one request to the router.
+type call struct {
+	method, path, body string
+	token              string // sent as a bearer token when not empty
+	idempotencyKey     string // sent when not empty
+	header             map[string]string
+}
+
+func (h *harness) do(c call) *httptest.ResponseRecorder {
+	h.t.Helper()
+	var body io.Reader = stdhttp.NoBody
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req := httptest.NewRequest(c.method, c.path, body)
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", c.idempotencyKey)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.router.ServeHTTP(rec, req)
+	return rec
+}
+
+func (h *harness) token(userID string, role rhttp.Role) string {
+	h.t.Helper()
+	tok, err := h.tokens.Mint(userID, role, time.Hour)
+	require.NoError(h.t, err)
+	return tok
+}
+
+// userToken returns a token for a fresh random user, and that user's id.
+func (h *harness) userToken() (token, userID string) {
+	userID = "u-" + uuid.NewString()
+	return h.token(userID, rhttp.RoleUser), userID
+}
+
+// createCrew creates a crew through the API and returns its id.
+func (h *harness) createCrew(maxMembers int) string {
+	h.t.Helper()
+	rec := h.do(call{method: "POST", path: "/crews", token: h.token("admin-1", rhttp.RoleAdmin),
+		body: `{"name":"runners","maxMembers":` + strconv.Itoa(maxMembers) + `}`})
+	require.Equal(h.t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
+	var view appcrew.View
+	require.NoError(h.t, json.Unmarshal(rec.Body.Bytes(), &view))
+	return view.ID
+}
+
+func (h *harness) join(crewID, token, key string) *httptest.ResponseRecorder {
+	h.t.Helper()
+	return h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: token, idempotencyKey: key})
+}
+
+// scrape returns the /metrics exposition.
+func (h *harness) scrape() string {
+	h.t.Helper()
+	rec := h.do(call{method: "GET", path: "/metrics"})
+	require.Equal(h.t, stdhttp.StatusOK, rec.Code)
+	return rec.Body.String()
+}
+
+// assertSeats checks the crew's stored count and its member rows both equal want.
+func (h *harness) assertSeats(crewID string, want int) {
+	h.t.Helper()
+	ctx := context.Background()
+	c, err := h.crews.Get(ctx, crewID)
+	require.NoError(h.t, err)
+	count, err := h.members.Count(ctx, crewID)
+	require.NoError(h.t, err)
+	assert.Equal(h.t, want, c.CurrentMembers(), "currentMembers")
+	assert.Equal(h.t, want, count, "member rows")
+}
+
+// errorBody is the JSON error shape of SPEC §0.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
+}
+
+// assertError checks rec is a JSON error with status and code, and returns its body.
+func assertError(t *testing.T, rec *httptest.ResponseRecorder, status int, code string) errorBody {
+	t.Helper()
+	require.Equal(t, status, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Header().Get("Content-Type"), "application/json")
+	var body errorBody
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+	assert.Equal(t, code, body.Error)
+	assert.NotEmpty(t, body.Message)
+	return body
+}
+
+// crewStore is the memory crew repository with switchable faults, counting the crews created.
+type crewStore struct {
+	ports.CrewRepository
+	created atomic.Int64
+	fault   atomic.Pointer[error] // returned by reads when set
+	panics  atomic.Bool           // reads panic when set
+}
+
+func (s *crewStore) Create(ctx context.Context, c *crew.Crew) error {
+	if err := s.CrewRepository.Create(ctx, c); err != nil {
+		return err
+	}
+	s.created.Add(1)
+	return nil
+}
+
+func (s *crewStore) Get(ctx context.Context, id string) (*crew.Crew, error) {
+	if err := s.injected(); err != nil {
+		return nil, err
+	}
+	return s.CrewRepository.Get(ctx, id)
+}
+
+func (s *crewStore) GetForUpdate(ctx context.Context, id string) (*crew.Crew, error) {
+	if err := s.injected(); err != nil {
+		return nil, err
+	}
+	return s.CrewRepository.GetForUpdate(ctx, id)
+}
+
+func (s *crewStore) injected() error {
+	if s.panics.Load() {
+		panic("driver exploded: password=hunter2")
+	}
+	if err := s.fault.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+func (s *crewStore) failWith(err error) { s.fault.Store(&err) }
+func (s *crewStore) heal()              { s.fault.Store(nil); s.panics.Store(false) }
+
+// syncBuffer collects log output written from concurrent requests.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns every JSON log line written so far.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var entry map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
+		out = append(out, entry)
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package http
+
+import (
+	"context"
+	"log/slog"
+	stdhttp "net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rushgate/rushgate/domain"
+)
+
+// ReadinessCheck is one dependency /readyz probes, such as "database" or "redis".
+type ReadinessCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// readinessTimeout bounds each check so /readyz answers even when a dependency hangs.
+const readinessTimeout = time.Second
+
+// healthz answers GET /healthz: the process is up.
+func healthz(c *gin.Context) {
+	c.JSON(stdhttp.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz answers GET /readyz: 200 when every check passes, else 503 UNAVAILABLE naming the
+// failing checks. The checks run concurrently, each bounded by readinessTimeout; their errors are
+// logged, not returned, since they may name hosts.
+func readyz(checks []ReadinessCheck) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		errs := make([]error, len(checks))
+		var wg sync.WaitGroup
+		for i, check := range checks {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(c.Request.Context(), readinessTimeout)
+				defer cancel()
+				errs[i] = check.Check(ctx)
+			})
+		}
+		wg.Wait()
+
+		results := make(map[string]string, len(checks))
+		var failing []string
+		for i, check := range checks {
+			if errs[i] == nil {
+				results[check.Name] = "ok"
+				continue
+			}
+			results[check.Name] = "failing"
+			failing = append(failing, check.Name)
+			requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelWarn, "readiness check failed",
+				slog.String("check", check.Name), slog.String("error", errs[i].Error()))
+		}
+		if len(failing) > 0 {
+			writeError(c, stdhttp.StatusServiceUnavailable, &domain.Error{
+				Code:       errUnavailable.Code,
+				Message:    "not ready: " + strings.Join(failing, ", ") + " failing",
+				Details:    map[string]any{"checks": results},
+				RetryAfter: unavailableRetryAfter,
+			})
+			return
+		}
+		c.JSON(stdhttp.StatusOK, gin.H{"status": "ready", "checks": results})
+	}
+}

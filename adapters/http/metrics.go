@@ -1,0 +1,101 @@
+package http
+
+import (
+	stdhttp "net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rushgate/rushgate/application/guard"
+)
+
+var _ guard.Observer = (*Metrics)(nil)
+
+// Metrics holds the server's Prometheus collectors: request latency, and the guard's lock waits,
+// lock attempts, lock exhaustion and idempotency replays (it is the guard's Observer).
+type Metrics struct {
+	gatherer       prometheus.Gatherer
+	requests       *prometheus.HistogramVec
+	lockWait       *prometheus.HistogramVec
+	lockAttempts   *prometheus.HistogramVec
+	lockExhausted  *prometheus.CounterVec
+	idempotentHits prometheus.Counter
+}
+
+// NewMetrics creates the collectors and registers them on reg; it panics if one is already
+// registered there, as prometheus.MustRegister does. Handler serves what reg gathers when reg is
+// also a prometheus.Gatherer (a *prometheus.Registry is both), else prometheus.DefaultGatherer.
+// Process and Go runtime collectors are the caller's choice to register.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	gatherer, ok := reg.(prometheus.Gatherer)
+	if !ok {
+		gatherer = prometheus.DefaultGatherer
+	}
+	m := &Metrics{
+		gatherer: gatherer,
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rushgate",
+			Name:      "http_request_duration_seconds",
+			Help:      "HTTP request latency by method, route template and status.",
+			Buckets:   prometheus.DefBuckets,
+		}, []string{"method", "route", "status"}),
+		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rushgate",
+			Name:      "lock_wait_seconds",
+			Help:      "Backoff time spent waiting before a distributed lock was acquired, by lock kind.",
+			Buckets:   []float64{0, 0.1, 0.25, 0.5, 1, 2, 4},
+		}, []string{"lock"}),
+		lockAttempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rushgate",
+			Name:      "lock_attempts",
+			Help:      "Attempts needed to acquire a distributed lock, by lock kind.",
+			Buckets:   []float64{1, 2, 3, 4, 5, 6},
+		}, []string{"lock"}),
+		lockExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rushgate",
+			Name:      "lock_exhausted_total",
+			Help:      "Requests answered 429 because a distributed lock stayed busy through every retry, by lock kind.",
+		}, []string{"lock"}),
+		idempotentHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "rushgate",
+			Name:      "idempotency_replays_total",
+			Help:      "Requests answered from a stored idempotent response.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.idempotentHits)
+	return m
+}
+
+// Handler serves the gathered metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() stdhttp.Handler {
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+}
+
+// LockAcquired records how long and how many attempts taking a lock needed.
+func (m *Metrics) LockAcquired(lockKey string, attempts int, waited time.Duration) {
+	kind := lockKind(lockKey)
+	m.lockWait.WithLabelValues(kind).Observe(waited.Seconds())
+	m.lockAttempts.WithLabelValues(kind).Observe(float64(attempts))
+}
+
+// LockExhausted counts a lock given up on after every retry.
+func (m *Metrics) LockExhausted(lockKey string) {
+	m.lockExhausted.WithLabelValues(lockKind(lockKey)).Inc()
+}
+
+// Replayed counts an idempotent replay.
+func (m *Metrics) Replayed() { m.idempotentHits.Inc() }
+
+func (m *Metrics) observeRequest(method, route string, status int, latency time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Observe(latency.Seconds())
+}
+
+// lockKind is the part of a lock key before its ids ("crew" for "crew:{crewId}"), so the label
+// set stays bounded however many crews exist.
+func lockKind(lockKey string) string {
+	kind, _, _ := strings.Cut(lockKey, ":")
+	return kind
+}

@@ -1,0 +1,134 @@
+package http
+
+import (
+	"fmt"
+	"log/slog"
+	stdhttp "net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+)
+
+// RequestIDHeader carries the request id in both directions.
+const RequestIDHeader = "X-Request-ID"
+
+const (
+	loggerKey          = "rushgate.logger"
+	maxRequestIDLength = 128
+	unmatchedRoute     = "unmatched"
+)
+
+// requestID adopts a sane incoming X-Request-ID or generates one, echoes it in the response and
+// stores a logger that stamps it on every line logged for the request.
+func requestID(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id := c.GetHeader(RequestIDHeader)
+		if !saneRequestID(id) {
+			id = uuid.NewString()
+		}
+		c.Header(RequestIDHeader, id)
+		c.Set(loggerKey, logger.With(slog.String("requestId", id)))
+		c.Next()
+	}
+}
+
+// saneRequestID accepts 1..128 characters of [A-Za-z0-9._:-], enough for UUIDs and tracing ids
+// and nothing that could forge log lines or headers.
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// requestLogger is the request's logger that requestID stored.
+func requestLogger(c *gin.Context) *slog.Logger {
+	if l, ok := c.Get(loggerKey); ok {
+		if logger, ok := l.(*slog.Logger); ok {
+			return logger
+		}
+	}
+	return slog.Default()
+}
+
+// observe writes one structured access-log line per request and records its latency.
+func observe(metrics *Metrics) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		latency := time.Since(start)
+
+		route := c.FullPath()
+		if route == "" {
+			route = unmatchedRoute
+		}
+		method := metricMethod(c.Request.Method)
+		status := c.Writer.Status()
+		metrics.observeRequest(method, route, status, latency)
+
+		attrs := []slog.Attr{
+			slog.String("method", method),
+			slog.String("route", route),
+			slog.String("path", c.Request.URL.Path),
+			slog.Int("status", status),
+			slog.Float64("latencyMs", float64(latency.Microseconds())/1000),
+			slog.Int("bytes", c.Writer.Size()),
+			slog.String("clientIp", c.ClientIP()),
+		}
+		if p := principal(c); p.UserID != "" {
+			attrs = append(attrs, slog.String("userId", p.UserID))
+		}
+		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "http request", attrs...)
+	}
+}
+
+// metricMethod folds non-standard methods into one label value so clients cannot grow the
+// label set.
+func metricMethod(method string) string {
+	switch method {
+	case stdhttp.MethodGet, stdhttp.MethodHead, stdhttp.MethodPost, stdhttp.MethodPut, stdhttp.MethodPatch,
+		stdhttp.MethodDelete, stdhttp.MethodOptions:
+		return method
+	default:
+		return "OTHER"
+	}
+}
+
+// recovery turns a panic into a logged 500 INTERNAL JSON answer without internals.
+func recovery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			recovered := recover()
+			if recovered == nil {
+				return
+			}
+			requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelError, "panic while handling request",
+				slog.String("panic", fmt.Sprint(recovered)), slog.String("stack", string(debug.Stack())))
+			if c.Writer.Written() {
+				// Too late for an error body; the client sees a truncated response.
+				c.Abort()
+				return
+			}
+			writeError(c, stdhttp.StatusInternalServerError, errInternal)
+		}()
+		c.Next()
+	}
+}
+
+// limitBody caps every request body at maxBytes; reading past it fails with
+// *stdhttp.MaxBytesError, which decoding answers as 413.
+func limitBody(maxBytes int64) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Request.Body = stdhttp.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+		c.Next()
+	}
+}

@@ -1,0 +1,153 @@
+// Package redis implements ports on Redis: a go-redsync Locker and an IdempotencyStore whose
+// every state change is one Lua script, so concurrent instances never interleave.
+//
+// Every failure to reach Redis, or an answer that misses its timeout, wraps
+// ports.ErrUnavailable.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Default client settings; see Options.
+const (
+	DefaultDialTimeout  = 500 * time.Millisecond
+	DefaultReadTimeout  = 500 * time.Millisecond
+	DefaultWriteTimeout = 500 * time.Millisecond
+	minPoolSize         = 64
+)
+
+// Options tunes the client built by NewClient. A zero field takes its default. Options, and the
+// no-retry policy below, override the same settings given in the URL's query string.
+type Options struct {
+	// DialTimeout bounds opening one connection. Default 500ms.
+	DialTimeout time.Duration
+	// ReadTimeout bounds waiting for one reply, and waiting for a free pooled connection.
+	// Default 500ms.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds sending one command. Default 500ms.
+	WriteTimeout time.Duration
+	// PoolSize is the number of connections per Redis node. Default max(64, 10×GOMAXPROCS),
+	// so 64 concurrent requests never queue for a connection. Half of them are kept open, so a
+	// stampede on a quiet server does not wait on dozens of dials at once.
+	PoolSize int
+}
+
+func (o Options) withDefaults() Options {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = max(minPoolSize, 10*runtime.GOMAXPROCS(0))
+	}
+	return o
+}
+
+// The client never retries a command itself: a retried Lua script or SET could run twice, and the
+// application's guard already retries with backoff. One dial attempt, bounded by DialTimeout,
+// keeps a dead server's answer within the configured timeouts instead of go-redis's five
+// attempts with backoff.
+const (
+	noCommandRetries = -1
+	dialAttempts     = 1
+)
+
+// NewClient builds a Redis client from a URL without contacting the server (call Ping for that):
+//
+//	redis://[user:password@]host:port[/db]            one server
+//	rediss://…                                        the same over TLS
+//	redis://host:port?master_name=mymaster&addr=h2:p  Sentinel: the hosts are sentinels
+//	redis://host:port?addr=h2:p&addr=h3:p             Cluster: the hosts are seed nodes
+//
+// The query string may also carry go-redis's other URL options (client_name=…, protocol=…);
+// timeouts, pool size and retries come from Options.
+// The error names what is wrong and never repeats the password.
+func NewClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		// *url.Error quotes the whole URL, password included; keep only the reason.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return nil, fmt.Errorf("redis URL: not a URL: %w", err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("redis URL: unsupported scheme %q: want redis:// or rediss://", u.Scheme)
+	}
+	opts = opts.withDefaults()
+	query := u.Query()
+	switch {
+	case query.Has("master_name"):
+		return newSentinelClient(redisURL, opts)
+	case query.Has("addr"):
+		return newClusterClient(redisURL, opts)
+	default:
+		return newSingleClient(redisURL, opts)
+	}
+}
+
+func newSingleClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
+	o, err := goredis.ParseURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout
+	o.PoolSize, o.PoolTimeout, o.MinIdleConns = opts.PoolSize, opts.ReadTimeout, opts.PoolSize/2
+	o.MaxRetries, o.DialerRetries = noCommandRetries, dialAttempts
+	o.ContextTimeoutEnabled = true // a request's deadline bounds its Redis calls too
+	return goredis.NewClient(o), nil
+}
+
+func newSentinelClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
+	o, err := goredis.ParseFailoverURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL (sentinel): %w", err)
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout
+	o.PoolSize, o.PoolTimeout, o.MinIdleConns = opts.PoolSize, opts.ReadTimeout, opts.PoolSize/2
+	o.MaxRetries, o.DialerRetries = noCommandRetries, dialAttempts
+	o.ContextTimeoutEnabled = true
+	return goredis.NewFailoverClient(o), nil
+}
+
+func newClusterClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
+	o, err := goredis.ParseClusterURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL (cluster): %w", err)
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout
+	o.PoolSize, o.PoolTimeout, o.MinIdleConns = opts.PoolSize, opts.ReadTimeout, opts.PoolSize/2
+	o.MaxRetries, o.DialerRetries = noCommandRetries, dialAttempts
+	o.ContextTimeoutEnabled = true
+	return goredis.NewClusterClient(o), nil
+}
+
+// Ping checks that Redis answers. A failure wraps ports.ErrUnavailable.
+func Ping(ctx context.Context, c goredis.UniversalClient) error {
+	if err := c.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// unavailable wraps a client error so callers can match both ports.ErrUnavailable and the cause
+// (context.DeadlineExceeded, a net.Error).
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redis: %s: %w: %w", op, ports.ErrUnavailable, err)
+}

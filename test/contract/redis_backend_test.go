@@ -1,0 +1,61 @@
+package contract_test
+
+import (
+	"net"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	rgredis "github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+// redisClient returns a client to the test Redis (skipped or failed per testenv when it is
+// down), closed when the test ends.
+func redisClient(t *testing.T) goredis.UniversalClient {
+	t.Helper()
+	return newRedisClient(t, testenv.RedisAddr(t))
+}
+
+// deadRedisAddrs names Redis addresses that cannot serve: one refuses connections, the other
+// accepts them and never answers, so only the client's timeouts end the wait.
+func deadRedisAddrs(t *testing.T) map[string]string {
+	t.Helper()
+	return map[string]string{
+		"refusing": "127.0.0.1:1",
+		"silent":   silentServer(t),
+	}
+}
+
+// silentServer accepts TCP connections and never replies, like a hung Redis.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listener.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				_ = conn.Close()
+			}
+		}()
+		for {
+			conn, err := listener.Accept()
+			if err != nil {
+				return // listener closed at cleanup
+			}
+			held = append(held, conn)
+		}
+	}()
+	return listener.Addr().String()
+}
+
+func newRedisClient(t *testing.T, addr string) goredis.UniversalClient {
+	t.Helper()
+	client, err := rgredis.NewClient("redis://"+addr, rgredis.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+)
+
+// fire sends n requests at once (released together) and counts the statuses.
+func fire(n int, send func(i int) response) (map[int]int, []response) {
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		answers = make([]response, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = send(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	counts := map[int]int{}
+	for _, a := range answers {
+		counts[a.status]++
+	}
+	return counts, answers
+}
+
+// TestJoin_StampedeOfDistinctUsersFillsExactly: 500 users race for 50 seats.
+func TestJoin_StampedeOfDistinctUsersFillsExactly(t *testing.T) {
+	const users, capacity = 500, 50
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b)
+			crewID := s.createCrew(capacity)
+			tokens := make([]string, users)
+			for i := range tokens {
+				tokens[i] = s.token(fmt.Sprintf("herd-%d", i))
+			}
+			counts, answers := fire(users, func(i int) response {
+				return s.do("POST", "/crews/"+crewID+"/join", tokens[i], "", "Idempotency-Key", s.run+"herd")
+			})
+			t.Logf("statuses: %v", counts)
+
+			for _, a := range answers {
+				switch a.status {
+				case http.StatusCreated, http.StatusBadRequest, http.StatusTooManyRequests:
+				default:
+					t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
+				}
+				if a.status == http.StatusBadRequest && a.str("error") != "CREW_FULL" {
+					t.Fatalf("400 that is not CREW_FULL: %s", a.raw)
+				}
+				if a.status == http.StatusTooManyRequests && a.header.Get("Retry-After") == "" {
+					t.Fatal("429 without Retry-After")
+				}
+			}
+			if counts[http.StatusCreated] != capacity {
+				t.Fatalf("%d joins succeeded, want exactly %d (statuses %v)", counts[http.StatusCreated], capacity, counts)
+			}
+			st := s.stored(crewID)
+			if st.currentMembers != capacity || st.members != capacity || st.distinctUsers != capacity {
+				t.Fatalf("invariant broken: %+v", st)
+			}
+		})
+	}
+}
+
+// TestJoin_SameKeyStampedeJoinsOnce: one user double-clicks 50 times with one key.
+func TestJoin_SameKeyStampedeJoinsOnce(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b)
+			crewID := s.createCrew(10)
+			token := s.token("clicker")
+			counts, answers := fire(50, func(int) response {
+				return s.do("POST", "/crews/"+crewID+"/join", token, "", "Idempotency-Key", s.run+"click")
+			})
+			t.Logf("statuses: %v", counts)
+			fresh := 0
+			for _, a := range answers {
+				switch {
+				case a.status == http.StatusCreated && a.header.Get("Idempotent-Replayed") == "true":
+				case a.status == http.StatusCreated:
+					fresh++
+				case a.status == http.StatusConflict && a.str("error") == "IDEMPOTENCY_IN_PROGRESS":
+				default:
+					t.Fatalf("unexpected answer %d %s", a.status, a.raw)
+				}
+			}
+			if fresh != 1 {
+				t.Fatalf("%d requests ran the join, want 1 (statuses %v)", fresh, counts)
+			}
+			if st := s.stored(crewID); st.currentMembers != 1 || st.members != 1 {
+				t.Fatalf("stored %+v", st)
+			}
+		})
+	}
+}

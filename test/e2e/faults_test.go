@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+// privateRedis starts a redis-server of the test's own on a free port, so the test can stop it.
+func privateRedis(t *testing.T) (url string, stop func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		testenv.Unreachable(t, "redis-server binary", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			_ = conn.Close()
+			return "redis://" + addr + "/0", stop
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("private redis-server did not start: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFaults_RedisStoppedMidTestAnswers503Fast: joins answer 503 UNAVAILABLE within about a
+// second once Redis dies, and nothing half-done reaches the database.
+func TestFaults_RedisStoppedMidTestAnswers503Fast(t *testing.T) {
+	for _, db := range testenv.Databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			redisURL, stopRedis := privateRedis(t)
+			s := startServer(t, backend{name: string(db.Dialect), databaseURL: db.URL, redisURL: redisURL})
+			crewID := s.createCrew(10)
+			if res := s.join(crewID, "before", "k"); res.status != http.StatusCreated {
+				t.Fatalf("join while Redis is up: %d %s", res.status, res.raw)
+			}
+
+			stopRedis()
+			for i := range 5 {
+				started := time.Now()
+				res := s.join(crewID, fmt.Sprintf("after-%d", i), "k")
+				took := time.Since(started)
+				assertError(t, res, http.StatusServiceUnavailable, "UNAVAILABLE")
+				if res.header.Get("Retry-After") == "" {
+					t.Fatal("503 without Retry-After")
+				}
+				if took > 1500*time.Millisecond {
+					t.Fatalf("503 took %v", took)
+				}
+			}
+			ready := s.do("GET", "/readyz", "", "")
+			if ready.status != http.StatusServiceUnavailable || !strings.Contains(string(ready.raw), "redis") {
+				t.Fatalf("readyz with Redis down: %d %s", ready.status, ready.raw)
+			}
+			if st := s.stored(crewID); st.currentMembers != 1 || st.members != 1 {
+				t.Fatalf("stored %+v", st)
+			}
+		})
+	}
+}
+
+// TestFaults_DatabaseUnreachableAtStart: the start fails with one clear error naming the database.
+func TestFaults_DatabaseUnreachableAtStart(t *testing.T) {
+	for _, url := range []string{
+		"postgres://postgres@127.0.0.1:1/test?sslmode=disable",
+		"mysql://root@127.0.0.1:1/test",
+	} {
+		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
+			cfg := testConfig(backend{databaseURL: url})
+			started := time.Now()
+			app := fx.New(bootstrap.Modules(cfg))
+			err := bootstrap.RootCause(app.Err())
+			if err == nil {
+				_ = app.Stop(context.Background())
+				t.Fatal("start succeeded without a database")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "database") || !strings.Contains(msg, "127.0.0.1:1") || strings.Contains(msg, "\n") {
+				t.Fatalf("unclear start error: %q", msg)
+			}
+			if time.Since(started) > 10*time.Second {
+				t.Fatalf("start took %v to fail", time.Since(started))
+			}
+		})
+	}
+}

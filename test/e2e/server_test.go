@@ -1,0 +1,226 @@
+// Package e2e drives the fx-built server over real HTTP, on the embedded default and on
+// Postgres+Redis and MySQL+Redis, and checks what reached the database.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/rushgate/rushgate/adapters/gormdb"
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+const jwtSecret = "e2e-secret-e2e-secret-e2e-secret-!!"
+
+// backend is one way to run the server.
+type backend struct {
+	name        string
+	databaseURL string // empty: memory
+	redisURL    string // empty: memory
+}
+
+// backends returns the embedded default and every real database with Redis.
+func backends(t *testing.T) []backend {
+	t.Helper()
+	redisURL := "redis://" + testenv.RedisAddr(t) + "/0"
+	return []backend{
+		{name: "memory"},
+		{name: "postgres+redis", databaseURL: testenv.Postgres(t).URL, redisURL: redisURL},
+		{name: "mysql+redis", databaseURL: testenv.MySQL(t).URL, redisURL: redisURL},
+	}
+}
+
+// server is a running rushgate and a client for it.
+type server struct {
+	t      *testing.T
+	url    string
+	tokens *rghttp.Tokens
+	db     *sql.DB // nil on memory
+	// dialect tells how to write placeholders for db.
+	dialect gormdb.Dialect
+	http    *http.Client
+	// run makes idempotency keys unique to this server, since backends share one Redis.
+	run string
+}
+
+func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *server {
+	t.Helper()
+	cfg := testConfig(b)
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	var srv *bootstrap.Server
+	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+
+	s := &server{
+		t:      t,
+		url:    srv.URL(),
+		tokens: rghttp.NewTokens([]byte(jwtSecret)),
+		http:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 600}},
+		run:    fmt.Sprintf("%d-", time.Now().UnixNano()),
+	}
+	if b.databaseURL != "" {
+		db, err := gormdb.Open(context.Background(), b.databaseURL, gormdb.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		s.db, s.dialect = db.SQL(), db.Dialect()
+	}
+	return s
+}
+
+func testConfig(b backend) bootstrap.Config {
+	return bootstrap.Config{
+		Addr:             "127.0.0.1:0",
+		DatabaseURL:      b.databaseURL,
+		RedisURL:         b.redisURL,
+		JWTSecret:        jwtSecret,
+		Migrate:          true,
+		LogLevel:         "error",
+		DBTimeout:        2 * time.Second,
+		DBMaxOpenConns:   20,
+		RedisTimeout:     time.Second,
+		LockTTL:          time.Second,
+		LockBaseDelay:    100 * time.Millisecond,
+		LockRetries:      5,
+		IdempotencyTTL:   time.Hour,
+		IdempotencyLease: 30 * time.Second,
+		MaxBodyBytes:     1 << 20,
+		ShutdownTimeout:  10 * time.Second,
+	}
+}
+
+func (s *server) token(user string) string {
+	raw, err := s.tokens.Mint(user, rghttp.RoleUser, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return raw
+}
+
+func (s *server) adminToken() string {
+	raw, err := s.tokens.Mint("admin", rghttp.RoleAdmin, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return raw
+}
+
+// response is a decoded answer.
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+func (r response) str(field string) string { s, _ := r.body[field].(string); return s }
+func (r response) num(field string) int    { n, _ := r.body[field].(float64); return int(n) }
+
+// do sends one request; headers are name, value pairs.
+func (s *server) do(method, path, token, body string, headers ...string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := s.http.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := response{status: res.StatusCode, header: res.Header, raw: raw}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			s.t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, raw)
+		}
+	}
+	return out
+}
+
+func (s *server) createCrew(max int) string {
+	s.t.Helper()
+	res := s.do("POST", "/crews", s.adminToken(), fmt.Sprintf(`{"name":"e2e crew","maxMembers":%d}`, max))
+	if res.status != http.StatusCreated || res.str("id") == "" {
+		s.t.Fatalf("create crew: %d %s", res.status, res.raw)
+	}
+	return res.str("id")
+}
+
+func (s *server) join(crewID, user, key string) response {
+	return s.do("POST", "/crews/"+crewID+"/join", s.token(user), "", "Idempotency-Key", s.run+key)
+}
+
+// stored reads a crew's counter and its member rows straight from the database (or, on memory,
+// through the API).
+type stored struct {
+	currentMembers, maxMembers, members, distinctUsers int
+}
+
+func (s *server) stored(crewID string) stored {
+	s.t.Helper()
+	if s.db == nil {
+		res := s.do("GET", "/crews/"+crewID, s.token("reader"), "")
+		page := s.do("GET", "/crews/"+crewID+"/members?limit=500", s.token("reader"), "")
+		items, _ := page.body["items"].([]any)
+		users := map[string]bool{}
+		for _, it := range items {
+			users[it.(map[string]any)["userId"].(string)] = true
+		}
+		return stored{currentMembers: res.num("currentMembers"), maxMembers: res.num("maxMembers"), members: len(items), distinctUsers: len(users)}
+	}
+	var st stored
+	q := s.query("SELECT current_members, max_members FROM crews WHERE id = ?")
+	if err := s.db.QueryRow(q, crewID).Scan(&st.currentMembers, &st.maxMembers); err != nil {
+		s.t.Fatal(err)
+	}
+	q = s.query("SELECT COUNT(*), COUNT(DISTINCT user_id) FROM crew_members WHERE crew_id = ?")
+	if err := s.db.QueryRow(q, crewID).Scan(&st.members, &st.distinctUsers); err != nil {
+		s.t.Fatal(err)
+	}
+	return st
+}
+
+// query rewrites ? placeholders for Postgres.
+func (s *server) query(q string) string {
+	if s.dialect != gormdb.Postgres {
+		return q
+	}
+	for n := 1; strings.Contains(q, "?"); n++ {
+		q = strings.Replace(q, "?", fmt.Sprintf("$%d", n), 1)
+	}
+	return q
+}
+
+func assertError(t *testing.T, res response, status int, code string) {
+	t.Helper()
+	if res.status != status || res.str("error") != code || res.str("message") == "" {
+		t.Fatalf("want %d %s, got %d %s", status, code, res.status, res.raw)
+	}
+}
