@@ -169,9 +169,10 @@ type JoinResult struct {
 	MaxMembers     int       `json:"maxMembers"`
 }
 
-// Join seats the user in the crew (SPEC §1): guarded by idempotency and the lock crew:{id},
-// then one transaction locks the crew row, checks capacity and membership, inserts the member
-// and increments the count. Fails with crew.ErrNotFound, crew.ErrFull or crew.ErrAlreadyMember.
+// Join seats the user in the crew (SPEC §1): guarded by idempotency, an early rejection of a
+// full crew, and the lock crew:{id}; then one transaction locks the crew row, checks capacity
+// and membership, inserts the member and increments the count. Fails with crew.ErrNotFound,
+// crew.ErrFull or crew.ErrAlreadyMember.
 func (s *Service) Join(ctx context.Context, cmd JoinCommand) (guard.Result[JoinResult], error) {
 	if err := ValidateCrewID(cmd.CrewID); err != nil {
 		return guard.Result[JoinResult]{}, err
@@ -185,10 +186,34 @@ func (s *Service) Join(ctx context.Context, cmd JoinCommand) (guard.Result[JoinR
 		Fingerprint:    guard.Fingerprint("POST /crews/"+cmd.CrewID+"/join", nil),
 		LockKey:        "crew:" + cmd.CrewID,
 		SuccessStatus:  StatusCreated,
+		Precheck: func(ctx context.Context) error {
+			return s.rejectEarly(ctx, cmd.CrewID, cmd.UserID)
+		},
 	}
 	return guard.Run(ctx, s.guard, req, func(ctx context.Context) (JoinResult, error) {
 		return s.join(ctx, cmd.CrewID, cmd.UserID)
 	})
+}
+
+// rejectEarly answers an unknown or full crew without queueing for the lock: once a crew fills,
+// the rest of a stampede hears CREW_FULL at once. Seats only come back through Leave, so a full
+// reading may be a moment stale but was true when taken; join re-checks under the row lock.
+func (s *Service) rejectEarly(ctx context.Context, crewID, userID string) error {
+	c, err := s.crews.Get(ctx, crewID)
+	if err != nil {
+		return err
+	}
+	if c.CurrentMembers() < c.MaxMembers() {
+		return nil
+	}
+	already, err := s.members.Exists(ctx, crewID, userID)
+	if err != nil {
+		return fmt.Errorf("check membership: %w", err)
+	}
+	if already {
+		return crew.ErrAlreadyMember
+	}
+	return crew.ErrFull
 }
 
 func (s *Service) join(ctx context.Context, crewID, userID string) (JoinResult, error) {

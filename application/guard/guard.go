@@ -126,6 +126,10 @@ type Request struct {
 	LockKey     string // the flow's lock, e.g. "crew:{crewId}"
 	// SuccessStatus is stored with the response so a replay answers the same status.
 	SuccessStatus int
+	// Precheck, when set, runs after the idempotency record is taken (so a completed request is
+	// still replayed) and before the lock: an error rejects at once instead of queueing for the
+	// lock. It reads without locking; the use case must re-check under its own locks.
+	Precheck func(ctx context.Context) error
 }
 
 // Result is a guarded call's answer.
@@ -201,6 +205,11 @@ func Run[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context.
 		_ = g.store.Delete(dctx, key, begun.Token)
 	}()
 
+	if req.Precheck != nil {
+		if err := req.Precheck(ctx); err != nil {
+			return res, err
+		}
+	}
 	lock, err := g.acquire(ctx, req.LockKey)
 	if err != nil {
 		return res, err

@@ -195,6 +195,37 @@ func TestRun_BusinessRejectionDeletesKeyAndReleasesLock(t *testing.T) {
 	assertKeyFree(t, f, request("k1"))
 }
 
+func TestRun_PrecheckRejectsBeforeQueueingForTheLock(t *testing.T) {
+	f := newFixture(t, guard.Config{})
+	// The lock is busy: a request that queued for it would sleep.
+	if _, err := f.locker.TryAcquire(context.Background(), "thing:1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rejected := domain.NewError("THING_FULL", "full")
+	req := request("k1")
+	req.Precheck = func(context.Context) error { return rejected }
+	calls := 0
+	_, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
+	if !errors.Is(err, rejected) || calls != 0 || len(f.sleeper.delays) != 0 {
+		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.delays)
+	}
+	assertKeyFree(t, f, req)
+}
+
+func TestRun_PrecheckDoesNotHideAReplay(t *testing.T) {
+	f := newFixture(t, guard.Config{})
+	calls := 0
+	if _, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls)); err != nil {
+		t.Fatal(err)
+	}
+	req := request("k1")
+	req.Precheck = func(context.Context) error { return domain.NewError("THING_FULL", "full") }
+	res, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
+	if err != nil || !res.Replayed || calls != 1 {
+		t.Fatalf("%+v, %v, calls %d", res, err, calls)
+	}
+}
+
 func TestRun_PanicReleasesLockAndDeletesKey(t *testing.T) {
 	f := newFixture(t, guard.Config{})
 	func() {
