@@ -98,13 +98,13 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock) (Coordi
 		WriteTimeout: cfg.RedisTimeout,
 	})
 	if err != nil {
-		return Coordination{}, fmt.Errorf("redis: %w", err)
+		return Coordination{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
 	defer cancel()
 	if err := redis.Ping(ctx, client); err != nil {
 		_ = client.Close()
-		return Coordination{}, fmt.Errorf("redis: %w", err)
+		return Coordination{}, err
 	}
 	lc.Append(fx.StopHook(client.Close))
 	return Coordination{

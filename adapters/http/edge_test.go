@@ -171,3 +171,24 @@ func hasLog(t *testing.T, h *harness, requestID, msg string) bool {
 	}
 	return false
 }
+
+func TestClientGone_IsNotLoggedAsAFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	crewID := h.createCrew(3)
+	tok, _ := h.userToken()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest("POST", "/crews/"+crewID+"/join", stdhttp.NoBody).WithContext(ctx)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Idempotency-Key", "k1")
+	req.Header.Set(rhttp.RequestIDHeader, "req-gone")
+	rec := httptest.NewRecorder()
+
+	h.router.ServeHTTP(rec, req)
+
+	assert.Equal(t, 499, rec.Code, rec.Body.String())
+	assert.False(t, hasLog(t, h, "req-gone", "request failed"), "a client leaving is not a server failure")
+	assert.True(t, hasLog(t, h, "req-gone", "client closed the request"))
+	h.assertSeats(crewID, 0)
+}

@@ -26,7 +26,12 @@ var (
 	errPayloadTooLarge  = domain.NewError("PAYLOAD_TOO_LARGE", "request body is too large")
 	errUnavailable      = domain.NewError("UNAVAILABLE", "a dependency is unavailable; retry later")
 	errInternal         = domain.NewError("INTERNAL", "internal server error")
+	errClientClosed     = domain.NewError("CLIENT_CLOSED_REQUEST", "the client closed the request")
 )
+
+// statusClientClosed records, in logs and metrics only, that the client left before the answer
+// (nginx's 499); nobody is there to read it.
+const statusClientClosed = 499
 
 // statusByCode is the one table mapping error codes to HTTP statuses. A domain error whose code
 // is missing here is a programming error and answers 500.
@@ -57,6 +62,12 @@ const unavailableRetryAfter = time.Second
 // the client: a dependency failure answers 503, anything else 500, and both are logged with the
 // request id.
 func respondError(c *gin.Context, err error) {
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "client closed the request",
+			slog.String("error", err.Error()))
+		writeError(c, statusClientClosed, errClientClosed)
+		return
+	}
 	de, status := classify(err)
 	if status >= stdhttp.StatusInternalServerError {
 		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelError, "request failed",

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"time"
@@ -151,3 +152,13 @@ func Ping(ctx context.Context, c goredis.UniversalClient) error {
 func unavailable(op string, err error) error {
 	return fmt.Errorf("redis: %s: %w: %w", op, ports.ErrUnavailable, err)
 }
+
+// clientLog sends go-redis's own log lines to slog at debug level: the failures it prints
+// (failed dials) also come back as errors, which callers report.
+type clientLog struct{}
+
+func (clientLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+func init() { goredis.SetLogger(clientLog{}) }
