@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// waitingLocker reports, once, that a request has reached the lock.
+type waitingLocker struct {
+	ports.Locker
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (l *waitingLocker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (ports.Lock, error) {
+	lock, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		l.once.Do(func() { close(l.waiting) })
+	}
+	return lock, err
+}
+
+// TestShutdown_FinishesInFlightRequests: a join waiting for its lock when the server is told
+// to stop still completes, and then the server refuses new connections.
+func TestShutdown_FinishesInFlightRequests(t *testing.T) {
+	var (
+		srv    *bootstrap.Server
+		locker ports.Locker
+	)
+	observed := &waitingLocker{waiting: make(chan struct{})}
+	app := fxtest.New(t, bootstrap.Modules(testConfig(backend{name: "memory"})),
+		fx.Decorate(func(l ports.Locker) ports.Locker { observed.Locker = l; return observed }),
+		fx.Populate(&srv, &locker))
+	app.RequireStart()
+	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}
+	crewID := s.createCrew(3)
+
+	// Another holder keeps the crew's lock, so the join below backs off while shutdown begins.
+	held, err := locker.TryAcquire(context.Background(), "crew:"+crewID, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", s.url+"/crews/"+crewID+"/join", nil)
+	req.Header.Set("Authorization", "Bearer "+s.token("late"))
+	req.Header.Set("Idempotency-Key", "shutdown")
+	answered := make(chan int, 1)
+	go func() {
+		res, err := s.http.Do(req)
+		if err != nil {
+			t.Errorf("in-flight request cut off: %v", err)
+			answered <- 0
+			return
+		}
+		res.Body.Close()
+		answered <- res.StatusCode
+	}()
+
+	<-observed.waiting
+	stopped := make(chan error, 1)
+	go func() { stopped <- app.Stop(context.Background()) }()
+	// Shutdown has begun once the listener refuses; it is then waiting for the join.
+	for {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			break
+		}
+		conn.Close()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	if status := <-answered; status != http.StatusCreated {
+		t.Fatalf("in-flight join answered %d", status)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := http.Get(s.url + "/healthz"); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("server still answering after stop: %v", err)
+	}
+}
