@@ -46,6 +46,28 @@ var crewBackends = []crewBackend{
 	}},
 }
 
+// crewCase is one sentence of a crew port's contract.
+type crewCase struct {
+	name string
+	run  func(t *testing.T, s crewStore)
+}
+
+// runOnCrewBackends runs every case on a fresh store of every backend, in parallel.
+func runOnCrewBackends(t *testing.T, cases []crewCase) {
+	for _, b := range crewBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.open(t)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.run(t, s)
+				})
+			}
+		})
+	}
+}
+
 // sqlServers names the real databases, for tests of what only they can do (time out).
 var sqlServers = []struct {
 	name  string

@@ -16,37 +16,20 @@ import (
 
 // TestCrewRepositoryContract checks the sentences of ports.CrewRepository against every backend.
 func TestCrewRepositoryContract(t *testing.T) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s crewStore)
-	}{
+	cases := []crewCase{
 		{"CreateThenGetRoundTrips", testCrewCreateThenGetRoundTrips},
 		{"UnknownIDIsNotFound", testCrewUnknownIDIsNotFound},
 		{"GetForUpdateOutsideTxFails", testCrewGetForUpdateOutsideTxFails},
 		{"SaveWritesMemberCount", testCrewSaveWritesMemberCount},
 		{"ConcurrentGetForUpdateCallersSerialise", testCrewConcurrentGetForUpdateSerialises},
 	}
-	for _, b := range crewBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s := b.open(t)
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					t.Parallel()
-					tc.run(t, s)
-				})
-			}
-		})
-	}
+	runOnCrewBackends(t, cases)
 }
 
 // TestCrewMemberRepositoryContract checks the sentences of ports.CrewMemberRepository against
 // every backend.
 func TestCrewMemberRepositoryContract(t *testing.T) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s crewStore)
-	}{
+	cases := []crewCase{
 		{"AddThenExistsAndCount", testMemberAddThenExistsAndCount},
 		{"AddOfExistingPairIsAlreadyMember", testMemberAddOfExistingPairIsAlreadyMember},
 		{"ConcurrentAddsOfOnePairOneWins", testMemberConcurrentAddsOfOnePair},
@@ -54,18 +37,7 @@ func TestCrewMemberRepositoryContract(t *testing.T) {
 		{"ListPagesInOrderAfterCursor", testMemberListPages},
 		{"ListOfEmptyCrewIsEmpty", testMemberListOfEmptyCrew},
 	}
-	for _, b := range crewBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s := b.open(t)
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					t.Parallel()
-					tc.run(t, s)
-				})
-			}
-		})
-	}
+	runOnCrewBackends(t, cases)
 }
 
 func testCrewCreateThenGetRoundTrips(t *testing.T, s crewStore) {

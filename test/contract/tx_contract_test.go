@@ -17,27 +17,13 @@ import (
 
 // TestTxRunnerContract checks the sentences of ports.TxRunner against every backend.
 func TestTxRunnerContract(t *testing.T) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s crewStore)
-	}{
+	cases := []crewCase{
 		{"CommitMakesWritesVisible", testTxCommitMakesWritesVisible},
 		{"ErrorRollsBackAndIsReturnedUnchanged", testTxErrorRollsBack},
 		{"NestedInTxJoinsOuter", testTxNestedJoinsOuter},
 		{"FailedCommitIsReturned", testTxFailedCommitIsReturned},
 	}
-	for _, b := range crewBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s := b.open(t)
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					t.Parallel()
-					tc.run(t, s)
-				})
-			}
-		})
-	}
+	runOnCrewBackends(t, cases)
 }
 
 // joinInTx is the crew join use case's transaction: lock the crew, take a seat, store both.
