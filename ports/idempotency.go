@@ -48,7 +48,8 @@ type BeginResult struct {
 // Begin is a single atomic operation: of any number of concurrent callers for an absent key,
 // exactly one gets BeginStarted; the record is IN_PROGRESS with the caller's fingerprint, a
 // lease and a TTL. While the lease lasts, others get BeginInProgress; once it has expired, the
-// next caller takes the key over (BeginStarted, new token, new lease). Records disappear after
+// next caller with the same fingerprint takes the key over (BeginStarted, new token, new lease),
+// while a caller with another fingerprint still gets BeginInProgress and the original one. Records disappear after
 // ttl. Complete stores the response as COMPLETED with a fresh ttl, and Delete removes the
 // record; both act only if token still owns the record and otherwise return nil.
 // Infrastructure failures wrap ErrUnavailable.

@@ -52,7 +52,7 @@ func (s *IdempotencyStore) Begin(_ context.Context, key ports.IdempotencyKey, fi
 		case rec.completed:
 			response := ports.StoredResponse{Status: rec.response.Status, Body: bytes.Clone(rec.response.Body)}
 			return ports.BeginResult{State: ports.BeginCompleted, Fingerprint: rec.fingerprint, Response: response}, nil
-		case now.Before(rec.leaseUntil):
+		case now.Before(rec.leaseUntil), rec.fingerprint != fingerprint:
 			return ports.BeginResult{State: ports.BeginInProgress, Fingerprint: rec.fingerprint}, nil
 		}
 	}

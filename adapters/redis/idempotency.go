@@ -32,8 +32,8 @@ func NewIdempotencyStore(c goredis.UniversalClient, prefix string) *IdempotencyS
 
 // beginScript creates the record or takes over one whose lease expired, answering
 // {"STARTED", fingerprint}; otherwise it answers {"IN_PROGRESS", fingerprint} or
-// {"COMPLETED", fingerprint, response status, response body}. A takeover records the taker's
-// fingerprint: the key now stands for the request that runs it.
+// {"COMPLETED", fingerprint, response status, response body}. Only a request with the same
+// fingerprint may take over: another payload is a reused key, whatever the lease says.
 //
 // KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms.
 var beginScript = goredis.NewScript(`
@@ -41,7 +41,7 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local rec = redis.call('HMGET', KEYS[1], 'status', 'fingerprint', 'lease_until', 'response_status', 'response_body')
 local status = rec[1]
-if not status or (status == 'IN_PROGRESS' and tonumber(rec[3]) <= now) then
+if not status or (status == 'IN_PROGRESS' and tonumber(rec[3]) <= now and rec[2] == ARGV[1]) then
   redis.call('HSET', KEYS[1], 'status', 'IN_PROGRESS', 'fingerprint', ARGV[1], 'token', ARGV[2],
     'lease_until', string.format('%d', now + tonumber(ARGV[3])))
   redis.call('PEXPIRE', KEYS[1], ARGV[4])

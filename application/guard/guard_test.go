@@ -176,6 +176,11 @@ func TestRun_InProgressKeyIsRejectedUntilItsLeaseEnds(t *testing.T) {
 	}
 
 	f.clock.Advance(31 * time.Second)
+	changed := req
+	changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
+	if _, err := guard.Run(context.Background(), f.guard, changed, succeed(&calls)); !errors.Is(err, guard.ErrKeyReused) || calls != 0 {
+		t.Fatalf("another payload after the lease: err %v, calls %d", err, calls)
+	}
 	res, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
 	if err != nil || res.Replayed || calls != 1 {
 		t.Fatalf("after lease: %+v, err %v, calls %d", res, err, calls)

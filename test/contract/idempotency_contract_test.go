@@ -181,6 +181,10 @@ func testLeaseTakeover(t *testing.T, store ports.IdempotencyStore) {
 
 	time.Sleep(waitBeyondShortIdempotencyPeriod)
 
+	// Another payload never takes the key over: it is told about the original request.
+	other := beginExpecting(t, store, key, "other-fp", longLease, longTTL, ports.BeginInProgress)
+	assert.Equal(t, "fp", other.Fingerprint)
+
 	takeover := beginExpecting(t, store, key, "fp", longLease, longTTL, ports.BeginStarted)
 	assert.NotEqual(t, crashed.Token, takeover.Token)
 	assert.Equal(t, "fp", takeover.Fingerprint)
