@@ -2,7 +2,6 @@ package memory_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,26 +11,8 @@ import (
 	"github.com/rushgate/rushgate/domain/crew"
 )
 
-// fakeClock is a ports.Clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock() *memory.Clock {
+	return memory.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // store is a Database with its crew repositories.

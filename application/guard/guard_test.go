@@ -5,7 +5,6 @@ package guard_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,38 +16,9 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// fakeClock is a manual clock; fakeSleeper advances it instead of waiting and records each delay.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-type fakeSleeper struct {
-	clock  *fakeClock
-	delays []time.Duration
-}
-
-func (s *fakeSleeper) Sleep(ctx context.Context, d time.Duration) error {
-	s.delays = append(s.delays, d)
-	s.clock.Advance(d)
-	return ctx.Err()
-}
-
 type fixture struct {
-	clock   *fakeClock
-	sleeper *fakeSleeper
+	clock   *memory.Clock
+	sleeper *memory.Sleeper
 	store   *memory.IdempotencyStore
 	locker  *memory.Locker
 	guard   *guard.Guard
@@ -56,10 +26,10 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg guard.Config, opts ...guard.Option) *fixture {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
+	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	f := &fixture{
 		clock:   clock,
-		sleeper: &fakeSleeper{clock: clock},
+		sleeper: memory.NewSleeper(clock),
 		store:   memory.NewIdempotencyStore(clock),
 		locker:  memory.NewLocker(clock),
 	}
@@ -211,8 +181,8 @@ func TestRun_PrecheckRejectsBeforeQueueingForTheLock(t *testing.T) {
 	req.Precheck = func(context.Context) error { return rejected }
 	calls := 0
 	_, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
-	if !errors.Is(err, rejected) || calls != 0 || len(f.sleeper.delays) != 0 {
-		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.delays)
+	if !errors.Is(err, rejected) || calls != 0 || len(f.sleeper.Waits()) != 0 {
+		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
 	}
 	assertKeyFree(t, f, req)
 }
@@ -259,7 +229,7 @@ func TestRun_BackoffScheduleUntilLockFrees(t *testing.T) {
 	}
 	// 100+200+400 = 700ms < 1s; after 800ms more (1.5s) the holder's TTL has run out.
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
-	assertDelays(t, f.sleeper.delays, want)
+	assertDelays(t, f.sleeper.Waits(), want)
 	if calls != 1 {
 		t.Fatalf("calls %d", calls)
 	}
@@ -276,7 +246,7 @@ func TestRun_LockExhaustionAnswersBusyAndDeletesKey(t *testing.T) {
 	if !errors.Is(err, guard.ErrBusy) || !ok || de.RetryAfter != time.Second || calls != 0 {
 		t.Fatalf("err %v (retry after %v), calls %d", err, de, calls)
 	}
-	assertDelays(t, f.sleeper.delays, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond})
+	assertDelays(t, f.sleeper.Waits(), []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond})
 	assertKeyFree(t, f, request("k1"))
 }
 
@@ -291,7 +261,7 @@ func TestRun_BackoffIsConfigurableAndJittered(t *testing.T) {
 	if !errors.Is(err, guard.ErrBusy) {
 		t.Fatalf("err %v", err)
 	}
-	assertDelays(t, f.sleeper.delays, []time.Duration{15*time.Millisecond - 1, 30*time.Millisecond - 1})
+	assertDelays(t, f.sleeper.Waits(), []time.Duration{15*time.Millisecond - 1, 30*time.Millisecond - 1})
 	assertDelays(t, maxes, []time.Duration{5 * time.Millisecond, 10 * time.Millisecond})
 }
 
@@ -341,8 +311,8 @@ func TestRun_LockerDownFailsWithoutRunningAndDeletesKey(t *testing.T) {
 	g := guard.New(f.store, locker, f.sleeper, guard.Config{})
 	calls := 0
 	_, err := guard.Run(context.Background(), g, request("k1"), succeed(&calls))
-	if !errors.Is(err, ports.ErrUnavailable) || calls != 0 || len(f.sleeper.delays) != 0 {
-		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.delays)
+	if !errors.Is(err, ports.ErrUnavailable) || calls != 0 || len(f.sleeper.Waits()) != 0 {
+		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
 	}
 	assertKeyFree(t, f, request("k1"))
 }
@@ -352,7 +322,7 @@ func TestRun_StoreDownFailsBeforeLocking(t *testing.T) {
 	store := NewMockIdempotencyStore(ctrl)
 	store.EXPECT().Begin(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(ports.BeginResult{}, ports.ErrUnavailable)
 	locker := NewMockLocker(ctrl) // no calls expected
-	g := guard.New(store, locker, &fakeSleeper{clock: &fakeClock{}}, guard.Config{})
+	g := guard.New(store, locker, memory.NewSleeper(memory.NewClock(time.Time{})), guard.Config{})
 	_, err := guard.Run(context.Background(), g, request("k1"), succeed(new(int)))
 	if !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("err %v", err)
