@@ -108,10 +108,8 @@ func newSingleClient(redisURL string, opts Options) (goredis.UniversalClient, er
 	if err != nil {
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout
-	o.PoolSize, o.PoolTimeout, o.MinIdleConns = opts.PoolSize, opts.ReadTimeout, opts.PoolSize/2
-	o.MaxRetries, o.DialerRetries = noCommandRetries, dialAttempts
-	o.ContextTimeoutEnabled = true // a request's deadline bounds its Redis calls too
+	opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+		&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
 	return goredis.NewClient(o), nil
 }
 
@@ -120,10 +118,8 @@ func newSentinelClient(redisURL string, opts Options) (goredis.UniversalClient, 
 	if err != nil {
 		return nil, fmt.Errorf("redis URL (sentinel): %w", err)
 	}
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout
-	o.PoolSize, o.PoolTimeout, o.MinIdleConns = opts.PoolSize, opts.ReadTimeout, opts.PoolSize/2
-	o.MaxRetries, o.DialerRetries = noCommandRetries, dialAttempts
-	o.ContextTimeoutEnabled = true
+	opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+		&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
 	return goredis.NewFailoverClient(o), nil
 }
 
@@ -132,11 +128,25 @@ func newClusterClient(redisURL string, opts Options) (goredis.UniversalClient, e
 	if err != nil {
 		return nil, fmt.Errorf("redis URL (cluster): %w", err)
 	}
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout
-	o.PoolSize, o.PoolTimeout, o.MinIdleConns = opts.PoolSize, opts.ReadTimeout, opts.PoolSize/2
-	o.MaxRetries, o.DialerRetries = noCommandRetries, dialAttempts
-	o.ContextTimeoutEnabled = true
+	opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+		&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
 	return goredis.NewClusterClient(o), nil
+}
+
+// shared points at the settings every go-redis client type has, so one function tunes them all.
+type shared struct {
+	dialTimeout, readTimeout, writeTimeout, poolTimeout *time.Duration
+	poolSize, minIdleConns, maxRetries, dialerRetries   *int
+	contextTimeoutEnabled                               *bool
+}
+
+// apply sets o's timeouts and pool, a warm half-pool, no command retries and one dial attempt;
+// a request's deadline bounds its Redis calls too.
+func (o Options) apply(s shared) {
+	*s.dialTimeout, *s.readTimeout, *s.writeTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+	*s.poolSize, *s.poolTimeout, *s.minIdleConns = o.PoolSize, o.ReadTimeout, o.PoolSize/2
+	*s.maxRetries, *s.dialerRetries = noCommandRetries, dialAttempts
+	*s.contextTimeoutEnabled = true
 }
 
 // Ping checks that Redis answers. A failure wraps ports.ErrUnavailable.

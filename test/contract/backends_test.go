@@ -26,14 +26,37 @@ type crewStore struct {
 	members ports.CrewMemberRepository
 }
 
-// crewBackend opens a fresh, empty crewStore for one test.
-type crewBackend struct {
+// backend opens the implementation P of a port for one suite. Implementations may share
+// storage between suites, so cases isolate themselves with random ids and keys.
+type backend[P any] struct {
 	name string
-	open func(t *testing.T) crewStore
+	open func(t *testing.T) P
+}
+
+// contractCase is one sentence of a port's contract, checked on an implementation P.
+type contractCase[P any] struct {
+	name string
+	run  func(t *testing.T, impl P)
+}
+
+// runContract runs every case on every backend, all in parallel.
+func runContract[P any](t *testing.T, backends []backend[P], cases []contractCase[P]) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			impl := b.open(t)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.run(t, impl)
+				})
+			}
+		})
+	}
 }
 
 // crewBackends lists every implementation of the crew ports the suites run against.
-var crewBackends = []crewBackend{
+var crewBackends = []backend[crewStore]{
 	{name: "memory", open: func(*testing.T) crewStore {
 		d := memory.NewDatabase()
 		return crewStore{tx: d, crews: memory.NewCrewRepository(d), members: memory.NewCrewMemberRepository(d)}
@@ -44,28 +67,6 @@ var crewBackends = []crewBackend{
 	{name: "mysql", open: func(t *testing.T) crewStore {
 		return sqlCrewStore(openSQL(t, testenv.MySQL(t), gormdb.Options{TxTimeout: contractTxTimeout}))
 	}},
-}
-
-// crewCase is one sentence of a crew port's contract.
-type crewCase struct {
-	name string
-	run  func(t *testing.T, s crewStore)
-}
-
-// runOnCrewBackends runs every case on a fresh store of every backend, in parallel.
-func runOnCrewBackends(t *testing.T, cases []crewCase) {
-	for _, b := range crewBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s := b.open(t)
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					t.Parallel()
-					tc.run(t, s)
-				})
-			}
-		})
-	}
 }
 
 // sqlServers names the real databases, for tests of what only they can do (time out).

@@ -16,20 +16,20 @@ import (
 
 // TestCrewRepositoryContract checks the sentences of ports.CrewRepository against every backend.
 func TestCrewRepositoryContract(t *testing.T) {
-	cases := []crewCase{
+	cases := []contractCase[crewStore]{
 		{"CreateThenGetRoundTrips", testCrewCreateThenGetRoundTrips},
 		{"UnknownIDIsNotFound", testCrewUnknownIDIsNotFound},
 		{"GetForUpdateOutsideTxFails", testCrewGetForUpdateOutsideTxFails},
 		{"SaveWritesMemberCount", testCrewSaveWritesMemberCount},
 		{"ConcurrentGetForUpdateCallersSerialise", testCrewConcurrentGetForUpdateSerialises},
 	}
-	runOnCrewBackends(t, cases)
+	runContract(t, crewBackends, cases)
 }
 
 // TestCrewMemberRepositoryContract checks the sentences of ports.CrewMemberRepository against
 // every backend.
 func TestCrewMemberRepositoryContract(t *testing.T) {
-	cases := []crewCase{
+	cases := []contractCase[crewStore]{
 		{"AddThenExistsAndCount", testMemberAddThenExistsAndCount},
 		{"AddOfExistingPairIsAlreadyMember", testMemberAddOfExistingPairIsAlreadyMember},
 		{"ConcurrentAddsOfOnePairOneWins", testMemberConcurrentAddsOfOnePair},
@@ -37,7 +37,7 @@ func TestCrewMemberRepositoryContract(t *testing.T) {
 		{"ListPagesInOrderAfterCursor", testMemberListPages},
 		{"ListOfEmptyCrewIsEmpty", testMemberListOfEmptyCrew},
 	}
-	runOnCrewBackends(t, cases)
+	runContract(t, crewBackends, cases)
 }
 
 func testCrewCreateThenGetRoundTrips(t *testing.T, s crewStore) {

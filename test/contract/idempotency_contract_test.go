@@ -16,14 +16,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// idempotencyBackend builds the IdempotencyStore under test; each call may share storage with
-// earlier ones, so tests isolate themselves with random keys.
-type idempotencyBackend struct {
-	name     string
-	newStore func(t *testing.T) ports.IdempotencyStore
-}
-
-var idempotencyBackends = []idempotencyBackend{
+var idempotencyBackends = []backend[ports.IdempotencyStore]{
 	{"memory", func(*testing.T) ports.IdempotencyStore { return memory.NewIdempotencyStore(system.Clock{}) }},
 	{"redis", func(t *testing.T) ports.IdempotencyStore {
 		return rgredis.NewIdempotencyStore(redisClient(t), "rushgate:contract:idem:")
@@ -45,10 +38,7 @@ func newIdempotencyKey() ports.IdempotencyKey {
 
 func TestIdempotencyStoreContract(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		run  func(t *testing.T, store ports.IdempotencyStore)
-	}{
+	cases := []contractCase[ports.IdempotencyStore]{
 		{"Begin_AbsentKeyStartsWithTokenAndFingerprint", testBeginAbsentKey},
 		{"Begin_InProgressReportsOriginalFingerprint", testBeginInProgress},
 		{"Begin_ConcurrentCallersExactlyOneStarts", testBeginConcurrent},
@@ -61,18 +51,7 @@ func TestIdempotencyStoreContract(t *testing.T) {
 		{"TTL_ExpiryRemovesInProgressRecord", testInProgressTTLExpiry},
 		{"TTL_ExpiryRemovesCompletedRecord", testCompletedTTLExpiry},
 	}
-	for _, backend := range idempotencyBackends {
-		t.Run(backend.name, func(t *testing.T) {
-			t.Parallel()
-			store := backend.newStore(t)
-			for _, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					t.Parallel()
-					tt.run(t, store)
-				})
-			}
-		})
-	}
+	runContract(t, idempotencyBackends, cases)
 }
 
 // beginExpecting calls Begin and requires it to succeed with the wanted state.

@@ -16,14 +16,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// lockerBackend builds the Locker under test; each call may share storage with earlier ones,
-// so tests isolate themselves with random keys.
-type lockerBackend struct {
-	name      string
-	newLocker func(t *testing.T) ports.Locker
-}
-
-var lockerBackends = []lockerBackend{
+var lockerBackends = []backend[ports.Locker]{
 	{"memory", func(*testing.T) ports.Locker { return memory.NewLocker(system.Clock{}) }},
 	{"redis", func(t *testing.T) ports.Locker { return rgredis.NewLocker(redisClient(t)) }},
 }
@@ -38,36 +31,14 @@ const (
 
 func TestLockerContract(t *testing.T) {
 	t.Parallel()
-	for _, backend := range lockerBackends {
-		t.Run(backend.name, func(t *testing.T) {
-			t.Parallel()
-			locker := backend.newLocker(t)
-			t.Run("TryAcquire_TakesFreeKeyAndRefusesHeldKey", func(t *testing.T) {
-				t.Parallel()
-				testLockerRefusesHeldKey(t, locker)
-			})
-			t.Run("Release_FreesKey", func(t *testing.T) {
-				t.Parallel()
-				testLockerReleaseFreesKey(t, locker)
-			})
-			t.Run("TTL_ExpiryFreesKey", func(t *testing.T) {
-				t.Parallel()
-				testLockerTTLExpiryFreesKey(t, locker)
-			})
-			t.Run("Release_AfterExpiryAndTakeover_IsNotHeldAndSparesNewOwner", func(t *testing.T) {
-				t.Parallel()
-				testLockerStaleReleaseSparesNewOwner(t, locker)
-			})
-			t.Run("Release_Twice_IsNotHeld", func(t *testing.T) {
-				t.Parallel()
-				testLockerReleaseTwice(t, locker)
-			})
-			t.Run("TryAcquire_ConcurrentCallersGetExactlyOneLock", func(t *testing.T) {
-				t.Parallel()
-				testLockerConcurrentAcquire(t, locker)
-			})
-		})
-	}
+	runContract(t, lockerBackends, []contractCase[ports.Locker]{
+		{"TryAcquire_TakesFreeKeyAndRefusesHeldKey", testLockerRefusesHeldKey},
+		{"Release_FreesKey", testLockerReleaseFreesKey},
+		{"TTL_ExpiryFreesKey", testLockerTTLExpiryFreesKey},
+		{"Release_AfterExpiryAndTakeover_IsNotHeldAndSparesNewOwner", testLockerStaleReleaseSparesNewOwner},
+		{"Release_Twice_IsNotHeld", testLockerReleaseTwice},
+		{"TryAcquire_ConcurrentCallersGetExactlyOneLock", testLockerConcurrentAcquire},
+	})
 }
 
 func testLockerRefusesHeldKey(t *testing.T, locker ports.Locker) {

@@ -17,13 +17,13 @@ import (
 
 // TestTxRunnerContract checks the sentences of ports.TxRunner against every backend.
 func TestTxRunnerContract(t *testing.T) {
-	cases := []crewCase{
+	cases := []contractCase[crewStore]{
 		{"CommitMakesWritesVisible", testTxCommitMakesWritesVisible},
 		{"ErrorRollsBackAndIsReturnedUnchanged", testTxErrorRollsBack},
 		{"NestedInTxJoinsOuter", testTxNestedJoinsOuter},
 		{"FailedCommitIsReturned", testTxFailedCommitIsReturned},
 	}
-	runOnCrewBackends(t, cases)
+	runContract(t, crewBackends, cases)
 }
 
 // joinInTx is the crew join use case's transaction: lock the crew, take a seat, store both.
