@@ -10,53 +10,41 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-func TestAdd_ConcurrentDuplicateWaitsThenFailsWhenTheFirstCommits(t *testing.T) {
-	t.Parallel()
-	s := newStore()
-	crewID := s.createCrew(t, 10)
-	m := crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}
+// A second Add of the same pair waits for the first transaction, then fails if it committed
+// and succeeds if it rolled back, as on Postgres and InnoDB.
+func TestAdd_ConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
+	cases := map[string]struct {
+		firstEnds  error // nil commits
+		wantSecond error
+	}{
+		"first commits":    {nil, crew.ErrAlreadyMember},
+		"first rolls back": {errRollback, nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore()
+			crewID := s.createCrew(t, 10)
+			m := crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}
 
-	end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Add(ctx, m) })
-	second := make(chan error, 1)
-	go func() {
-		second <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-			return s.members.Add(ctx, m)
+			end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Add(ctx, m) })
+			second := make(chan error, 1)
+			go func() {
+				second <- s.db.InTx(context.Background(), func(ctx context.Context) error {
+					return s.members.Add(ctx, m)
+				})
+			}()
+			waitUntilBlocked(t, s.db, 1)
+			if err := end(tc.firstEnds); err != tc.firstEnds {
+				t.Fatalf("ending the first transaction: %v", err)
+			}
+			if err := <-second; !errors.Is(err, tc.wantSecond) {
+				t.Fatalf("second Add = %v, want %v", err, tc.wantSecond)
+			}
+			if n, _ := s.members.Count(context.Background(), crewID); n != 1 {
+				t.Errorf("count = %d, want 1", n)
+			}
 		})
-	}()
-	waitUntilBlocked(t, s.db, 1)
-	if err := end(nil); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
-	if err := <-second; !errors.Is(err, crew.ErrAlreadyMember) {
-		t.Fatalf("second Add = %v, want crew.ErrAlreadyMember", err)
-	}
-	if n, _ := s.members.Count(context.Background(), crewID); n != 1 {
-		t.Errorf("count = %d, want 1", n)
-	}
-}
-
-func TestAdd_ConcurrentDuplicateSucceedsWhenTheFirstRollsBack(t *testing.T) {
-	t.Parallel()
-	s := newStore()
-	crewID := s.createCrew(t, 10)
-	m := crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}
-
-	end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Add(ctx, m) })
-	second := make(chan error, 1)
-	go func() {
-		second <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-			return s.members.Add(ctx, m)
-		})
-	}()
-	waitUntilBlocked(t, s.db, 1)
-	if err := end(errRollback); err != errRollback {
-		t.Fatalf("rollback: %v", err)
-	}
-	if err := <-second; err != nil {
-		t.Fatalf("second Add = %v, want success", err)
-	}
-	if exists, _ := s.members.Exists(context.Background(), crewID, "u1"); !exists {
-		t.Error("member missing after the second Add committed")
 	}
 }
 
