@@ -24,7 +24,7 @@ type Config struct {
 	DatabaseURL string `env:"RUSHGATE_DATABASE_URL"` // unset: in-memory
 	RedisURL    string `env:"RUSHGATE_REDIS_URL"`    // unset: in-memory
 	JWTSecret   string `env:"RUSHGATE_JWT_SECRET"`   // unset: generated at start
-	InstanceID  string `env:"RUSHGATE_INSTANCE_ID"` // unset: host name and process id
+	InstanceID  string `env:"RUSHGATE_INSTANCE_ID"`  // unset: host name and process id
 	Migrate     bool   `env:"RUSHGATE_MIGRATE" envDefault:"true"`
 	LogLevel    string `env:"RUSHGATE_LOG_LEVEL" envDefault:"info"`
 
