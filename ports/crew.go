@@ -29,13 +29,16 @@ type MemberCursor struct {
 
 // CrewMemberRepository stores crew members.
 //
-// Add enforces UNIQUE(crewId, userId) in storage and returns crew.ErrAlreadyMember when the pair
-// exists, including when a concurrent transaction inserted it first. Remove returns
-// crew.ErrNotMember when there is nothing to remove. List returns up to limit members of a crew
-// ordered by (JoinedAt, UserID), starting after the cursor when one is given.
+// Add inserts members in one statement, all or none. It enforces UNIQUE(crewId, userId) in
+// storage and returns crew.ErrAlreadyMember, inserting none, when any pair exists, including when
+// a concurrent transaction inserted it first; a member of an unknown crew is crew.ErrNotFound.
+// Existing returns which of userIDs are members of crewID, in one read (users who are not are
+// absent from the set). Remove returns crew.ErrNotMember when there is nothing to remove. List
+// returns up to limit members of a crew ordered by (JoinedAt, UserID), starting after the
+// cursor when one is given.
 type CrewMemberRepository interface {
-	Add(ctx context.Context, m crew.Member) error
-	Exists(ctx context.Context, crewID, userID string) (bool, error)
+	Add(ctx context.Context, members ...crew.Member) error
+	Existing(ctx context.Context, crewID string, userIDs []string) (map[string]bool, error)
 	Remove(ctx context.Context, crewID, userID string) error
 	Count(ctx context.Context, crewID string) (int, error)
 	List(ctx context.Context, crewID string, after *MemberCursor, limit int) ([]crew.Member, error)

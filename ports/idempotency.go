@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -25,10 +26,11 @@ const (
 	BeginCompleted
 )
 
-// StoredResponse is the answer replayed for a completed key.
+// StoredResponse is the answer replayed for a completed key: the outcome the use case named
+// (the edge maps it to a status) and the encoded value.
 type StoredResponse struct {
-	Status int
-	Body   []byte
+	Outcome string
+	Body    []byte
 }
 
 // BeginResult reports the outcome of Begin.
@@ -57,4 +59,31 @@ type IdempotencyStore interface {
 	Begin(ctx context.Context, key IdempotencyKey, fingerprint string, lease, ttl time.Duration) (BeginResult, error)
 	Complete(ctx context.Context, key IdempotencyKey, token string, response StoredResponse, ttl time.Duration) error
 	Delete(ctx context.Context, key IdempotencyKey, token string) error
+}
+
+// ErrMarkerExists means an idempotency marker for the key is already stored.
+var ErrMarkerExists = errors.New("idempotency marker exists")
+
+// IdempotencyMarker is one request's answer committed in the same database transaction as the
+// business write it answers, so the answer survives what the IdempotencyStore may lose (a crash
+// between commit and Complete, a Redis restart).
+type IdempotencyMarker struct {
+	Key         IdempotencyKey
+	Fingerprint string
+	Response    StoredResponse
+	CreatedAt   time.Time
+}
+
+// IdempotencyMarkerRepository stores idempotency markers in the use case's database.
+//
+// Find returns the markers stored for keys, as the transaction in ctx sees them; keys without a
+// marker are absent from the map. Save inserts markers in one statement, all or none, under
+// UNIQUE(scope, key): a key that already has a marker, including one a concurrent transaction
+// inserted first, fails with ErrMarkerExists. Both take part in the transaction ctx carries, so
+// a marker commits or rolls back with the write it answers. Prune deletes up to limit markers
+// created before the given time and returns how many it deleted.
+type IdempotencyMarkerRepository interface {
+	Find(ctx context.Context, keys []IdempotencyKey) (map[IdempotencyKey]IdempotencyMarker, error)
+	Save(ctx context.Context, markers []IdempotencyMarker) error
+	Prune(ctx context.Context, before time.Time, limit int) (int, error)
 }

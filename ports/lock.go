@@ -17,13 +17,18 @@ var (
 // Locker is a distributed mutual-exclusion lock with a TTL.
 //
 // TryAcquire makes one attempt without waiting: it returns a Lock when the key was free (or its
-// previous holder's TTL had expired), ErrLockNotAcquired when another owner holds it or the
-// attempt got no answer within half the TTL (on an overloaded host that is contention, and the
-// caller backs off), and an error wrapping ErrUnavailable when the backing store refuses or
-// fails the connection. A lock expires by
-// itself after ttl, so a crashed holder never blocks the key for longer than that.
+// previous holder's TTL had expired), ErrLockNotAcquired when another owner holds it, and an
+// error wrapping ErrUnavailable when the backing store refuses, fails the connection or does not
+// answer within its timeout. A lock expires by itself after ttl, so a crashed holder never
+// blocks the key for longer than that.
+//
+// Released returns a channel that is closed once key is released by any holder, in this process
+// or another sharing the locks, after the call; call stop when no longer interested. It is a
+// hint for waking a waiter early, not a guarantee: a notice may come late or never (a holder
+// that dies frees the key by TTL, silently), so waiters still bound their waits.
 type Locker interface {
 	TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lock, error)
+	Released(key string) (released <-chan struct{}, stop func())
 }
 
 // Lock is one acquired lock. Release frees it only if the caller still owns it: after the TTL
