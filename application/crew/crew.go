@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rushgate/rushgate/application/guard"
@@ -21,23 +23,51 @@ const (
 	MaxPageLimit     = 500
 )
 
-// StatusCreated is the status a successful join answers and replays.
-const StatusCreated = 201
+// DefaultFullHintTTL is how long an instance trusts that a crew it saw full is still full when
+// Config.FullHintTTL is zero.
+const DefaultFullHintTTL = time.Second
+
+// Config tunes the crew use cases.
+type Config struct {
+	// MaxBatch bounds how many joins of one crew a lock hold serves in one transaction;
+	// guard.DefaultMaxBatch when zero.
+	MaxBatch int
+	// FullHintTTL is how long a crew this instance saw full is answered CREW_FULL without
+	// queueing for its lock (DefaultFullHintTTL when zero). A leave through this instance forgets
+	// the hint at once; a leave through another instance is seen when the hint expires.
+	FullHintTTL time.Duration
+}
+
+// Deps are the ports and the guard the crew use cases run on.
+type Deps struct {
+	Tx      ports.TxRunner
+	Crews   ports.CrewRepository
+	Members ports.CrewMemberRepository
+	Guard   *guard.Guard
+	Clock   ports.Clock
+	IDs     ports.IDGenerator
+}
 
 // Service runs the crew use cases.
 type Service struct {
 	tx      ports.TxRunner
 	crews   ports.CrewRepository
 	members ports.CrewMemberRepository
-	guard   *guard.Guard
 	clock   ports.Clock
 	ids     ports.IDGenerator
+	joins   *guard.Lane[joinInput, JoinResult]
+	full    fullHints
 }
 
 // NewService wires the crew use cases to their ports.
-func NewService(tx ports.TxRunner, crews ports.CrewRepository, members ports.CrewMemberRepository,
-	g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *Service {
-	return &Service{tx: tx, crews: crews, members: members, guard: g, clock: clock, ids: ids}
+func NewService(d Deps, cfg Config) *Service {
+	if cfg.FullHintTTL <= 0 {
+		cfg.FullHintTTL = DefaultFullHintTTL
+	}
+	s := &Service{tx: d.Tx, crews: d.Crews, members: d.Members, clock: d.Clock, ids: d.IDs,
+		full: fullHints{clock: d.Clock, ttl: cfg.FullHintTTL}}
+	s.joins = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, Markers: true}, s.joinBatch)
+	return s
 }
 
 // View is a crew as clients see it.
@@ -169,10 +199,19 @@ type JoinResult struct {
 	MaxMembers     int       `json:"maxMembers"`
 }
 
-// Join seats the user in the crew (SPEC §1): guarded by idempotency, an early rejection of a
-// full crew, and the lock crew:{id}; then one transaction locks the crew row, checks capacity
-// and membership, inserts the member and increments the count. Fails with crew.ErrNotFound,
-// crew.ErrFull or crew.ErrAlreadyMember.
+// joinInput is one join waiting in the crew's lane.
+type joinInput struct {
+	crewID, userID string
+}
+
+// Join seats the user in the crew (SPEC §1) through the guard: idempotency, an early CREW_FULL
+// for a crew this instance saw full, then the lock crew:{id}, whose holder seats every join
+// queued behind it in one transaction (joinBatch). Fails with crew.ErrNotFound, crew.ErrFull or
+// crew.ErrAlreadyMember.
+//
+// What is replayed: a successful join (guard.OutcomeCreated with its JoinResult), from the
+// idempotency record or from the marker committed with the membership. Rejections are not
+// replayed: their key is dropped so the client may retry.
 func (s *Service) Join(ctx context.Context, cmd JoinCommand) (guard.Result[JoinResult], error) {
 	if err := ValidateCrewID(cmd.CrewID); err != nil {
 		return guard.Result[JoinResult]{}, err
@@ -185,67 +224,97 @@ func (s *Service) Join(ctx context.Context, cmd JoinCommand) (guard.Result[JoinR
 		IdempotencyKey: cmd.IdempotencyKey,
 		Fingerprint:    guard.Fingerprint("POST /crews/"+cmd.CrewID+"/join", nil),
 		LockKey:        "crew:" + cmd.CrewID,
-		SuccessStatus:  StatusCreated,
+		Outcome:        guard.OutcomeCreated,
 		Precheck: func(ctx context.Context) error {
 			return s.rejectEarly(ctx, cmd.CrewID, cmd.UserID)
 		},
 	}
-	return guard.Run(ctx, s.guard, req, func(ctx context.Context) (JoinResult, error) {
-		return s.join(ctx, cmd.CrewID, cmd.UserID)
-	})
+	return s.joins.Run(ctx, req, joinInput{crewID: cmd.CrewID, userID: cmd.UserID})
 }
 
-// rejectEarly answers an unknown or full crew without queueing for the lock: once a crew fills,
-// the rest of a stampede hears CREW_FULL at once. Seats only come back through Leave, so a full
-// reading may be a moment stale but was true when taken; join re-checks under the row lock.
+// rejectEarly answers a join of a crew this instance recently saw full without queueing for
+// the lock: once a crew fills, the rest of a stampede hears CREW_FULL at once. A member asking
+// again hears ALREADY_MEMBER, as under the lock. joinBatch re-checks everything under the row
+// lock, so a stale hint can only refuse early, never over-fill.
 func (s *Service) rejectEarly(ctx context.Context, crewID, userID string) error {
-	c, err := s.crews.Get(ctx, crewID)
-	if err != nil {
-		return err
-	}
-	if c.CurrentMembers() < c.MaxMembers() {
+	if !s.full.has(crewID) {
 		return nil
 	}
-	already, err := s.members.Exists(ctx, crewID, userID)
+	already, err := s.members.Existing(ctx, crewID, []string{userID})
 	if err != nil {
 		return fmt.Errorf("check membership: %w", err)
 	}
-	if already {
+	if already[userID] {
 		return crew.ErrAlreadyMember
 	}
 	return crew.ErrFull
 }
 
-func (s *Service) join(ctx context.Context, crewID, userID string) (JoinResult, error) {
-	var res JoinResult
+// joinBatch seats a batch of joins of one crew in one transaction: the crew row FOR UPDATE, one
+// membership read for the batch, one multi-row INSERT, one count UPDATE. Each join gets its own
+// answer; a user already a member, or twice in the batch, hears ALREADY_MEMBER, and joins past
+// the capacity hear CREW_FULL. The UNIQUE index still decides any race the lock missed: a
+// duplicate from the INSERT fails the batch, and the guard re-runs each join alone.
+func (s *Service) joinBatch(ctx context.Context, batch []joinInput) ([]guard.Answer[JoinResult], error) {
+	crewID := batch[0].crewID
+	answers := make([]guard.Answer[JoinResult], len(batch))
 	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		clear(answers)
 		c, err := s.crews.GetForUpdate(ctx, crewID)
+		if errors.Is(err, crew.ErrNotFound) {
+			for i := range answers {
+				answers[i].Err = crew.ErrNotFound
+			}
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		// Checked under the row lock so a member retrying a full crew hears ALREADY_MEMBER; the
-		// UNIQUE index still decides any race.
-		already, err := s.members.Exists(ctx, crewID, userID)
+		if c.CurrentMembers() >= c.MaxMembers() {
+			// Committed state read under the row lock: the crew is full for everyone.
+			s.full.learn(crewID)
+		}
+		userIDs := make([]string, len(batch))
+		for i, in := range batch {
+			userIDs[i] = in.userID
+		}
+		existing, err := s.members.Existing(ctx, crewID, userIDs)
 		if err != nil {
 			return fmt.Errorf("check membership: %w", err)
 		}
-		if already {
-			return crew.ErrAlreadyMember
+		now := s.clock.Now()
+		joined := make([]crew.Member, 0, len(batch))
+		seated := make(map[string]bool, len(batch))
+		for i, in := range batch {
+			if existing[in.userID] || seated[in.userID] {
+				answers[i].Err = crew.ErrAlreadyMember
+				continue
+			}
+			m, err := c.Join(in.userID, now)
+			if err != nil {
+				answers[i].Err = err
+				continue
+			}
+			seated[in.userID] = true
+			joined = append(joined, m)
+			answers[i].Value = JoinResult{CrewID: c.ID(), UserID: in.userID, JoinedAt: now,
+				CurrentMembers: c.CurrentMembers(), MaxMembers: c.MaxMembers()}
 		}
-		m, err := c.Join(userID, s.clock.Now())
-		if err != nil {
-			return err
+		if len(joined) == 0 {
+			return nil
 		}
-		if err := s.members.Add(ctx, m); err != nil {
+		if err := s.members.Add(ctx, joined...); err != nil {
 			return err
 		}
 		if err := s.crews.Save(ctx, c); err != nil {
 			return fmt.Errorf("save crew: %w", err)
 		}
-		res = JoinResult{CrewID: c.ID(), UserID: userID, JoinedAt: m.JoinedAt, CurrentMembers: c.CurrentMembers(), MaxMembers: c.MaxMembers()}
 		return nil
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return answers, nil
 }
 
 // LeaveCommand removes userID from crewID, freeing a seat.
@@ -263,7 +332,7 @@ func (s *Service) Leave(ctx context.Context, cmd LeaveCommand) error {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return err
 	}
-	return s.tx.InTx(ctx, func(ctx context.Context) error {
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
 		c, err := s.crews.GetForUpdate(ctx, cmd.CrewID)
 		if err != nil {
 			return err
@@ -277,4 +346,31 @@ func (s *Service) Leave(ctx context.Context, cmd LeaveCommand) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.full.forget(cmd.CrewID)
+	}
+	return err
+}
+
+// fullHints remembers, per crew, when this instance last saw it full.
+type fullHints struct {
+	clock ports.Clock
+	ttl   time.Duration
+	seen  sync.Map // crew id → time.Time
+}
+
+func (h *fullHints) learn(crewID string) { h.seen.Store(crewID, h.clock.Now()) }
+
+func (h *fullHints) forget(crewID string) { h.seen.Delete(crewID) }
+
+func (h *fullHints) has(crewID string) bool {
+	at, ok := h.seen.Load(crewID)
+	if !ok {
+		return false
+	}
+	if h.clock.Now().Sub(at.(time.Time)) >= h.ttl {
+		h.seen.CompareAndDelete(crewID, at)
+		return false
+	}
+	return true
 }

@@ -1,9 +1,17 @@
-// Package guard is the one implementation of the seeds' facade that every guarded flow takes:
-// idempotency begin → distributed lock with backoff and jitter → the use case → store or drop the
-// idempotency record → unlock, with every exit path (success, rejection, failure, panic) covered.
+// Package guard is the one implementation of the seeds' facade that every guarded flow takes. It
+// has two steps a flow may use together or apart:
+//
+//   - idempotency (Once, and Lane.Run): a request's key is taken atomically, a completed request
+//     is replayed instead of re-run, and every exit (success, rejection, failure, panic) stores or
+//     drops the record with a context the client cannot cancel;
+//   - the lock (Lane): requests for one lock key queue in process, the head of the queue takes
+//     the distributed lock with the seeds' backoff (woken early when the key is released
+//     anywhere) and serves every request queued behind it in one batch — combining — each
+//     request keeping its own answer.
 //
 // Correctness never depends on the lock: it only serialises contenders so they do not pile up on
 // the database row lock. The use case's own transaction and constraints are the final defence.
+// The core names outcomes (OutcomeCreated); the edge maps them and error codes to statuses.
 package guard
 
 import (
@@ -11,7 +19,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -30,6 +37,16 @@ var (
 
 // MaxKeyLength is the longest accepted Idempotency-Key.
 const MaxKeyLength = 255
+
+// Outcome names what a successful call did. It is stored with the answer, so a replay names the
+// same outcome, and the edge maps it to a status.
+type Outcome string
+
+// Outcomes of successful calls.
+const (
+	OutcomeCreated Outcome = "created" // something new exists (HTTP 201)
+	OutcomeDone    Outcome = "done"    // the call took effect (HTTP 200)
+)
 
 // Config tunes the guard. The zero value of a field takes the default named beside it.
 type Config struct {
@@ -63,6 +80,7 @@ func (c Config) withDefaults() Config {
 type Observer interface {
 	LockAcquired(lockKey string, attempts int, waited time.Duration)
 	LockExhausted(lockKey string)
+	BatchServed(lockKey string, size int)
 	Replayed()
 }
 
@@ -70,13 +88,23 @@ type noObserver struct{}
 
 func (noObserver) LockAcquired(string, int, time.Duration) {}
 func (noObserver) LockExhausted(string)                    {}
+func (noObserver) BatchServed(string, int)                 {}
 func (noObserver) Replayed()                               {}
+
+// Deps are the ports the guard runs on. Tx and Markers are needed only by lanes that commit
+// idempotency markers (LaneConfig.Markers).
+type Deps struct {
+	Idempotency ports.IdempotencyStore
+	Locker      ports.Locker
+	Clock       ports.Clock
+	Sleeper     ports.Sleeper
+	Tx          ports.TxRunner
+	Markers     ports.IdempotencyMarkerRepository
+}
 
 // Guard runs use cases under idempotency and a distributed lock.
 type Guard struct {
-	store    ports.IdempotencyStore
-	locker   ports.Locker
-	sleeper  ports.Sleeper
+	deps     Deps
 	cfg      Config
 	jitter   func(max time.Duration) time.Duration
 	observer Observer
@@ -90,19 +118,12 @@ func WithJitter(jitter func(max time.Duration) time.Duration) Option {
 	return func(g *Guard) { g.jitter = jitter }
 }
 
-// WithObserver reports lock waits, exhaustion and replays to o.
+// WithObserver reports lock waits, exhaustion, batches and replays to o.
 func WithObserver(o Observer) Option { return func(g *Guard) { g.observer = o } }
 
 // New returns a Guard.
-func New(store ports.IdempotencyStore, locker ports.Locker, sleeper ports.Sleeper, cfg Config, opts ...Option) *Guard {
-	g := &Guard{
-		store:    store,
-		locker:   locker,
-		sleeper:  sleeper,
-		cfg:      cfg.withDefaults(),
-		jitter:   uniformJitter,
-		observer: noObserver{},
-	}
+func New(deps Deps, cfg Config, opts ...Option) *Guard {
+	g := &Guard{deps: deps, cfg: cfg.withDefaults(), jitter: uniformJitter, observer: noObserver{}}
 	for _, o := range opts {
 		o(g)
 	}
@@ -123,19 +144,18 @@ type Request struct {
 	// Fingerprint identifies the request's content (see Fingerprint); reusing a key with another
 	// fingerprint is rejected.
 	Fingerprint string
-	LockKey     string // the flow's lock, e.g. "crew:{crewId}"
-	// SuccessStatus is stored with the response so a replay answers the same status.
-	SuccessStatus int
+	LockKey     string  // the flow's lock, e.g. "crew:{crewId}"; Once ignores it
+	Outcome     Outcome // what success is named, stored and replayed as
 	// Precheck, when set, runs after the idempotency record is taken (so a completed request is
 	// still replayed) and before the lock: an error rejects at once instead of queueing for the
-	// lock. It reads without locking; the use case must re-check under its own locks.
+	// lock. The use case must re-check under its own locks.
 	Precheck func(ctx context.Context) error
 }
 
 // Result is a guarded call's answer.
 type Result[T any] struct {
 	Value    T
-	Status   int
+	Outcome  Outcome
 	Replayed bool // the answer is a stored response, the use case did not run
 }
 
@@ -165,103 +185,105 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// Run executes fn under g for req. A completed earlier request with the same key is replayed
-// without running fn. A domain error from fn (a business rejection) or any failure drops the
-// idempotency record so the client may retry; success stores the response for replays.
-func Run[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context.Context) (T, error)) (res Result[T], err error) {
-	if err := ValidateKey(req.IdempotencyKey); err != nil {
-		return res, err
+// Once runs fn at most once per idempotency key, without a lock: a completed earlier request
+// with the same key is replayed without running fn; a domain error from fn (a business
+// rejection) or any failure drops the record so the client may retry; success stores the
+// answer for replays.
+func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context.Context) (T, error)) (Result[T], error) {
+	t, replay, err := g.begin(ctx, req)
+	if err != nil || replay != nil {
+		return replayed[T](g, replay, err)
 	}
-	key := ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey}
-	begun, err := g.store.Begin(ctx, key, req.Fingerprint, g.cfg.Lease, g.cfg.IdempotencyTTL)
-	if err != nil {
-		return res, fmt.Errorf("guard: begin idempotency: %w", err)
-	}
-	if begun.Fingerprint != req.Fingerprint {
-		return res, ErrKeyReused
-	}
-	switch begun.State {
-	case ports.BeginInProgress:
-		return res, ErrInProgress
-	case ports.BeginCompleted:
-		if err := json.Unmarshal(begun.Response.Body, &res.Value); err != nil {
-			return res, fmt.Errorf("guard: decode stored response: %w", err)
-		}
-		g.observer.Replayed()
-		return Result[T]{Value: res.Value, Status: begun.Response.Status, Replayed: true}, nil
-	}
-
-	// From here on this request owns the key: every exit must complete or delete it, with a
-	// context the client's disconnect cannot cancel.
-	detached := context.WithoutCancel(ctx)
-	completed := false
-	defer func() {
-		if completed {
-			return
-		}
-		dctx, cancel := context.WithTimeout(detached, g.cfg.ReleaseTimeout)
-		defer cancel()
-		// Best effort: if the delete fails too, the lease frees the key.
-		_ = g.store.Delete(dctx, key, begun.Token)
-	}()
-
+	defer t.abandon()
 	if req.Precheck != nil {
 		if err := req.Precheck(ctx); err != nil {
-			return res, err
+			return Result[T]{}, err
 		}
 	}
-	lock, err := g.acquire(ctx, req.LockKey)
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(detached, g.cfg.ReleaseTimeout)
-		defer cancel()
-		// ErrLockNotHeld means the TTL ran out mid-flight; the database kept the invariant.
-		_ = lock.Release(dctx)
-	}()
-
 	value, err := fn(ctx)
 	if err != nil {
-		return res, err
+		return Result[T]{}, err
 	}
 	body, err := json.Marshal(value)
 	if err != nil {
-		return res, fmt.Errorf("guard: encode response: %w", err)
+		return Result[T]{}, fmt.Errorf("guard: encode response: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(detached, g.cfg.ReleaseTimeout)
-	defer cancel()
-	// The business change is committed: answer success even if the record cannot be stored.
-	// A retry after the lease re-runs the use case, which its constraints make safe.
-	_ = g.store.Complete(dctx, key, begun.Token, ports.StoredResponse{Status: req.SuccessStatus, Body: body}, g.cfg.IdempotencyTTL)
-	completed = true
-	return Result[T]{Value: value, Status: req.SuccessStatus}, nil
+	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: body})
+	return Result[T]{Value: value, Outcome: req.Outcome}, nil
 }
 
-// acquire takes lockKey, retrying MaxRetries times after BaseDelay × 2^attempt plus jitter.
-func (g *Guard) acquire(ctx context.Context, lockKey string) (ports.Lock, error) {
-	var waited time.Duration
-	for attempt := 0; ; attempt++ {
-		lock, err := g.locker.TryAcquire(ctx, lockKey, g.cfg.LockTTL)
-		if err == nil {
-			g.observer.LockAcquired(lockKey, attempt+1, waited)
-			return lock, nil
-		}
-		if !errors.Is(err, ports.ErrLockNotAcquired) {
-			return nil, fmt.Errorf("guard: lock %s: %w", lockKey, err)
-		}
-		if attempt == g.cfg.MaxRetries {
-			g.observer.LockExhausted(lockKey)
-			busy := *ErrBusy
-			busy.RetryAfter = g.cfg.LockTTL
-			return nil, &busy
-		}
-		delay := g.Backoff(attempt)
-		if err := g.sleeper.Sleep(ctx, delay); err != nil {
-			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, err)
-		}
-		waited += delay
+// ticket is a request's ownership of its idempotency key, from begin until complete or abandon.
+type ticket struct {
+	g           *Guard
+	key         ports.IdempotencyKey
+	fingerprint string
+	outcome     Outcome
+	token       string
+	// detached outlives the request: a client that hangs up must not leave its key blocked.
+	detached context.Context
+	done     bool
+}
+
+// begin validates and takes req's idempotency key. It returns the ticket when the caller now
+// owns the key, or the stored answer of an earlier completed request.
+func (g *Guard) begin(ctx context.Context, req Request) (*ticket, *ports.StoredResponse, error) {
+	if err := ValidateKey(req.IdempotencyKey); err != nil {
+		return nil, nil, err
 	}
+	key := ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey}
+	begun, err := g.deps.Idempotency.Begin(ctx, key, req.Fingerprint, g.cfg.Lease, g.cfg.IdempotencyTTL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("guard: begin idempotency: %w", err)
+	}
+	if begun.Fingerprint != req.Fingerprint {
+		return nil, nil, ErrKeyReused
+	}
+	switch begun.State {
+	case ports.BeginInProgress:
+		return nil, nil, ErrInProgress
+	case ports.BeginCompleted:
+		return nil, &begun.Response, nil
+	}
+	return &ticket{
+		g: g, key: key, fingerprint: req.Fingerprint, outcome: req.Outcome, token: begun.Token,
+		detached: context.WithoutCancel(ctx),
+	}, nil, nil
+}
+
+// complete stores the answer for replays. The business change is committed, so a failure here
+// is not the client's: the answer stands, and a retry after the lease re-runs the use case,
+// which its constraints (or its idempotency marker) make safe.
+func (t *ticket) complete(response ports.StoredResponse) {
+	ctx, cancel := context.WithTimeout(t.detached, t.g.cfg.ReleaseTimeout)
+	defer cancel()
+	_ = t.g.deps.Idempotency.Complete(ctx, t.key, t.token, response, t.g.cfg.IdempotencyTTL)
+	t.done = true
+}
+
+// abandon drops the record unless complete ran, so the client may retry. Deferred, it also runs
+// on a panic.
+func (t *ticket) abandon() {
+	if t.done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.detached, t.g.cfg.ReleaseTimeout)
+	defer cancel()
+	// Best effort: if the delete fails too, the lease frees the key.
+	_ = t.g.deps.Idempotency.Delete(ctx, t.key, t.token)
+}
+
+// replayed answers a stored response, or passes err through.
+func replayed[T any](g *Guard, stored *ports.StoredResponse, err error) (Result[T], error) {
+	var res Result[T]
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(stored.Body, &res.Value); err != nil {
+		return Result[T]{}, fmt.Errorf("guard: decode stored response: %w", err)
+	}
+	g.observer.Replayed()
+	res.Outcome, res.Replayed = Outcome(stored.Outcome), true
+	return res, nil
 }
 
 // Backoff is the wait before retry attempt (0-based): BaseDelay × 2^attempt plus jitter in
@@ -269,4 +291,15 @@ func (g *Guard) acquire(ctx context.Context, lockKey string) (ports.Lock, error)
 func (g *Guard) Backoff(attempt int) time.Duration {
 	base := g.cfg.BaseDelay << attempt
 	return base + g.jitter(base/2)
+}
+
+// lockBudget is the longest a request waits for the lock before its 429: the seeds' whole
+// backoff schedule with the largest jitter, about 4.6 s at the defaults.
+func (g *Guard) lockBudget() time.Duration {
+	var total time.Duration
+	for attempt := range g.cfg.MaxRetries {
+		base := g.cfg.BaseDelay << attempt
+		total += base + base/2
+	}
+	return total
 }

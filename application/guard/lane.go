@@ -1,0 +1,438 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// DefaultMaxBatch bounds a batch when LaneConfig.MaxBatch is zero.
+const DefaultMaxBatch = 64
+
+// Answer is one request's result from a batch: its value, or the error (a business rejection
+// such as crew.ErrFull) that answers that request alone.
+type Answer[Out any] struct {
+	Value Out
+	Err   error
+}
+
+// BatchFunc serves requests that share one lock key, under that lock. It runs them in one
+// transaction of its own (TxRunner.InTx joins the guard's when markers are on) and returns one
+// answer per request, in order. An error instead fails the whole batch: it must leave nothing
+// written (return it from inside InTx), and the guard then runs each request alone, so one bad
+// request cannot fail its neighbours.
+type BatchFunc[In, Out any] func(ctx context.Context, batch []In) ([]Answer[Out], error)
+
+// LaneConfig tunes a Lane.
+type LaneConfig struct {
+	// MaxBatch bounds how many queued requests one lock hold serves; DefaultMaxBatch when zero,
+	// and 1 turns combining off.
+	MaxBatch int
+	// Markers commits each successful answer as an idempotency marker in the batch's transaction
+	// (the Guard needs Deps.Tx and Deps.Markers), so a request whose Complete was lost (a crash,
+	// a Redis blip) is answered from the database on retry and never applied twice.
+	Markers bool
+}
+
+// Lane serialises one kind of guarded operation per lock key, and combines. Requests for the
+// same key wait in a FIFO queue in this process; only the head contends for the distributed
+// lock, backing off on the seeds' schedule but retrying as soon as the key is released
+// anywhere. Holding it, the head serves up to MaxBatch queued requests in one call of the batch
+// function, releases the lock right after, and hands the queue to the next head. A request
+// waits at most the seeds' whole schedule (Guard.lockBudget) before ErrBusy.
+type Lane[In, Out any] struct {
+	g   *Guard
+	cfg LaneConfig
+	run BatchFunc[In, Out]
+
+	mu     sync.Mutex
+	queues map[string]*queue[In, Out] // lock key → its waiters; absent when empty
+}
+
+// NewLane returns a Lane serving batches with run.
+func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lane[In, Out] {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	return &Lane[In, Out]{g: g, cfg: cfg, run: run, queues: make(map[string]*queue[In, Out])}
+}
+
+// Run answers in under idempotency and the lock req.LockKey: a completed earlier request with
+// the same key is replayed (from the IdempotencyStore, or from its marker when markers are on);
+// a rejection or failure drops the key so the client may retry; success stores the answer.
+func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out], error) {
+	t, replay, err := l.g.begin(ctx, req)
+	if err != nil || replay != nil {
+		return replayed[Out](l.g, replay, err)
+	}
+	defer t.abandon()
+	if req.Precheck != nil {
+		if err := req.Precheck(ctx); err != nil {
+			return Result[Out]{}, err
+		}
+	}
+	a := l.submit(ctx, req.LockKey, &waiter[In, Out]{in: in, ticket: t})
+	switch {
+	case a.err != nil:
+		return Result[Out]{}, a.err
+	case a.replay != nil:
+		t.complete(*a.replay)
+		return replayed[Out](l.g, a.replay, nil)
+	}
+	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: a.body})
+	return Result[Out]{Value: a.value, Outcome: req.Outcome}, nil
+}
+
+// Do answers in under the lock lockKey alone, without idempotency.
+func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, in In) (Out, error) {
+	a := l.submit(ctx, lockKey, &waiter[In, Out]{in: in})
+	return a.value, a.err
+}
+
+type waiterState int
+
+const (
+	waiting waiterState = iota // queued behind the head
+	leading                    // the head: contends for the lock
+	batched                    // taken into a batch being served
+	served                     // answer is set
+)
+
+// waiter is one request in a queue. state and answer are guarded by Lane.mu.
+type waiter[In, Out any] struct {
+	in       In
+	ticket   *ticket // nil without idempotency
+	enqueued time.Time
+	state    waiterState
+	wake     chan struct{} // signalled when promoted to head or served
+	answer   answer[Out]
+}
+
+func (w *waiter[In, Out]) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// answer is what a batch gave one request.
+type answer[Out any] struct {
+	value  Out
+	body   []byte                // value encoded, for the idempotency record
+	replay *ports.StoredResponse // a marker committed earlier answers instead
+	err    error
+}
+
+type queue[In, Out any] struct {
+	waiters []*waiter[In, Out]
+}
+
+// submit queues w behind lockKey and returns its answer once served, or an error when it gave
+// up (its context ended while waiting, the lock stayed busy, or the locker failed).
+func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In, Out]) answer[Out] {
+	w.wake = make(chan struct{}, 1)
+	w.enqueued = l.g.deps.Clock.Now()
+	l.mu.Lock()
+	q := l.queues[lockKey]
+	if q == nil {
+		q = &queue[In, Out]{}
+		l.queues[lockKey] = q
+	}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		w.state = leading
+	}
+	l.mu.Unlock()
+
+	for {
+		l.mu.Lock()
+		state := w.state
+		l.mu.Unlock()
+		switch state {
+		case leading:
+			return l.lead(ctx, lockKey, q, w)
+		case served:
+			return w.answer
+		case batched:
+			// The batch answers several clients, so it runs to its end whatever this one does;
+			// its transaction's timeout bounds it.
+			<-w.wake
+			continue
+		}
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			if l.leave(lockKey, q, w) {
+				return answer[Out]{err: fmt.Errorf("guard: waiting for lock %s: %w", lockKey, ctx.Err())}
+			}
+		}
+	}
+}
+
+// leave removes a waiter that is still only waiting; it reports false when w was promoted or
+// taken into a batch meanwhile.
+func (l *Lane[In, Out]) leave(lockKey string, q *queue[In, Out], w *waiter[In, Out]) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.state != waiting {
+		return false
+	}
+	l.removeLocked(lockKey, q, w)
+	return true
+}
+
+// removeLocked takes w out of q and, when w was the head, promotes the next one.
+func (l *Lane[In, Out]) removeLocked(lockKey string, q *queue[In, Out], w *waiter[In, Out]) {
+	if i := slices.Index(q.waiters, w); i >= 0 {
+		q.waiters = slices.Delete(q.waiters, i, i+1)
+	}
+	l.promoteLocked(lockKey, q)
+}
+
+// promoteLocked makes the first waiter the head, or forgets an empty queue.
+func (l *Lane[In, Out]) promoteLocked(lockKey string, q *queue[In, Out]) {
+	if len(q.waiters) == 0 {
+		delete(l.queues, lockKey)
+		return
+	}
+	if head := q.waiters[0]; head.state == waiting {
+		head.state = leading
+		head.signal()
+	}
+}
+
+// lead takes the lock for the head w, serves a batch from the front of the queue, releases the
+// lock, answers the batch and hands the queue to the next head.
+func (l *Lane[In, Out]) lead(ctx context.Context, lockKey string, q *queue[In, Out], w *waiter[In, Out]) answer[Out] {
+	lock, err := l.acquire(ctx, lockKey, w.enqueued)
+	if err != nil {
+		l.mu.Lock()
+		l.removeLocked(lockKey, q, w)
+		l.mu.Unlock()
+		return answer[Out]{err: err}
+	}
+
+	l.mu.Lock()
+	batch := slices.Clone(q.waiters[:min(len(q.waiters), l.cfg.MaxBatch)])
+	for _, b := range batch {
+		b.state = batched
+	}
+	l.mu.Unlock()
+
+	answers := l.serve(context.WithoutCancel(ctx), batch)
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.g.cfg.ReleaseTimeout)
+	// ErrLockNotHeld means the TTL ran out mid-batch; the database kept the invariant.
+	_ = lock.Release(releaseCtx)
+	cancel()
+	l.g.observer.BatchServed(lockKey, len(batch))
+
+	l.mu.Lock()
+	for i, b := range batch {
+		b.answer, b.state = answers[i], served
+		b.signal()
+	}
+	// Only waiters behind the batch can have left, so the batch is still the queue's front.
+	q.waiters = slices.Delete(q.waiters, 0, len(batch))
+	l.promoteLocked(lockKey, q)
+	l.mu.Unlock()
+	return w.answer
+}
+
+// acquire takes lockKey for a head queued since `since`. After each failed attempt it waits
+// BaseDelay × 2^n plus jitter, or less when the key is released meanwhile; it gives up with
+// ErrBusy after MaxRetries full waits or when the request's budget from `since` is spent.
+func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.Time) (ports.Lock, error) {
+	g := l.g
+	deadline := since.Add(g.lockBudget())
+	released, stop := g.deps.Locker.Released(lockKey)
+	defer func() { stop() }()
+	attempts := 0
+	for backoffs := 0; ; {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, err)
+		}
+		attempts++
+		lock, err := g.deps.Locker.TryAcquire(ctx, lockKey, g.cfg.LockTTL)
+		if err == nil {
+			g.observer.LockAcquired(lockKey, attempts, g.deps.Clock.Now().Sub(since))
+			return lock, nil
+		}
+		if !errors.Is(err, ports.ErrLockNotAcquired) {
+			return nil, fmt.Errorf("guard: lock %s: %w", lockKey, err)
+		}
+		now := g.deps.Clock.Now()
+		if backoffs == g.cfg.MaxRetries || !now.Before(deadline) {
+			g.observer.LockExhausted(lockKey)
+			busy := *ErrBusy
+			busy.RetryAfter = g.cfg.LockTTL
+			return nil, &busy
+		}
+		woken, err := l.wait(ctx, min(g.Backoff(backoffs), deadline.Sub(now)), released)
+		if err != nil {
+			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, err)
+		}
+		if woken {
+			// A release notice is a chance, not a wait served: the schedule does not advance.
+			stop()
+			released, stop = g.deps.Locker.Released(lockKey)
+			continue
+		}
+		backoffs++
+	}
+}
+
+// wait sleeps for d, ending early when released is closed; it reports whether that woke it.
+func (l *Lane[In, Out]) wait(ctx context.Context, d time.Duration, released <-chan struct{}) (bool, error) {
+	sleepCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-released:
+			cancel()
+		case <-sleepCtx.Done():
+		}
+	}()
+	if err := l.g.deps.Sleeper.Sleep(sleepCtx, d); err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// serve answers a batch: all together, or, when that fails as a whole, each request alone.
+func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []answer[Out] {
+	answers, err := l.attempt(ctx, batch)
+	if err == nil {
+		return answers
+	}
+	if len(batch) == 1 {
+		return []answer[Out]{{err: err}}
+	}
+	answers = make([]answer[Out], len(batch))
+	for i := range batch {
+		one, err := l.attempt(ctx, batch[i:i+1])
+		if err != nil {
+			answers[i] = answer[Out]{err: err}
+			continue
+		}
+		answers[i] = one[0]
+	}
+	return answers
+}
+
+// attempt runs the batch function once for batch, inside a transaction that also reads and
+// commits the idempotency markers when the lane keeps them. A panic in the batch function fails
+// the attempt rather than the process: the lock is still released and everyone answered.
+func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out]) (answers []answer[Out], err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			answers, err = nil, fmt.Errorf("guard: batch function panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if !l.cfg.Markers {
+		return l.runBatch(ctx, batch)
+	}
+	err = l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
+		answers, err = l.runMarked(ctx, batch)
+		return err
+	})
+	if errors.Is(err, ports.ErrMarkerExists) {
+		// A request with the same key committed meanwhile; its retry will be replayed.
+		return nil, ErrInProgress
+	}
+	return answers, err
+}
+
+// runMarked answers requests whose marker is stored from the marker, runs the rest, and stores a
+// marker for each success. It runs inside the batch's transaction.
+func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out]) ([]answer[Out], error) {
+	keys := make([]ports.IdempotencyKey, 0, len(batch))
+	for _, w := range batch {
+		if w.ticket != nil {
+			keys = append(keys, w.ticket.key)
+		}
+	}
+	stored, err := l.g.deps.Markers.Find(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("guard: find idempotency markers: %w", err)
+	}
+	answers := make([]answer[Out], len(batch))
+	var pending []*waiter[In, Out]
+	var pendingAt []int
+	for i, w := range batch {
+		if w.ticket != nil {
+			if m, ok := stored[w.ticket.key]; ok {
+				if m.Fingerprint != w.ticket.fingerprint {
+					answers[i].err = ErrKeyReused
+				} else {
+					answers[i].replay = &m.Response
+				}
+				continue
+			}
+		}
+		pending, pendingAt = append(pending, w), append(pendingAt, i)
+	}
+	if len(pending) == 0 {
+		return answers, nil
+	}
+	results, err := l.runBatch(ctx, pending)
+	if err != nil {
+		return nil, err
+	}
+	now := l.g.deps.Clock.Now()
+	var markers []ports.IdempotencyMarker
+	for j, i := range pendingAt {
+		answers[i] = results[j]
+		if t := batch[i].ticket; t != nil && results[j].err == nil {
+			markers = append(markers, ports.IdempotencyMarker{
+				Key:         t.key,
+				Fingerprint: t.fingerprint,
+				Response:    ports.StoredResponse{Outcome: string(t.outcome), Body: results[j].body},
+				CreatedAt:   now,
+			})
+		}
+	}
+	if len(markers) > 0 {
+		if err := l.g.deps.Markers.Save(ctx, markers); err != nil {
+			return nil, fmt.Errorf("guard: save idempotency markers: %w", err)
+		}
+	}
+	return answers, nil
+}
+
+// runBatch calls the batch function and encodes each success for the idempotency record.
+func (l *Lane[In, Out]) runBatch(ctx context.Context, batch []*waiter[In, Out]) ([]answer[Out], error) {
+	inputs := make([]In, len(batch))
+	for i, w := range batch {
+		inputs[i] = w.in
+	}
+	results, err := l.run(ctx, inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(results) != len(batch) {
+		return nil, fmt.Errorf("guard: batch function answered %d of %d requests", len(results), len(batch))
+	}
+	answers := make([]answer[Out], len(batch))
+	for i, r := range results {
+		if r.Err != nil {
+			answers[i].err = r.Err
+			continue
+		}
+		body, err := json.Marshal(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("guard: encode response: %w", err)
+		}
+		answers[i] = answer[Out]{value: r.Value, body: body}
+	}
+	return answers, nil
+}
