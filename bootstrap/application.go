@@ -3,26 +3,43 @@ package bootstrap
 import (
 	"go.uber.org/fx"
 
-	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/ports"
 )
 
-// ApplicationModule builds the use cases on whatever ports the infrastructure provided.
-var ApplicationModule = fx.Module("application",
-	fx.Provide(
-		provideGuard,
-		crew.NewService,
-	),
-)
+// GuardModule builds the one guard every guarded flow shares.
+var GuardModule = fx.Module("guard", fx.Provide(provideGuard))
 
-func provideGuard(cfg Config, store ports.IdempotencyStore, locker ports.Locker, sleeper ports.Sleeper, metrics *rghttp.Metrics) *guard.Guard {
-	return guard.New(store, locker, sleeper, guard.Config{
+// CrewModule builds the crew use cases.
+var CrewModule = fx.Module("crew", fx.Provide(provideCrewService))
+
+func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
+	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
+	return guard.New(guard.Deps{
+		Idempotency: coord.Idempotency,
+		Locker:      coord.Locker,
+		Clock:       clock,
+		Sleeper:     sleeper,
+		Tx:          stores.Tx,
+		Markers:     stores.Markers,
+	}, guard.Config{
 		IdempotencyTTL: cfg.IdempotencyTTL,
 		Lease:          cfg.IdempotencyLease,
 		LockTTL:        cfg.LockTTL,
 		BaseDelay:      cfg.LockBaseDelay,
 		MaxRetries:     cfg.LockRetries,
 	}, guard.WithObserver(metrics))
+}
+
+func provideCrewService(cfg Config, stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *crew.Service {
+	return crew.NewService(crew.Deps{
+		Tx:      stores.Tx,
+		Crews:   stores.Crews,
+		Members: stores.CrewMembers,
+		Guard:   g,
+		Clock:   clock,
+		IDs:     ids,
+	}, crew.Config{MaxBatch: cfg.LockMaxBatch})
 }

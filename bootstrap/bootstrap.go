@@ -11,8 +11,10 @@ import (
 func Modules(cfg Config) fx.Option {
 	return fx.Options(
 		fx.Supply(cfg),
+		TelemetryModule,
 		InfrastructureModule,
-		ApplicationModule,
+		GuardModule,
+		CrewModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),
 		fx.StopTimeout(cfg.ShutdownTimeout),

@@ -35,6 +35,7 @@ type Config struct {
 	LockTTL          time.Duration `env:"RUSHGATE_LOCK_TTL" envDefault:"1s"`
 	LockBaseDelay    time.Duration `env:"RUSHGATE_LOCK_BASE_DELAY" envDefault:"100ms"`
 	LockRetries      int           `env:"RUSHGATE_LOCK_RETRIES" envDefault:"5"`
+	LockMaxBatch     int           `env:"RUSHGATE_LOCK_MAX_BATCH" envDefault:"64"`
 	IdempotencyTTL   time.Duration `env:"RUSHGATE_IDEMPOTENCY_TTL" envDefault:"1h"`
 	IdempotencyLease time.Duration `env:"RUSHGATE_IDEMPOTENCY_LEASE" envDefault:"30s"`
 
@@ -88,6 +89,7 @@ func (c Config) Validate() error {
 		{"RUSHGATE_LOCK_TTL", c.LockTTL > 0},
 		{"RUSHGATE_LOCK_BASE_DELAY", c.LockBaseDelay > 0},
 		{"RUSHGATE_LOCK_RETRIES", c.LockRetries > 0},
+		{"RUSHGATE_LOCK_MAX_BATCH", c.LockMaxBatch > 0},
 		{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
 		{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
 		{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},

@@ -9,31 +9,28 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/redis"
 	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/ports"
 )
 
 // startTimeout bounds connecting and migrating at start.
 const startTimeout = 30 * time.Second
 
-// Storage is the transactional state: an SQL database, or memory when none is configured.
-type Storage struct {
+// storage is the transactional state: an SQL database, or memory when none is configured.
+type storage struct {
 	fx.Out
-	Tx        ports.TxRunner
-	Crews     ports.CrewRepository
-	Members   ports.CrewMemberRepository
-	Readiness rghttp.ReadinessCheck `group:"readiness"`
+	Stores    ports.Stores
+	Readiness telemetry.ReadinessCheck `group:"readiness"`
 }
 
-// Coordination is what several instances share: Redis, or memory when none is configured.
-type Coordination struct {
+// coordination is what several instances share: Redis, or memory when none is configured.
+type coordination struct {
 	fx.Out
-	Locker      ports.Locker
-	Idempotency ports.IdempotencyStore
-	Readiness   rghttp.ReadinessCheck `group:"readiness"`
+	Coordination ports.Coordination
+	Readiness    telemetry.ReadinessCheck `group:"readiness"`
 }
 
 // InfrastructureModule picks memory or real adapters from the configuration.
@@ -47,15 +44,13 @@ var InfrastructureModule = fx.Module("infrastructure",
 	),
 )
 
-func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (Storage, error) {
+func alwaysReady(name string) telemetry.ReadinessCheck {
+	return telemetry.ReadinessCheck{Name: name, Check: func(context.Context) error { return nil }}
+}
+
+func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, error) {
 	if cfg.DatabaseURL == "" {
-		d := memory.NewDatabase()
-		return Storage{
-			Tx:        d,
-			Crews:     memory.NewCrewRepository(d),
-			Members:   memory.NewCrewMemberRepository(d),
-			Readiness: rghttp.ReadinessCheck{Name: "database", Check: func(context.Context) error { return nil }},
-		}, nil
+		return storage{Stores: memory.NewStores(memory.NewDatabase()), Readiness: alwaysReady("database")}, nil
 	}
 	// Migrations may take longer than one query; connecting is bounded by ConnectTimeout.
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -66,31 +61,25 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (Storage, err
 		TxTimeout:      cfg.DBTimeout,
 	})
 	if err != nil {
-		return Storage{}, fmt.Errorf("database: %w", err)
+		return storage{}, fmt.Errorf("database: %w", err)
 	}
 	if cfg.Migrate {
 		if err := gormdb.Migrate(ctx, db); err != nil {
 			_ = db.Close()
-			return Storage{}, fmt.Errorf("database migration: %w", err)
+			return storage{}, fmt.Errorf("database migration: %w", err)
 		}
 	}
 	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Migrate)
 	lc.Append(fx.StopHook(db.Close))
-	return Storage{
-		Tx:        gormdb.NewTxRunner(db),
-		Crews:     gormdb.NewCrewRepository(db),
-		Members:   gormdb.NewCrewMemberRepository(db),
-		Readiness: rghttp.ReadinessCheck{Name: "database", Check: db.Ping},
+	return storage{
+		Stores:    gormdb.NewStores(db),
+		Readiness: telemetry.ReadinessCheck{Name: "database", Check: db.Ping},
 	}, nil
 }
 
-func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock) (Coordination, error) {
+func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock) (coordination, error) {
 	if cfg.RedisURL == "" {
-		return Coordination{
-			Locker:      memory.NewLocker(clock),
-			Idempotency: memory.NewIdempotencyStore(clock),
-			Readiness:   rghttp.ReadinessCheck{Name: "redis", Check: func(context.Context) error { return nil }},
-		}, nil
+		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
 	}
 	client, err := redis.NewClient(cfg.RedisURL, redis.Options{
 		DialTimeout:  cfg.RedisTimeout,
@@ -98,19 +87,21 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock) (Coordi
 		WriteTimeout: cfg.RedisTimeout,
 	})
 	if err != nil {
-		return Coordination{}, err
+		return coordination{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
 	defer cancel()
 	if err := redis.Ping(ctx, client); err != nil {
 		_ = client.Close()
-		return Coordination{}, err
+		return coordination{}, err
 	}
+	set, closeSet := redis.NewCoordination(client)
+	// Stop hooks run in reverse: the locker's release subscription ends before the client closes.
 	lc.Append(fx.StopHook(client.Close))
-	return Coordination{
-		Locker:      redis.NewLocker(client),
-		Idempotency: redis.NewIdempotencyStore(client, "rushgate:idem:"),
-		Readiness: rghttp.ReadinessCheck{Name: "redis", Check: func(ctx context.Context) error {
+	lc.Append(fx.StopHook(closeSet))
+	return coordination{
+		Coordination: set,
+		Readiness: telemetry.ReadinessCheck{Name: "redis", Check: func(ctx context.Context) error {
 			return redis.Ping(ctx, client)
 		}},
 	}, nil

@@ -8,16 +8,14 @@ import (
 	"log/slog"
 	"net"
 	stdhttp "net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/fx"
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/crew"
 )
 
@@ -32,26 +30,11 @@ func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
 // HTTPModule serves the router and shuts it down gracefully.
 var HTTPModule = fx.Module("http",
 	fx.Provide(
-		provideLogger,
-		provideMetrics,
 		provideTokens,
 		provideRouter,
 		provideServer,
 	),
 )
-
-func provideLogger(cfg Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).
-		With("instance", cfg.instanceID())
-}
-
-func provideMetrics() (*rghttp.Metrics, *prometheus.Registry) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return rghttp.NewMetrics(reg), reg
-}
 
 // provideTokens uses the configured secret, or generates one and prints ready tokens so the
 // embedded default is usable at once.
@@ -80,9 +63,9 @@ type routerParams struct {
 	Config    Config
 	Crews     *crew.Service
 	Tokens    *rghttp.Tokens
-	Metrics   *rghttp.Metrics
+	Metrics   *telemetry.Metrics
 	Logger    *slog.Logger
-	Readiness []rghttp.ReadinessCheck `group:"readiness"`
+	Readiness []telemetry.ReadinessCheck `group:"readiness"`
 }
 
 func provideRouter(p routerParams) *gin.Engine {

@@ -101,7 +101,7 @@ func (h crewHandlers) join(c *gin.Context) {
 	if res.Replayed {
 		c.Header(IdempotentReplayedHeader, "true")
 	}
-	c.JSON(res.Status, res.Value)
+	c.JSON(statusOf(res.Outcome), res.Value)
 }
 
 // leave answers DELETE /crews/{crewId}/members/me.

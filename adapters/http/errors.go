@@ -54,6 +54,21 @@ var statusByCode = map[string]int{
 	errInternal.Code:            stdhttp.StatusInternalServerError,
 }
 
+// statusByOutcome maps what a successful guarded call did to its status.
+var statusByOutcome = map[guard.Outcome]int{
+	guard.OutcomeCreated: stdhttp.StatusCreated,
+	guard.OutcomeDone:    stdhttp.StatusOK,
+}
+
+// statusOf is the status of a successful guarded call. TestStatusByOutcome_CoversEveryOutcome
+// keeps every outcome mapped.
+func statusOf(outcome guard.Outcome) int {
+	if status, ok := statusByOutcome[outcome]; ok {
+		return status
+	}
+	return stdhttp.StatusOK
+}
+
 // unavailableRetryAfter is the Retry-After sent with 503 UNAVAILABLE.
 const unavailableRetryAfter = time.Second
 

@@ -41,7 +41,7 @@ var testSecret = []byte("test-secret-that-is-long-enough-for-hs256")
 // harnessConfig tunes a harness; the zero value is the production wiring on memory adapters.
 type harnessConfig struct {
 	maxBodyBytes int64
-	readiness    []rhttp.ReadinessCheck
+	readiness    []telemetry.ReadinessCheck
 }
 
 // harness is one router on fresh, real in-memory adapters, with handles to inspect and disturb
@@ -72,7 +72,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		registry: prometheus.NewRegistry(),
 		logs:     &syncBuffer{},
 	}
-	metrics := rhttp.NewMetrics(h.registry)
+	metrics := telemetry.NewMetrics(h.registry)
 	// Short backoff so a busy lock gives up within milliseconds.
 	g := guard.New(h.store, h.locker, system.Sleeper{},
 		guard.Config{BaseDelay: time.Millisecond, MaxRetries: 2}, guard.WithObserver(metrics))

@@ -10,14 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/domain"
 )
-
-// ReadinessCheck is one dependency /readyz probes, such as "database" or "redis".
-type ReadinessCheck struct {
-	Name  string
-	Check func(ctx context.Context) error
-}
 
 // readinessTimeout bounds each check so /readyz answers even when a dependency hangs.
 const readinessTimeout = time.Second
@@ -30,7 +25,7 @@ func healthz(c *gin.Context) {
 // readyz answers GET /readyz: 200 when every check passes, else 503 UNAVAILABLE naming the
 // failing checks. The checks run concurrently, each bounded by readinessTimeout; their errors are
 // logged, not returned, since they may name hosts.
-func readyz(checks []ReadinessCheck) gin.HandlerFunc {
+func readyz(checks []telemetry.ReadinessCheck) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		errs := make([]error, len(checks))
 		var wg sync.WaitGroup

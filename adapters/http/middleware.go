@@ -9,6 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+
+	"github.com/rushgate/rushgate/adapters/telemetry"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -61,7 +63,7 @@ func requestLogger(c *gin.Context) *slog.Logger {
 }
 
 // observe writes one structured access-log line per request and records its latency.
-func observe(metrics *Metrics) gin.HandlerFunc {
+func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -73,7 +75,7 @@ func observe(metrics *Metrics) gin.HandlerFunc {
 		}
 		method := metricMethod(c.Request.Method)
 		status := c.Writer.Status()
-		metrics.observeRequest(method, route, status, latency)
+		metrics.ObserveRequest(method, route, status, latency)
 
 		attrs := []slog.Attr{
 			slog.String("method", method),

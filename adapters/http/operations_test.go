@@ -27,7 +27,7 @@ func passing(context.Context) error { return nil }
 
 func TestReadyz_IsOKWhenEveryCheckPasses(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessConfig{readiness: []rhttp.ReadinessCheck{
+	h := newHarness(t, harnessConfig{readiness: []telemetry.ReadinessCheck{
 		{Name: "database", Check: passing},
 		{Name: "redis", Check: passing},
 	}})
@@ -40,7 +40,7 @@ func TestReadyz_IsOKWhenEveryCheckPasses(t *testing.T) {
 
 func TestReadyz_NamesTheFailingCheck(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessConfig{readiness: []rhttp.ReadinessCheck{
+	h := newHarness(t, harnessConfig{readiness: []telemetry.ReadinessCheck{
 		{Name: "database", Check: passing},
 		{Name: "redis", Check: func(context.Context) error { return errors.New("dial tcp 10.0.0.9:6379: refused") }},
 	}})
@@ -61,7 +61,7 @@ func TestReadyz_NamesTheFailingCheck(t *testing.T) {
 
 func TestReadyz_BoundsAHangingCheck(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessConfig{readiness: []rhttp.ReadinessCheck{
+	h := newHarness(t, harnessConfig{readiness: []telemetry.ReadinessCheck{
 		{Name: "database", Check: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
 	}})
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 )
 
@@ -24,11 +25,11 @@ var openAPIDocument []byte
 type Deps struct {
 	Crews   *appcrew.Service
 	Tokens  *Tokens
-	Metrics *Metrics
+	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Readiness lists the dependencies /readyz probes (database, redis).
-	Readiness []ReadinessCheck
+	Readiness []telemetry.ReadinessCheck
 	// MaxBodyBytes caps request bodies (413 beyond it); 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 }

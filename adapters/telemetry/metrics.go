@@ -1,6 +1,11 @@
-package http
+// Package telemetry holds what operations watch, independent of any transport: the Prometheus
+// collectors (request latency, the guard's lock waits, batches and replays) and the readiness
+// checks of the dependencies. The HTTP server exposes them, and a background worker running
+// without it records into the same collectors.
+package telemetry
 
 import (
+	"context"
 	stdhttp "net/http"
 	"strconv"
 	"strings"
@@ -15,13 +20,15 @@ import (
 var _ guard.Observer = (*Metrics)(nil)
 
 // Metrics holds the server's Prometheus collectors: request latency, and the guard's lock waits,
-// lock attempts, lock exhaustion and idempotency replays (it is the guard's Observer).
+// lock attempts, lock exhaustion, batch sizes and idempotency replays (it is the guard's
+// Observer).
 type Metrics struct {
 	gatherer       prometheus.Gatherer
 	requests       *prometheus.HistogramVec
 	lockWait       *prometheus.HistogramVec
 	lockAttempts   *prometheus.HistogramVec
 	lockExhausted  *prometheus.CounterVec
+	batchSize      *prometheus.HistogramVec
 	idempotentHits prometheus.Counter
 }
 
@@ -59,13 +66,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "lock_exhausted_total",
 			Help:      "Requests answered 429 because a distributed lock stayed busy through every retry, by lock kind.",
 		}, []string{"lock"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rushgate",
+			Name:      "lock_batch_size",
+			Help:      "Requests served by one lock hold (combining), by lock kind.",
+			Buckets:   []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}, []string{"lock"}),
 		idempotentHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "rushgate",
 			Name:      "idempotency_replays_total",
 			Help:      "Requests answered from a stored idempotent response.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.idempotentHits)
+	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.idempotentHits)
 	return m
 }
 
@@ -86,10 +99,16 @@ func (m *Metrics) LockExhausted(lockKey string) {
 	m.lockExhausted.WithLabelValues(lockKind(lockKey)).Inc()
 }
 
+// BatchServed records how many requests one lock hold served.
+func (m *Metrics) BatchServed(lockKey string, size int) {
+	m.batchSize.WithLabelValues(lockKind(lockKey)).Observe(float64(size))
+}
+
 // Replayed counts an idempotent replay.
 func (m *Metrics) Replayed() { m.idempotentHits.Inc() }
 
-func (m *Metrics) observeRequest(method, route string, status int, latency time.Duration) {
+// ObserveRequest records one answered request.
+func (m *Metrics) ObserveRequest(method, route string, status int, latency time.Duration) {
 	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Observe(latency.Seconds())
 }
 
@@ -98,4 +117,10 @@ func (m *Metrics) observeRequest(method, route string, status int, latency time.
 func lockKind(lockKey string) string {
 	kind, _, _ := strings.Cut(lockKey, ":")
 	return kind
+}
+
+// ReadinessCheck is one dependency a readiness probe checks, such as "database" or "redis".
+type ReadinessCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
 }

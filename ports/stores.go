@@ -1,0 +1,19 @@
+package ports
+
+// Stores is one backend's transactional storage: its TxRunner and every repository, all on one
+// database, so a use case's writes through any of them share one transaction. Each backend
+// builds its set in one constructor (memory.NewStores, gormdb.NewStores); a new aggregate adds
+// a field here and a line there.
+type Stores struct {
+	Tx          TxRunner
+	Crews       CrewRepository
+	CrewMembers CrewMemberRepository
+	Markers     IdempotencyMarkerRepository
+}
+
+// Coordination is what the instances of one deployment share: the distributed lock and the
+// idempotency records.
+type Coordination struct {
+	Locker      Locker
+	Idempotency IdempotencyStore
+}
