@@ -38,9 +38,20 @@ type Config struct {
 	LockMaxBatch     int           `env:"RUSHGATE_LOCK_MAX_BATCH" envDefault:"64"`
 	IdempotencyTTL   time.Duration `env:"RUSHGATE_IDEMPOTENCY_TTL" envDefault:"1h"`
 	IdempotencyLease time.Duration `env:"RUSHGATE_IDEMPOTENCY_LEASE" envDefault:"30s"`
+	// MarkerPruneInterval is how often idempotency markers older than IdempotencyTTL are deleted.
+	MarkerPruneInterval time.Duration `env:"RUSHGATE_MARKER_PRUNE_INTERVAL" envDefault:"10m"`
 
 	MaxBodyBytes    int64         `env:"RUSHGATE_MAX_BODY_BYTES" envDefault:"1048576"`
 	ShutdownTimeout time.Duration `env:"RUSHGATE_SHUTDOWN_TIMEOUT" envDefault:"15s"`
+}
+
+// DefaultConfig is every setting at its default, as with an empty environment.
+func DefaultConfig() Config {
+	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: map[string]string{}})
+	if err != nil {
+		panic(fmt.Sprintf("bootstrap: the default configuration does not parse: %v", err))
+	}
+	return cfg
 }
 
 // LoadConfig reads and validates the environment. Its error is one line naming the variable
@@ -92,6 +103,7 @@ func (c Config) Validate() error {
 		{"RUSHGATE_LOCK_MAX_BATCH", c.LockMaxBatch > 0},
 		{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
 		{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
+		{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
 		{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},
 		{"RUSHGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout > 0},
 	}

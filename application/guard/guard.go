@@ -303,3 +303,21 @@ func (g *Guard) lockBudget() time.Duration {
 	}
 	return total
 }
+
+// PruneMarkers deletes the idempotency markers older than the idempotency TTL — past it a key
+// answers nothing anyway — in rounds of at most limit, until a round finds fewer. It returns how
+// many it deleted. Several instances may prune at once: each marker is deleted once.
+func (g *Guard) PruneMarkers(ctx context.Context, limit int) (int, error) {
+	before := g.deps.Clock.Now().Add(-g.cfg.IdempotencyTTL)
+	total := 0
+	for {
+		n, err := g.deps.Markers.Prune(ctx, before, limit)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("guard: prune idempotency markers: %w", err)
+		}
+		if n < limit {
+			return total, nil
+		}
+	}
+}

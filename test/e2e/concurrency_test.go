@@ -47,17 +47,14 @@ func TestJoin_StampedeOfDistinctUsersFillsExactly(t *testing.T) {
 			})
 			t.Logf("statuses: %v", counts)
 
+			// Queued behind the lock holder and served in batches, no join waits out the backoff
+			// schedule: a 429 here means the queue or the early CREW_FULL stopped working.
 			for _, a := range answers {
-				switch a.status {
-				case http.StatusCreated, http.StatusBadRequest, http.StatusTooManyRequests:
+				switch {
+				case a.status == http.StatusCreated:
+				case a.status == http.StatusBadRequest && a.str("error") == "CREW_FULL":
 				default:
 					t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
-				}
-				if a.status == http.StatusBadRequest && a.str("error") != "CREW_FULL" {
-					t.Fatalf("400 that is not CREW_FULL: %s", a.raw)
-				}
-				if a.status == http.StatusTooManyRequests && a.header.Get("Retry-After") == "" {
-					t.Fatal("429 without Retry-After")
 				}
 			}
 			if counts[http.StatusCreated] != capacity {

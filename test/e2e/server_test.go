@@ -25,23 +25,32 @@ import (
 
 const jwtSecret = "e2e-secret-e2e-secret-e2e-secret-!!"
 
-// backend is one way to run the server.
+// backend is one way to run the server: fixed URLs, or services provisioned when a server
+// starts, so the memory run never waits on (or skips for) a database that is down.
 type backend struct {
 	name        string
 	databaseURL string // empty: memory
 	redisURL    string // empty: memory
+	// provision, when set, returns the URLs for one server; it skips or fails the test when a
+	// service is unreachable.
+	provision func(t *testing.T) (databaseURL, redisURL string)
+}
+
+// testBackends is the one list of backends every end-to-end test runs on.
+var testBackends = []backend{
+	{name: "memory"},
+	{name: "postgres+redis", provision: func(t *testing.T) (string, string) {
+		return testenv.Postgres(t).URL, redisURL(t)
+	}},
+	{name: "mysql+redis", provision: func(t *testing.T) (string, string) {
+		return testenv.MySQL(t).URL, redisURL(t)
+	}},
 }
 
 // backends returns the embedded default and every real database with Redis.
-func backends(t *testing.T) []backend {
-	t.Helper()
-	redisURL := "redis://" + testenv.RedisAddr(t) + "/0"
-	return []backend{
-		{name: "memory"},
-		{name: "postgres+redis", databaseURL: testenv.Postgres(t).URL, redisURL: redisURL},
-		{name: "mysql+redis", databaseURL: testenv.MySQL(t).URL, redisURL: redisURL},
-	}
-}
+func backends(*testing.T) []backend { return testBackends }
+
+func redisURL(t *testing.T) string { return "redis://" + testenv.RedisAddr(t) + "/0" }
 
 // server is a running rushgate and a client for it.
 type server struct {
@@ -56,8 +65,13 @@ type server struct {
 	run string
 }
 
+// startServer is the one builder of the server under test: the fx-built application on b with
+// the defaults of every setting, changed by tweak.
 func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *server {
 	t.Helper()
+	if b.provision != nil {
+		b.databaseURL, b.redisURL = b.provision(t)
+	}
 	cfg := testConfig(b)
 	for _, f := range tweak {
 		f(&cfg)
@@ -85,25 +99,16 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 	return s
 }
 
+// testConfig is the production defaults with the test's backend, a fixed secret, an ephemeral
+// port, quiet logs and a roomier database timeout for -race on two cores.
 func testConfig(b backend) bootstrap.Config {
-	return bootstrap.Config{
-		Addr:             "127.0.0.1:0",
-		DatabaseURL:      b.databaseURL,
-		RedisURL:         b.redisURL,
-		JWTSecret:        jwtSecret,
-		Migrate:          true,
-		LogLevel:         "error",
-		DBTimeout:        2 * time.Second,
-		DBMaxOpenConns:   20,
-		RedisTimeout:     time.Second,
-		LockTTL:          time.Second,
-		LockBaseDelay:    100 * time.Millisecond,
-		LockRetries:      5,
-		IdempotencyTTL:   time.Hour,
-		IdempotencyLease: 30 * time.Second,
-		MaxBodyBytes:     1 << 20,
-		ShutdownTimeout:  10 * time.Second,
-	}
+	cfg := bootstrap.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DatabaseURL, cfg.RedisURL = b.databaseURL, b.redisURL
+	cfg.JWTSecret = jwtSecret
+	cfg.LogLevel = "error"
+	cfg.DBTimeout = 2 * time.Second
+	return cfg
 }
 
 func (s *server) token(user string) string {
@@ -155,6 +160,7 @@ func (s *server) do(method, path, token, body string, headers ...string) respons
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	checkAgainstOpenAPI(s.t, req, res, raw)
 	out := response{status: res.StatusCode, header: res.Header, raw: raw}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if err := json.Unmarshal(raw, &out.body); err != nil {

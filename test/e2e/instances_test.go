@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// TestJoin_TwoInstancesShareOneCrew: two servers on one database and one Redis split a stampede;
+// their queues meet on the Redis lock and the row lock, and the crew fills exactly, without a 429.
+func TestJoin_TwoInstancesShareOneCrew(t *testing.T) {
+	const users, capacity = 400, 100
+	for _, b := range backends(t)[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			databaseURL, redisURL := b.provision(t)
+			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
+			instances := []*server{startServer(t, shared), startServer(t, shared)}
+			crewID := instances[0].createCrew(capacity)
+			tokens := make([]string, users)
+			for i := range tokens {
+				tokens[i] = instances[0].token(fmt.Sprintf("two-%d", i))
+			}
+			counts, answers := fire(users, func(i int) response {
+				s := instances[i%2]
+				return s.do("POST", "/crews/"+crewID+"/join", tokens[i], "", "Idempotency-Key", instances[0].run+"two")
+			})
+			t.Logf("statuses: %v", counts)
+			for _, a := range answers {
+				if a.status != http.StatusCreated && a.str("error") != "CREW_FULL" {
+					t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
+				}
+			}
+			if counts[http.StatusCreated] != capacity {
+				t.Fatalf("%d joins succeeded, want %d", counts[http.StatusCreated], capacity)
+			}
+			if st := instances[1].stored(crewID); st.currentMembers != capacity || st.members != capacity || st.distinctUsers != capacity {
+				t.Fatalf("invariant broken: %+v", st)
+			}
+		})
+	}
+}
+
+// TestJoin_LostIdempotencyRecordIsAnsweredFromTheDatabase: a join committed but its Redis record
+// was lost (the server died before Complete, or Redis restarted). The client's retry with the
+// same key is answered with the original 201 from the marker committed with the membership —
+// not 409 ALREADY_MEMBER, and not a second join.
+func TestJoin_LostIdempotencyRecordIsAnsweredFromTheDatabase(t *testing.T) {
+	for _, b := range backends(t)[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			databaseURL, redisURL := b.provision(t)
+			s := startServer(t, backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL})
+			crewID := s.createCrew(5)
+			first := s.join(crewID, "lost-answer", "k1")
+			if first.status != http.StatusCreated {
+				t.Fatalf("join: %d %s", first.status, first.raw)
+			}
+
+			opts, err := goredis.ParseURL(redisURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := goredis.NewClient(opts)
+			defer client.Close()
+			const scope = "lost-answer"
+			record := "rushgate:idem:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + s.run + "k1"
+			if n, err := client.Del(context.Background(), record).Result(); err != nil || n != 1 {
+				t.Fatalf("delete the idempotency record %s: %d, %v", record, n, err)
+			}
+
+			retry := s.join(crewID, "lost-answer", "k1")
+			if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" ||
+				string(retry.raw) != string(first.raw) {
+				t.Fatalf("retry: %d %s (replayed %q), want the first answer %s", retry.status, retry.raw,
+					retry.header.Get("Idempotent-Replayed"), first.raw)
+			}
+			if st := s.stored(crewID); st.currentMembers != 1 || st.members != 1 {
+				t.Fatalf("stored %+v", st)
+			}
+		})
+	}
+}
