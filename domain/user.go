@@ -1,17 +1,16 @@
 package domain
 
-import "unicode"
-
 // MaxUserIDLength bounds user ids taken from authentication.
 const MaxUserIDLength = 64
 
 // ValidateUserID accepts 1..64 printable ASCII characters without spaces.
 func ValidateUserID(field, id string) error {
-	if id == "" || len(id) > MaxUserIDLength {
-		return Invalid(field, "must be 1..%d characters", MaxUserIDLength)
+	if err := ValidateText(field, id, MaxUserIDLength); err != nil {
+		return err
 	}
-	for _, r := range id {
-		if r > unicode.MaxASCII || !unicode.IsPrint(r) || r == ' ' {
+	for i := 0; i < len(id); i++ {
+		// ValidateText already refused control characters; this leaves printable ASCII.
+		if c := id[i]; c > '~' || c == ' ' {
 			return Invalid(field, "must be printable ASCII without spaces")
 		}
 	}

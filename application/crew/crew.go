@@ -177,7 +177,7 @@ func decodeCursor(s string) (*ports.MemberCursor, error) {
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	var c cursorJSON
-	if err != nil || json.Unmarshal(raw, &c) != nil || c.UserID == "" {
+	if err != nil || json.Unmarshal(raw, &c) != nil || domain.ValidateUserID("cursor", c.UserID) != nil {
 		return nil, domain.Invalid("cursor", "is not a cursor this server issued")
 	}
 	return &ports.MemberCursor{JoinedAt: c.JoinedAt, UserID: c.UserID}, nil

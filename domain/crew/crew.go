@@ -3,7 +3,6 @@ package crew
 
 import (
 	"time"
-	"unicode/utf8"
 
 	"github.com/rushgate/rushgate/domain"
 )
@@ -33,8 +32,8 @@ type Crew struct {
 
 // New validates and creates an empty crew.
 func New(id, name string, maxMembers int, now time.Time) (*Crew, error) {
-	if n := utf8.RuneCountInString(name); n == 0 || n > MaxNameLength {
-		return nil, domain.Invalid("name", "must be 1..%d characters", MaxNameLength)
+	if err := domain.ValidateText("name", name, MaxNameLength); err != nil {
+		return nil, err
 	}
 	if maxMembers < MinMaxMembers || maxMembers > MaxMaxMembers {
 		return nil, domain.Invalid("maxMembers", "must be between %d and %d", MinMaxMembers, MaxMaxMembers)
