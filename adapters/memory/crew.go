@@ -16,55 +16,18 @@ var (
 	_ ports.CrewMemberRepository = (*CrewMemberRepository)(nil)
 )
 
-// errDuplicateKey is a primary-key violation, like inserting a crew id twice.
-var errDuplicateKey = errors.New("memory: duplicate key")
+// crewKeyOf is the crews table's primary key.
+func crewKeyOf(c crew.Crew) string { return c.ID() }
 
-// Table names, used for row locks.
-const (
-	crewsTable   = "crews"
-	membersTable = "crew_members"
-)
-
-// crew returns id's crew as t sees it: its own writes, else the committed row.
-func (t *tx) crew(id string) (crew.Crew, bool) {
-	if c, ok := t.crews[id]; ok {
-		return c, true
-	}
-	t.db.mu.RLock()
-	defer t.db.mu.RUnlock()
-	c, ok := t.db.crews[id]
-	return c, ok
+// memberKey is the unique key (crewId, userId) of a member.
+type memberKey struct {
+	crewID, userID string
 }
 
-// member reports whether key is a member as t sees it.
-func (t *tx) member(key memberKey) bool {
-	if w, ok := t.members[key]; ok {
-		return !w.deleted
-	}
-	t.db.mu.RLock()
-	defer t.db.mu.RUnlock()
-	_, ok := t.db.members[key.crewID][key.userID]
-	return ok
-}
+func memberKeyOf(m crew.Member) memberKey { return memberKey{m.CrewID, m.UserID} }
 
-// crewMembers returns crewID's members as t sees them, in no particular order.
-func (t *tx) crewMembers(crewID string) []crew.Member {
-	t.db.mu.RLock()
-	committed := t.db.members[crewID]
-	members := make([]crew.Member, 0, len(committed))
-	for userID, m := range committed {
-		if _, overwritten := t.members[memberKey{crewID, userID}]; !overwritten {
-			members = append(members, m)
-		}
-	}
-	t.db.mu.RUnlock()
-	for key, w := range t.members {
-		if key.crewID == crewID && !w.deleted {
-			members = append(members, w.member)
-		}
-	}
-	return members
-}
+// crew partitions the members table by crew, for Count and List.
+func (k memberKey) crew() string { return k.crewID }
 
 // CrewRepository stores crews in a Database.
 type CrewRepository struct {
@@ -77,14 +40,7 @@ func NewCrewRepository(d *Database) *CrewRepository { return &CrewRepository{db:
 // Create inserts c; an existing id is a duplicate-key error.
 func (r *CrewRepository) Create(ctx context.Context, c *crew.Crew) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if err := t.lock(ctx, crewsTable, c.ID()); err != nil {
-			return fmt.Errorf("memory: create crew %q: %w", c.ID(), err)
-		}
-		if _, exists := t.crew(c.ID()); exists {
-			return fmt.Errorf("memory: create crew %q: %w", c.ID(), errDuplicateKey)
-		}
-		t.crews[c.ID()] = *c
-		return nil
+		return r.db.crews.insert(ctx, t, *c)
 	})
 }
 
@@ -92,7 +48,7 @@ func (r *CrewRepository) Create(ctx context.Context, c *crew.Crew) error {
 func (r *CrewRepository) Get(ctx context.Context, id string) (*crew.Crew, error) {
 	var found crew.Crew
 	err := r.db.run(ctx, func(t *tx) error {
-		c, ok := t.crew(id)
+		c, ok := r.db.crews.get(t, id)
 		if !ok {
 			return crew.ErrNotFound
 		}
@@ -109,15 +65,12 @@ func (r *CrewRepository) Get(ctx context.Context, id string) (*crew.Crew, error)
 // transaction holds it, then returns a copy of the crew or crew.ErrNotFound. It fails outside
 // InTx.
 func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Crew, error) {
-	if _, ok := ctx.Value(txKey{r.db}).(*tx); !ok {
-		return nil, errNoTransaction
-	}
 	var found crew.Crew
-	err := r.db.run(ctx, func(t *tx) error {
-		if err := t.lock(ctx, crewsTable, id); err != nil {
-			return fmt.Errorf("memory: get crew %q for update: %w", id, err)
+	err := r.db.runInTx(ctx, func(t *tx) error {
+		c, ok, err := r.db.crews.getForUpdate(ctx, t, id)
+		if err != nil {
+			return err
 		}
-		c, ok := t.crew(id)
 		if !ok {
 			return crew.ErrNotFound
 		}
@@ -133,15 +86,14 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 // Save writes the crew's member count, locking its row for the rest of the transaction.
 func (r *CrewRepository) Save(ctx context.Context, c *crew.Crew) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if err := t.lock(ctx, crewsTable, c.ID()); err != nil {
-			return fmt.Errorf("memory: save crew %q: %w", c.ID(), err)
+		stored, ok, err := r.db.crews.getForUpdate(ctx, t, c.ID())
+		if err != nil {
+			return err
 		}
-		stored, ok := t.crew(c.ID())
 		if !ok {
 			return fmt.Errorf("memory: save crew %q: %w", c.ID(), crew.ErrNotFound)
 		}
-		t.crews[c.ID()] = *crew.Rebuild(stored.ID(), stored.Name(), stored.MaxMembers(), c.CurrentMembers(), stored.CreatedAt())
-		return nil
+		return r.db.crews.put(ctx, t, *crew.Rebuild(stored.ID(), stored.Name(), stored.MaxMembers(), c.CurrentMembers(), stored.CreatedAt()))
 	})
 }
 
@@ -155,49 +107,56 @@ func NewCrewMemberRepository(d *Database) *CrewMemberRepository {
 	return &CrewMemberRepository{db: d}
 }
 
-// Add inserts m. Like a UNIQUE index, it locks the (crewId, userId) key for the rest of the
-// transaction, so a concurrent Add of the same pair waits and then fails with
-// crew.ErrAlreadyMember if this one commits. An unknown crew violates the foreign key and wraps
-// crew.ErrNotFound.
-func (r *CrewMemberRepository) Add(ctx context.Context, m crew.Member) error {
-	key := memberKey{m.CrewID, m.UserID}
+// Add inserts members in one statement, all or none. Like a UNIQUE index, it locks each
+// (crewId, userId) key for the rest of the transaction, so a concurrent Add of the same pair
+// waits and then fails with crew.ErrAlreadyMember if the other one commits. A member of an
+// unknown crew violates the foreign key and wraps crew.ErrNotFound.
+func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) error {
+	if len(members) == 0 {
+		return nil
+	}
 	return r.db.run(ctx, func(t *tx) error {
-		if err := t.lock(ctx, membersTable, key); err != nil {
-			return fmt.Errorf("memory: add member %q to crew %q: %w", m.UserID, m.CrewID, err)
+		for _, m := range members {
+			if _, ok := r.db.crews.get(t, m.CrewID); !ok {
+				return fmt.Errorf("memory: add member %q: foreign key crew %q: %w", m.UserID, m.CrewID, crew.ErrNotFound)
+			}
 		}
-		if t.member(key) {
+		err := r.db.members.insert(ctx, t, members...)
+		if errors.Is(err, errDuplicateKey) {
 			return crew.ErrAlreadyMember
 		}
-		if _, ok := t.crew(m.CrewID); !ok {
-			return fmt.Errorf("memory: add member %q: foreign key crew %q: %w", m.UserID, m.CrewID, crew.ErrNotFound)
-		}
-		t.members[key] = memberWrite{member: m}
-		return nil
+		return err
 	})
 }
 
-// Exists reports whether userID is a member of crewID.
-func (r *CrewMemberRepository) Exists(ctx context.Context, crewID, userID string) (bool, error) {
-	var exists bool
+// Existing returns which of userIDs are members of crewID.
+func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, userIDs []string) (map[string]bool, error) {
+	existing := make(map[string]bool)
 	err := r.db.run(ctx, func(t *tx) error {
-		exists = t.member(memberKey{crewID, userID})
+		for _, userID := range userIDs {
+			if _, ok := r.db.members.get(t, memberKey{crewID, userID}); ok {
+				existing[userID] = true
+			}
+		}
 		return nil
 	})
-	return exists, err
+	if err != nil {
+		return nil, err
+	}
+	return existing, nil
 }
 
 // Remove deletes the membership, locking its key for the rest of the transaction, or returns
 // crew.ErrNotMember when there is none.
 func (r *CrewMemberRepository) Remove(ctx context.Context, crewID, userID string) error {
-	key := memberKey{crewID, userID}
 	return r.db.run(ctx, func(t *tx) error {
-		if err := t.lock(ctx, membersTable, key); err != nil {
-			return fmt.Errorf("memory: remove member %q from crew %q: %w", userID, crewID, err)
+		deleted, err := r.db.members.delete(ctx, t, memberKey{crewID, userID})
+		if err != nil {
+			return err
 		}
-		if !t.member(key) {
+		if !deleted {
 			return crew.ErrNotMember
 		}
-		t.members[key] = memberWrite{deleted: true}
 		return nil
 	})
 }
@@ -206,7 +165,7 @@ func (r *CrewMemberRepository) Remove(ctx context.Context, crewID, userID string
 func (r *CrewMemberRepository) Count(ctx context.Context, crewID string) (int, error) {
 	var n int
 	err := r.db.run(ctx, func(t *tx) error {
-		n = len(t.crewMembers(crewID))
+		n = len(r.db.members.rowsIn(t, crewID))
 		return nil
 	})
 	return n, err
@@ -217,7 +176,7 @@ func (r *CrewMemberRepository) Count(ctx context.Context, crewID string) (int, e
 func (r *CrewMemberRepository) List(ctx context.Context, crewID string, after *ports.MemberCursor, limit int) ([]crew.Member, error) {
 	var page []crew.Member
 	err := r.db.run(ctx, func(t *tx) error {
-		members := t.crewMembers(crewID)
+		members := r.db.members.rowsIn(t, crewID)
 		if after != nil {
 			members = slices.DeleteFunc(members, func(m crew.Member) bool { return compareToCursor(m, *after) <= 0 })
 		}

@@ -3,6 +3,8 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,28 +12,30 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// A second Add of the same pair waits for the first transaction, then fails if it committed
-// and succeeds if it rolled back, as on Postgres and InnoDB.
+// An Add that includes a pair a concurrent transaction has added but not committed waits for
+// it, then fails inserting none if it committed and inserts all if it rolled back, as on
+// Postgres and InnoDB.
 func TestAdd_ConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 	cases := map[string]struct {
-		firstEnds  error // nil commits
-		wantSecond error
+		firstEnds   error // nil commits
+		wantSecond  error
+		wantMembers []string
 	}{
-		"first commits":    {nil, crew.ErrAlreadyMember},
-		"first rolls back": {errRollback, nil},
+		"first commits":    {nil, crew.ErrAlreadyMember, []string{"u1"}},
+		"first rolls back": {errRollback, nil, []string{"u1", "u2"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore()
 			crewID := s.createCrew(t, 10)
-			m := crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}
+			member := func(userID string) crew.Member { return crew.Member{CrewID: crewID, UserID: userID, JoinedAt: epoch} }
 
-			end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Add(ctx, m) })
+			end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Add(ctx, member("u1")) })
 			second := make(chan error, 1)
 			go func() {
 				second <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-					return s.members.Add(ctx, m)
+					return s.members.Add(ctx, member("u2"), member("u1"))
 				})
 			}()
 			waitUntilBlocked(t, s.db, 1)
@@ -41,28 +45,128 @@ func TestAdd_ConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 			if err := <-second; !errors.Is(err, tc.wantSecond) {
 				t.Fatalf("second Add = %v, want %v", err, tc.wantSecond)
 			}
-			if n, _ := s.members.Count(context.Background(), crewID); n != 1 {
-				t.Errorf("count = %d, want 1", n)
-			}
+			assertMembers(t, s, crewID, tc.wantMembers)
 		})
 	}
 }
 
-func TestAdd_RejectsAnExistingMemberAndAnUnknownCrew(t *testing.T) {
+func TestAdd_InsertsAllOrNone(t *testing.T) {
+	cases := map[string]struct {
+		add         func(crewID string) []crew.Member
+		wantErr     error
+		wantMembers []string
+	}{
+		"new members": {
+			add:         func(crewID string) []crew.Member { return newMembers(crewID, "u2", "u3") },
+			wantMembers: []string{"u1", "u2", "u3"},
+		},
+		"one already a member": {
+			add:         func(crewID string) []crew.Member { return newMembers(crewID, "u2", "u1", "u3") },
+			wantErr:     crew.ErrAlreadyMember,
+			wantMembers: []string{"u1"},
+		},
+		"the same user twice": {
+			add:         func(crewID string) []crew.Member { return newMembers(crewID, "u2", "u2") },
+			wantErr:     crew.ErrAlreadyMember,
+			wantMembers: []string{"u1"},
+		},
+		"one of an unknown crew": {
+			add: func(crewID string) []crew.Member {
+				return append(newMembers(crewID, "u2"), newMembers("missing", "u3")...)
+			},
+			wantErr:     crew.ErrNotFound,
+			wantMembers: []string{"u1"},
+		},
+		"none": {
+			add:         func(string) []crew.Member { return nil },
+			wantMembers: []string{"u1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore()
+			ctx := context.Background()
+			crewID := s.createCrew(t, 10)
+			if err := s.members.Add(ctx, newMembers(crewID, "u1")...); err != nil {
+				t.Fatalf("Add: %v", err)
+			}
+			if err := s.members.Add(ctx, tc.add(crewID)...); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Add = %v, want %v", err, tc.wantErr)
+			}
+			assertMembers(t, s, crewID, tc.wantMembers)
+		})
+	}
+}
+
+// members returns the members userIDs would be in crewID.
+func newMembers(crewID string, userIDs ...string) []crew.Member {
+	ms := make([]crew.Member, len(userIDs))
+	for i, userID := range userIDs {
+		ms[i] = crew.Member{CrewID: crewID, UserID: userID, JoinedAt: epoch}
+	}
+	return ms
+}
+
+// assertMembers checks that the committed members of crewID are exactly want.
+func assertMembers(t *testing.T, s store, crewID string, want []string) {
+	t.Helper()
+	page, err := s.members.List(context.Background(), crewID, nil, 100)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	got := make([]string, len(page))
+	for i, m := range page {
+		got[i] = m.UserID
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("members = %v, want %v", got, want)
+	}
+}
+
+func TestExisting_ReportsTheMembersAmongUsersAsTheTransactionSeesThem(t *testing.T) {
 	t.Parallel()
 	s := newStore()
 	ctx := context.Background()
-	crewID := s.createCrew(t, 10)
-	m := crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}
-	if err := s.members.Add(ctx, m); err != nil {
+	crewID, otherID := s.createCrew(t, 10), s.createCrew(t, 10)
+	if err := s.members.Add(ctx, append(newMembers(crewID, "u1", "u2"), newMembers(otherID, "u3")...)...); err != nil {
 		t.Fatalf("Add: %v", err)
 	}
-	if err := s.members.Add(ctx, m); !errors.Is(err, crew.ErrAlreadyMember) {
-		t.Errorf("second Add = %v, want crew.ErrAlreadyMember", err)
+	users := []string{"u1", "u2", "u3", "u4", "u5"}
+
+	existing := func(ctx context.Context) map[string]bool {
+		t.Helper()
+		got, err := s.members.Existing(ctx, crewID, users)
+		if err != nil {
+			t.Errorf("Existing: %v", err)
+		}
+		return got
 	}
-	err := s.members.Add(ctx, crew.Member{CrewID: "missing", UserID: "u1", JoinedAt: epoch})
-	if !errors.Is(err, crew.ErrNotFound) {
-		t.Errorf("Add to an unknown crew = %v, want a foreign-key error wrapping crew.ErrNotFound", err)
+	// Another transaction's uncommitted writes are invisible; its own are visible.
+	end := openTx(t, s.db, func(ctx context.Context) error {
+		if err := s.members.Remove(ctx, crewID, "u2"); err != nil {
+			return err
+		}
+		if err := s.members.Add(ctx, newMembers(crewID, "u4")...); err != nil {
+			return err
+		}
+		if got, want := existing(ctx), map[string]bool{"u1": true, "u4": true}; !maps.Equal(got, want) {
+			t.Errorf("inside: Existing = %v, want %v", got, want)
+		}
+		return nil
+	})
+	if got, want := existing(ctx), map[string]bool{"u1": true, "u2": true}; !maps.Equal(got, want) {
+		t.Errorf("outside before commit: Existing = %v, want %v", got, want)
+	}
+	if err := end(nil); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if got, want := existing(ctx), map[string]bool{"u1": true, "u4": true}; !maps.Equal(got, want) {
+		t.Errorf("after commit: Existing = %v, want %v", got, want)
+	}
+	if got, err := s.members.Existing(ctx, crewID, nil); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("Existing of no users = %v, %v, want an empty set", got, err)
 	}
 }
 
@@ -80,13 +184,13 @@ func TestRemove_DeletesOrReportsNotMember(t *testing.T) {
 
 	// A removal is invisible to others until it commits.
 	end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Remove(ctx, crewID, "u1") })
-	if exists, _ := s.members.Exists(ctx, crewID, "u1"); !exists {
+	if !s.isMember(t, crewID, "u1") {
 		t.Error("uncommitted Remove is visible outside")
 	}
 	if err := end(nil); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+	if s.isMember(t, crewID, "u1") {
 		t.Error("member still exists after Remove committed")
 	}
 	if err := s.members.Remove(ctx, crewID, "u1"); !errors.Is(err, crew.ErrNotMember) {

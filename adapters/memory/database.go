@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/rushgate/rushgate/domain/crew"
@@ -22,44 +23,47 @@ var (
 	errTxEnded       = errors.New("memory: the transaction has already ended")
 )
 
-// Database is an in-memory relational store: the committed tables, and a lock manager shared
-// by its transactions. Repositories built on one Database see the same data. Rows are stored as
+// Database is an in-memory relational store: its tables, and a lock manager shared by its
+// transactions. Repositories built on one Database see the same data. Rows are stored as
 // values, so a caller's *crew.Crew never aliases the store.
+//
+// Statements yield the processor before and after they run, and commits before, standing in
+// for the round trips to a server during which other transactions proceed: concurrent
+// transactions interleave between statements as they do on a real database. Without that, a
+// transaction would usually run start to finish unopposed, and a missing or early-released row
+// lock would go unnoticed by concurrency tests.
 type Database struct {
 	locks *lockManager
 
-	mu      sync.RWMutex                      // guards the committed tables below
-	crews   map[string]crew.Crew              // crew id → crew
-	members map[string]map[string]crew.Member // crew id → user id → member
+	// mu guards the committed rows of every table, so that a commit touching several tables
+	// becomes visible all at once.
+	mu      sync.RWMutex
+	crews   *table[string, crew.Crew]
+	members *table[memberKey, crew.Member]
+	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
 }
 
 // NewDatabase returns an empty database.
 func NewDatabase() *Database {
-	return &Database{
-		locks:   newLockManager(),
-		crews:   make(map[string]crew.Crew),
-		members: make(map[string]map[string]crew.Member),
-	}
+	d := &Database{locks: newLockManager()}
+	d.crews = newTable(d, "crews", crewKeyOf)
+	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
+	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
+	return d
 }
 
-// memberKey is the unique key (crewId, userId) of a member.
-type memberKey struct {
-	crewID, userID string
-}
-
-// memberWrite is a buffered insert or delete of one member.
-type memberWrite struct {
-	member  crew.Member
-	deleted bool
-}
-
-// tx is one transaction: its buffered writes and whether it has ended. Like a database
-// connection, it serves one goroutine at a time.
+// tx is one transaction: its buffered writes per table and whether it has ended. Like a
+// database connection, it serves one goroutine at a time.
 type tx struct {
-	db      *Database
-	crews   map[string]crew.Crew
-	members map[memberKey]memberWrite
-	ended   bool
+	db     *Database
+	writes map[any]pendingWrites // table → its writes, applied at commit
+	ended  bool
+}
+
+// pendingWrites is one transaction's buffered writes to one table.
+type pendingWrites interface {
+	// apply makes the writes committed rows; the caller holds the Database's mu.
+	apply()
 }
 
 // txKey carries a Database's transaction in a context; keying by the Database keeps two
@@ -72,10 +76,10 @@ type txKey struct{ db *Database }
 // joins it. Row locks taken inside are held until InTx returns. A context that ends before the
 // commit fails it, as a driver does.
 func (d *Database) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	if _, ok := ctx.Value(txKey{d}).(*tx); ok {
+	if _, ok := d.txOf(ctx); ok {
 		return fn(ctx)
 	}
-	t := &tx{db: d, crews: make(map[string]crew.Crew), members: make(map[memberKey]memberWrite)}
+	t := &tx{db: d, writes: make(map[any]pendingWrites)}
 	committed := false
 	defer func() {
 		if !committed {
@@ -85,6 +89,7 @@ func (d *Database) InTx(ctx context.Context, fn func(ctx context.Context) error)
 	if err := fn(context.WithValue(ctx, txKey{d}, t)); err != nil {
 		return err
 	}
+	runtime.Gosched() // COMMIT is a statement too.
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: commit: %w", err)
 	}
@@ -93,54 +98,56 @@ func (d *Database) InTx(ctx context.Context, fn func(ctx context.Context) error)
 	return nil
 }
 
-// run executes op in ctx's transaction, or in a transaction of its own (autocommit) when ctx
-// carries none. A done context fails the statement, as with a real driver.
+// txOf returns the transaction of d that ctx carries, if any.
+func (d *Database) txOf(ctx context.Context) (*tx, bool) {
+	t, ok := ctx.Value(txKey{d}).(*tx)
+	return t, ok
+}
+
+// run executes one statement, op, in ctx's transaction, or in a transaction of its own
+// (autocommit) when ctx carries none. A done context fails the statement, as with a real driver.
 func (d *Database) run(ctx context.Context, op func(t *tx) error) error {
+	runtime.Gosched()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}
-	if t, ok := ctx.Value(txKey{d}).(*tx); ok {
+	if t, ok := d.txOf(ctx); ok {
 		if t.ended {
 			return errTxEnded
 		}
+		defer runtime.Gosched()
 		return op(t)
 	}
+	// The commit yields after the statement.
 	return d.InTx(ctx, func(ctx context.Context) error {
-		return op(ctx.Value(txKey{d}).(*tx))
+		t, _ := d.txOf(ctx)
+		return op(t)
 	})
 }
 
-// lock takes key's row lock for the rest of t.
-func (t *tx) lock(ctx context.Context, table string, key any) error {
-	return t.db.locks.acquire(ctx, t, rowKey{table: table, key: key})
+// runInTx is run for statements that take row locks a caller relies on afterwards, such as
+// SELECT ... FOR UPDATE: outside InTx the lock would end with the statement, so they fail.
+func (d *Database) runInTx(ctx context.Context, op func(t *tx) error) error {
+	if _, ok := d.txOf(ctx); !ok {
+		return errNoTransaction
+	}
+	return d.run(ctx, op)
 }
 
 // commit applies t's writes to the committed tables, then releases its locks so that waiters
 // see the writes.
 func (t *tx) commit() {
-	d := t.db
-	d.mu.Lock()
-	for id, row := range t.crews {
-		d.crews[id] = row
+	t.db.mu.Lock()
+	for _, w := range t.writes {
+		w.apply()
 	}
-	for key, w := range t.members {
-		byUser := d.members[key.crewID]
-		switch {
-		case w.deleted:
-			delete(byUser, key.userID)
-		case byUser == nil:
-			d.members[key.crewID] = map[string]crew.Member{key.userID: w.member}
-		default:
-			byUser[key.userID] = w.member
-		}
-	}
-	d.mu.Unlock()
+	t.db.mu.Unlock()
 	t.end()
 }
 
 // end discards t's buffered writes (if not committed) and releases its locks.
 func (t *tx) end() {
 	t.ended = true
-	t.crews, t.members = nil, nil
+	t.writes = nil
 	t.db.locks.releaseAll(t)
 }

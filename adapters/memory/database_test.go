@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/domain/crew"
 )
 
@@ -52,7 +53,7 @@ func TestInTx_UncommittedWritesAreInvisibleOutside(t *testing.T) {
 	if got.CurrentMembers() != 0 {
 		t.Errorf("outside before commit: currentMembers = %d, want 0", got.CurrentMembers())
 	}
-	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+	if s.isMember(t, crewID, "u1") {
 		t.Error("outside before commit: member exists")
 	}
 
@@ -138,7 +139,7 @@ func assertEmptyCrew(t *testing.T, s store, crewID string) {
 	if c.CurrentMembers() != 0 {
 		t.Errorf("currentMembers = %d, want 0 after rollback", c.CurrentMembers())
 	}
-	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+	if s.isMember(t, crewID, "u1") {
 		t.Error("member exists after rollback")
 	}
 }
@@ -160,7 +161,7 @@ func TestInTx_NestedCallJoinsTheOuterTransaction(t *testing.T) {
 	if err != errRollback {
 		t.Fatalf("InTx = %v, want errRollback", err)
 	}
-	if exists, _ := s.members.Exists(ctx, crewID, "u1"); exists {
+	if s.isMember(t, crewID, "u1") {
 		t.Error("the inner call committed on its own")
 	}
 }
@@ -181,7 +182,7 @@ func TestInTx_CancelledContextFailsTheCommit(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("InTx = %v, want context.Canceled", err)
 	}
-	if exists, _ := s.members.Exists(context.Background(), crewID, "u1"); exists {
+	if s.isMember(t, crewID, "u1") {
 		t.Error("a failed commit kept its writes")
 	}
 }
@@ -195,50 +196,93 @@ func TestGetForUpdate_FailsOutsideATransaction(t *testing.T) {
 	}
 }
 
-func TestGetForUpdate_SerialisesConcurrentIncrements(t *testing.T) {
-	t.Parallel()
-	const joiners = 50
-	s := newStore()
-	crewID := s.createCrew(t, 100)
+// readCrew is how a join reads the crew it is about to update.
+type readCrew func(ctx context.Context, s store, crewID string) (*crew.Crew, error)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, joiners)
-	for range joiners {
-		wg.Go(func() {
-			errs <- s.db.InTx(context.Background(), func(ctx context.Context) error {
+// Transactions interleave between statements (Database yields at each one), so a join that
+// reads the crew without holding its row lock to the end over-fills it or loses counts. The
+// broken readers must fail the invariant: that proves the schedule really interleaves, so
+// GetForUpdate keeping it means its lock, not a lucky schedule, did.
+func TestConcurrentJoins_OnlyALockHeldToTheEndKeepsTheCrewConsistent(t *testing.T) {
+	const capacity, joiners = 30, 50
+	cases := map[string]struct {
+		read           readCrew
+		wantConsistent bool
+	}{
+		"GetForUpdate": {
+			read: func(ctx context.Context, s store, crewID string) (*crew.Crew, error) {
+				return s.crews.GetForUpdate(ctx, crewID)
+			},
+			wantConsistent: true,
+		},
+		"Get, without a lock": {
+			read: func(ctx context.Context, s store, crewID string) (*crew.Crew, error) {
+				return s.crews.Get(ctx, crewID)
+			},
+		},
+		"GetForUpdate releasing its lock right after the read": {
+			read: func(ctx context.Context, s store, crewID string) (*crew.Crew, error) {
 				c, err := s.crews.GetForUpdate(ctx, crewID)
-				if err != nil {
-					return err
-				}
-				m, err := c.Join(uuid.NewString(), epoch)
-				if err != nil {
-					return err
-				}
-				if err := s.members.Add(ctx, m); err != nil {
-					return err
-				}
-				return s.crews.Save(ctx, c)
-			})
-		})
+				memory.ReleaseRowLocks(ctx, s.db)
+				return c, err
+			},
+		},
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("join: %v", err)
-		}
-	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore()
+			crewID := s.createCrew(t, capacity)
 
-	c, err := s.crews.Get(context.Background(), crewID)
-	if err != nil {
-		t.Fatalf("Get: %v", err)
-	}
-	n, err := s.members.Count(context.Background(), crewID)
-	if err != nil {
-		t.Fatalf("Count: %v", err)
-	}
-	if c.CurrentMembers() != joiners || n != joiners {
-		t.Errorf("currentMembers = %d, count = %d, want both %d", c.CurrentMembers(), n, joiners)
+			start := make(chan struct{})
+			errs := make(chan error, joiners)
+			var wg sync.WaitGroup
+			for range joiners {
+				wg.Go(func() {
+					<-start
+					errs <- s.db.InTx(context.Background(), func(ctx context.Context) error {
+						c, err := tc.read(ctx, s, crewID)
+						if err != nil {
+							return err
+						}
+						m, err := c.Join(uuid.NewString(), epoch)
+						if err != nil {
+							return err
+						}
+						if err := s.members.Add(ctx, m); err != nil {
+							return err
+						}
+						return s.crews.Save(ctx, c)
+					})
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			joined := 0
+			for err := range errs {
+				switch {
+				case err == nil:
+					joined++
+				case !errors.Is(err, crew.ErrFull):
+					t.Errorf("join: %v", err)
+				}
+			}
+
+			c, err := s.crews.Get(context.Background(), crewID)
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			n, err := s.members.Count(context.Background(), crewID)
+			if err != nil {
+				t.Fatalf("Count: %v", err)
+			}
+			consistent := joined == capacity && n == capacity && c.CurrentMembers() == capacity
+			if consistent != tc.wantConsistent {
+				t.Errorf("joined %d, members %d, currentMembers %d of %d seats: consistent = %v, want %v",
+					joined, n, c.CurrentMembers(), capacity, consistent, tc.wantConsistent)
+			}
+		})
 	}
 }
 

@@ -15,16 +15,24 @@ func newFakeClock() *memory.Clock {
 	return memory.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 }
 
-// store is a Database with its crew repositories.
+// store is a Database with its repositories.
 type store struct {
 	db      *memory.Database
 	crews   *memory.CrewRepository
 	members *memory.CrewMemberRepository
+	markers *memory.IdempotencyMarkerRepository
 }
 
-func newStore() store {
-	db := memory.NewDatabase()
-	return store{db: db, crews: memory.NewCrewRepository(db), members: memory.NewCrewMemberRepository(db)}
+func newStore() store { return storeOn(memory.NewDatabase()) }
+
+// storeOn returns the repositories of db.
+func storeOn(db *memory.Database) store {
+	return store{
+		db:      db,
+		crews:   memory.NewCrewRepository(db),
+		members: memory.NewCrewMemberRepository(db),
+		markers: memory.NewIdempotencyMarkerRepository(db),
+	}
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -40,6 +48,16 @@ func (s store) createCrew(t *testing.T, maxMembers int) string {
 		t.Fatalf("Create: %v", err)
 	}
 	return c.ID()
+}
+
+// isMember reports whether userID is a committed member of crewID.
+func (s store) isMember(t *testing.T, crewID, userID string) bool {
+	t.Helper()
+	existing, err := s.members.Existing(context.Background(), crewID, []string{userID})
+	if err != nil {
+		t.Fatalf("Existing: %v", err)
+	}
+	return existing[userID]
 }
 
 // waitUntilBlocked waits until n transactions of db are queued on a row lock.

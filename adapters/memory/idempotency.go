@@ -50,7 +50,7 @@ func (s *IdempotencyStore) Begin(_ context.Context, key ports.IdempotencyKey, fi
 	if rec, ok := s.records.get(key, now); ok {
 		switch {
 		case rec.completed:
-			response := ports.StoredResponse{Status: rec.response.Status, Body: bytes.Clone(rec.response.Body)}
+			response := ports.StoredResponse{Outcome: rec.response.Outcome, Body: bytes.Clone(rec.response.Body)}
 			return ports.BeginResult{State: ports.BeginCompleted, Fingerprint: rec.fingerprint, Response: response}, nil
 		case now.Before(rec.leaseUntil), rec.fingerprint != fingerprint:
 			return ports.BeginResult{State: ports.BeginInProgress, Fingerprint: rec.fingerprint}, nil
@@ -75,7 +75,7 @@ func (s *IdempotencyStore) Complete(_ context.Context, key ports.IdempotencyKey,
 		return nil
 	}
 	rec.completed = true
-	rec.response = ports.StoredResponse{Status: response.Status, Body: bytes.Clone(response.Body)}
+	rec.response = ports.StoredResponse{Outcome: response.Outcome, Body: bytes.Clone(response.Body)}
 	s.records.set(key, rec, now.Add(ttl), now)
 	return nil
 }

@@ -67,14 +67,14 @@ func TestIdempotency_CompletedResponseIsReplayedAsACopy(t *testing.T) {
 	started := begin(t, s, key, "fp")
 
 	body := []byte(`{"ok":true}`)
-	if err := s.Complete(ctx, key, started.Token, ports.StoredResponse{Status: 201, Body: body}, ttl); err != nil {
+	if err := s.Complete(ctx, key, started.Token, ports.StoredResponse{Outcome: "created", Body: body}, ttl); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	body[0] = 'X'
 
 	replay := begin(t, s, key, "fp")
-	if replay.State != ports.BeginCompleted || replay.Response.Status != 201 || string(replay.Response.Body) != `{"ok":true}` {
-		t.Fatalf("replay = %+v, want the stored 201 response", replay)
+	if replay.State != ports.BeginCompleted || replay.Response.Outcome != "created" || string(replay.Response.Body) != `{"ok":true}` {
+		t.Fatalf("replay = %+v, want the stored created response", replay)
 	}
 	replay.Response.Body[0] = 'X'
 	if again := begin(t, s, key, "fp"); string(again.Response.Body) != `{"ok":true}` {
@@ -101,7 +101,7 @@ func TestIdempotency_ExpiredLeaseIsTakenOverAndTheStaleTokenIsFenced(t *testing.
 	}
 
 	// The stale owner can neither complete nor delete the record.
-	if err := s.Complete(ctx, key, stale.Token, ports.StoredResponse{Status: 500}, ttl); err != nil {
+	if err := s.Complete(ctx, key, stale.Token, ports.StoredResponse{Outcome: "failed"}, ttl); err != nil {
 		t.Fatalf("stale Complete: %v", err)
 	}
 	if err := s.Delete(ctx, key, stale.Token); err != nil {
@@ -111,11 +111,11 @@ func TestIdempotency_ExpiredLeaseIsTakenOverAndTheStaleTokenIsFenced(t *testing.
 		t.Fatalf("after stale writes: state = %v, want in progress", res.State)
 	}
 
-	if err := s.Complete(ctx, key, current.Token, ports.StoredResponse{Status: 201}, ttl); err != nil {
+	if err := s.Complete(ctx, key, current.Token, ports.StoredResponse{Outcome: "created"}, ttl); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	if res := begin(t, s, key, "fp"); res.State != ports.BeginCompleted || res.Response.Status != 201 {
-		t.Fatalf("after Complete: %+v, want the owner's 201", res)
+	if res := begin(t, s, key, "fp"); res.State != ports.BeginCompleted || res.Response.Outcome != "created" {
+		t.Fatalf("after Complete: %+v, want the owner's created response", res)
 	}
 }
 
@@ -140,7 +140,7 @@ func TestIdempotency_RecordsExpireAfterTTLAndCompleteResetsIt(t *testing.T) {
 
 	started := begin(t, s, key, "fp")
 	clock.Advance(ttl / 2)
-	if err := s.Complete(context.Background(), key, started.Token, ports.StoredResponse{Status: 201}, ttl); err != nil {
+	if err := s.Complete(context.Background(), key, started.Token, ports.StoredResponse{Outcome: "created"}, ttl); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	// Past the first ttl but within the one Complete started.

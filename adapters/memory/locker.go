@@ -21,11 +21,18 @@ type Locker struct {
 
 	mu   sync.Mutex
 	held *expiringMap[string, *lock] // key → its current owner
+	// listeners holds, per key, the channels of Released callers that have not been notified
+	// or stopped yet.
+	listeners map[string]map[chan struct{}]struct{}
 }
 
 // NewLocker returns a Locker whose TTLs run on clock.
 func NewLocker(clock ports.Clock) *Locker {
-	return &Locker{clock: clock, held: newExpiringMap[string, *lock]()}
+	return &Locker{
+		clock:     clock,
+		held:      newExpiringMap[string, *lock](),
+		listeners: make(map[string]map[chan struct{}]struct{}),
+	}
 }
 
 // TryAcquire takes key for ttl if it is free or its holder's TTL has expired, and returns
@@ -45,14 +52,39 @@ func (l *Locker) TryAcquire(_ context.Context, key string, ttl time.Duration) (p
 	return acquired, nil
 }
 
+// Released returns a channel closed by the next successful Release of key; stop unregisters
+// it, and may be called more than once. A lock whose TTL runs out frees the key without a
+// notice, which the port allows.
+func (l *Locker) Released(key string) (<-chan struct{}, func()) {
+	released := make(chan struct{})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.listeners[key] == nil {
+		l.listeners[key] = make(map[chan struct{}]struct{})
+	}
+	l.listeners[key][released] = struct{}{}
+	stop := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		// After a notice the channel is no longer registered, and key may have new listeners.
+		if waiting := l.listeners[key]; waiting != nil {
+			delete(waiting, released)
+			if len(waiting) == 0 {
+				delete(l.listeners, key)
+			}
+		}
+	}
+	return released, stop
+}
+
 // lock is one acquisition; its identity is the owner token.
 type lock struct {
 	locker *Locker
 	key    string
 }
 
-// Release frees the key if this acquisition still holds it, and returns ports.ErrLockNotHeld
-// after its TTL expired or another owner took the key.
+// Release frees the key and notifies its Released listeners if this acquisition still holds
+// it, and returns ports.ErrLockNotHeld after its TTL expired or another owner took the key.
 func (k *lock) Release(context.Context) error {
 	l := k.locker
 	l.mu.Lock()
@@ -61,5 +93,9 @@ func (k *lock) Release(context.Context) error {
 		return fmt.Errorf("memory: release %q: %w", k.key, ports.ErrLockNotHeld)
 	}
 	l.held.delete(k.key)
+	for released := range l.listeners[k.key] {
+		close(released)
+	}
+	delete(l.listeners, k.key)
 	return nil
 }

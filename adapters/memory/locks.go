@@ -8,7 +8,7 @@ import (
 )
 
 // errDeadlock is what a database answers when two transactions wait for each other's locks.
-var errDeadlock = errors.New("memory: deadlock detected")
+var errDeadlock = errors.New("deadlock detected")
 
 // rowKey names one lockable row or unique-key value: the table and the key's value, which must
 // be comparable.
@@ -63,7 +63,7 @@ func (m *lockManager) acquire(ctx context.Context, t *tx, key rowKey) error {
 		}
 		if m.waitsFor(holder.owner, t) {
 			m.mu.Unlock()
-			return fmt.Errorf("lock %v: %w", key, errDeadlock)
+			return fmt.Errorf("memory: lock %v: %w", key, errDeadlock)
 		}
 		m.waitingFor[t] = holder
 		m.mu.Unlock()
@@ -76,7 +76,7 @@ func (m *lockManager) acquire(ctx context.Context, t *tx, key rowKey) error {
 		delete(m.waitingFor, t)
 		m.mu.Unlock()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("waiting for lock %v: %w", key, err)
+			return fmt.Errorf("memory: waiting for lock %v: %w", key, err)
 		}
 	}
 }

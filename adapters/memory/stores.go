@@ -1,0 +1,23 @@
+package memory
+
+import "github.com/rushgate/rushgate/ports"
+
+// NewStores returns the TxRunner and every repository on d, so that a use case's writes
+// through any of them share d's transactions.
+func NewStores(d *Database) ports.Stores {
+	return ports.Stores{
+		Tx:          d,
+		Crews:       NewCrewRepository(d),
+		CrewMembers: NewCrewMemberRepository(d),
+		Markers:     NewIdempotencyMarkerRepository(d),
+	}
+}
+
+// NewCoordination returns an in-process Locker and IdempotencyStore whose TTLs run on clock,
+// for a single instance (several instances need a shared backend such as Redis).
+func NewCoordination(clock ports.Clock) ports.Coordination {
+	return ports.Coordination{
+		Locker:      NewLocker(clock),
+		Idempotency: NewIdempotencyStore(clock),
+	}
+}

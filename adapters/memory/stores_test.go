@@ -1,0 +1,57 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Every repository of a store set takes part in the set's transactions, on the one database.
+func TestNewStores_RepositoriesShareTheTransactionsOfTheDatabase(t *testing.T) {
+	cases := map[string]struct {
+		end        error // nil commits
+		wantStored bool
+	}{
+		"commit":   {nil, true},
+		"rollback": {errRollback, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := memory.NewDatabase()
+			stores := memory.NewStores(d)
+			ctx := context.Background()
+			c, err := crew.New("c1", "crew", 10, epoch)
+			if err != nil {
+				t.Fatalf("crew.New: %v", err)
+			}
+			marker := newMarker("u1", "k1", 0)
+
+			err = stores.Tx.InTx(ctx, func(ctx context.Context) error {
+				if err := stores.Crews.Create(ctx, c); err != nil {
+					return err
+				}
+				if err := stores.CrewMembers.Add(ctx, newMembers(c.ID(), "u1")...); err != nil {
+					return err
+				}
+				if err := stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
+					return err
+				}
+				return tc.end
+			})
+			if err != tc.end {
+				t.Fatalf("InTx = %v, want %v", err, tc.end)
+			}
+
+			s := storeOn(d)
+			_, getErr := s.crews.Get(ctx, c.ID())
+			got := [3]bool{getErr == nil, s.isMember(t, c.ID(), "u1"), storedIn(ctx, t, s, marker.Key)}
+			if want := [3]bool{tc.wantStored, tc.wantStored, tc.wantStored}; got != want {
+				t.Errorf("crew, member, marker stored = %v, want %v", got, want)
+			}
+		})
+	}
+}
