@@ -23,9 +23,8 @@ test: ## run every test with -race against the local Postgres, MariaDB and Redis
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 .PHONY: lint
-lint: ## gofmt, go vet and the dependency rule
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet $(PKGS)
+lint: ## golangci-lint (pinned in go.mod's tool block; gofmt, vet, staticcheck, errcheck …) and the dependency rule
+	$(GO) tool golangci-lint run $(PKGS)
 	$(GO) test -count=1 ./test/architecture/
 
 .PHONY: generate
