@@ -25,6 +25,7 @@ import (
 	rhttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain/crew"
@@ -74,10 +75,15 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	}
 	metrics := telemetry.NewMetrics(h.registry)
 	// Short backoff so a busy lock gives up within milliseconds.
-	g := guard.New(h.store, h.locker, system.Sleeper{},
-		guard.Config{BaseDelay: time.Millisecond, MaxRetries: 2}, guard.WithObserver(metrics))
+	stores := memory.NewStores(db)
+	g := guard.New(guard.Deps{
+		Idempotency: h.store, Locker: h.locker, Clock: clock, Sleeper: system.Sleeper{},
+		Tx: stores.Tx, Markers: stores.Markers,
+	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 2}, guard.WithObserver(metrics))
 	h.router = rhttp.NewRouter(rhttp.Deps{
-		Crews:        appcrew.NewService(db, h.crews, h.members, g, clock, system.UUIDs{}),
+		Crews: appcrew.NewService(appcrew.Deps{
+			Tx: stores.Tx, Crews: h.crews, Members: h.members, Guard: g, Clock: clock, IDs: system.UUIDs{},
+		}, appcrew.Config{}),
 		Tokens:       h.tokens,
 		Metrics:      metrics,
 		Logger:       slog.New(slog.NewJSONHandler(h.logs, nil)),
