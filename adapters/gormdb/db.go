@@ -25,6 +25,7 @@ const (
 	DefaultMaxOpenConns   = 20
 	DefaultConnectTimeout = time.Second
 	DefaultTxTimeout      = time.Second
+	DefaultTxAttempts     = 3
 )
 
 // Options tunes the connection pool and the time the database may take to answer.
@@ -37,6 +38,9 @@ type Options struct {
 	// stuck database (or a row lock held elsewhere) answers with ports.ErrUnavailable within it.
 	// Default 1s.
 	TxTimeout time.Duration
+	// TxAttempts is how many times TxRunner.InTx runs a transaction the database aborted to
+	// break a deadlock or a serialization conflict, the first run included. Default 3.
+	TxAttempts int
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +52,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TxTimeout <= 0 {
 		o.TxTimeout = DefaultTxTimeout
+	}
+	if o.TxAttempts <= 0 {
+		o.TxAttempts = DefaultTxAttempts
 	}
 	return o
 }

@@ -6,7 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
+	"syscall"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,14 +20,40 @@ import (
 
 // Server error codes the mapping recognises.
 const (
-	pgUniqueViolation     = "23505"
-	pgForeignKeyViolation = "23503"
-	pgLockNotAvailable    = "55P03" // lock_timeout expired
-	pgQueryCanceled       = "57014" // statement_timeout or a cancel request
+	pgUniqueViolation      = "23505"
+	pgForeignKeyViolation  = "23503"
+	pgCheckViolation       = "23514"
+	pgSerializationFailure = "40001"
+	pgDeadlockDetected     = "40P01"
+	pgTooManyConnections   = "53300"
+	pgLockNotAvailable     = "55P03" // lock_timeout expired
+	pgQueryCanceled        = "57014" // statement_timeout or a cancel request
+	pgAdminShutdown        = "57P01" // pg_ctl stop, pg_terminate_backend
+	pgCrashShutdown        = "57P02"
+	pgCannotConnectNow     = "57P03" // starting up or shutting down
+	// pgConnectionException is the class (first two characters) of connection failures.
+	pgConnectionException = "08"
 
-	myDuplicateEntry  = 1062
-	myNoReferencedRow = 1452
-	myLockWaitTimeout = 1205 // innodb_lock_wait_timeout expired
+	myDuplicateEntry        = 1062
+	myNoReferencedRow       = 1452
+	myCheckViolated         = 3819 // MySQL's ER_CHECK_CONSTRAINT_VIOLATED
+	mariaDBConstraintFailed = 4025 // MariaDB's ER_CONSTRAINT_FAILED, its CHECK violation
+	myDeadlock              = 1213 // the transaction was rolled back to break a deadlock
+	myLockWaitTimeout       = 1205 // innodb_lock_wait_timeout expired
+	myTooManyConnections    = 1040
+	myServerShutdown        = 1053
+	mariaDBConnectionKilled = 1927
+)
+
+var (
+	// errCheckViolation marks a write a CHECK constraint refused. The domain's rules should have
+	// stopped it first, so it stays a server fault, but one callers can tell with errors.Is.
+	errCheckViolation = errors.New("gormdb: check constraint violated")
+	// errTxConflict marks a transaction the database aborted to break a deadlock or a
+	// serialization conflict: rerun from the start, it may well succeed, and TxRunner.InTx does
+	// so. It comes with ports.ErrUnavailable, so a conflict that outlasts the retries answers
+	// 503 and the client retries later.
+	errTxConflict = errors.New("gormdb: transaction aborted by a deadlock or serialization conflict")
 )
 
 // errorMeanings names, for one repository operation, the domain errors that storage outcomes
@@ -37,9 +66,12 @@ type errorMeanings struct {
 	duplicate error
 }
 
-// translate maps a GORM or driver error to what the ports promise: the domain errors in m,
-// ports.ErrUnavailable for connection failures and timeouts, and otherwise err wrapped with the
-// operation's name. Every repository reports errors through it.
+// translate maps a GORM or driver error to what the ports promise: the domain errors in m;
+// errTxConflict with ports.ErrUnavailable for a deadlock or serialization failure;
+// ports.ErrUnavailable for a lost connection, a server going away and timeouts;
+// errCheckViolation for a CHECK constraint; and otherwise err wrapped with the operation's
+// name. The driver's error stays wrapped in every case. Every repository reports errors
+// through it.
 func translate(err error, m errorMeanings) error {
 	if err == nil {
 		return nil
@@ -50,48 +82,99 @@ func translate(err error, m errorMeanings) error {
 	if m.duplicate != nil && isDuplicate(err) {
 		return m.duplicate
 	}
-	if isUnavailable(err) {
+	switch {
+	case isTxConflict(err):
+		return fmt.Errorf("gormdb: %s: %w: %w: %w", m.op, errTxConflict, ports.ErrUnavailable, err)
+	case isUnavailable(err):
 		return fmt.Errorf("gormdb: %s: %w: %w", m.op, ports.ErrUnavailable, err)
+	case isCheckViolation(err):
+		return fmt.Errorf("gormdb: %s: %w: %w", m.op, errCheckViolation, err)
 	}
 	return fmt.Errorf("gormdb: %s: %w", m.op, err)
 }
 
 func isDuplicate(err error) bool {
-	var pgErr *pgconn.PgError
-	var myErr *mysql.MySQLError
-	return errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation ||
-		errors.As(err, &myErr) && myErr.Number == myDuplicateEntry
+	return hasPgCode(err, pgUniqueViolation) || hasMySQLNumber(err, myDuplicateEntry)
 }
 
 func isForeignKeyViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	var myErr *mysql.MySQLError
-	return errors.As(err, &pgErr) && pgErr.Code == pgForeignKeyViolation ||
-		errors.As(err, &myErr) && myErr.Number == myNoReferencedRow
+	return hasPgCode(err, pgForeignKeyViolation) || hasMySQLNumber(err, myNoReferencedRow)
 }
 
-// isUnavailable reports a database that cannot be reached or did not answer in time, including a
-// row lock that was not granted within the deadline.
+func isCheckViolation(err error) bool {
+	return hasPgCode(err, pgCheckViolation) || hasMySQLNumber(err, myCheckViolated, mariaDBConstraintFailed)
+}
+
+// isTxConflict reports a transaction the database rolled back to resolve a deadlock or a
+// serialization conflict (MySQL reports both as 1213).
+func isTxConflict(err error) bool {
+	return hasPgCode(err, pgDeadlockDetected, pgSerializationFailure) || hasMySQLNumber(err, myDeadlock)
+}
+
+// isUnavailable reports a database that cannot be reached, went away mid-call (connection
+// closed or reset, server shutting down), or did not answer in time, including a row lock that
+// was not granted within the deadline.
 func isUnavailable(err error) bool {
 	var (
 		netErr     net.Error
 		connectErr *pgconn.ConnectError
 		pgErr      *pgconn.PgError
-		myErr      *mysql.MySQLError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, driver.ErrBadConn),
 		errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, net.ErrClosed),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE),
 		errors.As(err, &netErr),
 		errors.As(err, &connectErr),
 		pgconn.Timeout(err):
 		return true
 	case errors.As(err, &pgErr):
-		return pgErr.Code == pgLockNotAvailable || pgErr.Code == pgQueryCanceled
-	case errors.As(err, &myErr):
-		return myErr.Number == myLockWaitTimeout
+		// A FATAL or PANIC error ends the session whatever its code.
+		severity := pgErr.SeverityUnlocalized
+		if severity == "" {
+			severity = pgErr.Severity
+		}
+		return severity == "FATAL" || severity == "PANIC" ||
+			strings.HasPrefix(pgErr.Code, pgConnectionException) ||
+			hasPgCode(err, pgLockNotAvailable, pgQueryCanceled, pgTooManyConnections,
+				pgAdminShutdown, pgCrashShutdown, pgCannotConnectNow)
+	}
+	return hasMySQLNumber(err, myLockWaitTimeout, myTooManyConnections, myServerShutdown, mariaDBConnectionKilled)
+}
+
+// hasPgCode reports whether err wraps a Postgres error with one of codes.
+func hasPgCode(err error, codes ...string) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	for _, code := range codes {
+		if pgErr.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// hasMySQLNumber reports whether err wraps a MySQL or MariaDB error with one of numbers.
+func hasMySQLNumber(err error, numbers ...uint16) bool {
+	var myErr *mysql.MySQLError
+	if !errors.As(err, &myErr) {
+		return false
+	}
+	for _, n := range numbers {
+		if myErr.Number == n {
+			return true
+		}
 	}
 	return false
 }

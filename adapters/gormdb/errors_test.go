@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 
@@ -20,30 +22,71 @@ import (
 func TestTranslate(t *testing.T) {
 	memberAdd := errorMeanings{op: "add crew member", notFound: crew.ErrNotFound, duplicate: crew.ErrAlreadyMember}
 	plain := errorMeanings{op: "count crew members"}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	cases := []struct {
 		name     string
 		err      error
 		meanings errorMeanings
-		want     error // matched with errors.Is
+		want     []error // each matched with errors.Is
+		notWant  []error
 	}{
-		{"missing row", gorm.ErrRecordNotFound, memberAdd, crew.ErrNotFound},
-		{"postgres foreign key", &pgconn.PgError{Code: "23503"}, memberAdd, crew.ErrNotFound},
-		{"mysql foreign key", &mysql.MySQLError{Number: 1452}, memberAdd, crew.ErrNotFound},
-		{"postgres unique", &pgconn.PgError{Code: "23505"}, memberAdd, crew.ErrAlreadyMember},
-		{"mysql duplicate", &mysql.MySQLError{Number: 1062}, memberAdd, crew.ErrAlreadyMember},
-		{"wrapped duplicate", fmt.Errorf("insert: %w", &mysql.MySQLError{Number: 1062}), memberAdd, crew.ErrAlreadyMember},
-		{"deadline", context.DeadlineExceeded, plain, ports.ErrUnavailable},
-		{"bad connection", driver.ErrBadConn, plain, ports.ErrUnavailable},
-		{"mysql invalid connection", mysql.ErrInvalidConn, plain, ports.ErrUnavailable},
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, plain, ports.ErrUnavailable},
-		{"postgres lock timeout", &pgconn.PgError{Code: "55P03"}, plain, ports.ErrUnavailable},
-		{"postgres statement timeout", &pgconn.PgError{Code: "57014"}, plain, ports.ErrUnavailable},
-		{"mysql lock wait timeout", &mysql.MySQLError{Number: 1205}, plain, ports.ErrUnavailable},
+		{"missing row", gorm.ErrRecordNotFound, memberAdd, []error{crew.ErrNotFound}, nil},
+		{"postgres foreign key", &pgconn.PgError{Code: "23503"}, memberAdd, []error{crew.ErrNotFound}, nil},
+		{"mysql foreign key", &mysql.MySQLError{Number: 1452}, memberAdd, []error{crew.ErrNotFound}, nil},
+		{"postgres unique", &pgconn.PgError{Code: "23505"}, memberAdd, []error{crew.ErrAlreadyMember}, nil},
+		{"mysql duplicate", &mysql.MySQLError{Number: 1062}, memberAdd, []error{crew.ErrAlreadyMember}, nil},
+		{"wrapped duplicate", fmt.Errorf("insert: %w", &mysql.MySQLError{Number: 1062}), memberAdd, []error{crew.ErrAlreadyMember}, nil},
+
+		// Timeouts and lock waits.
+		{"deadline", context.DeadlineExceeded, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres lock timeout", &pgconn.PgError{Code: "55P03"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres statement timeout", &pgconn.PgError{Code: "57014"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"mysql lock wait timeout", &mysql.MySQLError{Number: 1205}, plain, []error{ports.ErrUnavailable}, nil},
+
+		// The connection or the server went away.
+		{"bad connection", driver.ErrBadConn, plain, []error{ports.ErrUnavailable}, nil},
+		{"mysql invalid connection", mysql.ErrInvalidConn, plain, []error{ports.ErrUnavailable}, nil},
+		{"pgconn conn closed", fmt.Errorf("begin transaction: %w", pgconn.ErrConnClosed), plain, []error{ports.ErrUnavailable}, nil},
+		{"unexpected EOF", fmt.Errorf("get crew: %w", io.ErrUnexpectedEOF), plain, []error{ports.ErrUnavailable}, nil},
+		{"EOF", fmt.Errorf("read message: %w", io.EOF), plain, []error{ports.ErrUnavailable}, nil},
+		{"connection reset", reset, plain, []error{ports.ErrUnavailable}, nil},
+		{"broken pipe", fmt.Errorf("write: %w", os.NewSyscallError("write", syscall.EPIPE)), plain, []error{ports.ErrUnavailable}, nil},
+		{"use of closed connection", fmt.Errorf("read: %w", net.ErrClosed), plain, []error{ports.ErrUnavailable}, nil},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres shutting down", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres starting up", &pgconn.PgError{Code: "57P03"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres connection failure", &pgconn.PgError{Code: "08006"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres too many connections", &pgconn.PgError{Code: "53300"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"postgres FATAL of any code", &pgconn.PgError{SeverityUnlocalized: "FATAL", Severity: "FATAL", Code: "XX000"}, plain, []error{ports.ErrUnavailable}, nil},
+		{"mysql server shutdown", &mysql.MySQLError{Number: 1053}, plain, []error{ports.ErrUnavailable}, nil},
+		{"mariadb connection killed", &mysql.MySQLError{Number: 1927}, plain, []error{ports.ErrUnavailable}, nil},
+		{"mysql too many connections", &mysql.MySQLError{Number: 1040}, plain, []error{ports.ErrUnavailable}, nil},
+
+		// Conflicts: retryable, and unavailable once the retries are spent.
+		{"postgres deadlock", &pgconn.PgError{Code: "40P01"}, plain, []error{errTxConflict, ports.ErrUnavailable}, nil},
+		{"postgres serialization failure", &pgconn.PgError{Code: "40001"}, plain, []error{errTxConflict, ports.ErrUnavailable}, nil},
+		{"mysql deadlock", fmt.Errorf("update: %w", &mysql.MySQLError{Number: 1213}), plain, []error{errTxConflict, ports.ErrUnavailable}, nil},
+
+		// CHECK constraints: named, and a server fault rather than an outage.
+		{"postgres check", &pgconn.PgError{Code: "23514"}, plain, []error{errCheckViolation}, []error{ports.ErrUnavailable, errTxConflict}},
+		{"mysql check", &mysql.MySQLError{Number: 3819}, plain, []error{errCheckViolation}, []error{ports.ErrUnavailable, errTxConflict}},
+		{"mariadb check", &mysql.MySQLError{Number: 4025}, plain, []error{errCheckViolation}, []error{ports.ErrUnavailable, errTxConflict}},
+
+		// Bad data is not an outage.
+		{"postgres NUL in text", &pgconn.PgError{Code: "22021"}, plain, nil, []error{ports.ErrUnavailable, errTxConflict, errCheckViolation}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translate(tc.err, tc.meanings)
-			assert.ErrorIs(t, got, tc.want)
+			for _, want := range tc.want {
+				assert.ErrorIs(t, got, want)
+			}
+			for _, notWant := range tc.notWant {
+				assert.NotErrorIs(t, got, notWant)
+			}
+			if tc.meanings.notFound == nil {
+				assert.ErrorIs(t, got, tc.err, "the driver's error stays wrapped")
+			}
 		})
 	}
 }

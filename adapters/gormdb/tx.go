@@ -3,6 +3,8 @@ package gormdb
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -14,6 +16,17 @@ var _ ports.TxRunner = (*TxRunner)(nil)
 // errNoTransaction is returned by row-locking reads outside TxRunner.InTx, where the lock would
 // be released as soon as it was taken.
 var errNoTransaction = errors.New("gormdb: row lock requested outside TxRunner.InTx")
+
+// conflictPauseBase is the shortest pause before the first rerun of a transaction aborted by a
+// conflict.
+const conflictPauseBase = 10 * time.Millisecond
+
+// conflictPause is the pause before rerun attempt+1: conflictPauseBase × 2^(attempt-1) plus as
+// much again at random, so two victims do not rerun in step.
+func conflictPause(attempt int) time.Duration {
+	base := conflictPauseBase << (attempt - 1)
+	return base + rand.N(base)
+}
 
 // txKey keys the open transaction in a context. It names its DB, so a context carrying a
 // transaction of another database is never mistaken for one of this database.
@@ -30,13 +43,37 @@ func NewTxRunner(db *DB) *TxRunner { return &TxRunner{db: db} }
 // InTx runs fn in one transaction bounded by Options.TxTimeout, passing fn a context that carries
 // it. fn's error rolls back and is returned unchanged; nil commits and a failed commit is
 // returned. A context that already carries a transaction of this database joins it.
+//
+// When the database aborts the transaction to break a deadlock or a serialization conflict, InTx
+// runs fn again in a new transaction, up to Options.TxAttempts runs in all and never once the
+// TxTimeout deadline (or the caller's) has passed; fn must therefore have no effect outside the
+// transaction that a rerun would repeat. Repositories report a conflict wrapping
+// ports.ErrUnavailable, so one that outlasts the attempts answers 503.
 func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	if _, ok := r.db.transaction(ctx); ok {
 		return fn(ctx)
 	}
+	// One deadline for every attempt, so retries never stretch the caller's wait.
 	ctx, cancel := context.WithTimeout(ctx, r.db.opts.TxTimeout)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := r.attempt(ctx, fn)
+		if err == nil || !isTxConflict(err) || attempt >= r.db.opts.TxAttempts {
+			return err
+		}
+		// A rerun that starts at once can take the first row again before the transaction that
+		// won is granted it (Postgres does not queue row locks fairly across transactions) and
+		// deadlock once more; a short random pause lets the winner finish first.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(conflictPause(attempt)):
+		}
+	}
+}
 
+// attempt runs fn in one transaction under ctx's deadline.
+func (r *TxRunner) attempt(ctx context.Context, fn func(ctx context.Context) error) error {
 	tx := r.db.gorm.WithContext(ctx).Begin()
 	if tx.Error != nil {
 		return translate(tx.Error, errorMeanings{op: "begin transaction"})

@@ -1,0 +1,155 @@
+package gormdb_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rushgate/rushgate/adapters/gormdb"
+	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+// dialects are the real databases every test here runs on.
+var dialects = map[string]func(testing.TB) testenv.Database{
+	"postgres": testenv.Postgres,
+	"mysql":    testenv.MySQL,
+}
+
+// openMigrated opens a fresh, migrated database with opts.
+func openMigrated(t *testing.T, fresh func(testing.TB) testenv.Database, opts gormdb.Options) *gormdb.DB {
+	t.Helper()
+	ctx := context.Background()
+	db, err := gormdb.Open(ctx, fresh(t).URL, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	require.NoError(t, gormdb.Migrate(ctx, db))
+	return db
+}
+
+// insertCrew stores an empty crew row of capacity 10 and returns its id.
+func insertCrew(t *testing.T, db *gormdb.DB) string {
+	t.Helper()
+	id := uuid.NewString()
+	require.NoError(t, gormdb.Exec(context.Background(), db,
+		"INSERT INTO crews (id, name, max_members, current_members, created_at) VALUES (?, ?, 10, 0, ?)",
+		id, "deadlock", time.Now().UTC()))
+	return id
+}
+
+func currentMembers(t *testing.T, db *gormdb.DB, id string) int {
+	t.Helper()
+	var n int
+	query := "SELECT current_members FROM crews WHERE id = ?"
+	if db.Dialect() == gormdb.Postgres {
+		query = "SELECT current_members FROM crews WHERE id = $1"
+	}
+	require.NoError(t, db.SQL().QueryRow(query, id).Scan(&n))
+	return n
+}
+
+// TestInTx_RetriesTheDeadlockVictimAndBothCommit has two transactions lock two rows in opposite
+// order. The database aborts one to break the deadlock; InTx runs it again, and both commit.
+func TestInTx_RetriesTheDeadlockVictimAndBothCommit(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// Postgres looks for deadlocks only after deadlock_timeout (1s by default).
+			db := openMigrated(t, fresh, gormdb.Options{TxTimeout: 15 * time.Second})
+			runner := gormdb.NewTxRunner(db)
+			a, b := insertCrew(t, db), insertCrew(t, db)
+			bump := func(ctx context.Context, id string) error {
+				return gormdb.Exec(ctx, db, "UPDATE crews SET current_members = current_members + 1 WHERE id = ?", id)
+			}
+
+			var bothHoldTheirFirstRow sync.WaitGroup
+			bothHoldTheirFirstRow.Add(2)
+			var runs atomic.Int32
+			bumpBoth := func(first, second string) error {
+				attempt := 0
+				return runner.InTx(context.Background(), func(ctx context.Context) error {
+					attempt++
+					runs.Add(1)
+					if err := bump(ctx, first); err != nil {
+						return err
+					}
+					if attempt == 1 {
+						bothHoldTheirFirstRow.Done()
+						bothHoldTheirFirstRow.Wait()
+					}
+					return bump(ctx, second)
+				})
+			}
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			wg.Go(func() { errs[0] = bumpBoth(a, b) })
+			wg.Go(func() { errs[1] = bumpBoth(b, a) })
+			wg.Wait()
+
+			require.NoError(t, errs[0])
+			require.NoError(t, errs[1])
+			// The victim ran again (and, rarely, deadlocked the other on its rerun).
+			assert.GreaterOrEqual(t, runs.Load(), int32(3), "a deadlock victim was rerun")
+			assert.Equal(t, 2, currentMembers(t, db, a), "each transaction's bump landed once")
+			assert.Equal(t, 2, currentMembers(t, db, b), "each transaction's bump landed once")
+		})
+	}
+}
+
+// TestInTx_RetryBounds: a conflict is retried up to TxAttempts runs and answers unavailable
+// after; other errors, and a conflict after the deadline passed, are not retried.
+func TestInTx_RetryBounds(t *testing.T) {
+	deadlock := &pgconn.PgError{Code: "40P01"}
+	cases := []struct {
+		name     string
+		err      error
+		cancel   bool // the caller's context ends during the run
+		wantRuns int32
+		want     error
+	}{
+		{"postgres deadlock", deadlock, false, 4, ports.ErrUnavailable},
+		{"postgres serialization failure", &pgconn.PgError{Code: "40001"}, false, 4, ports.ErrUnavailable},
+		{"mysql deadlock", &mysql.MySQLError{Number: 1213}, false, 4, ports.ErrUnavailable},
+		{"deadline passed", deadlock, true, 1, ports.ErrUnavailable},
+		{"not a conflict", errors.New("boom"), false, 1, nil},
+		{"duplicate key", &pgconn.PgError{Code: "23505"}, false, 1, nil},
+	}
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := openMigrated(t, fresh, gormdb.Options{TxAttempts: 4})
+			runner := gormdb.NewTxRunner(db)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					var runs atomic.Int32
+					failure := gormdb.Translate(tc.err)
+
+					err := runner.InTx(ctx, func(context.Context) error {
+						runs.Add(1)
+						if tc.cancel {
+							cancel()
+						}
+						return failure
+					})
+
+					assert.Equal(t, tc.wantRuns, runs.Load())
+					assert.Same(t, failure, err, "fn's error comes back unchanged")
+					if tc.want != nil {
+						assert.ErrorIs(t, err, tc.want)
+					}
+				})
+			}
+		})
+	}
+}
