@@ -2,9 +2,9 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
-
-	"gorm.io/gorm/clause"
 
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
@@ -46,10 +46,18 @@ func (r memberRow) toDomain() crew.Member {
 // CrewRepository stores crews; it implements ports.CrewRepository.
 type CrewRepository struct {
 	db *DB
+	// Hand-written hot statements (see statement.go), bound to db's dialect once.
+	getForUpdateSQL, saveSQL string
 }
 
 // NewCrewRepository returns the crew repository of db.
-func NewCrewRepository(db *DB) *CrewRepository { return &CrewRepository{db: db} }
+func NewCrewRepository(db *DB) *CrewRepository {
+	return &CrewRepository{
+		db:              db,
+		getForUpdateSQL: bind(db.dialect, "SELECT id, name, max_members, current_members, created_at FROM crews WHERE id = ? FOR UPDATE"),
+		saveSQL:         bind(db.dialect, "UPDATE crews SET current_members = ? WHERE id = ?"),
+	}
+}
 
 // Create inserts a new crew.
 func (r *CrewRepository) Create(ctx context.Context, c *crew.Crew) error {
@@ -84,25 +92,31 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 		return nil, errNoTransaction
 	}
 	var row crewRow
-	err := tx.WithContext(ctx).
-		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-		Where("id = ?", id).
-		Take(&row).Error
+	err := tx.Statement.ConnPool.QueryRowContext(ctx, r.getForUpdateSQL, id).
+		Scan(&row.ID, &row.Name, &row.MaxMembers, &row.CurrentMembers, &row.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, crew.ErrNotFound
+	}
 	if err != nil {
-		return nil, translate(err, errorMeanings{op: "get crew for update", notFound: crew.ErrNotFound})
+		return nil, translate(err, errorMeanings{op: "get crew for update"})
 	}
 	return row.toDomain(), nil
 }
 
-// Save writes the crew's member count, the only field that changes after creation.
+// Save writes the crew's member count, the only field that changes after creation. The
+// crews_members_within_capacity constraint rejects a count below zero or above the capacity.
 func (r *CrewRepository) Save(ctx context.Context, c *crew.Crew) error {
-	s, done := r.db.session(ctx)
+	conn, ctx, done := r.db.conn(ctx)
 	defer done()
-	res := s.Model(&crewRow{}).Where("id = ?", c.ID()).Update("current_members", c.CurrentMembers())
-	if res.Error != nil {
-		return translate(res.Error, errorMeanings{op: "save crew"})
+	res, err := conn.ExecContext(ctx, r.saveSQL, c.CurrentMembers(), c.ID())
+	if err != nil {
+		return translate(err, errorMeanings{op: "save crew"})
 	}
-	if res.RowsAffected == 0 {
+	updated, err := res.RowsAffected()
+	if err != nil {
+		return translate(err, errorMeanings{op: "save crew"})
+	}
+	if updated == 0 {
 		return crew.ErrNotFound
 	}
 	return nil
@@ -118,30 +132,60 @@ func NewCrewMemberRepository(db *DB) *CrewMemberRepository {
 	return &CrewMemberRepository{db: db}
 }
 
-// Add inserts the member. The primary key (crew_id, user_id) rejects a second insert of the pair
-// with crew.ErrAlreadyMember, even from a concurrent transaction; an unknown crew is
-// crew.ErrNotFound.
-func (r *CrewMemberRepository) Add(ctx context.Context, m crew.Member) error {
-	s, done := r.db.session(ctx)
+// Add inserts the members in one multi-row INSERT, so the database applies all or none. The
+// primary key (crew_id, user_id) rejects the statement with crew.ErrAlreadyMember when any pair
+// exists, even one a concurrent transaction inserted first; a member of an unknown crew is
+// crew.ErrNotFound. A call carries at most 21,845 members (three parameters each, and both
+// databases take at most 65,535 per statement).
+func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) error {
+	if len(members) == 0 {
+		return nil
+	}
+	query := bind(r.db.dialect, "INSERT INTO crew_members (crew_id, user_id, joined_at) VALUES "+tuples(len(members), 3))
+	args := make([]any, 0, 3*len(members))
+	for _, m := range members {
+		args = append(args, m.CrewID, m.UserID, m.JoinedAt.UTC())
+	}
+	conn, ctx, done := r.db.conn(ctx)
 	defer done()
-	row := memberRow{CrewID: m.CrewID, UserID: m.UserID, JoinedAt: m.JoinedAt.UTC()}
-	return translate(s.Create(&row).Error, errorMeanings{
-		op:        "add crew member",
+	_, err := conn.ExecContext(ctx, query, args...)
+	return translate(err, errorMeanings{
+		op:        "add crew members",
 		notFound:  crew.ErrNotFound,
 		duplicate: crew.ErrAlreadyMember,
 	})
 }
 
-// Exists reports whether the user is a member of the crew.
-func (r *CrewMemberRepository) Exists(ctx context.Context, crewID, userID string) (bool, error) {
-	s, done := r.db.session(ctx)
-	defer done()
-	var n int64
-	err := s.Model(&memberRow{}).Where("crew_id = ? AND user_id = ?", crewID, userID).Count(&n).Error
-	if err != nil {
-		return false, translate(err, errorMeanings{op: "check crew member"})
+// Existing returns which of userIDs are members of the crew, in one SELECT on the primary key.
+func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, userIDs []string) (map[string]bool, error) {
+	existing := make(map[string]bool, len(userIDs))
+	if len(userIDs) == 0 {
+		return existing, nil
 	}
-	return n > 0, nil
+	query := bind(r.db.dialect, "SELECT user_id FROM crew_members WHERE crew_id = ? AND user_id IN ("+placeholders(len(userIDs))+")")
+	args := make([]any, 0, 1+len(userIDs))
+	args = append(args, crewID)
+	for _, userID := range userIDs {
+		args = append(args, userID)
+	}
+	conn, ctx, done := r.db.conn(ctx)
+	defer done()
+	rows, err := conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, translate(err, errorMeanings{op: "find existing crew members"})
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var userID string
+		if err := rows.Scan(&userID); err != nil {
+			return nil, translate(err, errorMeanings{op: "find existing crew members"})
+		}
+		existing[userID] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err, errorMeanings{op: "find existing crew members"})
+	}
+	return existing, nil
 }
 
 // Remove deletes the member, or returns crew.ErrNotMember when there is none.

@@ -44,7 +44,7 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 				assert.NoError(t, err)
 			}
 			require.NoError(t, gormdb.Migrate(ctx, dbs[0]))
-			for _, table := range []string{"crews", "crew_members"} {
+			for _, table := range []string{"crews", "crew_members", "idempotency_markers"} {
 				var rows int
 				require.NoError(t, dbs[0].SQL().QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&rows))
 				assert.Zero(t, rows, table)

@@ -1,0 +1,14 @@
+package gormdb
+
+import "github.com/rushgate/rushgate/ports"
+
+// NewStores returns the TxRunner and every repository of db, so that a use case's writes
+// through any of them share one transaction.
+func NewStores(db *DB) ports.Stores {
+	return ports.Stores{
+		Tx:          NewTxRunner(db),
+		Crews:       NewCrewRepository(db),
+		CrewMembers: NewCrewMemberRepository(db),
+		Markers:     NewIdempotencyMarkerRepository(db),
+	}
+}
