@@ -15,7 +15,7 @@ import (
 var _ ports.IdempotencyStore = (*IdempotencyStore)(nil)
 
 // IdempotencyStore is a ports.IdempotencyStore keeping each record in one Redis hash with the
-// fields status, fingerprint, token, lease_until (Redis server time, ms), response_status and
+// fields status, fingerprint, token, lease_until (Redis server time, ms), response_outcome and
 // response_body. Every operation is one Lua script, so it is atomic across instances, and
 // leases are measured on the Redis server's clock, so instances with skewed clocks agree
 // (this needs Redis 5 or later, which replicates a script's effects rather than re-running it).
@@ -32,14 +32,14 @@ func NewIdempotencyStore(c goredis.UniversalClient, prefix string) *IdempotencyS
 
 // beginScript creates the record or takes over one whose lease expired, answering
 // {"STARTED", fingerprint}; otherwise it answers {"IN_PROGRESS", fingerprint} or
-// {"COMPLETED", fingerprint, response status, response body}. Only a request with the same
+// {"COMPLETED", fingerprint, response outcome, response body}. Only a request with the same
 // fingerprint may take over: another payload is a reused key, whatever the lease says.
 //
 // KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms.
 var beginScript = goredis.NewScript(`
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local rec = redis.call('HMGET', KEYS[1], 'status', 'fingerprint', 'lease_until', 'response_status', 'response_body')
+local rec = redis.call('HMGET', KEYS[1], 'status', 'fingerprint', 'lease_until', 'response_outcome', 'response_body')
 local status = rec[1]
 if not status or (status == 'IN_PROGRESS' and tonumber(rec[3]) <= now and rec[2] == ARGV[1]) then
   redis.call('HSET', KEYS[1], 'status', 'IN_PROGRESS', 'fingerprint', ARGV[1], 'token', ARGV[2],
@@ -55,12 +55,12 @@ return {'COMPLETED', rec[2], rec[4], rec[5]}
 
 // completeScript stores the response if ARGV[1] still owns the record; 0 means it did not.
 //
-// KEYS[1] record; ARGV token, response status, response body, ttl ms.
+// KEYS[1] record; ARGV token, response outcome, response body, ttl ms.
 var completeScript = goredis.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'status', 'COMPLETED', 'response_status', ARGV[2], 'response_body', ARGV[3])
+redis.call('HSET', KEYS[1], 'status', 'COMPLETED', 'response_outcome', ARGV[2], 'response_body', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `)
@@ -107,12 +107,8 @@ func parseBeginReply(reply []string, token string) (ports.BeginResult, error) {
 		if len(reply) != 4 {
 			return ports.BeginResult{}, fmt.Errorf("redis: begin idempotency key: unexpected reply %q", reply)
 		}
-		status, err := strconv.Atoi(reply[2])
-		if err != nil {
-			return ports.BeginResult{}, fmt.Errorf("redis: begin idempotency key: stored status %q: %w", reply[2], err)
-		}
 		result.State = ports.BeginCompleted
-		result.Response = ports.StoredResponse{Status: status, Body: []byte(reply[3])}
+		result.Response = ports.StoredResponse{Outcome: reply[2], Body: []byte(reply[3])}
 	default:
 		return ports.BeginResult{}, fmt.Errorf("redis: begin idempotency key: unexpected state %q", reply[0])
 	}
@@ -125,7 +121,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key ports.IdempotencyKe
 		return err
 	}
 	err := completeScript.Run(ctx, s.client, []string{s.recordKey(key)},
-		token, response.Status, response.Body, ttl.Milliseconds()).Err()
+		token, response.Outcome, response.Body, ttl.Milliseconds()).Err()
 	if err != nil {
 		return unavailable("complete idempotency key", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -30,14 +31,34 @@ var (
 )
 
 // Locker is a ports.Locker on one Redis (or one Sentinel/Cluster deployment) via go-redsync.
-// It is safe for concurrent use.
+// A release is announced on Redis Pub/Sub, and each Locker holds one pattern subscription,
+// opened by its first Released call, that wakes this process's waiters; Close ends it. It is
+// safe for concurrent use.
 type Locker struct {
+	client  goredis.UniversalClient
 	redsync *redsync.Redsync
+	notices *releaseNotices
 }
 
-// NewLocker returns a Locker that keeps its locks in c under "rushgate:lock:<key>".
+// NewLocker returns a Locker that keeps its locks in c under "rushgate:lock:<key>" and
+// announces their releases on "rushgate:lock-released:<key>". Call Close when done with it; c
+// stays open, its owner closes it.
 func NewLocker(c goredis.UniversalClient) *Locker {
-	return &Locker{redsync: redsync.New(redsyncgoredis.NewPool(c))}
+	return &Locker{client: c, redsync: redsync.New(redsyncgoredis.NewPool(c)), notices: newReleaseNotices(c)}
+}
+
+// Released returns a channel closed once key is released after the call, by this Locker or any
+// other on the same Redis; call stop when no longer interested. The first call waits (at most a
+// second) for Redis to confirm the subscription. A notice can be lost, when the subscription is
+// down or after Close, so waiters bound their waits. See ports.Locker.
+func (l *Locker) Released(key string) (released <-chan struct{}, stop func()) {
+	return l.notices.listen(key)
+}
+
+// Close ends the release-notice subscription; channels from Released no longer close. Locks
+// held stay held until released or expired.
+func (l *Locker) Close() error {
+	return l.notices.close()
 }
 
 // TryAcquire makes one attempt to lock key for ttl. It returns ports.ErrLockNotAcquired when
@@ -62,7 +83,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	var taken *redsync.ErrTaken
 	switch {
 	case err == nil:
-		return &lock{mutex: mutex}, nil
+		return &lock{mutex: mutex, locker: l}, nil
 	case errors.As(err, &taken), errors.Is(err, redsync.ErrFailed):
 		// ErrFailed without a Redis error: the SET succeeded too late to leave any validity,
 		// and redsync already deleted it again. Either way the key is not ours.
@@ -84,20 +105,37 @@ func isTimeout(err error) bool {
 
 // lock is one acquired redsync mutex.
 type lock struct {
-	mutex *redsync.Mutex
+	mutex  *redsync.Mutex
+	locker *Locker
 }
 
-// Release deletes the lock only if it still holds this owner's value. It returns
-// ports.ErrLockNotHeld when the TTL expired or another owner holds the key.
+// releaseScript deletes the lock if it still holds the owner's value and announces the release
+// in the same round trip; 0 means the owner no longer held it, and nothing is announced.
+//
+// KEYS[1] lock; ARGV owner's value, release channel, releasing Locker's origin id.
+var releaseScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+`)
+
+// Release deletes the lock only if it still holds this owner's value, announces the release to
+// other instances and wakes this Locker's waiters on the key. It returns ports.ErrLockNotHeld
+// when the TTL expired or another owner holds the key.
 func (l *lock) Release(ctx context.Context) error {
-	released, err := l.mutex.UnlockContext(ctx)
-	var taken *redsync.ErrTaken
+	key := strings.TrimPrefix(l.mutex.Name(), lockKeyPrefix)
+	released, err := releaseScript.Run(ctx, l.locker.client, []string{l.mutex.Name()},
+		l.mutex.Value(), releaseChannelPrefix+key, l.locker.notices.origin).Int()
 	switch {
-	case released:
-		return nil
-	case err == nil, errors.As(err, &taken), errors.Is(err, redsync.ErrLockAlreadyExpired):
+	case err != nil:
+		return unavailable(fmt.Sprintf("unlock %q", l.mutex.Name()), err)
+	case released == 0:
 		return fmt.Errorf("redis: unlock %q: %w", l.mutex.Name(), ports.ErrLockNotHeld)
 	default:
-		return unavailable(fmt.Sprintf("unlock %q", l.mutex.Name()), err)
+		l.locker.notices.notify(key)
+		return nil
 	}
 }

@@ -1,0 +1,21 @@
+package redis
+
+import (
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// IdempotencyKeyPrefix starts the keys of the idempotency records NewCoordination keeps.
+const IdempotencyKeyPrefix = "rushgate:idem:"
+
+// NewCoordination returns the Locker and the IdempotencyStore every instance of a deployment
+// shares through c, and the function that ends the Locker's release-notice subscription: call
+// it at stop, before closing c, which stays its owner's.
+func NewCoordination(c goredis.UniversalClient) (ports.Coordination, func() error) {
+	locker := NewLocker(c)
+	return ports.Coordination{
+		Locker:      locker,
+		Idempotency: NewIdempotencyStore(c, IdempotencyKeyPrefix),
+	}, locker.Close
+}
