@@ -1,0 +1,124 @@
+// Package porttest checks an implementation of rushgate's ports against the sentences of their
+// doc comments: one exported suite per port family, which rushgate runs on its own adapters
+// (memory, Postgres, MySQL, Redis) and anyone can run on theirs:
+//
+//	func TestMyLocker(t *testing.T) {
+//		porttest.TestLocker(t, func(t *testing.T) ports.Locker { return mylock.New(client(t)) },
+//			porttest.Capabilities{SharedInstances: true})
+//	}
+//
+// A suite calls its constructor once and runs every case in parallel on that instance; cases
+// that need a second instance call the constructor again. Cases isolate themselves with random
+// ids and keys, so every instance may share one storage. Capabilities says what a backend can
+// do beyond what every implementation must; cases that need more are skipped.
+//
+// The package depends on the standard library, ports and domain only, so that importing it
+// puts nothing else into an adapter's tests.
+package porttest
+
+import (
+	"crypto/rand"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Capabilities says what a backend does beyond the ports' minimum. A zero field means it does
+// not, and the cases that check it are skipped.
+type Capabilities struct {
+	// NewStoresWithTxTimeout returns stores on the same storage as the suite's, whose TxRunner
+	// ends any transaction still running after timeout and fails it with an error wrapping
+	// ports.ErrUnavailable, as real databases do (gormdb.Options.TxTimeout). Read by
+	// TestTxRunner.
+	NewStoresWithTxTimeout func(t *testing.T, timeout time.Duration) ports.Stores
+	// SharedInstances means that the instances a suite's constructor returns on separate calls
+	// share their state, as processes sharing one Redis do: a lock held through one is refused
+	// through another, a release through one is announced to the other's Released listeners,
+	// and an idempotency record begun through one is seen through the other. Read by TestLocker
+	// and TestIdempotencyStore.
+	SharedInstances bool
+}
+
+// env is what a case runs on: the suite's shared instance, the constructor for cases that need
+// another one, and the backend's capabilities.
+type env[P any] struct {
+	impl P
+	open func(t *testing.T) P
+	caps Capabilities
+}
+
+// testCase is one sentence of a port's contract.
+type testCase[P any] struct {
+	name string
+	run  func(t *testing.T, e env[P])
+}
+
+// run opens the suite's instance and runs every case on it in parallel.
+func run[P any](t *testing.T, open func(t *testing.T) P, caps Capabilities, cases []testCase[P]) {
+	t.Helper()
+	e := env[P]{impl: open(t), open: open, caps: caps}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, e)
+		})
+	}
+}
+
+// must stops the case when a step it depends on failed.
+func must(t *testing.T, err error, step string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+}
+
+// mustBe stops the case unless err matches want (errors.Is; nil matches only nil).
+func mustBe(t *testing.T, err, want error, step string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: error %v, want %v", step, err, want)
+	}
+}
+
+// expectIs reports err not matching want (errors.Is; nil matches only nil).
+func expectIs(t *testing.T, err, want error, what string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: error %v, want %v", what, err, want)
+	}
+}
+
+// expectEqual reports got differing from want.
+func expectEqual[T comparable](t *testing.T, got, want T, what string) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+// now is a timestamp as ports.Clock gives it: UTC, microsecond precision.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// randomID returns a random 26-character id, unique across cases and runs.
+func randomID() string { return rand.Text() }
+
+// startTogether runs fn n times concurrently, released at once so that the calls race, and
+// returns each call's error by index.
+func startTogether(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
