@@ -1,3 +1,5 @@
+// Package contract_test runs the port suites of ports/porttest against every backend rushgate
+// ships (memory, Postgres, MySQL, Redis), plus the adapters' own infrastructure sentences.
 package contract_test
 
 import (
@@ -5,84 +7,90 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/adapters/memory"
-	"github.com/rushgate/rushgate/domain/crew"
+	rgredis "github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/ports/porttest"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
 // contractTxTimeout is roomy so that 50 transactions queued on one row lock under -race finish
-// in time; the timeout tests set their own.
+// in time; the timeout cases ask for their own.
 const contractTxTimeout = 30 * time.Second
 
-// crewStore is one backend's implementation of the crew ports.
-type crewStore struct {
-	tx      ports.TxRunner
-	crews   ports.CrewRepository
-	members ports.CrewMemberRepository
+// suite prepares one backend for one run of a porttest suite: fresh storage, the suite's
+// constructor on it, and what the backend can do.
+type suite[P any] func(t *testing.T) (open func(t *testing.T) P, caps porttest.Capabilities)
+
+// backend is one storage the suites run against; a nil suite is a port it does not implement.
+type backend struct {
+	name        string
+	stores      suite[ports.Stores]
+	locker      suite[ports.Locker]
+	idempotency suite[ports.IdempotencyStore]
 }
 
-// backend opens the implementation P of a port for one suite. Implementations may share
-// storage between suites, so cases isolate themselves with random ids and keys.
-type backend[P any] struct {
-	name string
-	open func(t *testing.T) P
+// backends lists every implementation rushgate ships.
+var backends = []backend{
+	{name: "memory", stores: memoryStores, locker: memoryLocker, idempotency: memoryIdempotency},
+	{name: "postgres", stores: sqlStores(testenv.Postgres)},
+	{name: "mysql", stores: sqlStores(testenv.MySQL)},
+	{name: "redis", locker: redisLocker, idempotency: redisIdempotency},
 }
 
-// contractCase is one sentence of a port's contract, checked on an implementation P.
-type contractCase[P any] struct {
-	name string
-	run  func(t *testing.T, impl P)
-}
-
-// runContract runs every case on every backend, all in parallel.
-func runContract[P any](t *testing.T, backends []backend[P], cases []contractCase[P]) {
+// runOnBackends runs a porttest suite, in parallel, on every backend implementing the port that
+// port picks.
+func runOnBackends[P any](t *testing.T, port func(backend) suite[P],
+	check func(t *testing.T, open func(t *testing.T) P, caps porttest.Capabilities)) {
 	for _, b := range backends {
+		prepare := port(b)
+		if prepare == nil {
+			continue
+		}
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			impl := b.open(t)
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					t.Parallel()
-					tc.run(t, impl)
-				})
-			}
+			open, caps := prepare(t)
+			check(t, open, caps)
 		})
 	}
 }
 
-// crewBackends lists every implementation of the crew ports the suites run against.
-var crewBackends = []backend[crewStore]{
-	{name: "memory", open: func(*testing.T) crewStore {
-		d := memory.NewDatabase()
-		return crewStore{tx: d, crews: memory.NewCrewRepository(d), members: memory.NewCrewMemberRepository(d)}
-	}},
-	{name: "postgres", open: func(t *testing.T) crewStore {
-		return sqlCrewStore(openSQL(t, testenv.Postgres(t), gormdb.Options{TxTimeout: contractTxTimeout}))
-	}},
-	{name: "mysql", open: func(t *testing.T) crewStore {
-		return sqlCrewStore(openSQL(t, testenv.MySQL(t), gormdb.Options{TxTimeout: contractTxTimeout}))
-	}},
+func storesOf(b backend) suite[ports.Stores]                { return b.stores }
+func lockerOf(b backend) suite[ports.Locker]                { return b.locker }
+func idempotencyOf(b backend) suite[ports.IdempotencyStore] { return b.idempotency }
+
+// memoryStores gives every caller the stores of one in-memory database.
+func memoryStores(*testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
+	stores := memory.NewStores(memory.NewDatabase())
+	return func(*testing.T) ports.Stores { return stores }, porttest.Capabilities{}
 }
 
-// sqlServers names the real databases, for tests of what only they can do (time out).
-var sqlServers = []struct {
-	name  string
-	fresh func(t testing.TB) testenv.Database
-}{
-	{name: "postgres", fresh: testenv.Postgres},
-	{name: "mysql", fresh: testenv.MySQL},
+// memoryLocker gives every caller a Locker of its own: in-process locks are not shared.
+func memoryLocker(*testing.T) (func(*testing.T) ports.Locker, porttest.Capabilities) {
+	return func(*testing.T) ports.Locker { return memory.NewCoordination(system.Clock{}).Locker }, porttest.Capabilities{}
 }
 
-func sqlCrewStore(db *gormdb.DB) crewStore {
-	return crewStore{
-		tx:      gormdb.NewTxRunner(db),
-		crews:   gormdb.NewCrewRepository(db),
-		members: gormdb.NewCrewMemberRepository(db),
+// memoryIdempotency gives every caller a store of its own: in-process records are not shared.
+func memoryIdempotency(*testing.T) (func(*testing.T) ports.IdempotencyStore, porttest.Capabilities) {
+	return func(*testing.T) ports.IdempotencyStore { return memory.NewCoordination(system.Clock{}).Idempotency },
+		porttest.Capabilities{}
+}
+
+// sqlStores creates a fresh database on the server fresh names and gives every caller stores on
+// a pool of its own to it, as separate instances of a deployment have.
+func sqlStores(fresh func(testing.TB) testenv.Database) suite[ports.Stores] {
+	return func(t *testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
+		database := fresh(t)
+		withTxTimeout := func(t *testing.T, timeout time.Duration) ports.Stores {
+			return gormdb.NewStores(openSQL(t, database, gormdb.Options{TxTimeout: timeout}))
+		}
+		open := func(t *testing.T) ports.Stores { return withTxTimeout(t, contractTxTimeout) }
+		return open, porttest.Capabilities{NewStoresWithTxTimeout: withTxTimeout}
 	}
 }
 
@@ -92,25 +100,25 @@ func openSQL(t *testing.T, d testenv.Database, opts gormdb.Options) *gormdb.DB {
 	ctx := context.Background()
 	db, err := gormdb.Open(ctx, d.URL, opts)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
 	require.NoError(t, gormdb.Migrate(ctx, db))
 	return db
 }
 
-// now is a timestamp as ports.Clock gives it: UTC, microsecond precision.
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
-// createCrew stores a new empty crew with a random id and the given capacity.
-func createCrew(t *testing.T, s crewStore, maxMembers int) *crew.Crew {
-	t.Helper()
-	c, err := crew.New(newCrewID(), "contract crew", maxMembers, now())
-	require.NoError(t, err)
-	require.NoError(t, s.crews.Create(context.Background(), c))
-	return c
+// redisCoordination returns the Redis coordination set of one instance, on a client of its own,
+// closed when the test ends.
+func redisCoordination(t *testing.T) ports.Coordination {
+	set, closeSet := rgredis.NewCoordination(redisClient(t))
+	t.Cleanup(func() { assert.NoError(t, closeSet()) })
+	return set
 }
 
-// newCrewID returns a random crew id.
-func newCrewID() string { return uuid.NewString() }
+func redisLocker(*testing.T) (func(*testing.T) ports.Locker, porttest.Capabilities) {
+	return func(t *testing.T) ports.Locker { return redisCoordination(t).Locker },
+		porttest.Capabilities{SharedInstances: true}
+}
 
-// newUserID returns a random user id.
-func newUserID() string { return "user-" + uuid.NewString() }
+func redisIdempotency(*testing.T) (func(*testing.T) ports.IdempotencyStore, porttest.Capabilities) {
+	return func(t *testing.T) ports.IdempotencyStore { return redisCoordination(t).Idempotency },
+		porttest.Capabilities{SharedInstances: true}
+}

@@ -1,0 +1,32 @@
+package contract_test
+
+import (
+	"testing"
+
+	"github.com/rushgate/rushgate/ports/porttest"
+)
+
+func TestCrewRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestCrewRepositories)
+}
+
+func TestTxRunner(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestTxRunner)
+}
+
+func TestIdempotencyMarkers(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestIdempotencyMarkers)
+}
+
+func TestLocker(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, lockerOf, porttest.TestLocker)
+}
+
+func TestIdempotencyStore(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, idempotencyOf, porttest.TestIdempotencyStore)
+}
