@@ -77,10 +77,11 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 	}, nil
 }
 
-func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock) (coordination, error) {
+func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger) (coordination, error) {
 	if cfg.RedisURL == "" {
 		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
 	}
+	redis.RouteClientLogs(log)
 	client, err := redis.NewClient(cfg.RedisURL, redis.Options{
 		DialTimeout:  cfg.RedisTimeout,
 		ReadTimeout:  cfg.RedisTimeout,

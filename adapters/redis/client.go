@@ -163,12 +163,13 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("redis: %s: %w: %w", op, ports.ErrUnavailable, err)
 }
 
-// clientLog sends go-redis's own log lines to slog at debug level: the failures it prints
-// (failed dials) also come back as errors, which callers report.
-type clientLog struct{}
+// RouteClientLogs sends go-redis's own log lines to log at debug level: the failures it prints
+// (failed dials) also come back as errors, which callers report. go-redis has one logger per
+// process, so the program's composition root calls this, not an import.
+func RouteClientLogs(log *slog.Logger) { goredis.SetLogger(clientLog{log: log}) }
 
-func (clientLog) Printf(ctx context.Context, format string, v ...any) {
-	slog.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+type clientLog struct{ log *slog.Logger }
+
+func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
-
-func init() { goredis.SetLogger(clientLog{}) }
