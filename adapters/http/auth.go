@@ -1,6 +1,8 @@
 package http
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -78,9 +80,14 @@ func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, erro
 
 // Verify checks raw's HS256 signature (any other algorithm, including "none", is rejected), its
 // expiry, and that it names a valid user and role.
+//
+// Claims are read by their exact names (sub, role, exp) only, and a token naming one claim twice
+// in any letter case ("role" and "ROLE") is refused: encoding/json matches struct fields
+// case-insensitively and keeps the last repeated name, so such a token could be read as one
+// user or role here and as another by the next reader.
 func (t *Tokens) Verify(raw string) (Principal, error) {
-	var c claims
-	_, err := jwt.ParseWithClaims(raw, &c,
+	claims := jwt.MapClaims{}
+	_, err := jwt.ParseWithClaims(raw, claims,
 		func(*jwt.Token) (any, error) { return t.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -88,13 +95,70 @@ func (t *Tokens) Verify(raw string) (Principal, error) {
 	if err != nil {
 		return Principal{}, fmt.Errorf("verify token: %w", err)
 	}
-	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
+	if err := refuseAmbiguousClaims(raw); err != nil {
 		return Principal{}, fmt.Errorf("verify token: %w", err)
 	}
-	if !c.Role.valid() {
-		return Principal{}, fmt.Errorf("verify token: unknown role %q", c.Role)
+	sub, err := claims.GetSubject()
+	if err != nil {
+		return Principal{}, fmt.Errorf("verify token: %w", err)
 	}
-	return Principal{UserID: c.Subject, Role: c.Role}, nil
+	if err := domain.ValidateUserID("sub", sub); err != nil {
+		return Principal{}, fmt.Errorf("verify token: %w", err)
+	}
+	role, _ := claims["role"].(string)
+	if !Role(role).valid() {
+		return Principal{}, fmt.Errorf("verify token: unknown role %q", role)
+	}
+	return Principal{UserID: sub, Role: Role(role)}, nil
+}
+
+// refuseAmbiguousClaims fails when two claim names of the token's payload are equal under
+// strings.EqualFold, exact repeats included. Call it on a token whose signature checked out.
+func refuseAmbiguousClaims(raw string) error {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return errors.New("token is not three segments")
+	}
+	payload, err := jwt.NewParser().DecodeSegment(parts[1])
+	if err != nil {
+		return fmt.Errorf("decode claims: %w", err)
+	}
+	names, err := claimNames(payload)
+	if err != nil {
+		return err
+	}
+	// Quadratic, but only over the claims of a token we signed ourselves.
+	for i, name := range names {
+		for _, other := range names[i+1:] {
+			if strings.EqualFold(name, other) {
+				return fmt.Errorf("claim %q is named twice (as %q)", name, other)
+			}
+		}
+	}
+	return nil
+}
+
+// claimNames lists the top-level member names of a JSON object in order, repeats included,
+// which decoding into a map would hide.
+func claimNames(payload []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if open, err := dec.Token(); err != nil || open != json.Delim('{') {
+		return nil, errors.New("claims are not a JSON object")
+	}
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("read claims: %w", err)
+		}
+		name, _ := tok.(string)
+		names = append(names, name)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, fmt.Errorf("read claim %q: %w", name, err)
+		}
+	}
+	return names, nil
 }
 
 const principalKey = "rushgate.principal"

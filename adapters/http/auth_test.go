@@ -1,9 +1,18 @@
 package http_test
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	stdhttp "net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
@@ -52,69 +61,152 @@ func signed(t *testing.T, method jwt.SigningMethod, claims jwt.MapClaims, key an
 	return raw
 }
 
-func TestAuthentication_RejectsBadCredentials(t *testing.T) {
-	t.Parallel()
+// signedPayload signs payload, written out by hand so it can repeat a name, with HS256 and
+// the server's own secret.
+func signedPayload(payload string) string {
+	enc := base64.RawURLEncoding
+	unsigned := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(payload))
+	mac := hmac.New(sha256.New, testSecret)
+	mac.Write([]byte(unsigned))
+	return unsigned + "." + enc.EncodeToString(mac.Sum(nil))
+}
+
+// badCredentials are Authorization headers the server must answer 401, each named. Every token
+// but the forged ones is signed with the server's own secret, so only the claims or the
+// algorithm are at fault.
+func badCredentials(t *testing.T) []struct{ name, authorization string } {
+	t.Helper()
 	future := time.Now().Add(time.Hour).Unix()
+	past := time.Now().Add(-time.Minute).Unix()
+	hs256 := func(claims jwt.MapClaims) string {
+		return "Bearer " + signed(t, jwt.SigningMethodHS256, claims, testSecret)
+	}
+	withSub := func(sub any) string { return hs256(jwt.MapClaims{"sub": sub, "role": "user", "exp": future}) }
 	valid := jwt.MapClaims{"sub": "u1", "role": "user", "exp": future}
-	otherTokens := rhttp.NewTokens([]byte("a-different-secret-of-decent-length"))
-	forged, err := otherTokens.Mint("u1", rhttp.RoleUser, time.Hour)
+	forged, err := rhttp.NewTokens([]byte("a-different-secret-of-decent-length")).Mint("u1", rhttp.RoleAdmin, time.Hour)
+	require.NoError(t, err)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 
-	cases := []struct {
-		name          string
-		authorization string // the whole header; empty sends none
-	}{
+	return []struct{ name, authorization string }{
 		{"missing header", ""},
 		{"wrong scheme", "Basic dTE6cGFzcw=="},
 		{"bearer without token", "Bearer "},
 		{"garbage", "Bearer not.a.jwt"},
 		{"forged with another secret", "Bearer " + forged},
 		{"alg none", "Bearer " + signed(t, jwt.SigningMethodNone, valid, jwt.UnsafeAllowNoneSignatureType)},
+		{"RS256", "Bearer " + signed(t, jwt.SigningMethodRS256, valid, rsaKey)},
 		{"HS512 with the right secret", "Bearer " + signed(t, jwt.SigningMethodHS512, valid, testSecret)},
-		{"expired", "Bearer " + signed(t, jwt.SigningMethodHS256,
-			jwt.MapClaims{"sub": "u1", "role": "user", "exp": time.Now().Add(-time.Minute).Unix()}, testSecret)},
-		{"no exp", "Bearer " + signed(t, jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u1", "role": "user"}, testSecret)},
-		{"no sub", "Bearer " + signed(t, jwt.SigningMethodHS256, jwt.MapClaims{"role": "user", "exp": future}, testSecret)},
-		{"unknown role", "Bearer " + signed(t, jwt.SigningMethodHS256,
-			jwt.MapClaims{"sub": "u1", "role": "root", "exp": future}, testSecret)},
-		{"no role", "Bearer " + signed(t, jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u1", "exp": future}, testSecret)},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t, harnessConfig{})
-			crewID := h.createCrew(3)
-			header := map[string]string{}
-			if tc.authorization != "" {
-				header["Authorization"] = tc.authorization
-			}
+		{"payload not an object", "Bearer " + signedPayload(`["sub","u1"]`)},
 
-			rec := h.do(call{method: "POST", path: "/crews/" + crewID + "/join", idempotencyKey: "k1", header: header})
+		{"expired", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "exp": past})},
+		{"no exp", hs256(jwt.MapClaims{"sub": "u1", "role": "user"})},
+		{"exp as text", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "exp": fmt.Sprint(future)})},
+		{"only EXP", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "EXP": future})},
+		// Written out so EXP comes last, as encoding/json would let it override exp.
+		{"expired exp, future EXP", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d,"EXP":%d}`, past, future))},
+		{"exp and Exp both valid", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "exp": future, "Exp": future})},
 
-			assertError(t, rec, stdhttp.StatusUnauthorized, "UNAUTHORIZED")
-			assert.Contains(t, rec.Header().Get("WWW-Authenticate"), "Bearer")
-			h.assertSeats(crewID, 0)
+		{"only SUB", hs256(jwt.MapClaims{"SUB": "u1", "role": "user", "exp": future})},
+		{"sub and SUB", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","SUB":"admin-1","role":"user","exp":%d}`, future))},
+		{"sub repeated", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d,"sub":"admin-1"}`, future))},
+		{"no sub", hs256(jwt.MapClaims{"role": "user", "exp": future})},
+		{"empty sub", withSub("")},
+		{"sub of 256 bytes", withSub(strings.Repeat("u", 256))},
+		{"sub one byte too long", withSub(strings.Repeat("u", 65))},
+		{"sub with NUL", withSub("u1\x00admin")},
+		{"sub with newline", withSub("u1\nadmin")},
+		{"sub with DEL", withSub("u1\x7f")},
+		{"sub with a space", withSub("u 1")},
+		{"sub not ASCII", withSub("ü1")},
+		{"sub a number", withSub(42)},
 
-			create := h.do(call{method: "POST", path: "/crews", body: `{"name":"a","maxMembers":3}`, header: header})
-			assertError(t, create, stdhttp.StatusUnauthorized, "UNAUTHORIZED")
-			assert.Equal(t, int64(1), h.crews.created.Load(), "only the setup crew exists")
-		})
+		{"role and ROLE", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","ROLE":"admin","exp":%d}`, future))},
+		{"role and Role", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "Role": "admin", "exp": future})},
+		{"role repeated", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","role":"admin","exp":%d}`, future))},
+		{"only ROLE", hs256(jwt.MapClaims{"sub": "u1", "ROLE": "admin", "exp": future})},
+		{"no role", hs256(jwt.MapClaims{"sub": "u1", "exp": future})},
+		{"unknown role", hs256(jwt.MapClaims{"sub": "u1", "role": "root", "exp": future})},
+		{"role in upper case", hs256(jwt.MapClaims{"sub": "u1", "role": "ADMIN", "exp": future})},
+		{"role a number", hs256(jwt.MapClaims{"sub": "u1", "role": 1, "exp": future})},
 	}
 }
 
-func TestAuthentication_ProtectsEveryCrewRoute(t *testing.T) {
+// publicRoutes are the operational routes that need no token.
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.yaml": true}
+
+// authenticatedRoutes lists every route of the router but the public ones, so a route added
+// later is covered without editing the test.
+func authenticatedRoutes(router *gin.Engine) []gin.RouteInfo {
+	var routes []gin.RouteInfo
+	for _, r := range router.Routes() {
+		if !publicRoutes[r.Path] {
+			routes = append(routes, r)
+		}
+	}
+	return routes
+}
+
+// concretePath fills a route template's parameters: crewId with crewID, any other with "x".
+func concretePath(template, crewID string) string {
+	segments := strings.Split(template, "/")
+	for i, s := range segments {
+		switch {
+		case s == ":crewId":
+			segments[i] = crewID
+		case strings.HasPrefix(s, ":"), strings.HasPrefix(s, "*"):
+			segments[i] = "x"
+		}
+	}
+	return strings.Join(segments, "/")
+}
+
+func TestAuthentication_RefusesEveryBadCredentialOnEveryRoute(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessConfig{})
 	crewID := h.createCrew(3)
+	routes := authenticatedRoutes(h.router)
+	require.NotEmpty(t, routes)
+	// A crew-creating body, so a credential wrongly taken for an admin's would show as a new crew.
+	const body = `{"name":"intruders","maxMembers":3}`
 
-	for _, r := range []struct{ method, path string }{
-		{"POST", "/crews"},
-		{"GET", "/crews/" + crewID},
-		{"GET", "/crews/" + crewID + "/members"},
-		{"POST", "/crews/" + crewID + "/join"},
-		{"DELETE", "/crews/" + crewID + "/members/me"},
-	} {
-		rec := h.do(call{method: r.method, path: r.path})
-		assertError(t, rec, stdhttp.StatusUnauthorized, "UNAUTHORIZED")
+	// The control: the routes are reachable as written, so a 401 below is the credential's.
+	admin := h.token("admin-1", rhttp.RoleAdmin)
+	for _, r := range routes {
+		rec := h.do(call{method: r.Method, path: concretePath(r.Path, crewID), token: admin, idempotencyKey: "control"})
+		require.NotEqual(t, stdhttp.StatusUnauthorized, rec.Code, "%s %s with a good token: %s", r.Method, r.Path, rec.Body)
+		require.NotContains(t, rec.Body.String(), `"NOT_FOUND"`, "%s %s is not routed as written", r.Method, r.Path)
 	}
+	created := h.crews.created.Load()
+
+	for _, bad := range badCredentials(t) {
+		for _, r := range routes {
+			t.Run(bad.name+"/"+r.Method+" "+r.Path, func(t *testing.T) {
+				header := map[string]string{}
+				if bad.authorization != "" {
+					header["Authorization"] = bad.authorization
+				}
+				rec := h.do(call{method: r.Method, path: concretePath(r.Path, crewID), body: body,
+					idempotencyKey: "k-" + bad.name, header: header})
+
+				assertError(t, rec, stdhttp.StatusUnauthorized, "UNAUTHORIZED")
+				assert.Contains(t, rec.Header().Get("WWW-Authenticate"), "Bearer")
+			})
+		}
+	}
+	assert.Equal(t, created, h.crews.created.Load(), "no refused credential created a crew")
+}
+
+func TestTokens_VerifyReadsExactClaimNames(t *testing.T) {
+	t.Parallel()
+	tokens := rhttp.NewTokens(testSecret)
+	future := time.Now().Add(time.Hour).Unix()
+
+	// Unknown claims, even ones resembling registered names, are ignored when no name repeats.
+	raw := signed(t, jwt.SigningMethodHS256,
+		jwt.MapClaims{"sub": "u1", "role": "user", "exp": future, "subject": "admin-1", "roles": "admin"}, testSecret)
+	p, err := tokens.Verify(raw)
+
+	require.NoError(t, err)
+	assert.Equal(t, rhttp.Principal{UserID: "u1", Role: rhttp.RoleUser}, p)
 }
