@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	stdhttp "net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/rushgate/rushgate/domain"
 )
@@ -24,10 +26,7 @@ func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 	// Read it all first so the size limit is enforced however much of it the decoder would use.
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
-		if _, tooLarge := errors.AsType[*stdhttp.MaxBytesError](err); tooLarge {
-			return errPayloadTooLarge
-		}
-		return fmt.Errorf("read request body: %w", err)
+		return bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if optional {
@@ -45,6 +44,24 @@ func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 		return domain.Invalid(bodyField, "must hold a single JSON value")
 	}
 	return nil
+}
+
+// bodyReadError names why the request body could not be read. Each cause is the client's: a
+// body over the limit (413), one not sent within the server's read timeout (408), a connection
+// that ended mid-body (499, errBodyTruncated) or broken framing such as bad chunked encoding
+// (400).
+func bodyReadError(err error) error {
+	var netErr net.Error
+	switch _, tooLarge := errors.AsType[*stdhttp.MaxBytesError](err); {
+	case tooLarge:
+		return errPayloadTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return errRequestTimeout
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET):
+		return fmt.Errorf("read request body: %w: %w", errBodyTruncated, err)
+	default:
+		return domain.Invalid(bodyField, "could not be read: malformed framing")
+	}
 }
 
 // decodeError turns an encoding/json failure into a VALIDATION_FAILED naming the field.

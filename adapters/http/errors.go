@@ -27,7 +27,12 @@ var (
 	errUnavailable      = domain.NewError("UNAVAILABLE", "a dependency is unavailable; retry later")
 	errInternal         = domain.NewError("INTERNAL", "internal server error")
 	errClientClosed     = domain.NewError("CLIENT_CLOSED_REQUEST", "the client closed the request")
+	errRequestTimeout   = domain.NewError("REQUEST_TIMEOUT", "the request was not received in time")
 )
+
+// errBodyTruncated marks a body that ended before its declared length: the client hung up
+// mid-request, which is its failure, not the server's.
+var errBodyTruncated = errors.New("the request body ended early")
 
 // statusClientClosed records, in logs and metrics only, that the client left before the answer
 // (nginx's 499); nobody is there to read it.
@@ -52,6 +57,8 @@ var statusByCode = map[string]int{
 	errPayloadTooLarge.Code:     stdhttp.StatusRequestEntityTooLarge,
 	errUnavailable.Code:         stdhttp.StatusServiceUnavailable,
 	errInternal.Code:            stdhttp.StatusInternalServerError,
+	errClientClosed.Code:        statusClientClosed,
+	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.
@@ -75,9 +82,9 @@ const unavailableRetryAfter = time.Second
 // respondError answers err as the JSON error body {"error", "message", ...details} with the
 // status from statusByCode, and aborts the chain. Errors that are not domain errors never reach
 // the client: a dependency failure answers 503, anything else 500, and both are logged with the
-// request id.
+// request id. A client that left is recorded as 499, not as a failure.
 func respondError(c *gin.Context, err error) {
-	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+	if clientGone(c, err) {
 		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "client closed the request",
 			slog.String("error", err.Error()))
 		writeError(c, statusClientClosed, errClientClosed)
@@ -89,6 +96,12 @@ func respondError(c *gin.Context, err error) {
 			slog.Int("status", status), slog.String("error", err.Error()))
 	}
 	writeError(c, status, de)
+}
+
+// clientGone reports a request its client abandoned: the connection closed (cancelling the
+// request's context), or the body ended before its declared length.
+func clientGone(c *gin.Context, err error) bool {
+	return errors.Is(err, errBodyTruncated) || errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil
 }
 
 // writeError writes de with status, its Retry-After header and its details merged into the body.

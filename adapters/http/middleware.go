@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	stdhttp "net/http"
+	"net/url"
 	"runtime/debug"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	"github.com/rushgate/rushgate/domain"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -122,6 +124,19 @@ func recovery() gin.HandlerFunc {
 			}
 			writeError(c, stdhttp.StatusInternalServerError, errInternal)
 		}()
+		c.Next()
+	}
+}
+
+// validateQuery refuses a query string that does not parse, such as a bad %-escape or a
+// semicolon separator: net/http passes it on, and reading it would silently drop the broken
+// pair, so "?limit=%zz" would be served with the default limit.
+func validateQuery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if _, err := url.ParseQuery(c.Request.URL.RawQuery); err != nil {
+			respondError(c, domain.Invalid("query", "is not a valid query string"))
+			return
+		}
 		c.Next()
 	}
 }

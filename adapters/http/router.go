@@ -53,7 +53,12 @@ func NewRouter(d Deps) *gin.Engine {
 	r.HandleMethodNotAllowed = true
 	// Log the peer address, not a client-supplied X-Forwarded-For.
 	r.ForwardedByClientIP = false
-	r.Use(requestID(logger), observe(d.Metrics), recovery(), limitBody(maxBody))
+	// Route on the escaped path and unescape each parameter, so an encoded slash stays inside
+	// its segment ("/crews/a%2Fb" is crew "a/b", refused by validation) instead of making a
+	// different path.
+	r.UseEscapedPath = true
+	r.UnescapePathValues = true
+	r.Use(requestID(logger), observe(d.Metrics), recovery(), validateQuery(), limitBody(maxBody))
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })
 
