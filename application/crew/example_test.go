@@ -19,21 +19,35 @@ func ExampleService_Join() {
 	ctx := context.Background()
 	clock := system.Clock{}
 	db := memory.NewDatabase()
-	g := guard.New(memory.NewIdempotencyStore(clock), memory.NewLocker(clock), system.Sleeper{}, guard.Config{})
-	crews := appcrew.NewService(db, memory.NewCrewRepository(db), memory.NewCrewMemberRepository(db), g, clock, system.UUIDs{})
+	g := guard.New(guard.Deps{
+		Idempotency: memory.NewIdempotencyStore(clock),
+		Locker:      memory.NewLocker(clock),
+		Clock:       clock,
+		Sleeper:     system.Sleeper{},
+		Tx:          db,
+		Markers:     memory.NewIdempotencyMarkerRepository(db),
+	}, guard.Config{})
+	crews := appcrew.NewService(appcrew.Deps{
+		Tx:      db,
+		Crews:   memory.NewCrewRepository(db),
+		Members: memory.NewCrewMemberRepository(db),
+		Guard:   g,
+		Clock:   clock,
+		IDs:     system.UUIDs{},
+	}, appcrew.Config{})
 
 	c, _ := crews.Create(ctx, appcrew.CreateCommand{Name: "morning runners", MaxMembers: 1})
 
 	joined, _ := crews.Join(ctx, appcrew.JoinCommand{CrewID: c.ID, UserID: "alice", IdempotencyKey: "k-1"})
-	fmt.Println("alice:", joined.Status, joined.Value.CurrentMembers, "of", joined.Value.MaxMembers)
+	fmt.Println("alice:", joined.Outcome, joined.Value.CurrentMembers, "of", joined.Value.MaxMembers)
 
 	retried, _ := crews.Join(ctx, appcrew.JoinCommand{CrewID: c.ID, UserID: "alice", IdempotencyKey: "k-1"})
-	fmt.Println("alice retries:", retried.Status, "replayed:", retried.Replayed)
+	fmt.Println("alice retries:", retried.Outcome, "replayed:", retried.Replayed)
 
 	_, err := crews.Join(ctx, appcrew.JoinCommand{CrewID: c.ID, UserID: "bob", IdempotencyKey: "k-1"})
 	fmt.Println("bob:", err, errors.Is(err, crew.ErrFull))
 	// Output:
-	// alice: 201 1 of 1
-	// alice retries: 201 replayed: true
+	// alice: created 1 of 1
+	// alice retries: created replayed: true
 	// bob: CREW_FULL: crew is full true
 }

@@ -5,6 +5,9 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,35 +19,85 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
+// fixture is one process's guard dependencies on in-memory adapters with fake time:
+// memory.Sleeper moves the clock instead of waiting.
 type fixture struct {
 	clock   *memory.Clock
 	sleeper *memory.Sleeper
-	store   *memory.IdempotencyStore
+	store   *checkedStore
 	locker  *memory.Locker
-	guard   *guard.Guard
+	db      *memory.Database
+	markers *memory.IdempotencyMarkerRepository
 }
 
-func newFixture(t *testing.T, cfg guard.Config, opts ...guard.Option) *fixture {
+func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	f := &fixture{
+	db := memory.NewDatabase()
+	return &fixture{
 		clock:   clock,
 		sleeper: memory.NewSleeper(clock),
-		store:   memory.NewIdempotencyStore(clock),
+		store:   &checkedStore{IdempotencyStore: memory.NewIdempotencyStore(clock), t: t},
 		locker:  memory.NewLocker(clock),
+		db:      db,
+		markers: memory.NewIdempotencyMarkerRepository(db),
 	}
-	opts = append([]guard.Option{guard.WithJitter(func(time.Duration) time.Duration { return 0 })}, opts...)
-	f.guard = guard.New(f.store, f.locker, f.sleeper, cfg, opts...)
-	return f
 }
+
+// deps are the fixture's ports; tests replace one to mock it.
+func (f *fixture) deps() guard.Deps {
+	return guard.Deps{
+		Idempotency: f.store, Locker: f.locker, Clock: f.clock, Sleeper: f.sleeper,
+		Tx: f.db, Markers: f.markers,
+	}
+}
+
+// guard returns a guard on deps without jitter, so delays are exact unless an option says
+// otherwise.
+func newGuard(deps guard.Deps, cfg guard.Config, opts ...guard.Option) *guard.Guard {
+	noJitter := guard.WithJitter(func(time.Duration) time.Duration { return 0 })
+	return guard.New(deps, cfg, append([]guard.Option{noJitter}, opts...)...)
+}
+
+func (f *fixture) guard(cfg guard.Config, opts ...guard.Option) *guard.Guard {
+	return newGuard(f.deps(), cfg, opts...)
+}
+
+// checkedStore is the memory IdempotencyStore with two additions: every Complete and Delete must
+// get a context the request cannot have cancelled (the memory store itself ignores contexts), and
+// Complete can be made to fail after the business write, as a Redis blip would.
+type checkedStore struct {
+	*memory.IdempotencyStore
+	t             *testing.T
+	loseCompletes atomic.Bool
+}
+
+func (s *checkedStore) Complete(ctx context.Context, key ports.IdempotencyKey, token string, response ports.StoredResponse, ttl time.Duration) error {
+	if ctx.Err() != nil {
+		s.t.Errorf("Complete(%v) got a done context: %v", key, ctx.Err())
+	}
+	if s.loseCompletes.Load() {
+		return fmt.Errorf("redis blip: %w", ports.ErrUnavailable)
+	}
+	return s.IdempotencyStore.Complete(ctx, key, token, response, ttl)
+}
+
+func (s *checkedStore) Delete(ctx context.Context, key ports.IdempotencyKey, token string) error {
+	if ctx.Err() != nil {
+		s.t.Errorf("Delete(%v) got a done context: %v", key, ctx.Err())
+	}
+	return s.IdempotencyStore.Delete(ctx, key, token)
+}
+
+const lockKey = "thing:1"
 
 func request(key string) guard.Request {
 	return guard.Request{
 		UserID:         "u1",
 		IdempotencyKey: key,
 		Fingerprint:    guard.Fingerprint("POST /things/1", []byte(`{"n":1}`)),
-		LockKey:        "thing:1",
-		SuccessStatus:  201,
+		LockKey:        lockKey,
+		Outcome:        guard.OutcomeCreated,
 	}
 }
 
@@ -59,12 +112,49 @@ func succeed(calls *int) func(context.Context) (answer, error) {
 	}
 }
 
+var errThingFull = domain.NewError("THING_FULL", "full")
+
+// entry is one way into the guard with idempotency: Once, or Lane.Run with a batch function
+// that calls fn once per request (fn's error is that request's Answer.Err).
+type entry struct {
+	name string
+	run  func(ctx context.Context, g *guard.Guard, req guard.Request, fn func(context.Context) (answer, error)) (guard.Result[answer], error)
+}
+
+func laneEntry(name string, cfg guard.LaneConfig) entry {
+	return entry{name: name, run: func(ctx context.Context, g *guard.Guard, req guard.Request, fn func(context.Context) (answer, error)) (guard.Result[answer], error) {
+		lane := guard.NewLane(g, cfg, func(ctx context.Context, batch []struct{}) ([]guard.Answer[answer], error) {
+			answers := make([]guard.Answer[answer], len(batch))
+			for i := range batch {
+				answers[i].Value, answers[i].Err = fn(ctx)
+			}
+			return answers, nil
+		})
+		return lane.Run(ctx, req, struct{}{})
+	}}
+}
+
+var (
+	onceEntry   = entry{name: "Once", run: guard.Once[answer]}
+	laneEntries = []entry{
+		laneEntry("Lane.Run", guard.LaneConfig{}),
+		laneEntry("Lane.Run with markers", guard.LaneConfig{Markers: true}),
+	}
+	entries = append([]entry{onceEntry}, laneEntries...)
+)
+
+func forEach(t *testing.T, entries []entry, test func(t *testing.T, e entry)) {
+	for _, e := range entries {
+		t.Run(e.name, func(t *testing.T) { test(t, e) })
+	}
+}
+
 // assertKeyFree proves the record was deleted: a new Begin starts afresh.
 func assertKeyFree(t *testing.T, f *fixture, req guard.Request) {
 	t.Helper()
 	got, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey}, req.Fingerprint, time.Minute, time.Hour)
 	if err != nil || got.State != ports.BeginStarted {
-		t.Fatalf("key still taken: state %v, err %v", got.State, err)
+		t.Fatalf("key %s still taken: state %v, err %v", req.IdempotencyKey, got.State, err)
 	}
 }
 
@@ -78,195 +168,348 @@ func assertLockFree(t *testing.T, f *fixture, key string) {
 	_ = lock.Release(context.Background())
 }
 
-func TestRun_FirstRequestRunsAndStoresResponse(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	calls := 0
-	res, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls))
+// hold takes key as another instance would, for an hour of fake time.
+func (f *fixture) hold(t *testing.T, key string) ports.Lock {
+	t.Helper()
+	lock, err := f.locker.TryAcquire(context.Background(), key, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Replayed || res.Status != 201 || res.Value.N != 1 || calls != 1 {
-		t.Fatalf("got %+v after %d calls", res, calls)
-	}
-	assertLockFree(t, f, "thing:1")
+	return lock
 }
 
-func TestRun_CompletedKeyIsReplayedWithoutRunning(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	calls := 0
-	first, _ := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls))
-	again, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !again.Replayed || again.Status != 201 || again.Value != first.Value || calls != 1 {
-		t.Fatalf("replay %+v, first %+v, calls %d", again, first, calls)
-	}
-}
-
-func TestRun_KeysAreScopedPerUser(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	calls := 0
-	other := request("k1")
-	other.UserID = "u2"
-	if _, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls)); err != nil {
-		t.Fatal(err)
-	}
-	res, err := guard.Run(context.Background(), f.guard, other, succeed(&calls))
-	if err != nil || res.Replayed || calls != 2 {
-		t.Fatalf("user u2 saw u1's key: %+v, %v, calls %d", res, err, calls)
-	}
-}
-
-func TestRun_ReuseWithAnotherPayloadIsRejected(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	calls := 0
-	if _, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls)); err != nil {
-		t.Fatal(err)
-	}
-	changed := request("k1")
-	changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
-	_, err := guard.Run(context.Background(), f.guard, changed, succeed(&calls))
-	if !errors.Is(err, guard.ErrKeyReused) || calls != 1 {
-		t.Fatalf("err %v, calls %d", err, calls)
-	}
-}
-
-func TestRun_InProgressKeyIsRejectedUntilItsLeaseEnds(t *testing.T) {
-	f := newFixture(t, guard.Config{Lease: 30 * time.Second})
-	req := request("k1")
-	// A request that started and then died: its record stays IN_PROGRESS.
-	if _, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: "u1", Key: "k1"}, req.Fingerprint, 30*time.Second, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	calls := 0
-	_, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
-	if !errors.Is(err, guard.ErrInProgress) || calls != 0 {
-		t.Fatalf("during lease: err %v, calls %d", err, calls)
-	}
-
-	f.clock.Advance(31 * time.Second)
-	changed := req
-	changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
-	if _, err := guard.Run(context.Background(), f.guard, changed, succeed(&calls)); !errors.Is(err, guard.ErrKeyReused) || calls != 0 {
-		t.Fatalf("another payload after the lease: err %v, calls %d", err, calls)
-	}
-	res, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
-	if err != nil || res.Replayed || calls != 1 {
-		t.Fatalf("after lease: %+v, err %v, calls %d", res, err, calls)
-	}
-}
-
-func TestRun_BusinessRejectionDeletesKeyAndReleasesLock(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	rejected := domain.NewError("THING_FULL", "full")
-	_, err := guard.Run(context.Background(), f.guard, request("k1"), func(context.Context) (answer, error) {
-		return answer{}, rejected
+func TestGuard_FirstRequestRunsAndStoresItsAnswer(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		calls := 0
+		res, err := e.run(context.Background(), f.guard(guard.Config{}), request("k1"), succeed(&calls))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Replayed || res.Outcome != guard.OutcomeCreated || res.Value.N != 1 || calls != 1 {
+			t.Fatalf("got %+v after %d calls", res, calls)
+		}
+		assertLockFree(t, f, lockKey)
 	})
-	if !errors.Is(err, rejected) {
-		t.Fatalf("err %v", err)
-	}
-	assertLockFree(t, f, "thing:1")
-	assertKeyFree(t, f, request("k1"))
 }
 
-func TestRun_PrecheckRejectsBeforeQueueingForTheLock(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	// The lock is busy: a request that queued for it would sleep.
-	if _, err := f.locker.TryAcquire(context.Background(), "thing:1", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	rejected := domain.NewError("THING_FULL", "full")
-	req := request("k1")
-	req.Precheck = func(context.Context) error { return rejected }
-	calls := 0
-	_, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
-	if !errors.Is(err, rejected) || calls != 0 || len(f.sleeper.Waits()) != 0 {
-		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
-	}
-	assertKeyFree(t, f, req)
+func TestGuard_CompletedKeyIsReplayedWithoutRunning(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		g := f.guard(guard.Config{})
+		calls := 0
+		first, _ := e.run(context.Background(), g, request("k1"), succeed(&calls))
+		again, err := e.run(context.Background(), g, request("k1"), succeed(&calls))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !again.Replayed || again.Outcome != guard.OutcomeCreated || again.Value != first.Value || calls != 1 {
+			t.Fatalf("replay %+v, first %+v, calls %d", again, first, calls)
+		}
+	})
 }
 
-func TestRun_PrecheckDoesNotHideAReplay(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	calls := 0
-	if _, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls)); err != nil {
-		t.Fatal(err)
+func TestGuard_KeysAreScopedPerUser(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		g := f.guard(guard.Config{})
+		calls := 0
+		other := request("k1")
+		other.UserID = "u2"
+		if _, err := e.run(context.Background(), g, request("k1"), succeed(&calls)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.run(context.Background(), g, other, succeed(&calls))
+		if err != nil || res.Replayed || res.Value.N != 2 || calls != 2 {
+			t.Fatalf("user u2 saw u1's key: %+v, %v, calls %d", res, err, calls)
+		}
+	})
+}
+
+func TestGuard_ReuseWithAnotherPayloadIsRejected(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		g := f.guard(guard.Config{})
+		calls := 0
+		if _, err := e.run(context.Background(), g, request("k1"), succeed(&calls)); err != nil {
+			t.Fatal(err)
+		}
+		changed := request("k1")
+		changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
+		_, err := e.run(context.Background(), g, changed, succeed(&calls))
+		if !errors.Is(err, guard.ErrKeyReused) || calls != 1 {
+			t.Fatalf("err %v, calls %d", err, calls)
+		}
+	})
+}
+
+func TestGuard_InProgressKeyIsRejectedUntilItsLeaseEnds(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		g := f.guard(guard.Config{Lease: 30 * time.Second})
+		req := request("k1")
+		// A request that started and then died: its record stays IN_PROGRESS.
+		if _, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: "u1", Key: "k1"}, req.Fingerprint, 30*time.Second, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		_, err := e.run(context.Background(), g, req, succeed(&calls))
+		if !errors.Is(err, guard.ErrInProgress) || calls != 0 {
+			t.Fatalf("during lease: err %v, calls %d", err, calls)
+		}
+
+		f.clock.Advance(31 * time.Second)
+		changed := req
+		changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
+		if _, err := e.run(context.Background(), g, changed, succeed(&calls)); !errors.Is(err, guard.ErrKeyReused) || calls != 0 {
+			t.Fatalf("another payload after the lease: err %v, calls %d", err, calls)
+		}
+		res, err := e.run(context.Background(), g, req, succeed(&calls))
+		if err != nil || res.Replayed || calls != 1 {
+			t.Fatalf("after lease: %+v, err %v, calls %d", res, err, calls)
+		}
+	})
+}
+
+func TestGuard_BusinessRejectionDeletesKeyAndReleasesLock(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		_, err := e.run(context.Background(), f.guard(guard.Config{}), request("k1"), func(context.Context) (answer, error) {
+			return answer{}, errThingFull
+		})
+		if !errors.Is(err, errThingFull) {
+			t.Fatalf("err %v", err)
+		}
+		assertLockFree(t, f, lockKey)
+		assertKeyFree(t, f, request("k1"))
+	})
+}
+
+func TestGuard_PrecheckRejectsBeforeRunningOrQueueingForTheLock(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		// The lock is busy: a request that queued for it would sleep.
+		f.hold(t, lockKey)
+		req := request("k1")
+		req.Precheck = func(context.Context) error { return errThingFull }
+		calls := 0
+		_, err := e.run(context.Background(), f.guard(guard.Config{}), req, succeed(&calls))
+		if !errors.Is(err, errThingFull) || calls != 0 || len(f.sleeper.Waits()) != 0 {
+			t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
+		}
+		assertKeyFree(t, f, req)
+	})
+}
+
+func TestGuard_PrecheckDoesNotHideAReplay(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		g := f.guard(guard.Config{})
+		calls := 0
+		if _, err := e.run(context.Background(), g, request("k1"), succeed(&calls)); err != nil {
+			t.Fatal(err)
+		}
+		req := request("k1")
+		req.Precheck = func(context.Context) error { return errThingFull }
+		res, err := e.run(context.Background(), g, req, succeed(&calls))
+		if err != nil || !res.Replayed || calls != 1 {
+			t.Fatalf("%+v, %v, calls %d", res, err, calls)
+		}
+	})
+}
+
+func TestGuard_ValidatesTheKey(t *testing.T) {
+	cases := map[string]struct {
+		key  string
+		want error
+	}{
+		"missing":       {"", guard.ErrKeyRequired},
+		"too long":      {strings.Repeat("a", guard.MaxKeyLength+1), domain.ErrValidation},
+		"non-printable": {"abc\x01", domain.ErrValidation},
+		"non-ascii":     {"ключ", domain.ErrValidation},
 	}
-	req := request("k1")
-	req.Precheck = func(context.Context) error { return domain.NewError("THING_FULL", "full") }
-	res, err := guard.Run(context.Background(), f.guard, req, succeed(&calls))
-	if err != nil || !res.Replayed || calls != 1 {
-		t.Fatalf("%+v, %v, calls %d", res, err, calls)
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		g := f.guard(guard.Config{})
+		for name, tc := range cases {
+			t.Run(name, func(t *testing.T) {
+				calls := 0
+				_, err := e.run(context.Background(), g, request(tc.key), succeed(&calls))
+				if !errors.Is(err, tc.want) || calls != 0 {
+					t.Fatalf("err %v, calls %d", err, calls)
+				}
+			})
+		}
+		longest := strings.Repeat("~", guard.MaxKeyLength)
+		if _, err := e.run(context.Background(), g, request(longest), succeed(new(int))); err != nil {
+			t.Fatalf("a %d-character key: %v", guard.MaxKeyLength, err)
+		}
+	})
+}
+
+func TestGuard_StoreDownFailsBeforeLocking(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		ctrl := gomock.NewController(t)
+		store := NewMockIdempotencyStore(ctrl)
+		store.EXPECT().Begin(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(ports.BeginResult{}, ports.ErrUnavailable)
+		deps := newFixture(t).deps()
+		deps.Idempotency = store
+		deps.Locker = NewMockLocker(ctrl) // no calls expected
+		calls := 0
+		_, err := e.run(context.Background(), newGuard(deps, guard.Config{}), request("k1"), succeed(&calls))
+		if !errors.Is(err, ports.ErrUnavailable) || calls != 0 {
+			t.Fatalf("err %v, calls %d", err, calls)
+		}
+	})
+}
+
+// The business change is committed, so a failure to store the response must not turn success
+// into an error.
+func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
+	forEach(t, entries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		ctrl := gomock.NewController(t)
+		store := NewMockIdempotencyStore(ctrl)
+		req := request("k1")
+		store.EXPECT().Begin(gomock.Any(), gomock.Any(), req.Fingerprint, gomock.Any(), gomock.Any()).
+			Return(ports.BeginResult{State: ports.BeginStarted, Token: "t1", Fingerprint: req.Fingerprint}, nil)
+		store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", ports.StoredResponse{Outcome: "created", Body: []byte(`{"n":1}`)}, time.Hour).
+			Return(ports.ErrUnavailable)
+		deps := f.deps()
+		deps.Idempotency = store
+		res, err := e.run(context.Background(), newGuard(deps, guard.Config{}), req, succeed(new(int)))
+		if err != nil || res.Value.N != 1 || res.Outcome != guard.OutcomeCreated {
+			t.Fatalf("%+v, %v", res, err)
+		}
+		assertLockFree(t, f, lockKey)
+	})
+}
+
+// A client that disconnects mid-request must not leave its lock or key behind: the record is
+// completed or deleted, and the lock released, with contexts the request cannot cancel.
+func TestGuard_ClosesWithContextsTheRequestCannotCancel(t *testing.T) {
+	alive := func(t *testing.T, what string, ctx context.Context) {
+		if ctx.Err() != nil {
+			t.Errorf("%s got a done context: %v", what, ctx.Err())
+		}
+	}
+	for _, e := range entries {
+		for _, succeeds := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s succeeds=%v", e.name, succeeds), func(t *testing.T) {
+				ctrl := gomock.NewController(t)
+				req := request("k1")
+				store := NewMockIdempotencyStore(ctrl)
+				store.EXPECT().Begin(gomock.Any(), gomock.Any(), req.Fingerprint, gomock.Any(), gomock.Any()).
+					Return(ports.BeginResult{State: ports.BeginStarted, Token: "t1", Fingerprint: req.Fingerprint}, nil)
+				if succeeds {
+					store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", gomock.Any(), gomock.Any()).
+						DoAndReturn(func(ctx context.Context, _ ports.IdempotencyKey, _ string, _ ports.StoredResponse, _ time.Duration) error {
+							alive(t, "Complete", ctx)
+							return nil
+						})
+				} else {
+					store.EXPECT().Delete(gomock.Any(), gomock.Any(), "t1").
+						DoAndReturn(func(ctx context.Context, _ ports.IdempotencyKey, _ string) error {
+							alive(t, "Delete", ctx)
+							return nil
+						})
+				}
+				locker := NewMockLocker(ctrl) // Once takes no lock
+				if e.name != onceEntry.name {
+					lock := NewMockLock(ctrl)
+					lock.EXPECT().Release(gomock.Any()).DoAndReturn(func(ctx context.Context) error {
+						alive(t, "Release", ctx)
+						return nil
+					})
+					locker.EXPECT().Released(lockKey).Return(nil, func() {})
+					locker.EXPECT().TryAcquire(gomock.Any(), lockKey, time.Second).Return(lock, nil)
+				}
+				deps := newFixture(t).deps()
+				deps.Idempotency, deps.Locker = store, locker
+
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				res, err := e.run(ctx, newGuard(deps, guard.Config{}), req, func(context.Context) (answer, error) {
+					cancel() // the client hangs up while the use case runs
+					if succeeds {
+						return answer{N: 1}, nil
+					}
+					return answer{}, errThingFull
+				})
+				if succeeds && (err != nil || res.Value.N != 1) {
+					t.Fatalf("%+v, %v", res, err)
+				}
+				if !succeeds && !errors.Is(err, errThingFull) {
+					t.Fatalf("err %v", err)
+				}
+			})
+		}
 	}
 }
 
-func TestRun_PanicReleasesLockAndDeletesKey(t *testing.T) {
-	f := newFixture(t, guard.Config{})
+func TestOnce_PanicDeletesTheKeyAndPropagates(t *testing.T) {
+	f := newFixture(t)
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Fatal("panic was swallowed")
 			}
 		}()
-		_, _ = guard.Run(context.Background(), f.guard, request("k1"), func(context.Context) (answer, error) {
+		_, _ = guard.Once(context.Background(), f.guard(guard.Config{}), request("k1"), func(context.Context) (answer, error) {
 			panic("boom")
 		})
 	}()
-	assertLockFree(t, f, "thing:1")
 	assertKeyFree(t, f, request("k1"))
 }
 
-func TestRun_BackoffScheduleUntilLockFrees(t *testing.T) {
-	f := newFixture(t, guard.Config{LockTTL: time.Second})
-	// Another request holds the lock for 1 s of fake time.
-	if _, err := f.locker.TryAcquire(context.Background(), "thing:1", time.Second); err != nil {
+func TestLane_BacksOffOnTheSeedsScheduleUntilTheHoldersTTLEnds(t *testing.T) {
+	f := newFixture(t)
+	// Another instance holds the lock for 1 s of fake time and dies without releasing it.
+	if _, err := f.locker.TryAcquire(context.Background(), lockKey, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
-	if _, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls)); err != nil {
+	run := laneEntries[0].run
+	if _, err := run(context.Background(), f.guard(guard.Config{LockTTL: time.Second}), request("k1"), succeed(&calls)); err != nil {
 		t.Fatal(err)
 	}
 	// 100+200+400 = 700ms < 1s; after 800ms more (1.5s) the holder's TTL has run out.
-	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
-	assertDelays(t, f.sleeper.Waits(), want)
+	assertDelays(t, f.sleeper.Waits(), ms(100, 200, 400, 800))
 	if calls != 1 {
 		t.Fatalf("calls %d", calls)
 	}
 }
 
-func TestRun_LockExhaustionAnswersBusyAndDeletesKey(t *testing.T) {
-	f := newFixture(t, guard.Config{LockTTL: time.Second})
-	if _, err := f.locker.TryAcquire(context.Background(), "thing:1", time.Hour); err != nil {
-		t.Fatal(err)
-	}
+func TestLane_LockExhaustionAnswersBusyWithRetryAfterAndDeletesKey(t *testing.T) {
+	f := newFixture(t)
+	f.hold(t, lockKey)
 	calls := 0
-	_, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(&calls))
+	run := laneEntries[0].run
+	_, err := run(context.Background(), f.guard(guard.Config{LockTTL: time.Second}), request("k1"), succeed(&calls))
 	de, ok := domain.AsError(err)
 	if !errors.Is(err, guard.ErrBusy) || !ok || de.RetryAfter != time.Second || calls != 0 {
-		t.Fatalf("err %v (retry after %v), calls %d", err, de, calls)
+		t.Fatalf("err %v (%+v), calls %d", err, de, calls)
 	}
-	assertDelays(t, f.sleeper.Waits(), []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond})
+	assertDelays(t, f.sleeper.Waits(), ms(100, 200, 400, 800, 1600))
 	assertKeyFree(t, f, request("k1"))
 }
 
-func TestRun_BackoffIsConfigurableAndJittered(t *testing.T) {
+func TestLane_BackoffIsConfigurableAndJittered(t *testing.T) {
 	var maxes []time.Duration
 	jitter := func(max time.Duration) time.Duration { maxes = append(maxes, max); return max - 1 }
-	f := newFixture(t, guard.Config{BaseDelay: 10 * time.Millisecond, MaxRetries: 2}, guard.WithJitter(jitter))
-	if _, err := f.locker.TryAcquire(context.Background(), "thing:1", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	_, err := guard.Run(context.Background(), f.guard, request("k1"), succeed(new(int)))
+	f := newFixture(t)
+	f.hold(t, lockKey)
+	g := f.guard(guard.Config{BaseDelay: 10 * time.Millisecond, MaxRetries: 2}, guard.WithJitter(jitter))
+	_, err := laneEntries[0].run(context.Background(), g, request("k1"), succeed(new(int)))
 	if !errors.Is(err, guard.ErrBusy) {
 		t.Fatalf("err %v", err)
 	}
 	assertDelays(t, f.sleeper.Waits(), []time.Duration{15*time.Millisecond - 1, 30*time.Millisecond - 1})
-	assertDelays(t, maxes, []time.Duration{5 * time.Millisecond, 10 * time.Millisecond})
+	assertDelays(t, maxes, ms(5, 10))
 }
 
 func TestBackoff_DefaultJitterStaysBelowHalfTheBase(t *testing.T) {
-	g := guard.New(nil, nil, nil, guard.Config{})
+	g := guard.New(guard.Deps{}, guard.Config{})
 	for attempt := range 5 {
 		base := 100 * time.Millisecond << attempt
 		for range 200 {
@@ -277,111 +520,35 @@ func TestBackoff_DefaultJitterStaysBelowHalfTheBase(t *testing.T) {
 	}
 }
 
-func TestRun_ValidatesTheKey(t *testing.T) {
-	f := newFixture(t, guard.Config{})
-	long := make([]byte, guard.MaxKeyLength+1)
-	for i := range long {
-		long[i] = 'a'
-	}
-	cases := map[string]struct {
-		key  string
-		want error
-	}{
-		"missing":       {"", guard.ErrKeyRequired},
-		"too long":      {string(long), domain.ErrValidation},
-		"non-printable": {"abc\x01", domain.ErrValidation},
-		"non-ascii":     {"ключ", domain.ErrValidation},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			calls := 0
-			_, err := guard.Run(context.Background(), f.guard, request(tc.key), succeed(&calls))
-			if !errors.Is(err, tc.want) || calls != 0 {
-				t.Fatalf("err %v, calls %d", err, calls)
-			}
-		})
-	}
-}
-
-func TestRun_LockerDownFailsWithoutRunningAndDeletesKey(t *testing.T) {
-	ctrl := gomock.NewController(t)
-	locker := NewMockLocker(ctrl)
-	locker.EXPECT().TryAcquire(gomock.Any(), "thing:1", time.Second).Return(nil, ports.ErrUnavailable)
-	f := newFixture(t, guard.Config{})
-	g := guard.New(f.store, locker, f.sleeper, guard.Config{})
-	calls := 0
-	_, err := guard.Run(context.Background(), g, request("k1"), succeed(&calls))
-	if !errors.Is(err, ports.ErrUnavailable) || calls != 0 || len(f.sleeper.Waits()) != 0 {
-		t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
-	}
-	assertKeyFree(t, f, request("k1"))
-}
-
-func TestRun_StoreDownFailsBeforeLocking(t *testing.T) {
-	ctrl := gomock.NewController(t)
-	store := NewMockIdempotencyStore(ctrl)
-	store.EXPECT().Begin(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(ports.BeginResult{}, ports.ErrUnavailable)
-	locker := NewMockLocker(ctrl) // no calls expected
-	g := guard.New(store, locker, memory.NewSleeper(memory.NewClock(time.Time{})), guard.Config{})
-	_, err := guard.Run(context.Background(), g, request("k1"), succeed(new(int)))
-	if !errors.Is(err, ports.ErrUnavailable) {
-		t.Fatalf("err %v", err)
-	}
-}
-
-// The business change is committed, so a failure to store the response must not turn success
-// into an error.
-func TestRun_CompleteFailureStillAnswersSuccess(t *testing.T) {
-	ctrl := gomock.NewController(t)
-	store := NewMockIdempotencyStore(ctrl)
-	req := request("k1")
-	store.EXPECT().Begin(gomock.Any(), gomock.Any(), req.Fingerprint, gomock.Any(), gomock.Any()).
-		Return(ports.BeginResult{State: ports.BeginStarted, Token: "t1", Fingerprint: req.Fingerprint}, nil)
-	store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", ports.StoredResponse{Status: 201, Body: []byte(`{"n":1}`)}, time.Hour).
-		Return(ports.ErrUnavailable)
-	f := newFixture(t, guard.Config{})
-	g := guard.New(store, f.locker, f.sleeper, guard.Config{})
-	res, err := guard.Run(context.Background(), g, req, succeed(new(int)))
-	if err != nil || res.Value.N != 1 {
-		t.Fatalf("%+v, %v", res, err)
-	}
-	assertLockFree(t, f, "thing:1")
-}
-
-// A client that disconnects mid-request must not leave its lock or key behind.
-func TestRun_ReleasesWithAContextTheRequestCannotCancel(t *testing.T) {
-	ctrl := gomock.NewController(t)
-	lock := NewMockLock(ctrl)
-	lock.EXPECT().Release(gomock.Any()).DoAndReturn(func(ctx context.Context) error {
-		if ctx.Err() != nil {
-			t.Errorf("release got a cancelled context: %v", ctx.Err())
+func TestLane_LockerDownFailsWithoutRunningAndDeletesKey(t *testing.T) {
+	forEach(t, laneEntries, func(t *testing.T, e entry) {
+		f := newFixture(t)
+		ctrl := gomock.NewController(t)
+		locker := NewMockLocker(ctrl)
+		locker.EXPECT().Released(lockKey).Return(nil, func() {}).AnyTimes()
+		locker.EXPECT().TryAcquire(gomock.Any(), lockKey, time.Second).Return(nil, fmt.Errorf("redis: %w", ports.ErrUnavailable))
+		deps := f.deps()
+		deps.Locker = locker
+		calls := 0
+		_, err := e.run(context.Background(), newGuard(deps, guard.Config{}), request("k1"), succeed(&calls))
+		if !errors.Is(err, ports.ErrUnavailable) || calls != 0 || len(f.sleeper.Waits()) != 0 {
+			t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
 		}
-		return nil
+		assertKeyFree(t, f, request("k1"))
 	})
-	locker := NewMockLocker(ctrl)
-	locker.EXPECT().TryAcquire(gomock.Any(), "thing:1", time.Second).Return(lock, nil)
-	f := newFixture(t, guard.Config{})
-	g := guard.New(f.store, locker, f.sleeper, guard.Config{})
+}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	_, err := guard.Run(ctx, g, request("k1"), func(ctx context.Context) (answer, error) {
-		cancel()
-		return answer{}, ctx.Err()
-	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err %v", err)
+func ms(values ...int) []time.Duration {
+	out := make([]time.Duration, len(values))
+	for i, v := range values {
+		out[i] = time.Duration(v) * time.Millisecond
 	}
-	assertKeyFree(t, f, request("k1"))
+	return out
 }
 
 func assertDelays(t *testing.T, got, want []time.Duration) {
 	t.Helper()
-	if len(got) != len(want) {
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delays %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("delays %v, want %v", got, want)
-		}
 	}
 }

@@ -42,6 +42,21 @@ func (m *MockLocker) EXPECT() *MockLockerMockRecorder {
 	return m.recorder
 }
 
+// Released mocks base method.
+func (m *MockLocker) Released(key string) (<-chan struct{}, func()) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "Released", key)
+	ret0, _ := ret[0].(<-chan struct{})
+	ret1, _ := ret[1].(func())
+	return ret0, ret1
+}
+
+// Released indicates an expected call of Released.
+func (mr *MockLockerMockRecorder) Released(key any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "Released", reflect.TypeOf((*MockLocker)(nil).Released), key)
+}
+
 // TryAcquire mocks base method.
 func (m *MockLocker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (ports.Lock, error) {
 	m.ctrl.T.Helper()

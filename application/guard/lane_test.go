@@ -1,0 +1,527 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// patience bounds every wait on another goroutine; a test that needs it has failed.
+const patience = 10 * time.Second
+
+// parked is a Sleeper whose waits never end by themselves: a head waiting for the lock moves
+// only when the key is released or its request's context ends. With the fixture's clock, which
+// only moves when told to, no request ever runs out of budget.
+type parked struct{}
+
+func (parked) Sleep(ctx context.Context, _ time.Duration) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// parkedGuard is the fixture's guard with a parked sleeper.
+func (f *fixture) parkedGuard(cfg guard.Config) *guard.Guard {
+	deps := f.deps()
+	deps.Sleeper = parked{}
+	return newGuard(deps, cfg)
+}
+
+// watchedCtx reports the first time the lane watches it. A lane watches a request's context only
+// once the request is in its queue (a waiter selecting on it, the head waiting for the lock), so
+// tests can queue requests one by one in a known order.
+type watchedCtx struct {
+	context.Context
+	once    sync.Once
+	watched chan struct{}
+}
+
+func (c *watchedCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.watched) })
+	return c.Context.Done()
+}
+
+type outcome struct {
+	res guard.Result[answer]
+	err error
+}
+
+// enqueue starts call and returns once the lane holds the request in its queue.
+func enqueue(t *testing.T, ctx context.Context, call func(ctx context.Context) (guard.Result[answer], error)) <-chan outcome {
+	t.Helper()
+	w := &watchedCtx{Context: ctx, watched: make(chan struct{})}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := call(w)
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-w.watched:
+	case o := <-done:
+		t.Fatalf("answered without queueing: %+v", o)
+	case <-time.After(patience):
+		t.Fatal("the request never queued")
+	}
+	return done
+}
+
+func await(t *testing.T, done <-chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-done:
+		return o
+	case <-time.After(patience):
+		t.Fatal("no answer")
+		return outcome{}
+	}
+}
+
+// recorder is a batch function: it records each batch it is called with and answers each
+// request with answer{N: input}, unless answer says otherwise; fail, when set, fails a whole
+// batch.
+type recorder struct {
+	answer func(in int) guard.Answer[answer]
+	fail   func(batch []int) error
+
+	mu      sync.Mutex
+	batches [][]int
+}
+
+func (r *recorder) serve(_ context.Context, batch []int) ([]guard.Answer[answer], error) {
+	r.mu.Lock()
+	r.batches = append(r.batches, append([]int(nil), batch...))
+	r.mu.Unlock()
+	if r.fail != nil {
+		if err := r.fail(batch); err != nil {
+			return nil, err
+		}
+	}
+	answers := make([]guard.Answer[answer], len(batch))
+	for i, in := range batch {
+		if r.answer != nil {
+			answers[i] = r.answer(in)
+		} else {
+			answers[i].Value = answer{N: in}
+		}
+	}
+	return answers, nil
+}
+
+func (r *recorder) calls() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprint(r.batches)
+}
+
+func key(in int) string { return fmt.Sprintf("k%d", in) }
+
+// serveQueued holds the lane's lock as another instance would, queues one Run per input in
+// order, each only once the previous one is queued, then releases the lock and returns the
+// answers in input order.
+func serveQueued(t *testing.T, f *fixture, lane *guard.Lane[int, answer], inputs ...int) []outcome {
+	t.Helper()
+	holder := f.hold(t, lockKey)
+	pending := make([]<-chan outcome, len(inputs))
+	for i, in := range inputs {
+		pending[i] = enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
+			return lane.Run(ctx, request(key(in)), in)
+		})
+	}
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := make([]outcome, len(inputs))
+	for i := range pending {
+		outcomes[i] = await(t, pending[i])
+	}
+	return outcomes
+}
+
+func TestLane_ServesQueuedRequestsInOneBatchEachWithItsOwnAnswerAndRecord(t *testing.T) {
+	for _, markers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("markers=%v", markers), func(t *testing.T) {
+			f := newFixture(t)
+			g := f.parkedGuard(guard.Config{})
+			r := &recorder{}
+			lane := guard.NewLane(g, guard.LaneConfig{Markers: markers}, r.serve)
+
+			outcomes := serveQueued(t, f, lane, 0, 1, 2, 3, 4)
+			if got := r.calls(); got != "[[0 1 2 3 4]]" {
+				t.Fatalf("batches %s, want the five queued requests in one batch, in arrival order", got)
+			}
+			for i, o := range outcomes {
+				if o.err != nil || o.res.Replayed || o.res.Outcome != guard.OutcomeCreated || o.res.Value.N != i {
+					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+				}
+			}
+			assertLockFree(t, f, lockKey)
+
+			// Each request has its own record: its key replays its own answer.
+			for i := range outcomes {
+				res, err := lane.Run(context.Background(), request(key(i)), 99)
+				if err != nil || !res.Replayed || res.Value.N != i {
+					t.Fatalf("replay of %s: %+v, %v", key(i), res, err)
+				}
+			}
+			if got := r.calls(); got != "[[0 1 2 3 4]]" {
+				t.Fatalf("replays ran the batch function: %s", got)
+			}
+		})
+	}
+}
+
+func TestLane_MaxBatchBoundsEachBatch(t *testing.T) {
+	cases := []struct {
+		maxBatch int
+		want     string
+	}{
+		{0, "[[0 1 2 3 4]]"}, // DefaultMaxBatch
+		{1, "[[0] [1] [2] [3] [4]]"},
+		{2, "[[0 1] [2 3] [4]]"},
+		{3, "[[0 1 2] [3 4]]"},
+		{5, "[[0 1 2 3 4]]"},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("MaxBatch=%d", tc.maxBatch), func(t *testing.T) {
+			f := newFixture(t)
+			r := &recorder{}
+			lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{MaxBatch: tc.maxBatch}, r.serve)
+			outcomes := serveQueued(t, f, lane, 0, 1, 2, 3, 4)
+			if got := r.calls(); got != tc.want {
+				t.Fatalf("batches %s, want %s", got, tc.want)
+			}
+			for i, o := range outcomes {
+				if o.err != nil || o.res.Value.N != i {
+					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+				}
+			}
+		})
+	}
+}
+
+func TestLane_AFailedBatchIsRerunOneByOneSoOnlyTheBadRequestFails(t *testing.T) {
+	for _, markers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("markers=%v", markers), func(t *testing.T) {
+			f := newFixture(t)
+			errConstraint := errors.New("constraint violated")
+			r := &recorder{fail: func(batch []int) error {
+				for _, in := range batch {
+					if in == 1 {
+						return errConstraint
+					}
+				}
+				return nil
+			}}
+			lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: markers}, r.serve)
+
+			outcomes := serveQueued(t, f, lane, 0, 1, 2)
+			if got := r.calls(); got != "[[0 1 2] [0] [1] [2]]" {
+				t.Fatalf("batches %s", got)
+			}
+			if !errors.Is(outcomes[1].err, errConstraint) {
+				t.Fatalf("the bad request: %+v, %v", outcomes[1].res, outcomes[1].err)
+			}
+			for _, i := range []int{0, 2} {
+				if o := outcomes[i]; o.err != nil || o.res.Value.N != i {
+					t.Fatalf("neighbour %d: %+v, %v", i, o.res, o.err)
+				}
+			}
+			assertKeyFree(t, f, request(key(1)))
+			assertLockFree(t, f, lockKey)
+		})
+	}
+}
+
+func TestLane_ARejectedRequestDropsOnlyItsOwnKey(t *testing.T) {
+	f := newFixture(t)
+	r := &recorder{answer: func(in int) guard.Answer[answer] {
+		if in == 1 {
+			return guard.Answer[answer]{Err: errThingFull}
+		}
+		return guard.Answer[answer]{Value: answer{N: in}}
+	}}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: true}, r.serve)
+
+	outcomes := serveQueued(t, f, lane, 0, 1, 2)
+	if got := r.calls(); got != "[[0 1 2]]" {
+		t.Fatalf("batches %s: a rejection must not re-run the batch", got)
+	}
+	if !errors.Is(outcomes[1].err, errThingFull) {
+		t.Fatalf("rejected request: %+v, %v", outcomes[1].res, outcomes[1].err)
+	}
+	assertKeyFree(t, f, request(key(1)))
+	for _, i := range []int{0, 2} {
+		res, err := lane.Run(context.Background(), request(key(i)), 99)
+		if err != nil || !res.Replayed || res.Value.N != i {
+			t.Fatalf("key %s after the batch: %+v, %v", key(i), res, err)
+		}
+	}
+}
+
+func TestLane_AKeyWithACommittedMarkerIsAnsweredFromItInsideABatch(t *testing.T) {
+	f := newFixture(t)
+	req := request(key(1))
+	// An earlier request with key k1 committed its marker, but its Complete was lost.
+	err := f.markers.Save(context.Background(), []ports.IdempotencyMarker{{
+		Key:         ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey},
+		Fingerprint: req.Fingerprint,
+		Response:    ports.StoredResponse{Outcome: string(guard.OutcomeCreated), Body: []byte(`{"n":42}`)},
+		CreatedAt:   f.clock.Now(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: true}, r.serve)
+
+	outcomes := serveQueued(t, f, lane, 0, 1, 2)
+	if got := r.calls(); got != "[[0 2]]" {
+		t.Fatalf("batches %s, want only the requests without a marker", got)
+	}
+	if o := outcomes[1]; o.err != nil || !o.res.Replayed || o.res.Value.N != 42 || o.res.Outcome != guard.OutcomeCreated {
+		t.Fatalf("marked request: %+v, %v", o.res, o.err)
+	}
+	for _, i := range []int{0, 2} {
+		if o := outcomes[i]; o.err != nil || o.res.Replayed || o.res.Value.N != i {
+			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+		}
+	}
+}
+
+func TestLane_ALostCompleteIsAnsweredFromTheMarkerWithoutRunningAgain(t *testing.T) {
+	f := newFixture(t)
+	r := &recorder{}
+	lane := guard.NewLane(f.guard(guard.Config{Lease: 30 * time.Second}), guard.LaneConfig{Markers: true}, r.serve)
+
+	f.store.loseCompletes.Store(true) // the business write commits, its record is never completed
+	first, err := lane.Run(context.Background(), request("k7"), 7)
+	if err != nil || first.Value.N != 7 {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	f.store.loseCompletes.Store(false)
+	if _, err := lane.Run(context.Background(), request("k7"), 7); !errors.Is(err, guard.ErrInProgress) {
+		t.Fatalf("retry within the lease: %v", err)
+	}
+
+	f.clock.Advance(31 * time.Second)
+	for attempt := range 2 { // from the marker, then from the record the replay completed
+		res, err := lane.Run(context.Background(), request("k7"), 7)
+		if err != nil || !res.Replayed || res.Value != first.Value || res.Outcome != guard.OutcomeCreated {
+			t.Fatalf("retry %d after the lease: %+v, %v", attempt, res, err)
+		}
+	}
+	if got := r.calls(); got != "[[7]]" {
+		t.Fatalf("batches %s: the retry ran the use case again", got)
+	}
+}
+
+func TestLane_AWaiterWhoseContextEndsLeavesWithoutBeingRun(t *testing.T) {
+	f := newFixture(t)
+	r := &recorder{}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{}, r.serve)
+	run := func(in int) func(ctx context.Context) (guard.Result[answer], error) {
+		return func(ctx context.Context) (guard.Result[answer], error) { return lane.Run(ctx, request(key(in)), in) }
+	}
+
+	holder := f.hold(t, lockKey)
+	head := enqueue(t, context.Background(), run(0))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaving := enqueue(t, ctx, run(1))
+	behind := enqueue(t, context.Background(), run(2))
+
+	cancel()
+	if o := await(t, leaving); !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("the waiter who left: %+v, %v", o.res, o.err)
+	}
+	assertKeyFree(t, f, request(key(1)))
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, done := range map[int]<-chan outcome{0: head, 2: behind} {
+		if o := await(t, done); o.err != nil || o.res.Value.N != i {
+			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+		}
+	}
+	if got := r.calls(); got != "[[0 2]]" {
+		t.Fatalf("batches %s", got)
+	}
+}
+
+func TestLane_AHeadWhoseContextEndsHandsTheQueueToTheNext(t *testing.T) {
+	f := newFixture(t)
+	r := &recorder{}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{}, r.serve)
+	run := func(in int) func(ctx context.Context) (guard.Result[answer], error) {
+		return func(ctx context.Context) (guard.Result[answer], error) { return lane.Run(ctx, request(key(in)), in) }
+	}
+
+	holder := f.hold(t, lockKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	head := enqueue(t, ctx, run(0))
+	next := enqueue(t, context.Background(), run(1))
+	last := enqueue(t, context.Background(), run(2))
+
+	cancel()
+	if o := await(t, head); !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("the head who left: %+v, %v", o.res, o.err)
+	}
+	assertKeyFree(t, f, request(key(0)))
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, done := range map[int]<-chan outcome{1: next, 2: last} {
+		if o := await(t, done); o.err != nil || o.res.Value.N != i {
+			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+		}
+	}
+	if got := r.calls(); got != "[[1 2]]" {
+		t.Fatalf("batches %s", got)
+	}
+}
+
+// signalling is a real Sleeper that reports each wait it starts.
+type signalling struct {
+	system.Sleeper
+	sleeping chan time.Duration
+}
+
+func (s signalling) Sleep(ctx context.Context, d time.Duration) error {
+	s.sleeping <- d
+	return s.Sleeper.Sleep(ctx, d)
+}
+
+func TestLane_AHeadWakesWhenTheKeyIsReleasedBeforeItsBackoffEnds(t *testing.T) {
+	clock := system.Clock{}
+	locker := memory.NewLocker(clock) // shared by both instances, as Redis would be
+	instance := func(sleeper ports.Sleeper) *guard.Guard {
+		return newGuard(guard.Deps{Locker: locker, Clock: clock, Sleeper: sleeper}, guard.Config{BaseDelay: 10 * time.Second, LockTTL: time.Minute})
+	}
+
+	holding, unblock := make(chan struct{}), make(chan struct{})
+	other := guard.NewLane(instance(system.Sleeper{}), guard.LaneConfig{}, func(_ context.Context, batch []int) ([]guard.Answer[answer], error) {
+		close(holding)
+		<-unblock
+		return make([]guard.Answer[answer], len(batch)), nil
+	})
+	otherDone := make(chan error, 1)
+	go func() {
+		_, err := other.Do(context.Background(), lockKey, 0)
+		otherDone <- err
+	}()
+	<-holding
+
+	sleeper := signalling{sleeping: make(chan time.Duration, 10)}
+	lane := guard.NewLane(instance(sleeper), guard.LaneConfig{}, (&recorder{}).serve)
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := lane.Do(context.Background(), lockKey, 1)
+		done <- outcome{guard.Result[answer]{Value: v}, err}
+	}()
+	select {
+	case d := <-sleeper.sleeping:
+		if d != 10*time.Second {
+			t.Fatalf("first backoff %v", d)
+		}
+	case <-time.After(patience):
+		t.Fatal("the head never backed off")
+	}
+
+	started := time.Now()
+	close(unblock) // the other instance finishes and releases the key
+	select {
+	case o := <-done:
+		if o.err != nil || o.res.Value.N != 1 {
+			t.Fatalf("%+v, %v", o.res, o.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the head slept through the release")
+	}
+	if waited := time.Since(started); waited >= 5*time.Second {
+		t.Fatalf("served %v after the release", waited)
+	}
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLane_TwoInstancesSharingALockKeyServeInTurn(t *testing.T) {
+	clock := system.Clock{}
+	locker := memory.NewLocker(clock)
+	var inside, most atomic.Int32
+	serve := func(_ context.Context, batch []int) ([]guard.Answer[answer], error) {
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Microsecond) // widen the window an overlap would show in
+		answers := make([]guard.Answer[answer], len(batch))
+		for i, in := range batch {
+			answers[i].Value = answer{N: in}
+		}
+		return answers, nil
+	}
+	lanes := make([]*guard.Lane[int, answer], 2)
+	for i := range lanes {
+		// Do takes no idempotency record: the instances need only the locker.
+		g := guard.New(guard.Deps{Locker: locker, Clock: clock, Sleeper: system.Sleeper{}},
+			guard.Config{BaseDelay: 2 * time.Millisecond, MaxRetries: 10})
+		lanes[i] = guard.NewLane(g, guard.LaneConfig{MaxBatch: 8}, serve)
+	}
+
+	const requests = 200
+	errs := make(chan error, requests)
+	var wg sync.WaitGroup
+	for in := range requests {
+		wg.Go(func() {
+			got, err := lanes[in%2].Do(context.Background(), lockKey, in)
+			if err == nil && got.N != in {
+				err = fmt.Errorf("request %d answered %d", in, got.N)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if most.Load() != 1 {
+		t.Fatalf("%d batches ran at once under one lock key", most.Load())
+	}
+}
+
+func TestLane_APanickingBatchAnswersEveryoneReleasesTheLockAndDropsTheKeys(t *testing.T) {
+	for _, markers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("markers=%v", markers), func(t *testing.T) {
+			f := newFixture(t)
+			r := &recorder{fail: func([]int) error { panic("boom") }}
+			lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: markers}, r.serve)
+
+			outcomes := serveQueued(t, f, lane, 0, 1, 2)
+			for i, o := range outcomes {
+				if o.err == nil || !strings.Contains(o.err.Error(), "boom") {
+					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+				}
+				assertKeyFree(t, f, request(key(i)))
+			}
+			assertLockFree(t, f, lockKey)
+		})
+	}
+}
