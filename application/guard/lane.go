@@ -45,8 +45,9 @@ type LaneConfig struct {
 // same key wait in a FIFO queue in this process; only the head contends for the distributed
 // lock, backing off on the seeds' schedule but retrying as soon as the key is released
 // anywhere. Holding it, the head serves up to MaxBatch queued requests in one call of the batch
-// function, releases the lock right after, and hands the queue to the next head. A request
-// waits at most the seeds' whole schedule (Guard.lockBudget) before ErrBusy.
+// function, releases the lock right after, and hands the queue to the next head. A head that
+// cannot get the key (held by another instance) answers ErrBusy once the seeds' whole schedule
+// from its arrival is spent (Guard.lockBudget); requests behind it are served by the next holds.
 type Lane[In, Out any] struct {
 	g   *Guard
 	cfg LaneConfig
@@ -56,8 +57,12 @@ type Lane[In, Out any] struct {
 	queues map[string]*queue[In, Out] // lock key → its waiters; absent when empty
 }
 
-// NewLane returns a Lane serving batches with run.
+// NewLane returns a Lane serving batches with run. It panics when cfg.Markers is set on a Guard
+// without Deps.Tx and Deps.Markers: that is a wiring mistake, not a request's failure.
 func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lane[In, Out] {
+	if cfg.Markers && (g.deps.Tx == nil || g.deps.Markers == nil) {
+		panic("guard: a lane with Markers needs a Guard with Deps.Tx and Deps.Markers")
+	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
