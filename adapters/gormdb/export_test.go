@@ -12,3 +12,6 @@ func Exec(ctx context.Context, db *DB, query string, args ...any) error {
 
 // Translate is translate for an operation with no domain meanings.
 func Translate(err error) error { return translate(err, errorMeanings{op: "test"}) }
+
+// ErrCheckViolation is the error a CHECK constraint's refusal maps to.
+var ErrCheckViolation = errCheckViolation
