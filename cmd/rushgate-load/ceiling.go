@@ -9,15 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/rushgate/rushgate/adapters/gormdb"
 )
 
 // The ceiling is what the database alone can do: SPEC §1's join transaction issued directly
-// through database/sql, with no HTTP, JSON, JWT, idempotency store or Redis lock in front of it.
-// Its crews are uncapped so every transaction commits, and it uses the gormdb default pool (the
-// server's default too), so both runs reach the database through the same number of connections.
+// through database/sql, with no HTTP, JSON, JWT, idempotency store or Redis lock in front of it,
+// on crews of the same shape as the rushgate run's, at the same concurrency. It uses the gormdb
+// default pool (the server's default too), so with one instance both runs reach the database
+// through the same number of connections.
 
 // The join transaction's statements, written with ? and rebound per dialect.
 const (
@@ -27,49 +26,25 @@ const (
 	countJoinSQL  = `UPDATE crews SET current_members = current_members + 1 WHERE id = ?`
 )
 
-// errCeilingFull means a ceiling crew ran out of seats: the scenario sent it more users than
-// maxCapacity, which newScenario rules out.
-var errCeilingFull = errors.New("ceiling crew is full")
+// errCrewFull means the ceiling's crew had no seat left: the transaction rolled back, as
+// rushgate answers CREW_FULL.
+var errCrewFull = errors.New("crew is full")
 
 // joinStatements are the join transaction's statements in one dialect.
 type joinStatements struct {
 	lockCrew, insertMember, countMember string
 }
 
-// runCeiling creates sc.crews uncapped crews with SQL and joins sc.users users to them,
-// round-robin as in the rushgate run, from concurrency workers.
-func runCeiling(ctx context.Context, db *gormdb.DB, sc scenario, runID string, concurrency int, timeout time.Duration) (runStats, error) {
-	dialect := db.Dialect()
-	crewIDs := make([]string, sc.crews)
-	createdAt := time.Now().UTC()
-	for c := range crewIDs {
-		crewIDs[c] = uuid.NewString()
-		name := fmt.Sprintf("rushgate-load ceiling %s %s #%d", sc.name, runID, c)
-		if _, err := db.SQL().ExecContext(ctx, rebind(dialect, insertCrewSQL), crewIDs[c], name, maxCapacity, createdAt); err != nil {
-			return runStats{}, fmt.Errorf("ceiling: create crew: %w", err)
-		}
+func newJoinStatements(d gormdb.Dialect) joinStatements {
+	return joinStatements{
+		lockCrew:     rebind(d, lockCrewSQL),
+		insertMember: rebind(d, insertJoinSQL),
+		countMember:  rebind(d, countJoinSQL),
 	}
-
-	stmts := joinStatements{
-		lockCrew:     rebind(dialect, lockCrewSQL),
-		insertMember: rebind(dialect, insertJoinSQL),
-		countMember:  rebind(dialect, countJoinSQL),
-	}
-	attempts, elapsed := runConcurrently(ctx, sc.users, concurrency, func(ctx context.Context, i int) attempt {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		start := time.Now()
-		err := joinTx(ctx, db.SQL(), stmts, crewIDs[sc.crewOf(i)], fmt.Sprintf("ceiling-%s-%d", runID, i))
-		return attempt{latency: time.Since(start), ok: err == nil, err: err}
-	})
-	if err := ctx.Err(); err != nil {
-		return runStats{}, fmt.Errorf("interrupted during the ceiling run: %w", err)
-	}
-	return statsOf(attempts, elapsed), nil
 }
 
-// joinTx takes a seat in crewID for userID the way SPEC §1 does: lock the crew row, check
-// capacity, insert the member, count it, commit.
+// joinTx takes a seat in crewID for userID the way SPEC §1 does: BEGIN, lock the crew row
+// (SELECT … FOR UPDATE), check capacity, INSERT the member, UPDATE the count, COMMIT.
 func joinTx(ctx context.Context, db *sql.DB, stmts joinStatements, crewID, userID string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -82,7 +57,7 @@ func joinTx(ctx context.Context, db *sql.DB, stmts joinStatements, crewID, userI
 		return fmt.Errorf("lock crew: %w", err)
 	}
 	if current >= maxMembers {
-		return errCeilingFull
+		return errCrewFull
 	}
 	if _, err := tx.ExecContext(ctx, stmts.insertMember, crewID, userID, time.Now().UTC()); err != nil {
 		return fmt.Errorf("insert member: %w", err)

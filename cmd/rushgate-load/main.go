@@ -1,13 +1,18 @@
-// Command rushgate-load drives a running rushgate server with a crew-join stampede and prints one
-// table: throughput, exact latency percentiles, responses per status code, the SPEC §1 invariant
-// read back from the database, and the "ceiling" — the same join transaction issued directly
-// through database/sql at the same concurrency, i.e. what the database alone can do.
+// Command rushgate-load drives one or more rushgate servers with a scenario and prints one table
+// per run: throughput, exact latency percentiles, answers per status, the invariant read back
+// from the database, the "ceiling" — the equivalent transaction issued directly through
+// database/sql at the same concurrency, i.e. what the database alone can do — and each target
+// the scenario is judged on, with PASS or MISS next to the value it judges.
 //
+//	rushgate-load [flags] crew-hot      --users join ONE crew with a seat for each
 //	rushgate-load [flags] crew-herd     --users join ONE crew of --capacity seats
 //	rushgate-load [flags] crew-spread   --users joins spread over --crews crews (no contention)
 //
+// --url may be repeated or comma-separated: request i goes to server i mod n.
+//
 // It exits 1 when the invariant fails, any response is a 5xx or a transport error, or a ceiling
-// transaction fails; 2 when the run could not be set up.
+// transaction fails; 2 when the run could not be set up. A missed performance target is
+// reported (MISS) and does not change the exit status; 429s are counted, never a failure.
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,19 +33,10 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
 
-const usage = `usage: rushgate-load [flags] <scenario>
-
-scenarios:
-  crew-herd     --users users join ONE crew of --capacity seats (the stampede)
-  crew-spread   --users joins spread over --crews crews, each sized to hold all it is sent
-
-flags:
-`
-
 // config is the parsed command line.
 type config struct {
 	scenario    string
-	url         string
+	urls        []string
 	databaseURL string
 	jwtSecret   string
 	users       int
@@ -48,29 +45,48 @@ type config struct {
 	crews       int
 	noCeiling   bool
 	timeout     time.Duration
+	summary     string
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	passed, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "rushgate-load:", err)
 		os.Exit(2)
-	}
-	if !passed {
+	case !passed:
 		os.Exit(1)
 	}
 }
 
-// run parses args, runs the scenario, its invariant check and the ceiling, and prints the table
-// to stdout. It reports whether the run passed; err means it could not be carried out.
+// run parses args, runs the scenario, its invariant check and its ceiling, judges it and prints
+// the table to stdout. It reports whether the run passed; err means it could not be carried out.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, error) {
 	cfg, err := parseArgs(args, stderr)
 	if err != nil {
 		return false, err
 	}
-	sc, err := newScenario(cfg)
+	passed, err := runScenario(ctx, cfg, stdout, stderr)
+	if err != nil && cfg.summary != "" {
+		// The summary of many runs still shows this one; the error itself goes to stderr.
+		if serr := appendSummary(cfg.summary, unrunRow(cfg)); serr != nil {
+			progress(stderr, "rushgate-load: %v\n", serr)
+		}
+	}
+	return passed, err
+}
+
+// runScenario runs the scenario cfg names, prints its report and appends its summary line.
+func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (bool, error) {
+	reg, err := lookup(cfg.scenario)
+	if err != nil {
+		return false, err
+	}
+	sc, err := reg.build(cfg)
 	if err != nil {
 		return false, err
 	}
@@ -79,78 +95,140 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("--database-url: %w", err)
 	}
-	defer db.Close()
-
+	defer func() { _ = db.Close() }()
 	runID, err := newRunID()
 	if err != nil {
 		return false, err
 	}
-	target := newTarget(cfg.url, cfg.concurrency, cfg.timeout, rghttp.NewTokens([]byte(cfg.jwtSecret)))
+	e := &env{
+		runID:   runID,
+		api:     newInstances(cfg.urls, cfg.concurrency, cfg.timeout),
+		tokens:  rghttp.NewTokens([]byte(cfg.jwtSecret)),
+		db:      db,
+		timeout: cfg.timeout,
+	}
 
-	fmt.Fprintf(stderr, "run %s: creating %d crew(s) and minting %d tokens\n", runID, sc.crews, sc.users)
-	joins, crewIDs, err := prepareJoins(ctx, target, sc, runID)
-	if err != nil {
+	progress(stderr, "run %s: %s: preparing %s\n", runID, reg.name, sc.shape())
+	if err := sc.prepare(ctx, e); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(stderr, "run %s: %d joins against %s at concurrency %d\n", runID, sc.users, cfg.url, cfg.concurrency)
-	attempts, elapsed := runConcurrently(ctx, len(joins), cfg.concurrency, func(ctx context.Context, i int) attempt {
-		return target.join(ctx, joins[i])
-	})
+	progress(stderr, "run %s: %s against %s at concurrency %d\n", runID, reg.name, strings.Join(cfg.urls, ", "), cfg.concurrency)
+	attempts, elapsed := runConcurrently(ctx, sc.run(e), cfg.concurrency)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("interrupted during the rushgate run: %w", err)
 	}
-
 	rep := report{
-		scenario:    sc,
+		scenario:    reg.name,
+		shape:       sc.shape(),
 		dialect:     db.Dialect(),
+		instances:   len(cfg.urls),
 		concurrency: cfg.concurrency,
 		runID:       runID,
 		rushgate:    statsOf(attempts, elapsed),
 	}
-	if rep.invariant, err = checkInvariant(ctx, db, sc, crewIDs); err != nil {
+	if rep.invariant, err = sc.invariant(ctx, e, attempts); err != nil {
 		return false, err
 	}
+
 	if !cfg.noCeiling {
-		fmt.Fprintf(stderr, "run %s: ceiling, %d join transactions through database/sql\n", runID, sc.users)
-		ceiling, err := runCeiling(ctx, db, sc, runID, cfg.concurrency, cfg.timeout)
+		progress(stderr, "run %s: ceiling, the same transactions through database/sql\n", runID)
+		w, err := sc.ceiling(ctx, e)
 		if err != nil {
 			return false, err
 		}
-		rep.ceiling = &ceiling
+		ceilingAttempts, ceilingElapsed := runConcurrently(ctx, w, cfg.concurrency)
+		if err := ctx.Err(); err != nil {
+			return false, fmt.Errorf("interrupted during the ceiling run: %w", err)
+		}
+		rep.ceiling = new(statsOf(ceilingAttempts, ceilingElapsed))
 	}
+
+	rep.verdicts = judgeAll(sc.targets(db.Dialect()),
+		measurement{rushgate: rep.rushgate, ceiling: rep.ceiling, concurrency: cfg.concurrency})
 	if err := rep.write(stdout); err != nil {
 		return false, fmt.Errorf("write report: %w", err)
 	}
+	if cfg.summary != "" {
+		if err := appendSummary(cfg.summary, rep.summaryRow()); err != nil {
+			return false, err
+		}
+	}
 	return len(rep.failures()) == 0, nil
+}
+
+// appendSummary adds row to the tab-separated summary file at path, with the header first when
+// the file is new.
+func appendSummary(path string, row []string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("--summary: %w", err)
+	}
+	info, err := f.Stat()
+	if err == nil && info.Size() == 0 {
+		_, err = fmt.Fprintln(f, strings.Join(summaryHeader, "\t"))
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(f, strings.Join(row, "\t"))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--summary: %w", err)
+	}
+	return nil
+}
+
+// unrunRow is the summary line of a run that could not be carried out.
+func unrunRow(cfg config) []string {
+	dialect, _, _ := strings.Cut(cfg.databaseURL, "://")
+	row := []string{cfg.scenario, dialect, fmt.Sprint(len(cfg.urls))}
+	for len(row) < len(summaryHeader)-1 {
+		row = append(row, "-")
+	}
+	return append(row, "could not run")
+}
+
+// usage lists the registered scenarios; the flags follow.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: rushgate-load [flags] <scenario>\n\nscenarios:\n")
+	for _, r := range registry {
+		fmt.Fprintf(&b, "  %-12s  %s\n", r.name, r.summary)
+	}
+	b.WriteString("\nflags:\n")
+	return b.String()
 }
 
 // parseArgs reads flags, then the scenario, then any flags after it.
 func parseArgs(args []string, stderr io.Writer) (config, error) {
 	cfg := config{}
+	urls := urlList{urls: []string{"http://127.0.0.1:8080"}}
 	fs := flag.NewFlagSet("rushgate-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
+		progress(stderr, "%s", usage())
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.url, "url", "http://127.0.0.1:8080", "rushgate base URL")
+	fs.Var(&urls, "url", "rushgate base URL; repeat it or separate URLs with commas to spread requests round-robin over several instances")
 	fs.StringVar(&cfg.databaseURL, "database-url", os.Getenv("RUSHGATE_DATABASE_URL"),
-		"the server's database, same form as RUSHGATE_DATABASE_URL (default $RUSHGATE_DATABASE_URL); required for the invariant and the ceiling")
+		"the servers' database, same form as RUSHGATE_DATABASE_URL (default $RUSHGATE_DATABASE_URL); required for the invariant and the ceiling")
 	fs.StringVar(&cfg.jwtSecret, "jwt-secret", os.Getenv("RUSHGATE_JWT_SECRET"),
-		"the server's HS256 secret, to mint tokens (default $RUSHGATE_JWT_SECRET)")
+		"the servers' HS256 secret, to mint tokens (default $RUSHGATE_JWT_SECRET)")
 	fs.IntVar(&cfg.users, "users", 2000, "number of users, one join each")
-	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers")
+	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
-	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the database/sql ceiling run")
+	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the database/sql ceiling run (ratios are then not judged)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "per request (and per ceiling transaction)")
+	fs.StringVar(&cfg.summary, "summary", "", "append one tab-separated summary line of the run to this file (header first if new)")
 
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return config{}, errors.New("missing scenario: crew-herd or crew-spread")
+		return config{}, fmt.Errorf("missing scenario: one of %s", strings.Join(scenarioNames(), ", "))
 	}
 	cfg.scenario = fs.Arg(0)
 	if err := fs.Parse(fs.Args()[1:]); err != nil {
@@ -159,12 +237,13 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments after the scenario: %q", fs.Args())
 	}
+	cfg.urls = urls.urls
 
 	switch {
 	case cfg.databaseURL == "":
 		return config{}, errors.New("--database-url (or RUSHGATE_DATABASE_URL) is required: the invariant is read from the database")
 	case cfg.jwtSecret == "":
-		return config{}, errors.New("--jwt-secret (or RUSHGATE_JWT_SECRET) is required: tokens are minted with the server's secret")
+		return config{}, errors.New("--jwt-secret (or RUSHGATE_JWT_SECRET) is required: tokens are minted with the servers' secret")
 	case cfg.users < 1:
 		return config{}, errors.New("--users must be at least 1")
 	case cfg.concurrency < 1:
@@ -173,6 +252,11 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--timeout must be positive")
 	}
 	return cfg, nil
+}
+
+// progress writes a line for the person watching; stderr failing must not stop the run.
+func progress(stderr io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(stderr, format, args...)
 }
 
 // newRunID returns a short random id that keeps this run's users, keys and crews apart from

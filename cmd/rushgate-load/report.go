@@ -1,10 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,105 +14,34 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 )
 
-// latencies are exact percentiles over every sample of a run.
-type latencies struct {
-	p50, p95, p99, max time.Duration
-}
-
-// summarizeLatencies sorts a copy of samples and reads the percentiles off it.
-func summarizeLatencies(samples []time.Duration) latencies {
-	if len(samples) == 0 {
-		return latencies{}
-	}
-	sorted := slices.Clone(samples)
-	slices.Sort(sorted)
-	return latencies{
-		p50: percentile(sorted, 50),
-		p95: percentile(sorted, 95),
-		p99: percentile(sorted, 99),
-		max: sorted[len(sorted)-1],
-	}
-}
-
-// percentile is the nearest-rank p-th percentile of sorted (non-empty, ascending): the smallest
-// sample that at least p% of the samples do not exceed.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[max(rank, 1)-1]
-}
-
-// runStats summarises one timed run, of join requests or of ceiling transactions.
-type runStats struct {
-	total      int
-	succeeded  int // 201 joins, or committed transactions
-	duration   time.Duration
-	latency    latencies
-	byStatus   map[int]int // HTTP status → responses; empty for the ceiling
-	errors     int         // requests without a response, or failed transactions
-	firstError string
-	first5xx   string // "status: body" of the first 5xx response
-}
-
-// statsOf summarises attempts that took duration of wall time.
-func statsOf(attempts []attempt, duration time.Duration) runStats {
-	s := runStats{total: len(attempts), duration: duration, byStatus: map[int]int{}}
-	samples := make([]time.Duration, len(attempts))
-	for i, a := range attempts {
-		samples[i] = a.latency
-		if a.ok {
-			s.succeeded++
-		}
-		if a.status != 0 {
-			s.byStatus[a.status]++
-		}
-		if a.err != nil {
-			s.errors++
-			if s.firstError == "" {
-				s.firstError = a.err.Error()
-			}
-		}
-		if a.status >= http.StatusInternalServerError && s.first5xx == "" {
-			s.first5xx = fmt.Sprintf("%d: %s", a.status, a.detail)
-		}
-	}
-	s.latency = summarizeLatencies(samples)
-	return s
-}
-
-// perSecond is n spread over the run's duration.
-func (s runStats) perSecond(n int) float64 {
-	if s.duration <= 0 {
-		return 0
-	}
-	return float64(n) / s.duration.Seconds()
-}
-
-// count5xx is the number of server-fault responses.
-func (s runStats) count5xx() int {
-	n := 0
-	for status, count := range s.byStatus {
-		if status >= http.StatusInternalServerError {
-			n += count
-		}
-	}
-	return n
-}
-
-// report is everything one run prints.
+// report is everything one run of one scenario prints.
 type report struct {
-	scenario    scenario
+	scenario    string
+	shape       string
 	dialect     gormdb.Dialect
+	instances   int
 	concurrency int
 	runID       string
 	rushgate    runStats
 	ceiling     *runStats // nil with --no-ceiling
 	invariant   invariantResult
+	verdicts    []verdict // in the scenario's order: the first is the headline
+}
+
+// judgeAll applies every target to m.
+func judgeAll(targets []target, m measurement) []verdict {
+	verdicts := make([]verdict, len(targets))
+	for i, t := range targets {
+		verdicts[i] = judge(t, m)
+	}
+	return verdicts
 }
 
 // maxListedViolations bounds the invariant problems printed; the count says how many exist.
 const maxListedViolations = 10
 
-// failures lists why the run fails; empty means PASS.
+// failures lists why the run fails: correctness, never performance. Empty means PASS. 429s are
+// load shed, counted and judged as a target where the scenario has one, never a failure here.
 func (r report) failures() []string {
 	var f []string
 	if n := r.rushgate.count5xx(); n > 0 {
@@ -134,87 +63,214 @@ func (r report) failures() []string {
 	return f
 }
 
-// write prints the report as one table followed by its notes.
-func (r report) write(w io.Writer) error {
-	sc := r.scenario
-	fmt.Fprintf(w, "rushgate-load %s · %s · %d users → %d crew(s) of capacity %d · concurrency %d · run %s\n\n",
-		sc.name, r.dialect, sc.users, sc.crews, sc.capacity, r.concurrency, r.runID)
-
-	columns := 2
-	if r.ceiling != nil {
-		columns = 3
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	// Every row has every column, or tabwriter would align the rows after a short one apart.
-	row := func(cells ...string) {
-		for len(cells) < columns {
-			cells = append(cells, "")
+// withState lists the verdicts in state.
+func (r report) withState(state string) []verdict {
+	var out []verdict
+	for _, v := range r.verdicts {
+		if v.state == state {
+			out = append(out, v)
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return out
+}
+
+// verdictOn is the verdict on measure m, if the scenario is judged on it.
+func (r report) verdictOn(m measure) (verdict, bool) {
+	i := slices.IndexFunc(r.verdicts, func(v verdict) bool { return v.target.measure == m })
+	if i < 0 {
+		return verdict{}, false
+	}
+	return r.verdicts[i], true
+}
+
+// result is the run's one-word correctness result.
+func (r report) result() string {
+	if len(r.failures()) == 0 {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// targetsLine counts the verdicts, e.g. "2 PASS, 1 MISS".
+func (r report) targetsLine() string {
+	var parts []string
+	for _, state := range []string{statePass, stateMiss, stateNotJudged} {
+		if n := len(r.withState(state)); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, state))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// write prints the report as one table, targets next to the values they judge, then its notes.
+func (r report) write(w io.Writer) error {
+	p := &printer{w: w}
+	p.printf("rushgate-load %s · %s · %s · %s · concurrency %d · run %s\n\n",
+		r.scenario, r.dialect, plural(r.instances, "instance", "instances"), r.shape, r.concurrency, r.runID)
+
+	var table strings.Builder // tabwriter pads empty trailing cells; trimmed before printing
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	tp := &printer{w: tw}
+	// Every row has every column, or tabwriter would align the rows after a short one apart.
+	row := func(label, rushgate, ceiling string, v *verdict) {
+		cells := []string{label, rushgate}
+		if r.ceiling != nil {
+			cells = append(cells, ceiling)
+		}
+		if v != nil {
+			cells = append(cells, v.target.text(), v.state)
+		} else {
+			cells = append(cells, "", "")
+		}
+		tp.printf("%s\n", strings.Join(cells, "\t"))
 	}
 	both := func(label string, value func(runStats) string) {
-		if r.ceiling == nil {
-			row(label, value(r.rushgate))
-			return
+		c := ""
+		if r.ceiling != nil {
+			c = value(*r.ceiling)
 		}
-		row(label, value(r.rushgate), value(*r.ceiling))
+		row(label, value(r.rushgate), c, nil)
+	}
+	judged := func(m measure) *verdict {
+		if v, ok := r.verdictOn(m); ok {
+			return &v
+		}
+		return nil
 	}
 
-	if r.ceiling == nil {
-		row("", "rushgate (HTTP)")
-	} else {
-		row("", "rushgate (HTTP)", "ceiling (database/sql)")
+	header := []string{"", "rushgate (HTTP)"}
+	if r.ceiling != nil {
+		header = append(header, "ceiling (database/sql)")
 	}
+	tp.printf("%s\n", strings.Join(append(header, "target", ""), "\t"))
+	row("requests per instance", r.perInstance(), "", nil)
 	both("requests | transactions", func(s runStats) string { return fmt.Sprint(s.total) })
 	both("duration", func(s runStats) string { return s.duration.Round(time.Millisecond).String() })
 	both("requests/s | tx/s", func(s runStats) string { return rate(s.perSecond(s.total)) })
+	both("201s | commits", func(s runStats) string { return fmt.Sprint(s.succeeded) })
 	both("goodput: 201s/s | commits/s", func(s runStats) string { return rate(s.perSecond(s.succeeded)) })
 	both("latency p50", func(s runStats) string { return millis(s.latency.p50) })
 	both("latency p95", func(s runStats) string { return millis(s.latency.p95) })
-	both("latency p99", func(s runStats) string { return millis(s.latency.p99) })
+	c99 := ""
+	if r.ceiling != nil {
+		c99 = millis(r.ceiling.latency.p99)
+	}
+	row("latency p99", millis(r.rushgate.latency.p99), c99, judged(measureP99))
 	both("latency max", func(s runStats) string { return millis(s.latency.max) })
-	for _, status := range slices.Sorted(maps.Keys(r.rushgate.byStatus)) {
-		row(fmt.Sprintf("status %d %s", status, http.StatusText(status)), fmt.Sprint(r.rushgate.byStatus[status]))
+	for _, a := range slices.SortedFunc(maps.Keys(r.rushgate.answers), func(a, b answer) int {
+		return cmp.Or(cmp.Compare(a.status, b.status), cmp.Compare(a.code, b.code))
+	}) {
+		if a.status == http.StatusTooManyRequests {
+			continue
+		}
+		row(strings.TrimSpace(fmt.Sprintf("status %d %s %s", a.status, http.StatusText(a.status), a.code)),
+			fmt.Sprint(r.rushgate.answers[a]), "", nil)
 	}
+	row(measure429.label(), fmt.Sprint(r.rushgate.count429()), "", judged(measure429))
 	both("no response | failed tx", func(s runStats) string { return fmt.Sprint(s.errors) })
-	if c := r.ceiling; c != nil {
-		row("rushgate requests/s ÷ ceiling tx/s", ratio(r.rushgate.perSecond(r.rushgate.total), c.perSecond(c.succeeded)))
-		row("rushgate goodput ÷ ceiling tx/s", ratio(r.rushgate.perSecond(r.rushgate.succeeded), c.perSecond(c.succeeded)))
+	for _, v := range r.verdicts {
+		if v.target.measure == measureP99 || v.target.measure == measure429 {
+			continue
+		}
+		row(v.target.measure.label(), v.value, v.ceiling, &v)
 	}
-	inv := r.invariant
-	row("db: currentMembers (Σ crews)", fmt.Sprint(inv.currentMembers))
-	row("db: count(crew_members)", fmt.Sprint(inv.members))
-	row("db: count(distinct user_id)", fmt.Sprint(inv.distinctUsers))
-	row("expected: Σ min(users sent, capacity)", fmt.Sprint(inv.expected))
-	failures := r.failures()
-	if len(failures) == 0 {
-		row("result", "PASS")
-	} else {
-		row("result", "FAIL")
+	for _, ir := range r.invariant.rows {
+		row(ir.label, fmt.Sprint(ir.value), "", nil)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	invariant := "PASS"
+	if !r.invariant.holds() {
+		invariant = "FAIL"
 	}
+	row("invariant", invariant, "", nil)
+	if tp.err == nil {
+		tp.err = tw.Flush()
+	}
+	if tp.err != nil {
+		return tp.err
+	}
+	for line := range strings.Lines(table.String()) {
+		p.printf("%s\n", strings.TrimRight(line, " \n"))
+	}
+	p.printf("\nresult: %s · targets: %s\n", r.result(), r.targetsLine())
 
-	if sc.name == "crew-herd" && r.ceiling != nil {
-		fmt.Fprintf(w, "\nnote: crew-herd admits at most %d joins, so rushgate's goodput is capped by the crew, not by\n"+
-			"rushgate; compare requests/s with the ceiling's tx/s (the ceiling's crew is uncapped).\n", sc.capacity)
+	if r.instances > 1 && r.ceiling != nil {
+		p.printf("note: each of the %d instances has its own database pool; the ceiling has one.\n", r.instances)
 	}
-	for _, f := range failures {
-		fmt.Fprintln(w, "FAIL:", f)
+	for _, v := range r.withState(stateMiss) {
+		p.printf("MISS: %s %s, target %s\n", v.target.measure.label(), v.value, v.target.text())
 	}
-	return nil
+	for _, v := range r.withState(stateNotJudged) {
+		p.printf("not judged: %s: %s\n", v.target.measure.label(), v.note)
+	}
+	for _, f := range r.failures() {
+		p.printf("FAIL: %s\n", f)
+	}
+	return p.err
+}
+
+// printer writes and keeps the first error, so a report is checked once, at its end.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+// perInstance is how many requests each instance got, "1000 / 1000".
+func (r report) perInstance() string {
+	counts := make([]string, r.instances)
+	for k := range counts {
+		counts[k] = fmt.Sprint(r.rushgate.perInstance[k])
+	}
+	return strings.Join(counts, " / ")
+}
+
+// summaryHeader names the columns of summaryRow.
+var summaryHeader = []string{"scenario", "db", "instances", "judged on", "value", "target", "p99", "429s", "invariant", "result"}
+
+// summaryRow is the run in one line of the summary of many runs.
+func (r report) summaryRow() []string {
+	judgedOn, value, target := "-", "-", "-"
+	if len(r.verdicts) > 0 {
+		h := r.verdicts[0]
+		judgedOn, value = h.target.measure.short(), h.value
+		if h.ceiling != "" {
+			value += " (ceiling " + h.ceiling + ")"
+		}
+		if h.state != "" {
+			target = strings.TrimSpace(h.target.text() + " " + h.state)
+		}
+	}
+	p99 := millis(r.rushgate.latency.p99)
+	if v, ok := r.verdictOn(measureP99); ok && v.state != "" {
+		p99 += " " + v.state
+	}
+	invariant := "PASS"
+	if !r.invariant.holds() {
+		invariant = "FAIL"
+	}
+	return []string{
+		r.scenario, string(r.dialect), fmt.Sprint(r.instances), judgedOn, value, target, p99,
+		fmt.Sprint(r.rushgate.count429()), invariant, r.result(),
+	}
 }
 
 func rate(perSecond float64) string { return fmt.Sprintf("%.1f", perSecond) }
 
 func millis(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-}
-
-func ratio(a, b float64) string {
-	if b == 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.3f×", a/b)
 }

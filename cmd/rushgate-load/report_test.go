@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -62,76 +63,34 @@ func TestSummarizeLatencies_OfOneSampleIsThatSample(t *testing.T) {
 	assert.Equal(t, latencies{}, summarizeLatencies(nil))
 }
 
-func TestStatsOf_CountsStatusesSuccessesErrorsAndFirst5xx(t *testing.T) {
+func TestStatsOf_CountsAnswersSuccessesErrorsInstancesAndFirst5xx(t *testing.T) {
 	t.Parallel()
 	attempts := []attempt{
-		{latency: ms(1), status: 201, ok: true},
-		{latency: ms(2), status: 400},
-		{latency: ms(3), status: 400},
-		{latency: ms(4), status: 503, detail: `{"error":"UNAVAILABLE"}`},
-		{latency: ms(5), status: 500, detail: `{"error":"INTERNAL"}`},
-		{latency: ms(6), err: errors.New("connection refused")},
+		{latency: ms(1), status: 201, ok: true, instance: 0},
+		{latency: ms(2), status: 400, code: "CREW_FULL", instance: 1},
+		{latency: ms(3), status: 400, code: "CREW_FULL", instance: 0},
+		{latency: ms(4), status: 429, code: "TOO_MANY_REQUESTS", instance: 1},
+		{latency: ms(5), status: 503, detail: `{"error":"UNAVAILABLE"}`, instance: 0},
+		{latency: ms(6), status: 500, detail: `{"error":"INTERNAL"}`, instance: 1},
+		{latency: ms(7), err: errors.New("connection refused"), instance: 0},
 	}
 
 	s := statsOf(attempts, 2*time.Second)
 
-	assert.Equal(t, 6, s.total)
+	assert.Equal(t, 7, s.total)
 	assert.Equal(t, 1, s.succeeded)
-	assert.Equal(t, map[int]int{201: 1, 400: 2, 503: 1, 500: 1}, s.byStatus)
+	assert.Equal(t, map[answer]int{
+		{201, ""}: 1, {400, "CREW_FULL"}: 2, {429, "TOO_MANY_REQUESTS"}: 1, {503, ""}: 1, {500, ""}: 1,
+	}, s.answers)
+	assert.Equal(t, map[int]int{0: 4, 1: 3}, s.perInstance)
 	assert.Equal(t, 2, s.count5xx())
+	assert.Equal(t, 1, s.count429())
 	assert.Equal(t, 1, s.errors)
 	assert.Equal(t, "connection refused", s.firstError)
 	assert.Equal(t, `503: {"error":"UNAVAILABLE"}`, s.first5xx)
-	assert.Equal(t, ms(6), s.latency.max)
-	assert.InDelta(t, 3.0, s.perSecond(s.total), 1e-9)
+	assert.Equal(t, ms(7), s.latency.max)
+	assert.InDelta(t, 3.5, s.perSecond(s.total), 1e-9)
 	assert.InDelta(t, 0.5, s.perSecond(s.succeeded), 1e-9)
-}
-
-func TestScenario_SpreadsUsersRoundRobinAndCapsEachCrew(t *testing.T) {
-	t.Parallel()
-	herd, err := newScenario(config{scenario: "crew-herd", users: 2000, capacity: 100, crews: 200})
-	require.NoError(t, err)
-	assert.Equal(t, 1, herd.crews)
-	assert.Equal(t, 100, herd.expectedMembers(0))
-
-	spread, err := newScenario(config{scenario: "crew-spread", users: 2001, capacity: 100, crews: 200})
-	require.NoError(t, err)
-	assert.Equal(t, 11, spread.capacity, "each crew holds every user it is sent")
-	assert.Equal(t, 11, spread.assigned(0))
-	assert.Equal(t, 10, spread.assigned(1))
-	total := 0
-	for c := range spread.crews {
-		total += spread.expectedMembers(c)
-	}
-	assert.Equal(t, 2001, total)
-
-	_, err = newScenario(config{scenario: "crew-stampede", users: 1, capacity: 1, crews: 1})
-	assert.ErrorContains(t, err, "unknown scenario")
-	_, err = newScenario(config{scenario: "crew-herd", users: maxCapacity + 1, capacity: 100})
-	assert.ErrorContains(t, err, "at most")
-}
-
-func TestSummarizeCrews_NamesEveryBrokenCrew(t *testing.T) {
-	t.Parallel()
-	states := []crewState{
-		{id: "ok", currentMembers: 10, maxMembers: 10, members: 10, distinctUsers: 10, expected: 10},
-		{id: "drifted", currentMembers: 9, maxMembers: 10, members: 10, distinctUsers: 10, expected: 10},
-		{id: "over", currentMembers: 11, maxMembers: 10, members: 11, distinctUsers: 10, expected: 10},
-	}
-
-	r := summarizeCrews(states)
-
-	assert.False(t, r.holds())
-	assert.Equal(t, 30, r.currentMembers)
-	assert.Equal(t, 31, r.members)
-	assert.Equal(t, 30, r.expected)
-	assert.Equal(t, []string{
-		"crew drifted: currentMembers 9 != count(crew_members) 10",
-		"crew over: count(crew_members) 11 > maxMembers 10",
-		"crew over: 1 duplicate member rows",
-		"crew over: count(crew_members) 11, want 10",
-	}, r.violations)
-	assert.True(t, summarizeCrews(states[:1]).holds())
 }
 
 func TestRebind_NumbersPlaceholdersForPostgresOnly(t *testing.T) {
@@ -141,68 +100,114 @@ func TestRebind_NumbersPlaceholdersForPostgresOnly(t *testing.T) {
 	assert.Equal(t, q, rebind(gormdb.MySQL, q))
 }
 
-func herdReport() report {
-	return report{
-		scenario:    scenario{name: "crew-herd", users: 4, crews: 1, capacity: 1},
+// hotReport is a crew-hot run of 4 users over 2 instances: 3 joined, 1 was shed with a 429, at
+// a quarter of the ceiling's rate; the database holds exactly the 3.
+func hotReport(t *testing.T) report {
+	t.Helper()
+	sc, err := newCrewHot(config{users: 4})
+	require.NoError(t, err)
+	rushgate := statsOf([]attempt{
+		{latency: ms(10), end: ms(10), status: 201, ok: true, instance: 0},
+		{latency: ms(20), end: ms(20), status: 201, ok: true, instance: 1},
+		{latency: ms(30), end: ms(30), status: 429, code: "TOO_MANY_REQUESTS", instance: 0},
+		{latency: ms(40), end: ms(40), status: 201, ok: true, instance: 1},
+	}, time.Second)
+	ceiling := statsOf([]attempt{
+		{latency: ms(1), ok: true}, {latency: ms(2), ok: true},
+		{latency: ms(3), ok: true}, {latency: ms(4), ok: true},
+	}, 250*time.Millisecond)
+	sent := map[string]attempt{"u0": {status: 201}, "u1": {status: 201}, "u2": {status: 429}, "u3": {status: 201}}
+	r := report{
+		scenario:    "crew-hot",
+		shape:       sc.shape(),
 		dialect:     gormdb.Postgres,
-		concurrency: 2,
+		instances:   2,
+		concurrency: 64,
 		runID:       "abcd1234",
-		rushgate: statsOf([]attempt{
-			{latency: ms(10), status: 201, ok: true},
-			{latency: ms(20), status: 400},
-			{latency: ms(30), status: 400},
-			{latency: ms(40), status: 400},
-		}, time.Second),
-		ceiling: new(statsOf([]attempt{
-			{latency: ms(1), ok: true}, {latency: ms(2), ok: true},
-			{latency: ms(3), ok: true}, {latency: ms(4), ok: true},
-		}, 500*time.Millisecond)),
-		invariant: summarizeCrews([]crewState{{id: "c1", currentMembers: 1, maxMembers: 1, members: 1, distinctUsers: 1, expected: 1}}),
+		rushgate:    rushgate,
+		ceiling:     &ceiling,
+		invariant: summarizeCrews([]crewState{{
+			id: "c1", currentMembers: 3, maxMembers: 4, memberIDs: []string{"u0", "u1", "u3"}, sent: sent,
+		}}),
 	}
+	r.verdicts = judgeAll(sc.targets(gormdb.Postgres), measurement{rushgate: r.rushgate, ceiling: r.ceiling, concurrency: 64})
+	return r
 }
 
-func TestReport_PrintsOneTableWithRatiosAndPass(t *testing.T) {
+func TestReport_CountsA429AsShedLoadAMissedTargetNotAnInvariantFailure(t *testing.T) {
 	t.Parallel()
+	r := hotReport(t)
 	var out strings.Builder
-	require.NoError(t, herdReport().write(&out))
+	require.NoError(t, r.write(&out))
 	text := out.String()
 
+	assert.Empty(t, r.failures(), "429s and missed targets do not fail the run")
+	assert.True(t, r.invariant.holds())
 	for _, want := range []string{
-		"rushgate-load crew-herd · postgres · 4 users → 1 crew(s) of capacity 1 · concurrency 2 · run abcd1234",
+		"rushgate-load crew-hot · postgres · 2 instances · 4 users → 1 crew of 4 seats · concurrency 64 · run abcd1234",
 		"rushgate (HTTP)",
 		"ceiling (database/sql)",
-		"requests/s | tx/s",
-		"latency p95",
 		"status 201 Created",
-		"status 400 Bad Request",
-		"rushgate requests/s ÷ ceiling tx/s",
-		"0.500×", // 4 req/s against 8 tx/s
-		"0.125×", // 1 join/s against 8 tx/s
-		"note: crew-herd admits at most 1 joins",
+		"MISS: goodput ÷ ceiling (201s/s ÷ commits/s) 0.19×, target ≥ 2.00× at c=64", // 3/s against 16/s
+		"MISS: 429 too many requests 1, target 0",
 	} {
 		assert.Contains(t, text, want)
 	}
-	assert.Regexp(t, `result\s+PASS`, text)
+	assert.Regexp(t, `requests per instance\s+2 / 2`, text)
+	assert.Regexp(t, `429 too many requests\s+1\s+0\s+MISS`, text)
+	assert.Regexp(t, `latency p99\s+40\.00 ms\s+4\.00 ms\s+≤ 300 ms\s+PASS`, text)
+	assert.Regexp(t, `goodput ÷ ceiling \(201s/s ÷ commits/s\)\s+0\.19×\s+≥ 2\.00× at c=64\s+MISS`, text)
+	assert.Regexp(t, `expected: users answered 201\s+3`, text)
+	assert.Regexp(t, `invariant\s+PASS`, text)
+	assert.Contains(t, text, "result: PASS · targets: 1 PASS, 2 MISS")
+	assert.NotContains(t, text, "status 429", "429s have their own row")
 	assert.NotContains(t, text, "FAIL")
 }
 
 func TestReport_FailsOn5xxTransportErrorsAndInvariantViolations(t *testing.T) {
 	t.Parallel()
-	r := herdReport()
+	r := hotReport(t)
 	r.rushgate = statsOf([]attempt{
 		{latency: ms(1), status: 503, detail: `{"error":"UNAVAILABLE"}`},
 		{latency: ms(2), err: errors.New("timeout")},
 	}, time.Second)
 	r.ceiling = nil
-	r.invariant = summarizeCrews([]crewState{{id: "c1", currentMembers: 2, maxMembers: 1, members: 2, distinctUsers: 2, expected: 1}})
+	r.invariant = summarizeCrews([]crewState{{id: "c1", currentMembers: 2, maxMembers: 1, memberIDs: []string{"u0", "u1"},
+		sent: map[string]attempt{"u0": {status: 201}, "u1": {status: 201}}}})
+	r.verdicts = judgeAll([]target{{measure: measureGoodputRatio, bound: atLeast, limit: 2}}, measurement{rushgate: r.rushgate})
 
 	var out strings.Builder
 	require.NoError(t, r.write(&out))
 	text := out.String()
 
-	assert.Regexp(t, `result\s+FAIL`, text)
+	assert.Contains(t, text, "result: FAIL")
 	assert.Contains(t, text, `FAIL: 1 responses were 5xx; first 503: {"error":"UNAVAILABLE"}`)
 	assert.Contains(t, text, "FAIL: 1 requests got no response; first: timeout")
 	assert.Contains(t, text, "FAIL: crew c1: count(crew_members) 2 > maxMembers 1")
-	assert.NotContains(t, text, "ceiling", "--no-ceiling leaves the ceiling out")
+	assert.Contains(t, text, "not judged: goodput ÷ ceiling (201s/s ÷ commits/s): no ceiling run")
+	assert.NotContains(t, text, "ceiling (database/sql)", "--no-ceiling leaves the ceiling column out")
+}
+
+func TestReport_SummaryRowHasTheHeadlineP99429sAndInvariant(t *testing.T) {
+	t.Parallel()
+	row := hotReport(t).summaryRow()
+	require.Len(t, row, len(summaryHeader))
+	assert.Equal(t, []string{
+		"crew-hot", "postgres", "2", "goodput÷ceiling", "0.19×", "≥ 2.00× at c=64 MISS", "40.00 ms PASS", "1", "PASS", "PASS",
+	}, row)
+}
+
+func TestAppendSummary_WritesTheHeaderOnceThenOneLinePerRun(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/summary.tsv"
+	require.NoError(t, appendSummary(path, hotReport(t).summaryRow()))
+	require.NoError(t, appendSummary(path, unrunRow(config{scenario: "crew-herd", databaseURL: "mysql://root@h/db", urls: []string{"a", "b"}})))
+
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	require.Len(t, lines, 3)
+	assert.Equal(t, strings.Join(summaryHeader, "\t"), lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "crew-hot\tpostgres\t2\t"))
+	assert.Equal(t, "crew-herd\tmysql\t2\t-\t-\t-\t-\t-\t-\tcould not run", lines[2])
 }

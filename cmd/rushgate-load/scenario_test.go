@@ -1,0 +1,132 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rushgate/rushgate/adapters/gormdb"
+)
+
+// defaults are the flags' defaults.
+var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200}
+
+func TestRegistry_EveryScenarioHasAUniqueNameAndBuildsFromTheDefaults(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread"}, scenarioNames())
+	seen := map[string]bool{}
+	for _, r := range registry {
+		assert.False(t, seen[r.name], "%s registered twice", r.name)
+		seen[r.name] = true
+		assert.NotEmpty(t, r.summary, r.name)
+		assert.Contains(t, usage(), r.name, "the usage text lists %s", r.name)
+
+		sc, err := r.build(defaults)
+		require.NoError(t, err, r.name)
+		assert.NotEmpty(t, sc.shape(), r.name)
+		for _, d := range []gormdb.Dialect{gormdb.Postgres, gormdb.MySQL} {
+			assert.NotEmpty(t, sc.targets(d), "%s is judged on something on %s", r.name, d)
+		}
+	}
+}
+
+func TestLookup_NamesTheKnownScenariosWhenItFails(t *testing.T) {
+	t.Parallel()
+	r, err := lookup("crew-herd")
+	require.NoError(t, err)
+	assert.Equal(t, "crew-herd", r.name)
+
+	_, err = lookup("crew-stampede")
+	assert.ErrorContains(t, err, `unknown scenario "crew-stampede": want one of crew-hot, crew-herd, crew-spread`)
+}
+
+func buildCrew(t *testing.T, name string, cfg config) *crewJoin {
+	t.Helper()
+	r, err := lookup(name)
+	require.NoError(t, err)
+	sc, err := r.build(cfg)
+	require.NoError(t, err)
+	return sc.(*crewJoin)
+}
+
+func TestCrewHot_IsOneCrewWithASeatPerUserJudgedOnThroughputAgainstTheHotRowCeiling(t *testing.T) {
+	t.Parallel()
+	hot := buildCrew(t, "crew-hot", defaults)
+	assert.Equal(t, 1, hot.crews)
+	assert.Equal(t, 2000, hot.capacity, "--capacity is crew-herd's; crew-hot seats everyone")
+	assert.Equal(t, "2000 users → 1 crew of 2000 seats", hot.shape())
+
+	want := func(ratio float64) []target {
+		return []target{
+			{measure: measureGoodputRatio, bound: atLeast, limit: ratio, concurrency: 64},
+			{measure: measureP99, bound: atMost, limit: 300},
+			{measure: measure429, bound: atMost, limit: 0},
+		}
+	}
+	assert.Equal(t, want(2.0), hot.targets(gormdb.Postgres))
+	assert.Equal(t, want(1.5), hot.targets(gormdb.MySQL))
+
+	_, err := newCrewHot(config{users: maxCapacity + 1})
+	assert.ErrorContains(t, err, "one crew holds at most")
+}
+
+func TestCrewHerd_IsJudgedOnTimeToFillAndP99NotOnRequestsPerSecond(t *testing.T) {
+	t.Parallel()
+	herd := buildCrew(t, "crew-herd", defaults)
+	assert.Equal(t, "2000 users → 1 crew of 100 seats", herd.shape())
+
+	targets := herd.targets(gormdb.Postgres)
+	assert.Equal(t, measureTimeToFill, targets[0].measure, "time-to-fill is the headline")
+	assert.Equal(t, 100, targets[0].grants)
+	assert.Contains(t, targets, target{measure: measureP99, bound: atMost, limit: 300})
+	for _, tg := range targets {
+		assert.NotEqual(t, measureGoodputRatio, tg.measure)
+	}
+
+	small := buildCrew(t, "crew-herd", config{users: 10, capacity: 100})
+	assert.Equal(t, 10, small.targets(gormdb.MySQL)[0].grants, "fewer users than seats fill only as many")
+
+	_, err := newCrewHerd(config{users: 10, capacity: 0})
+	assert.ErrorContains(t, err, "--capacity must be 1..")
+}
+
+func TestCrewSpread_SpreadsUsersRoundRobinWithASeatForEach(t *testing.T) {
+	t.Parallel()
+	spread := buildCrew(t, "crew-spread", config{users: 2001, crews: 200})
+	assert.Equal(t, 11, spread.capacity, "each crew holds every user it is sent")
+	assert.Equal(t, 11, spread.assigned(0))
+	assert.Equal(t, 10, spread.assigned(1))
+	assert.Equal(t, 0, spread.crewOf(200))
+	total := 0
+	for c := range spread.crews {
+		total += spread.assigned(c)
+	}
+	assert.Equal(t, 2001, total)
+	assert.Equal(t, []target{{measure: measureGoodputRatio, bound: atLeast, limit: 0.6}}, spread.targets(gormdb.Postgres))
+
+	_, err := newCrewSpread(config{users: 10, crews: 0})
+	assert.ErrorContains(t, err, "--crews must be at least 1")
+}
+
+func TestParseArgs_TakesFlagsOnEitherSideOfTheScenarioAndRepeatedURLs(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	cfg, err := parseArgs([]string{
+		"--database-url", "postgres://x/db", "--jwt-secret", "s",
+		"--url", "http://a:1/", "crew-hot", "--url", "http://b:2,http://c:3", "--users", "10",
+	}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, "crew-hot", cfg.scenario)
+	assert.Equal(t, []string{"http://a:1", "http://b:2", "http://c:3"}, cfg.urls)
+	assert.Equal(t, 10, cfg.users)
+	assert.Equal(t, 64, cfg.concurrency)
+
+	cfg, err = parseArgs([]string{"--database-url", "postgres://x/db", "--jwt-secret", "s", "crew-herd"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http://127.0.0.1:8080"}, cfg.urls, "one instance by default")
+
+	_, err = parseArgs([]string{"--url", "127.0.0.1:8080", "crew-herd"}, &stderr)
+	assert.ErrorContains(t, err, "not an http(s) base URL")
+}
