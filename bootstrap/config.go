@@ -71,12 +71,12 @@ func (c Config) Validate() error {
 	}
 	if c.DatabaseURL != "" {
 		if _, _, err := gormdb.ParseURL(c.DatabaseURL); err != nil {
-			return fmt.Errorf("RUSHGATE_DATABASE_URL: %v", err)
+			return fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
 		}
 	}
 	if c.RedisURL != "" {
 		if _, err := redis.NewClient(c.RedisURL, redis.Options{}); err != nil {
-			return fmt.Errorf("RUSHGATE_REDIS_URL: %v", err)
+			return fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 		}
 	}
 	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
@@ -133,7 +133,7 @@ func describeEnvError(err error) error {
 	var pe env.ParseError
 	if errors.As(err, &pe) {
 		if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
-			return fmt.Errorf("%s: not a valid %s: %v", f.Tag.Get("env"), pe.Type, pe.Err)
+			return fmt.Errorf("%s: not a valid %s: %w", f.Tag.Get("env"), pe.Type, pe.Err)
 		}
 	}
 	return err

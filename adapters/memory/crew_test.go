@@ -39,7 +39,7 @@ func TestAdd_ConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 				})
 			}()
 			waitUntilBlocked(t, s.db, 1)
-			if err := end(tc.firstEnds); err != tc.firstEnds {
+			if err := end(tc.firstEnds); !errors.Is(err, tc.firstEnds) {
 				t.Fatalf("ending the first transaction: %v", err)
 			}
 			if err := <-second; !errors.Is(err, tc.wantSecond) {
@@ -276,7 +276,7 @@ func TestCountAndList_SeeTheOwnTransactionsWrites(t *testing.T) {
 		}
 		return errRollback
 	})
-	if err != errRollback {
+	if !errors.Is(err, errRollback) {
 		t.Fatalf("InTx = %v", err)
 	}
 	page, _ := s.members.List(ctx, crewID, nil, 10)

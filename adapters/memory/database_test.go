@@ -89,7 +89,7 @@ func TestInTx_ErrorRollsBackAndIsReturnedUnchanged(t *testing.T) {
 		}
 		return errRollback
 	})
-	if err != errRollback {
+	if !errors.Is(err, errRollback) {
 		t.Fatalf("InTx = %v, want errRollback itself", err)
 	}
 	assertEmptyCrew(t, s, crewID)
@@ -158,7 +158,7 @@ func TestInTx_NestedCallJoinsTheOuterTransaction(t *testing.T) {
 		}
 		return errRollback
 	})
-	if err != errRollback {
+	if !errors.Is(err, errRollback) {
 		t.Fatalf("InTx = %v, want errRollback", err)
 	}
 	if s.isMember(t, crewID, "u1") {
@@ -296,7 +296,7 @@ func TestGetForUpdate_WaiterSeesTheHolderCommittedWrite(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		c.Join("u1", epoch)
+		_, _ = c.Join("u1", epoch)
 		return s.crews.Save(ctx, c)
 	})
 	seen := make(chan int, 1)
@@ -327,7 +327,7 @@ func TestGetForUpdate_ReturnsContextErrorWhileWaiting(t *testing.T) {
 		_, err := s.crews.GetForUpdate(ctx, crewID)
 		return err
 	})
-	defer end(nil)
+	defer func() { _ = end(nil) }()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	result := make(chan error, 1)
@@ -393,7 +393,7 @@ func TestCrewRepository_ReturnsCopies(t *testing.T) {
 	crewID := s.createCrew(t, 10)
 
 	c, _ := s.crews.Get(ctx, crewID)
-	c.Join("u1", epoch)
+	_, _ = c.Join("u1", epoch)
 	got, _ := s.crews.Get(ctx, crewID)
 	if got.CurrentMembers() != 0 {
 		t.Errorf("mutating a returned crew changed the store: currentMembers = %d", got.CurrentMembers())

@@ -138,7 +138,7 @@ func TestMarkers_ShareTheTransactionOfTheBusinessWrite(t *testing.T) {
 				}
 				return tc.end
 			})
-			if err != tc.end {
+			if !errors.Is(err, tc.end) {
 				t.Fatalf("InTx = %v, want %v", err, tc.end)
 			}
 			if got := storedIn(context.Background(), t, s, marker.Key); got != tc.wantStored {
@@ -190,7 +190,7 @@ func TestMarkers_ConcurrentSaveWaitsForTheFirst(t *testing.T) {
 				})
 			}()
 			waitUntilBlocked(t, s.db, 1)
-			if err := end(tc.firstEnds); err != tc.firstEnds {
+			if err := end(tc.firstEnds); !errors.Is(err, tc.firstEnds) {
 				t.Fatalf("ending the first transaction: %v", err)
 			}
 			if err := <-result; !errors.Is(err, tc.wantSecond) {

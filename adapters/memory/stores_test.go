@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/rushgate/rushgate/adapters/memory"
@@ -42,7 +43,7 @@ func TestNewStores_RepositoriesShareTheTransactionsOfTheDatabase(t *testing.T) {
 				}
 				return tc.end
 			})
-			if err != tc.end {
+			if !errors.Is(err, tc.end) {
 				t.Fatalf("InTx = %v, want %v", err, tc.end)
 			}
 

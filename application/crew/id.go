@@ -23,7 +23,7 @@ func ValidateCrewID(id string) error {
 				return domain.Invalid("crewId", "must be a UUID")
 			}
 		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 				return domain.Invalid("crewId", "must be a UUID")
 			}
 		}

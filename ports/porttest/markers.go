@@ -144,7 +144,7 @@ func testMarkerRollbackDiscards(t *testing.T, e env[ports.Stores]) {
 		return abort
 	})
 
-	if err != abort {
+	if !errors.Is(err, abort) {
 		t.Fatalf("InTx returned %v, want fn's error", err)
 	}
 	expectFound(t, findMarkers(t, ctx, e.impl, marker), nil, "after rollback")

@@ -78,7 +78,7 @@ func testTxErrorRollsBack(t *testing.T, e env[ports.Stores]) {
 				return fnErr
 			})
 
-			if err != fnErr {
+			if !errors.Is(err, fnErr) {
 				t.Errorf("InTx returned %v, want fn's error unchanged", err)
 			}
 			_, err = e.impl.Crews.Get(ctx, c.ID())
@@ -116,7 +116,7 @@ func testTxNestedJoinsOuter(t *testing.T, e env[ports.Stores]) {
 		must(t, innerErr, "inner InTx")
 		return abort
 	})
-	if err != abort {
+	if !errors.Is(err, abort) {
 		t.Fatalf("InTx returned %v, want the outer fn's error", err)
 	}
 

@@ -89,7 +89,12 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	if _, err := http.Get(s.url + "/healthz"); err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("server still answering after stop: %v", err)
+	res, err := http.Get(s.url + "/healthz")
+	if err == nil {
+		res.Body.Close()
+		t.Fatalf("server still answering after stop: %d", res.StatusCode)
+	}
+	if !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("server not refusing after stop: %v", err)
 	}
 }
