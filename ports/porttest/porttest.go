@@ -76,14 +76,6 @@ func must(t *testing.T, err error, step string) {
 	}
 }
 
-// mustBe stops the case unless err matches want (errors.Is; nil matches only nil).
-func mustBe(t *testing.T, err, want error, step string) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("%s: error %v, want %v", step, err, want)
-	}
-}
-
 // expectIs reports err not matching want (errors.Is; nil matches only nil).
 func expectIs(t *testing.T, err, want error, what string) {
 	t.Helper()

@@ -78,7 +78,7 @@ func testTxErrorRollsBack(t *testing.T, e env[ports.Stores]) {
 				return fnErr
 			})
 
-			if !errors.Is(err, fnErr) {
+			if err != fnErr { //nolint:errorlint // "unchanged": fn's very error, not one wrapping it
 				t.Errorf("InTx returned %v, want fn's error unchanged", err)
 			}
 			_, err = e.impl.Crews.Get(ctx, c.ID())
