@@ -251,7 +251,7 @@ func (s *Service) rejectEarly(ctx context.Context, crewID, userID string) error 
 }
 
 // joinBatch seats a batch of joins of one crew in one transaction: the crew row FOR UPDATE, one
-// membership read for the batch, one multi-row INSERT, one count UPDATE. Each join gets its own
+// membership read for the batch when seats are short, one multi-row INSERT, one count UPDATE. Each join gets its own
 // answer; a user already a member, or twice in the batch, hears ALREADY_MEMBER, and joins past
 // the capacity hear CREW_FULL. The UNIQUE index still decides any race the lock missed: a
 // duplicate from the INSERT fails the batch, and the guard re-runs each join alone.
@@ -274,13 +274,18 @@ func (s *Service) joinBatch(ctx context.Context, batch []joinInput) ([]guard.Ans
 			// Committed state read under the row lock: the crew is full for everyone.
 			s.full.learn(crewID)
 		}
-		userIDs := make([]string, len(batch))
-		for i, in := range batch {
-			userIDs[i] = in.userID
-		}
-		existing, err := s.members.Existing(ctx, crewID, userIDs)
-		if err != nil {
-			return fmt.Errorf("check membership: %w", err)
+		// With a seat for every join, the UNIQUE index alone can tell a member asking again: its
+		// duplicate fails the batch, which the guard re-runs one by one. Without, members must be
+		// known first, so that they neither take a seat nor hear CREW_FULL.
+		var existing map[string]bool
+		if c.MaxMembers()-c.CurrentMembers() < len(batch) {
+			userIDs := make([]string, len(batch))
+			for i, in := range batch {
+				userIDs[i] = in.userID
+			}
+			if existing, err = s.members.Existing(ctx, crewID, userIDs); err != nil {
+				return fmt.Errorf("check membership: %w", err)
+			}
 		}
 		now := s.clock.Now()
 		joined := make([]crew.Member, 0, len(batch))

@@ -315,16 +315,15 @@ func (l *Lane[In, Out]) wait(ctx context.Context, d time.Duration, released <-ch
 
 // serve answers a batch: all together, or, when that fails as a whole, each request alone.
 func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []answer[Out] {
-	answers, err := l.attempt(ctx, batch)
+	answers, err := l.attempt(ctx, batch, false)
 	if err == nil {
 		return answers
 	}
-	if len(batch) == 1 {
-		return []answer[Out]{{err: err}}
-	}
+	// Alone, each request can fail only itself, and it looks its marker up first: the failure
+	// may be a request answered before (a marker conflict, or a unique key its first run wrote).
 	answers = make([]answer[Out], len(batch))
 	for i := range batch {
-		one, err := l.attempt(ctx, batch[i:i+1])
+		one, err := l.attempt(ctx, batch[i:i+1], true)
 		if err != nil {
 			answers[i] = answer[Out]{err: err}
 			continue
@@ -334,10 +333,10 @@ func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []a
 	return answers
 }
 
-// attempt runs the batch function once for batch, inside a transaction that also reads and
-// commits the idempotency markers when the lane keeps them. A panic in the batch function fails
-// the attempt rather than the process: the lock is still released and everyone answered.
-func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out]) (answers []answer[Out], err error) {
+// attempt runs the batch function once for batch, inside a transaction that also commits the
+// idempotency markers when the lane keeps them. A panic in the batch function fails the attempt
+// rather than the process: the lock is still released and everyone answered.
+func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], findFirst bool) (answers []answer[Out], err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			answers, err = nil, fmt.Errorf("guard: batch function panicked: %v\n%s", r, debug.Stack())
@@ -347,61 +346,72 @@ func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out]) (
 		return l.runBatch(ctx, batch)
 	}
 	err = l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
-		answers, err = l.runMarked(ctx, batch)
+		answers, err = l.runMarked(ctx, batch, findFirst)
 		return err
 	})
-	if errors.Is(err, ports.ErrMarkerExists) {
+	if findFirst && errors.Is(err, ports.ErrMarkerExists) {
 		// A request with the same key committed meanwhile; its retry will be replayed.
 		return nil, ErrInProgress
 	}
 	return answers, err
 }
 
-// runMarked answers requests whose marker is stored from the marker, runs the rest, and stores a
-// marker for each success. It runs inside the batch's transaction.
-func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out]) ([]answer[Out], error) {
-	keys := make([]ports.IdempotencyKey, 0, len(batch))
-	for _, w := range batch {
-		if w.ticket != nil {
-			keys = append(keys, w.ticket.key)
-		}
-	}
-	stored, err := l.g.deps.Markers.Find(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("guard: find idempotency markers: %w", err)
-	}
+// runMarked runs the batch and stores a marker for each success, inside the batch's
+// transaction. A request that already has a marker is answered from it: looked up before running
+// when findFirst, else after, and only for requests the run rejected — a success whose marker
+// exists fails the Save with ports.ErrMarkerExists, which rolls the whole batch back. So the
+// common case, all successes, costs no read.
+func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out], findFirst bool) ([]answer[Out], error) {
 	answers := make([]answer[Out], len(batch))
-	var pending []*waiter[In, Out]
-	var pendingAt []int
-	for i, w := range batch {
-		if w.ticket != nil {
-			if m, ok := stored[w.ticket.key]; ok {
-				if m.Fingerprint != w.ticket.fingerprint {
-					answers[i].err = ErrKeyReused
-				} else {
-					answers[i].replay = &m.Response
-				}
+	pending := make([]int, 0, len(batch))
+	if findFirst {
+		stored, err := l.findMarkers(ctx, batch, func(int) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		for i, w := range batch {
+			if m, ok := stored[i]; ok {
+				answers[i] = answerFromMarker(w, m)
 				continue
 			}
+			pending = append(pending, i)
 		}
-		pending, pendingAt = append(pending, w), append(pendingAt, i)
+	} else {
+		for i := range batch {
+			pending = append(pending, i)
+		}
 	}
 	if len(pending) == 0 {
 		return answers, nil
 	}
-	results, err := l.runBatch(ctx, pending)
+	run := make([]*waiter[In, Out], len(pending))
+	for j, i := range pending {
+		run[j] = batch[i]
+	}
+	results, err := l.runBatch(ctx, run)
 	if err != nil {
 		return nil, err
 	}
+	for j, i := range pending {
+		answers[i] = results[j]
+	}
+	if !findFirst {
+		stored, err := l.findMarkers(ctx, batch, func(i int) bool { return answers[i].err != nil })
+		if err != nil {
+			return nil, err
+		}
+		for i, m := range stored {
+			answers[i] = answerFromMarker(batch[i], m)
+		}
+	}
 	now := l.g.deps.Clock.Now()
 	var markers []ports.IdempotencyMarker
-	for j, i := range pendingAt {
-		answers[i] = results[j]
-		if t := batch[i].ticket; t != nil && results[j].err == nil {
+	for _, i := range pending {
+		if t := batch[i].ticket; t != nil && answers[i].err == nil && answers[i].replay == nil {
 			markers = append(markers, ports.IdempotencyMarker{
 				Key:         t.key,
 				Fingerprint: t.fingerprint,
-				Response:    ports.StoredResponse{Outcome: string(t.outcome), Body: results[j].body},
+				Response:    ports.StoredResponse{Outcome: string(t.outcome), Body: answers[i].body},
 				CreatedAt:   now,
 			})
 		}
@@ -412,6 +422,42 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out])
 		}
 	}
 	return answers, nil
+}
+
+// findMarkers reads the markers of the requests of batch that carry a key and are selected, in
+// one read, by their index in batch.
+func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In, Out], selected func(i int) bool) (map[int]ports.IdempotencyMarker, error) {
+	var keys []ports.IdempotencyKey
+	for i, w := range batch {
+		if w.ticket != nil && selected(i) {
+			keys = append(keys, w.ticket.key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	stored, err := l.g.deps.Markers.Find(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("guard: find idempotency markers: %w", err)
+	}
+	byIndex := make(map[int]ports.IdempotencyMarker, len(stored))
+	for i, w := range batch {
+		if w.ticket == nil || !selected(i) {
+			continue
+		}
+		if m, ok := stored[w.ticket.key]; ok {
+			byIndex[i] = m
+		}
+	}
+	return byIndex, nil
+}
+
+// answerFromMarker answers w with the response an earlier request with its key committed.
+func answerFromMarker[In, Out any](w *waiter[In, Out], m ports.IdempotencyMarker) answer[Out] {
+	if m.Fingerprint != w.ticket.fingerprint {
+		return answer[Out]{err: ErrKeyReused}
+	}
+	return answer[Out]{replay: &m.Response}
 }
 
 // runBatch calls the batch function and encodes each success for the idempotency record.

@@ -35,20 +35,20 @@ func (l *waitingLocker) TryAcquire(ctx context.Context, key string, ttl time.Dur
 // TestShutdown_FinishesInFlightRequests: a join waiting for its lock when the server is told
 // to stop still completes, and then the server refuses new connections.
 func TestShutdown_FinishesInFlightRequests(t *testing.T) {
-	var (
-		srv    *bootstrap.Server
-		locker ports.Locker
-	)
+	var srv *bootstrap.Server
 	observed := &waitingLocker{waiting: make(chan struct{})}
 	app := fxtest.New(t, bootstrap.Modules(testConfig(backend{name: "memory"})),
-		fx.Decorate(func(l ports.Locker) ports.Locker { observed.Locker = l; return observed }),
-		fx.Populate(&srv, &locker))
+		fx.Decorate(func(c ports.Coordination) ports.Coordination {
+			observed.Locker, c.Locker = c.Locker, observed
+			return c
+		}),
+		fx.Populate(&srv))
 	app.RequireStart()
 	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}
 	crewID := s.createCrew(3)
 
 	// Another holder keeps the crew's lock, so the join below backs off while shutdown begins.
-	held, err := locker.TryAcquire(context.Background(), "crew:"+crewID, 10*time.Second)
+	held, err := observed.Locker.TryAcquire(context.Background(), "crew:"+crewID, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
