@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -62,8 +61,8 @@ func (l *Locker) Close() error {
 }
 
 // TryAcquire makes one attempt to lock key for ttl. It returns ports.ErrLockNotAcquired when
-// another owner holds the key or the attempt outlasted half the TTL, and an error wrapping
-// ports.ErrUnavailable when Redis cannot be reached.
+// another owner holds the key, and an error wrapping ports.ErrUnavailable when Redis cannot be
+// reached or does not answer within half the TTL.
 func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (ports.Lock, error) {
 	if ttl < time.Millisecond {
 		// SET PX takes whole milliseconds, and go-redis reads a zero TTL as "never expires".
@@ -71,7 +70,6 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	}
 	// redsync derives the cleanup's timeout afresh from ctx; a deadline on ctx itself keeps a
 	// silent server from costing the budget twice.
-	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(float64(ttl)*acquireBudgetFactor))
 	defer cancel()
 	mutex := l.redsync.NewMutex(lockKeyPrefix+key,
@@ -88,19 +86,11 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		// ErrFailed without a Redis error: the SET succeeded too late to leave any validity,
 		// and redsync already deleted it again. Either way the key is not ours.
 		return nil, fmt.Errorf("redis: lock %q: %w", key, ports.ErrLockNotAcquired)
-	case isTimeout(err) && caller.Err() == nil:
-		// The attempt outlived its own budget, not the request: on an overloaded host that is
-		// contention, so the guard backs off. A stopped Redis refuses at once, and a silent one
-		// has already failed the idempotency Begin that precedes every lock.
-		return nil, fmt.Errorf("redis: lock %q: %w: %w", key, ports.ErrLockNotAcquired, err)
 	default:
+		// A timeout included: a Redis that does not answer is unavailable, not contended. Read
+		// as contention, a frozen Redis sent the guard into seconds of backoff ending in 429.
 		return nil, unavailable(fmt.Sprintf("lock %q", key), err)
 	}
-}
-
-func isTimeout(err error) bool {
-	var netErr net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // lock is one acquired redsync mutex.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,6 +19,22 @@ import (
 
 // privateRedis starts a redis-server of the test's own on a free port, so the test can stop it.
 func privateRedis(t *testing.T) (url string, stop func()) {
+	t.Helper()
+	r := startPrivateRedis(t)
+	return r.url, r.stop
+}
+
+// redisProcess is a private redis-server: its URL, its process (to signal it) and a stop that
+// kills it, also run at cleanup.
+type redisProcess struct {
+	url     string
+	process *os.Process
+	stop    func()
+}
+
+// startPrivateRedis starts a redis-server of the test's own on a free port and waits until it
+// accepts connections.
+func startPrivateRedis(t *testing.T) redisProcess {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -34,7 +51,7 @@ func privateRedis(t *testing.T) (url string, stop func()) {
 		t.Fatal(err)
 	}
 	stopped := false
-	stop = func() {
+	stop := func() {
 		if !stopped {
 			stopped = true
 			_ = cmd.Process.Kill()
@@ -48,7 +65,7 @@ func privateRedis(t *testing.T) (url string, stop func()) {
 		conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			_ = conn.Close()
-			return "redis://" + addr + "/0", stop
+			return redisProcess{url: "redis://" + addr + "/0", process: cmd.Process, stop: stop}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("private redis-server did not start: %v", err)

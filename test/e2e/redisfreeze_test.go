@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/bootstrap"
+)
+
+// TestRedisFrozen_AnswersUnavailableFast freezes Redis (SIGSTOP: connections stay open, nothing
+// answers) while joins that passed the idempotency step wait for their locks. Each answers 503
+// UNAVAILABLE within about the configured timeouts, never a 429 after seconds of backoff; a join
+// arriving while Redis is frozen does too. Once Redis resumes, the same keys join again.
+//
+// Their records cannot be deleted while Redis is frozen, and the deletion is not sent again
+// once it resumes, so the keys are free when their lease ends (shortened here), not before.
+func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
+	const (
+		redisTimeout = time.Second
+		lockTTL      = time.Second // half of it bounds one lock attempt
+		lease        = 3 * time.Second
+		joins        = 4
+	)
+	redis := startPrivateRedis(t)
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, func(c *bootstrap.Config) {
+		c.RedisTimeout, c.LockTTL, c.IdempotencyLease = redisTimeout, lockTTL, lease
+		// Short backoff steps, so Redis freezes between two quick lock attempts.
+		c.LockBaseDelay = 20 * time.Millisecond
+	})
+	opts, err := goredis.ParseURL(redis.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+
+	// Each join gets a crew of its own whose lock the test holds, so it waits for that lock.
+	crews := make([]string, joins)
+	for i := range crews {
+		crews[i] = s.createCrew(5)
+		if err := rdb.Set(ctx, "rushgate:lock:crew:"+crews[i], "held-by-the-test", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answers := make(chan answer, joins+1)
+	for i, crewID := range crews {
+		go func() { answers <- s.joinFromAnyGoroutine(crewID, fmt.Sprintf("frozen-%d", i), "k") }()
+	}
+	waitUntil(t, 5*time.Second, "every join holds its idempotency record and waits for release notices", func() bool {
+		records, err := rdb.Keys(ctx, "rushgate:idem:*:frozen-*").Result()
+		subscribed, perr := rdb.PubSubNumPat(ctx).Result()
+		return err == nil && perr == nil && len(records) == joins && subscribed > 0
+	})
+
+	if err := redis.process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := redis.process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	go func() { answers <- s.joinFromAnyGoroutine(crews[0], "arrived-frozen", "late") }()
+
+	// Waiting for the lock: one lock attempt (half the TTL, or up to the Redis timeout when it
+	// needs a connection opened during the freeze) and the record's deletion (the Redis
+	// timeout); typically 1.5 s here. Arriving while frozen: the idempotency step's timeout.
+	// Scheduling under -race gets a little more.
+	bound := 2*redisTimeout + 300*time.Millisecond
+	for range joins + 1 {
+		a := <-answers
+		took := a.at.Sub(later(a.sent, frozen))
+		t.Logf("%v, %v after Redis froze", a, took.Round(time.Millisecond))
+		if a.err != nil || a.status != http.StatusServiceUnavailable || a.code != "UNAVAILABLE" || a.retryAfter == "" {
+			t.Errorf("want 503 UNAVAILABLE with Retry-After, got %v", a)
+		}
+		if took > bound {
+			t.Errorf("answered %v after Redis froze, want within %v", took, bound)
+		}
+	}
+
+	resume()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, crewID := range crews {
+		if err := rdb.Del(ctx, "rushgate:lock:crew:"+crewID).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every record was begun before Redis froze, so every lease has ended by frozen + lease.
+	time.Sleep(time.Until(frozen.Add(lease)))
+	for i, crewID := range crews {
+		if res := s.join(crewID, fmt.Sprintf("frozen-%d", i), "k"); res.status != http.StatusCreated {
+			t.Errorf("the same key once Redis resumed and the lease ended: %d %s", res.status, res.raw)
+		}
+	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
