@@ -85,12 +85,11 @@ func TestRedisIdempotencyStore_UnreachableRedisIsUnavailableWithoutHanging(t *te
 }
 
 // TestRedisLocker_UnreachableRedisAnswersWithoutHanging checks the Locker's infrastructure
-// sentences: a Redis that refuses connections is unavailable at once; an attempt that gets no
-// answer within half the TTL counts as not acquired (the guard backs off), never a hang; and
-// Released still answers, within its subscription timeout, with a channel that waits.
+// sentences: a Redis that refuses connections, or gives no answer within half the TTL, is
+// unavailable, never a hang; and Released still answers, within its subscription timeout, with
+// a channel that waits.
 func TestRedisLocker_UnreachableRedisAnswersWithoutHanging(t *testing.T) {
 	t.Parallel()
-	want := map[string]error{"refusing": ports.ErrUnavailable, "silent": ports.ErrLockNotAcquired}
 	for name, addr := range deadRedisAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -101,8 +100,7 @@ func TestRedisLocker_UnreachableRedisAnswersWithoutHanging(t *testing.T) {
 			_, err := locker.TryAcquire(context.Background(), "contract:"+rand.Text(), time.Second)
 			elapsed := time.Since(started)
 
-			require.NotNil(t, want[name], "no expectation for %s", name)
-			require.ErrorIs(t, err, want[name])
+			require.ErrorIs(t, err, ports.ErrUnavailable)
 			assert.Less(t, elapsed, time.Second, "answered within the configured timeout")
 
 			started = time.Now()
