@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+// privateDatabase is a database server of the test's own, which the test may stop hard and
+// start again on the same data.
+type privateDatabase struct {
+	name  string
+	url   string
+	stop  func(t *testing.T) // abrupt: no goodbye to the clients
+	start func(t *testing.T)
+}
+
+// TestDatabaseStoppedMidLoad_AnswersOnly201Or503 stops the database hard while a herd of joins
+// runs: every answer is 201 or 503 (never 500, never 429), the server serves again once the
+// database is back, and what was committed is consistent, every 201 included.
+func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
+	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
+		db := newDatabase(t)
+		t.Run(db.name, func(t *testing.T) {
+			const (
+				crews      = 20
+				joins      = 200
+				stopAfter  = 40 // answers before the database is stopped
+				inCapacity = joins // no crew fills: every refusal is the outage's
+			)
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)})
+			crewIDs := make([]string, crews)
+			for i := range crewIDs {
+				crewIDs[i] = s.createCrew(inCapacity)
+			}
+
+			answers := make([]answer, joins)
+			var (
+				answered atomic.Int32
+				stopOnce sync.Once
+				stopped  = make(chan time.Time, 1)
+				wg       sync.WaitGroup
+				release  = make(chan struct{})
+			)
+			for i := range joins {
+				wg.Go(func() {
+					<-release
+					answers[i] = s.joinFromAnyGoroutine(crewIDs[i%crews], "herd-"+strconv.Itoa(i), "k")
+					if answered.Add(1) == stopAfter {
+						stopOnce.Do(func() {
+							stopped <- time.Now()
+							db.stop(t)
+						})
+					}
+				})
+			}
+			close(release)
+			wg.Wait()
+			stopping := <-stopped
+
+			statuses := map[int]int{}
+			inFlight := 0
+			for _, a := range answers {
+				if a.err != nil {
+					t.Fatalf("transport error: %v", a.err)
+				}
+				statuses[a.status]++
+				if a.sent.Before(stopping) && a.at.After(stopping) {
+					inFlight++
+				}
+				if a.status != http.StatusCreated && (a.status != http.StatusServiceUnavailable || a.code != "UNAVAILABLE" || a.retryAfter == "") {
+					t.Errorf("want 201, or 503 UNAVAILABLE with Retry-After; got %v", a)
+				}
+			}
+			t.Logf("%d joins, %d in flight when the database was stopped: %v", joins, inFlight, statuses)
+			if statuses[http.StatusCreated] == 0 || statuses[http.StatusServiceUnavailable] == 0 {
+				t.Fatalf("the stop did not land mid-load: %v", statuses)
+			}
+
+			db.start(t)
+			waitUntil(t, 30*time.Second, "the server joins again", func() bool {
+				return s.joinFromAnyGoroutine(crewIDs[0], "after-restart", "k").status == http.StatusCreated
+			})
+			for i, crewID := range crewIDs {
+				st := s.stored(crewID)
+				if st.currentMembers != st.members || st.members != st.distinctUsers {
+					t.Errorf("crew %d inconsistent after the outage: %+v", i, st)
+				}
+			}
+			for i, a := range answers {
+				if a.status == http.StatusCreated && !s.isMember(crewIDs[i%crews], "herd-"+strconv.Itoa(i)) {
+					t.Errorf("herd-%d heard 201 but is not a member", i)
+				}
+			}
+		})
+	}
+}
+
+// isMember reads the membership straight from the database.
+func (s *server) isMember(crewID, userID string) bool {
+	s.t.Helper()
+	var n int
+	q := s.query("SELECT COUNT(*) FROM crew_members WHERE crew_id = ? AND user_id = ?")
+	if err := s.db.QueryRow(q, crewID, userID).Scan(&n); err != nil {
+		s.t.Fatal(err)
+	}
+	return n == 1
+}
+
+// startPrivatePostgres initialises and starts a Postgres cluster in a temporary directory on a
+// free port, run as the postgres user when the test runs as root (Postgres refuses root).
+func startPrivatePostgres(t *testing.T) privateDatabase {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(bins) == 0 {
+		testenv.Unreachable(t, "postgres server binaries", fmt.Errorf("no /usr/lib/postgresql/*/bin/pg_ctl"))
+	}
+	slices.Sort(bins)
+	bin := filepath.Dir(bins[len(bins)-1])
+	dir := privateDir(t, "rushgate-pg-", "postgres")
+	data := filepath.Join(dir, "data")
+	port := freePort(t)
+	run := func(t *testing.T, name string, args ...string) {
+		t.Helper()
+		cmd := asUser("postgres", filepath.Join(bin, name), args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	run(t, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+	start := func(t *testing.T) {
+		run(t, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "server.log"), "-w", "start",
+			"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir))
+	}
+	stop := func(t *testing.T) { run(t, "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop") }
+	start(t)
+	t.Cleanup(func() { _ = asUser("postgres", filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() })
+	return privateDatabase{
+		name:  "postgres",
+		url:   fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
+		stop:  stop,
+		start: start,
+	}
+}
+
+// startPrivateMariaDB initialises and starts a MariaDB server in a temporary directory on a free
+// port; stopping it is SIGKILL.
+func startPrivateMariaDB(t *testing.T) privateDatabase {
+	t.Helper()
+	install, err := exec.LookPath("mariadb-install-db")
+	if err != nil {
+		testenv.Unreachable(t, "mariadb-install-db binary", err)
+	}
+	server, err := exec.LookPath("mariadbd")
+	if err != nil {
+		testenv.Unreachable(t, "mariadbd binary", err)
+	}
+	dir := privateDir(t, "rushgate-mariadb-", "")
+	data := filepath.Join(dir, "data")
+	port := freePort(t)
+	asRoot := []string{}
+	if os.Geteuid() == 0 {
+		asRoot = []string{"--user=root"}
+	}
+	installArgs := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}, asRoot...)
+	if out, err := exec.Command(install, installArgs...).CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	var process *os.Process
+	start := func(t *testing.T) {
+		args := append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--skip-log-bin",
+			"--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=2"}, asRoot...)
+		cmd := exec.Command(server, args...)
+		log, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = cmd.Wait() }()
+		process = cmd.Process
+		waitUntil(t, 30*time.Second, "the private MariaDB accepts connections", func() bool {
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 100*time.Millisecond)
+			if err == nil {
+				_ = conn.Close()
+			}
+			return err == nil
+		})
+	}
+	stop := func(t *testing.T) {
+		if err := process.Kill(); err != nil {
+			t.Errorf("kill the private MariaDB: %v", err)
+		}
+	}
+	start(t)
+	t.Cleanup(func() { _ = process.Kill() })
+	return privateDatabase{
+		name:  "mariadb",
+		url:   fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", port),
+		stop:  stop,
+		start: start,
+	}
+}
+
+// privateDir makes a temporary directory removed after the test, owned by owner when the test
+// runs as root and owner is not empty.
+func privateDir(t *testing.T, prefix, owner string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if owner != "" && os.Geteuid() == 0 {
+		u, err := user.Lookup(owner)
+		if err != nil {
+			testenv.Unreachable(t, owner+" user", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// asUser runs name as the given user when the test runs as root, else as the test's own user.
+func asUser(owner, name string, args ...string) *exec.Cmd {
+	if os.Geteuid() == 0 {
+		return exec.Command("runuser", append([]string{"-u", owner, "--", name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
+// freePort returns a TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
