@@ -37,7 +37,7 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 			const (
 				crews      = 20
 				joins      = 200
-				stopAfter  = 40 // answers before the database is stopped
+				stopAfter  = 40    // answers before the database is stopped
 				inCapacity = joins // no crew fills: every refusal is the outage's
 			)
 			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)})
@@ -146,7 +146,9 @@ func startPrivatePostgres(t *testing.T) privateDatabase {
 	}
 	stop := func(t *testing.T) { run(t, "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop") }
 	start(t)
-	t.Cleanup(func() { _ = asUser("postgres", filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() })
+	t.Cleanup(func() {
+		_ = asUser("postgres", filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run()
+	})
 	return privateDatabase{
 		name:  "postgres",
 		url:   fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
