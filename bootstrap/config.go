@@ -43,6 +43,11 @@ type Config struct {
 
 	MaxBodyBytes    int64         `env:"RUSHGATE_MAX_BODY_BYTES" envDefault:"1048576"`
 	ShutdownTimeout time.Duration `env:"RUSHGATE_SHUTDOWN_TIMEOUT" envDefault:"15s"`
+
+	// ReadHeaderTimeout bounds reading a request's headers and ReadTimeout its headers and body,
+	// so a client that sends slowly, or declares a body it never sends, cannot hold a connection.
+	ReadHeaderTimeout time.Duration `env:"RUSHGATE_READ_HEADER_TIMEOUT" envDefault:"5s"`
+	ReadTimeout       time.Duration `env:"RUSHGATE_READ_TIMEOUT" envDefault:"10s"`
 }
 
 // DefaultConfig is every setting at its default, as with an empty environment.
@@ -87,6 +92,9 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("RUSHGATE_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
 	}
+	if c.ReadHeaderTimeout > c.ReadTimeout {
+		return fmt.Errorf("RUSHGATE_READ_HEADER_TIMEOUT: %v is longer than RUSHGATE_READ_TIMEOUT %v", c.ReadHeaderTimeout, c.ReadTimeout)
+	}
 	if c.IdempotencyLease > c.IdempotencyTTL {
 		return fmt.Errorf("RUSHGATE_IDEMPOTENCY_LEASE: %v is longer than RUSHGATE_IDEMPOTENCY_TTL %v", c.IdempotencyLease, c.IdempotencyTTL)
 	}
@@ -105,6 +113,8 @@ func (c Config) Validate() error {
 		{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
 		{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
 		{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},
+		{"RUSHGATE_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout > 0},
+		{"RUSHGATE_READ_TIMEOUT", c.ReadTimeout > 0},
 		{"RUSHGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout > 0},
 	}
 	for _, p := range positive {

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	stdhttp "net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -27,18 +29,29 @@ type Server struct {
 // URL is the base URL the server answers on, e.g. http://127.0.0.1:8080.
 func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
 
+// maxHeaderBytes caps a request's header block. net/http refuses one over it with its own
+// text/plain 431 before any handler runs; a bearer token and the usual headers need a few KiB.
+const maxHeaderBytes = 64 << 10
+
+// Console is where serve writes what the person who started it must read apart from the logs:
+// the ready-to-paste tokens of a generated secret. HTTPModule writes to standard error; give
+// fx.Replace(bootstrap.Console{Writer: w}) to fx.New to write elsewhere.
+type Console struct{ io.Writer }
+
 // HTTPModule serves the router and shuts it down gracefully.
 var HTTPModule = fx.Module("http",
 	fx.Provide(
+		func() Console { return Console{Writer: os.Stderr} },
 		provideTokens,
 		provideRouter,
 		provideServer,
 	),
 )
 
-// provideTokens uses the configured secret, or generates one and prints ready tokens so the
-// embedded default is usable at once.
-func provideTokens(cfg Config, log *slog.Logger) (*rghttp.Tokens, error) {
+// provideTokens uses the configured secret, or generates one and prints an admin and a user
+// token on the console as shell lines to paste, so the embedded default is usable at once.
+// They stay out of the logs, which are often shipped and kept.
+func provideTokens(cfg Config, log *slog.Logger, console Console) (*rghttp.Tokens, error) {
 	if cfg.JWTSecret != "" {
 		return rghttp.NewTokens([]byte(cfg.JWTSecret)), nil
 	}
@@ -53,8 +66,9 @@ func provideTokens(cfg Config, log *slog.Logger) (*rghttp.Tokens, error) {
 	if err != nil {
 		return nil, err
 	}
-	log.Warn("RUSHGATE_JWT_SECRET is not set: generated a secret for this process only; tokens valid 24h",
-		"adminToken", admin, "userToken", user)
+	log.Warn("RUSHGATE_JWT_SECRET is not set: generated a secret for this process only; ready tokens are printed on the console")
+	fmt.Fprintf(console, "# RUSHGATE_JWT_SECRET is not set: tokens for this process only, valid 24h. Paste to use them:\n"+
+		"export RUSHGATE_ADMIN_TOKEN=%s\nexport RUSHGATE_USER_TOKEN=%s\n", admin, user)
 	return tokens, nil
 }
 
@@ -84,7 +98,9 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Lo
 	server := &Server{}
 	httpServer := &stdhttp.Server{
 		Handler:           router,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 	}
 	lc.Append(fx.Hook{
