@@ -1,9 +1,11 @@
 // Command rushgate serves the rushgate HTTP API and runs its operational tasks.
 //
-//	rushgate serve                          run the server (in-memory without configuration)
-//	rushgate migrate                        apply the database schema of RUSHGATE_DATABASE_URL
-//	rushgate token --user U1 [--admin] [--ttl 1h]   mint a JWT with RUSHGATE_JWT_SECRET
-//	rushgate version                        print the version
+//	rushgate serve                                   run the server (in-memory without configuration)
+//	rushgate migrate                                 apply the database schema of RUSHGATE_DATABASE_URL
+//	rushgate token --user U1 [--admin] [--ttl 1h]    mint a JWT with RUSHGATE_JWT_SECRET
+//	rushgate version                                 print the version
+//
+// Every command answers --help (exit 0) and refuses arguments it does not know (exit 2).
 package main
 
 import (
@@ -13,6 +15,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/fx"
@@ -25,67 +30,171 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-const usage = `usage: rushgate <command> [flags]
+// Exit codes: a failure, and a command line rushgate does not understand (as package flag).
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// command is one subcommand: its synopsis and description for --help, and prepare, which
+// declares its flags on fs and returns the function that runs it once they are parsed.
+type command struct {
+	synopsis    string
+	description string
+	prepare     func(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"serve": {
+		synopsis:    "rushgate serve",
+		description: "Run the HTTP server: in-memory adapters unless RUSHGATE_DATABASE_URL and RUSHGATE_REDIS_URL are set.",
+		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+			return func(ctx context.Context, _, stderr io.Writer) error { return serve(ctx, stderr) }
+		},
+	},
+	"migrate": {
+		synopsis:    "rushgate migrate",
+		description: "Apply the database schema to RUSHGATE_DATABASE_URL.",
+		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+			return func(ctx context.Context, stdout, _ io.Writer) error { return migrate(ctx, stdout) }
+		},
+	},
+	"token": {
+		synopsis:    tokenSynopsis,
+		description: "Mint a JWT with RUSHGATE_JWT_SECRET, checked as serve checks it.",
+		prepare: func(fs *flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+			user := fs.String("user", "", "user id (the token's sub); required")
+			admin := fs.Bool("admin", false, "grant the admin role")
+			ttl := fs.Duration("ttl", time.Hour, "lifetime")
+			return func(_ context.Context, stdout, _ io.Writer) error {
+				if *user == "" {
+					return &usageError{problem: "--user is required", synopsis: tokenSynopsis}
+				}
+				return token(*user, *admin, *ttl, stdout)
+			}
+		},
+	},
+	"version": {
+		synopsis:    "rushgate version",
+		description: "Print the version.",
+		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+			return func(_ context.Context, stdout, _ io.Writer) error {
+				fmt.Fprintln(stdout, "rushgate", version)
+				return nil
+			}
+		},
+	},
+}
+
+const tokenSynopsis = "rushgate token --user U1 [--admin] [--ttl 1h]"
+
+// topUsage lists the commands.
+const topUsage = `usage: rushgate <command> [flags]
 
 commands:
   serve     run the HTTP server (in-memory adapters unless RUSHGATE_DATABASE_URL / RUSHGATE_REDIS_URL are set)
   migrate   apply the database schema to RUSHGATE_DATABASE_URL
   token     mint a JWT: token --user U1 [--admin] [--ttl 1h]
   version   print the version
+
+Run "rushgate <command> --help" for a command's flags. Settings are RUSHGATE_* environment
+variables; see the README.
 `
 
+// usageError is a command line rushgate does not understand. main prints it with the usage
+// line and exits 2.
+type usageError struct {
+	problem  string
+	synopsis string
+}
+
+func (e *usageError) Error() string { return e.problem }
+
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "rushgate:", err)
-		os.Exit(1)
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(report(err, os.Stderr))
 }
 
-func run(args []string, stdout io.Writer) error {
+// report prints err, if any, and returns the exit code for it.
+func report(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	if usage, ok := errors.AsType[*usageError](err); ok {
+		fmt.Fprintf(stderr, "rushgate: %s\nusage: %s\n", usage.problem, usage.synopsis)
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, "rushgate:", err)
+	return exitFailure
+}
+
+// run runs the command line args until it is done or ctx ends (serve stops gracefully then).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
-		return errors.New("missing command")
+		return &usageError{problem: "missing command", synopsis: "rushgate <command> [flags]; rushgate --help lists the commands"}
 	}
-	switch args[0] {
-	case "serve":
-		return serve()
-	case "migrate":
-		return migrate()
-	case "token":
-		return token(args[1:], stdout)
-	case "version":
-		fmt.Fprintln(stdout, "rushgate", version)
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, topUsage)
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprint(stdout, usage)
-		return fmt.Errorf("unknown command %q", args[0])
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return &usageError{problem: fmt.Sprintf("unknown command %q", name), synopsis: "rushgate <command> [flags]; rushgate --help lists the commands"}
+	}
+	fs := flag.NewFlagSet("rushgate "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, by report
+	runCommand := cmd.prepare(fs)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(stdout, cmd, fs)
+			return nil
+		}
+		return &usageError{problem: err.Error(), synopsis: cmd.synopsis}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{problem: fmt.Sprintf("unexpected argument %q", fs.Arg(0)), synopsis: cmd.synopsis}
+	}
+	return runCommand(ctx, stdout, stderr)
+}
+
+// printHelp writes a command's usage, description and flags.
+func printHelp(w io.Writer, cmd command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", cmd.synopsis, cmd.description)
+	var flags strings.Builder
+	fs.SetOutput(&flags)
+	fs.PrintDefaults()
+	if flags.Len() > 0 {
+		fmt.Fprintf(w, "\nflags:\n%s", flags.String())
 	}
 }
 
-func serve() error {
+// serve runs the server until ctx ends, then stops it gracefully. The tokens of a generated
+// secret go to stderr.
+func serve(ctx context.Context, stderr io.Writer) error {
 	cfg, err := bootstrap.LoadConfig()
 	if err != nil {
 		return err
 	}
-	app := fx.New(bootstrap.Modules(cfg))
+	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}))
 	if err := app.Err(); err != nil {
 		return bootstrap.RootCause(err)
 	}
-	startCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
 		return bootstrap.RootCause(err)
 	}
-	<-app.Done()
+	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return app.Stop(stopCtx)
 }
 
-func migrate() error {
+func migrate(ctx context.Context, stdout io.Writer) error {
 	cfg, err := bootstrap.LoadConfig()
 	if err != nil {
 		return err
@@ -93,7 +202,7 @@ func migrate() error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("RUSHGATE_DATABASE_URL: required by migrate")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	db, err := gormdb.Open(ctx, cfg.DatabaseURL, gormdb.Options{ConnectTimeout: cfg.DBTimeout})
 	if err != nil {
@@ -103,30 +212,24 @@ func migrate() error {
 	if err := gormdb.Migrate(ctx, db); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	fmt.Println("schema up to date on", db.Dialect())
+	fmt.Fprintln(stdout, "schema up to date on", db.Dialect())
 	return nil
 }
 
-func token(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	user := fs.String("user", "", "user id (the token's sub)")
-	admin := fs.Bool("admin", false, "grant the admin role")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime")
-	if err := fs.Parse(args); err != nil {
+// token mints a token with the secret serve would use, refusing one serve would refuse.
+func token(user string, admin bool, ttl time.Duration, stdout io.Writer) error {
+	cfg, err := bootstrap.LoadConfig()
+	if err != nil {
 		return err
 	}
-	if *user == "" {
-		return errors.New("token: --user is required")
-	}
-	secret := os.Getenv("RUSHGATE_JWT_SECRET")
-	if secret == "" {
+	if cfg.JWTSecret == "" {
 		return errors.New("RUSHGATE_JWT_SECRET: required to mint a token the server accepts")
 	}
 	role := rghttp.RoleUser
-	if *admin {
+	if admin {
 		role = rghttp.RoleAdmin
 	}
-	raw, err := rghttp.NewTokens([]byte(secret)).Mint(*user, role, *ttl)
+	raw, err := rghttp.NewTokens([]byte(cfg.JWTSecret)).Mint(user, role, ttl)
 	if err != nil {
 		return err
 	}

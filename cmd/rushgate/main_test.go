@@ -2,11 +2,40 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
+
+// runOnce runs a command line that must return on its own, failing the test if it has not
+// within a few seconds (a server started by mistake would not).
+func runOnce(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, &out, &errOut) }()
+	select {
+	case err = <-done:
+		return out.String(), errOut.String(), err
+	case <-time.After(10 * time.Second):
+		cancel()
+		<-done
+		t.Fatalf("%v did not return: it started something", args)
+		return "", "", nil
+	}
+}
 
 // TestServe_BadConfigurationStopsWithOneLine: each bad value names its variable.
 func TestServe_BadConfigurationStopsWithOneLine(t *testing.T) {
@@ -18,13 +47,18 @@ func TestServe_BadConfigurationStopsWithOneLine(t *testing.T) {
 		{"RUSHGATE_JWT_SECRET", "short", "RUSHGATE_JWT_SECRET: "},
 		{"RUSHGATE_ADDR", "8080", "RUSHGATE_ADDR: "},
 		{"RUSHGATE_MIGRATE", "maybe", "RUSHGATE_MIGRATE: "},
+		{"RUSHGATE_READ_TIMEOUT", "0s", "RUSHGATE_READ_"},
+		{"RUSHGATE_READ_HEADER_TIMEOUT", "-1s", "RUSHGATE_READ_HEADER_TIMEOUT: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)
-			err := run([]string{"serve"}, &bytes.Buffer{})
+			_, _, err := runOnce(t, "serve")
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("want one line starting %q, got %q", tc.want, err)
+			}
+			if code := report(err, io.Discard); code != exitFailure {
+				t.Fatalf("exit code %d, want %d", code, exitFailure)
 			}
 		})
 	}
@@ -32,7 +66,7 @@ func TestServe_BadConfigurationStopsWithOneLine(t *testing.T) {
 
 func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 	t.Setenv("RUSHGATE_DATABASE_URL", "postgres://postgres:secret@127.0.0.1:1/test?sslmode=disable")
-	err := run([]string{"serve"}, &bytes.Buffer{})
+	_, _, err := runOnce(t, "serve")
 	if err == nil {
 		t.Fatal("serve started without its database")
 	}
@@ -42,35 +76,196 @@ func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer safe to write from the server while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// exportLine matches a line of the ready-to-paste block serve prints without a secret.
+var exportLine = regexp.MustCompile(`(?m)^export (RUSHGATE_ADMIN_TOKEN|RUSHGATE_USER_TOKEN)=(\S+)$`)
+
+// TestServe_WithoutSecretPrintsTokensToPaste: the embedded default prints, on stderr, shell
+// lines setting RUSHGATE_ADMIN_TOKEN and RUSHGATE_USER_TOKEN, and those tokens work: the admin
+// creates a crew and the user joins it.
+func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	t.Setenv("RUSHGATE_ADDR", addr)
+	t.Setenv("RUSHGATE_JWT_SECRET", "")
+	t.Setenv("RUSHGATE_LOG_LEVEL", "error")
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, &stdout, &stderr) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve stopped with %v", err)
+		}
+	}()
+
+	tokens := map[string]string{}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(tokens) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready-to-paste tokens on stderr; got %q", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+		for _, m := range exportLine.FindAllStringSubmatch(stderr.String(), -1) {
+			tokens[m[1]] = m[2]
+		}
+	}
+
+	base := "http://" + addr
+	created := call(t, "POST", base+"/crews", tokens["RUSHGATE_ADMIN_TOKEN"], `{"name":"runners","maxMembers":50}`)
+	if created.status != http.StatusCreated {
+		t.Fatalf("create with the printed admin token: %d %s", created.status, created.body)
+	}
+	crewID := regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(created.body)[1]
+	joined := call(t, "POST", base+"/crews/"+crewID+"/join", tokens["RUSHGATE_USER_TOKEN"], "", "Idempotency-Key", "k1")
+	if joined.status != http.StatusCreated {
+		t.Fatalf("join with the printed user token: %d %s", joined.status, joined.body)
+	}
+}
+
+type answer struct {
+	status int
+	body   string
+}
+
+// call sends one request with a bearer token; headers are name, value pairs.
+func call(t *testing.T, method, url, token, body string, headers ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return answer{status: res.StatusCode, body: string(raw)}
+}
+
 func TestToken_MintsWhatTheServerAccepts(t *testing.T) {
 	secret := strings.Repeat("s", 32)
 	t.Setenv("RUSHGATE_JWT_SECRET", secret)
-	var out bytes.Buffer
-	if err := run([]string{"token", "--user", "U1", "--admin", "--ttl", "5m"}, &out); err != nil {
+	out, _, err := runOnce(t, "token", "--user", "U1", "--admin", "--ttl", "5m")
+	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := rghttp.NewTokens([]byte(secret)).Verify(strings.TrimSpace(out.String()))
+	p, err := rghttp.NewTokens([]byte(secret)).Verify(strings.TrimSpace(out))
 	if err != nil || p.UserID != "U1" || p.Role != rghttp.RoleAdmin {
 		t.Fatalf("principal %+v, err %v", p, err)
 	}
 }
 
-func TestToken_RequiresUserAndSecret(t *testing.T) {
-	t.Setenv("RUSHGATE_JWT_SECRET", "")
-	if err := run([]string{"token", "--user", "U1"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "RUSHGATE_JWT_SECRET") {
-		t.Fatalf("err %v", err)
+// TestToken_RefusesWhatServeWouldRefuse: no token is minted with a secret, or a configuration,
+// that serve would not start with.
+func TestToken_RefusesWhatServeWouldRefuse(t *testing.T) {
+	cases := []struct {
+		name, secret, otherVar, otherValue, want string
+	}{
+		{"no secret", "", "", "", "RUSHGATE_JWT_SECRET: required"},
+		{"short secret", "short", "", "", "RUSHGATE_JWT_SECRET: must be at least 32 bytes"},
+		{"bad setting elsewhere", strings.Repeat("s", 32), "RUSHGATE_LOG_LEVEL", "loud", "RUSHGATE_LOG_LEVEL: "},
 	}
-	if err := run([]string{"token"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--user") {
-		t.Fatalf("err %v", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("RUSHGATE_JWT_SECRET", tc.secret)
+			if tc.otherVar != "" {
+				t.Setenv(tc.otherVar, tc.otherValue)
+			}
+			out, _, err := runOnce(t, "token", "--user", "U1")
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || out != "" {
+				t.Fatalf("want an error starting %q and no token, got %q, %v", tc.want, out, err)
+			}
+		})
 	}
 }
 
-func TestRun_UnknownCommandAndVersion(t *testing.T) {
-	if err := run([]string{"launch"}, &bytes.Buffer{}); err == nil {
-		t.Fatal("unknown command accepted")
+// TestRun_EveryCommandAnswersHelp: --help (and -h) prints the usage on stdout and exits 0
+// without running anything, serve included.
+func TestRun_EveryCommandAnswersHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"help"},
+		{"serve", "--help"}, {"serve", "-h"},
+		{"migrate", "--help"},
+		{"token", "--help"},
+		{"version", "--help"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out, errOut, err := runOnce(t, args...)
+			if err != nil || report(err, io.Discard) != 0 {
+				t.Fatalf("err %v", err)
+			}
+			if !strings.HasPrefix(out, "usage: rushgate") || errOut != "" {
+				t.Fatalf("stdout %q, stderr %q", out, errOut)
+			}
+			if args[0] == "token" && !strings.Contains(out, "-user") {
+				t.Fatalf("token's help lists no flags: %q", out)
+			}
+		})
 	}
-	var out bytes.Buffer
-	if err := run([]string{"version"}, &out); err != nil || !strings.HasPrefix(out.String(), "rushgate ") {
-		t.Fatalf("%q, %v", out.String(), err)
+}
+
+// TestRun_RefusesWhatItDoesNotKnow: an unknown command, flag or argument prints the problem
+// and a usage line and exits 2, without running anything.
+func TestRun_RefusesWhatItDoesNotKnow(t *testing.T) {
+	t.Setenv("RUSHGATE_JWT_SECRET", strings.Repeat("s", 32))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing command"},
+		{[]string{"launch"}, `unknown command "launch"`},
+		{[]string{"serve", "--port", "9000"}, "-port"},
+		{[]string{"serve", "now"}, `unexpected argument "now"`},
+		{[]string{"migrate", "--force"}, "-force"},
+		{[]string{"token", "--user", "U1", "extra"}, `unexpected argument "extra"`},
+		{[]string{"token", "--ttl", "forever", "--user", "U1"}, "-ttl"},
+		{[]string{"token"}, "--user is required"},
+		{[]string{"version", "--json"}, "-json"},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			out, _, err := runOnce(t, tc.args...)
+			if _, ok := errors.AsType[*usageError](err); !ok || !strings.Contains(err.Error(), tc.want) || out != "" {
+				t.Fatalf("want a usage error mentioning %q and no output, got %v, %q", tc.want, err, out)
+			}
+			var stderr bytes.Buffer
+			if code := report(err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "\nusage: rushgate") {
+				t.Fatalf("exit code %d, stderr %q", code, stderr.String())
+			}
+		})
+	}
+}
+
+func TestRun_Version(t *testing.T) {
+	out, _, err := runOnce(t, "version")
+	if err != nil || !strings.HasPrefix(out, "rushgate ") {
+		t.Fatalf("%q, %v", out, err)
 	}
 }
