@@ -31,8 +31,7 @@ func runOnce(t *testing.T, args ...string) (stdout, stderr string, err error) {
 		return out.String(), errOut.String(), err
 	case <-time.After(10 * time.Second):
 		cancel()
-		<-done
-		t.Fatalf("%v did not return: it started something", args)
+		t.Fatalf("%v did not return: it started something (then %v)", args, <-done)
 		return "", "", nil
 	}
 }

@@ -41,6 +41,7 @@ func rawRequest(t *testing.T, s *server, request string, wait time.Duration) exc
 	var ex exchange
 	if res, err := http.ReadResponse(r, nil); err == nil {
 		raw, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
 		ex.res, ex.body = res, string(raw)
 	}
 	// The server is done with the connection once a read ends other than by our deadline.
