@@ -17,7 +17,9 @@ var ErrUnavailable = errors.New("dependency unavailable")
 // Repositories called with that context take part in the transaction. fn returning an error
 // rolls everything back and InTx returns that error unchanged; nil commits, and a failed commit
 // is returned. Row locks taken inside (GetForUpdate) are held until InTx returns. Calling InTx
-// with a context that already carries a transaction joins it rather than nesting.
+// with a context that already carries a transaction joins it rather than nesting. An
+// implementation may run fn again in a fresh transaction after a deadlock or serialization
+// failure, so fn must have no effects outside the transaction.
 type TxRunner interface {
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
 }

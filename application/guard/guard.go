@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -261,15 +262,39 @@ func (t *ticket) complete(response ports.StoredResponse) {
 }
 
 // abandon drops the record unless complete ran, so the client may retry. Deferred, it also runs
-// on a panic.
+// on a panic. When the store does not answer (Redis frozen or restarting), the delete is retried
+// in the background until the lease would free the key anyway, so a key is not blocked for the
+// whole lease by a blip.
 func (t *ticket) abandon() {
 	if t.done {
 		return
 	}
+	if err := t.delete(); errors.Is(err, ports.ErrUnavailable) {
+		go t.retryDelete()
+	}
+}
+
+func (t *ticket) delete() error {
 	ctx, cancel := context.WithTimeout(t.detached, t.g.cfg.ReleaseTimeout)
 	defer cancel()
-	// Best effort: if the delete fails too, the lease frees the key.
-	_ = t.g.deps.Idempotency.Delete(ctx, t.key, t.token)
+	return t.g.deps.Idempotency.Delete(ctx, t.key, t.token)
+}
+
+// retryDelete deletes the record after growing waits (BaseDelay, doubling, at most LockTTL)
+// until the store answers or the lease has run out.
+func (t *ticket) retryDelete() {
+	g := t.g
+	giveUp := g.deps.Clock.Now().Add(g.cfg.Lease)
+	wait := g.cfg.BaseDelay
+	for g.deps.Clock.Now().Before(giveUp) {
+		if err := g.deps.Sleeper.Sleep(t.detached, wait); err != nil {
+			return
+		}
+		if err := t.delete(); !errors.Is(err, ports.ErrUnavailable) {
+			return
+		}
+		wait = min(2*wait, g.cfg.LockTTL)
+	}
 }
 
 // replayed answers a stored response, or passes err through.

@@ -552,3 +552,48 @@ func assertDelays(t *testing.T, got, want []time.Duration) {
 		t.Fatalf("delays %v, want %v", got, want)
 	}
 }
+
+// unreachableDeletes fails the first n Deletes as a frozen Redis would, then passes them on,
+// and reports each attempt.
+type unreachableDeletes struct {
+	*checkedStore
+	failures atomic.Int32
+	attempts chan struct{}
+}
+
+func (s *unreachableDeletes) Delete(ctx context.Context, key ports.IdempotencyKey, token string) error {
+	defer func() { s.attempts <- struct{}{} }()
+	if s.failures.Add(-1) >= 0 {
+		return fmt.Errorf("frozen redis: %w", ports.ErrUnavailable)
+	}
+	return s.checkedStore.Delete(ctx, key, token)
+}
+
+// A rejection while the store does not answer must not leave the key blocked for the whole
+// lease: the delete is retried in the background until it lands.
+func TestOnce_ADeleteTheStoreDidNotAnswerIsRetriedUntilItLands(t *testing.T) {
+	f := newFixture(t)
+	store := &unreachableDeletes{checkedStore: f.store, attempts: make(chan struct{}, 10)}
+	store.failures.Store(2)
+	deps := f.deps()
+	deps.Idempotency = store
+	g := newGuard(deps, guard.Config{Lease: 30 * time.Second})
+
+	_, err := guard.Once(context.Background(), g, request("k1"), func(context.Context) (answer, error) {
+		return answer{}, errThingFull
+	})
+	if !errors.Is(err, errThingFull) {
+		t.Fatalf("err %v", err)
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		select {
+		case <-store.attempts:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("delete attempt %d never came", attempt)
+		}
+	}
+	assertKeyFree(t, f, request("k1"))
+	if waits := f.sleeper.Waits(); len(waits) != 2 || waits[0] != 100*time.Millisecond || waits[1] != 200*time.Millisecond {
+		t.Fatalf("waits between delete attempts %v, want 100ms then 200ms", waits)
+	}
+}
