@@ -25,11 +25,11 @@ func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clo
 		Tx:          stores.Tx,
 		Markers:     stores.Markers,
 	}, guard.Config{
-		IdempotencyTTL: cfg.IdempotencyTTL,
-		Lease:          cfg.IdempotencyLease,
-		LockTTL:        cfg.LockTTL,
-		BaseDelay:      cfg.LockBaseDelay,
-		MaxRetries:     cfg.LockRetries,
+		IdempotencyTTL: cfg.Guard.IdempotencyTTL,
+		Lease:          cfg.Guard.IdempotencyLease,
+		LockTTL:        cfg.Guard.LockTTL,
+		BaseDelay:      cfg.Guard.LockBaseDelay,
+		MaxRetries:     cfg.Guard.LockRetries,
 	}, guard.WithObserver(metrics))
 }
 
@@ -41,5 +41,5 @@ func provideCrewService(cfg Config, stores ports.Stores, g *guard.Guard, clock p
 		Guard:   g,
 		Clock:   clock,
 		IDs:     ids,
-	}, crew.Config{MaxBatch: cfg.LockMaxBatch})
+	}, crew.Config{MaxBatch: cfg.Guard.LockMaxBatch})
 }

@@ -18,7 +18,7 @@ func Modules(cfg Config) fx.Option {
 		WorkersModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),
-		fx.StopTimeout(cfg.ShutdownTimeout),
+		fx.StopTimeout(cfg.Server.ShutdownTimeout),
 		fx.NopLogger,
 	)
 }

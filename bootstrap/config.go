@@ -18,41 +18,88 @@ import (
 	"github.com/rushgate/rushgate/adapters/redis"
 )
 
-// Config is every setting, read from RUSHGATE_* environment variables once at start.
+// Config is every setting, read from RUSHGATE_* environment variables once at start, grouped
+// by concern. Each group parses and validates on its own; Config.Validate adds what spans groups.
 type Config struct {
-	Addr        string `env:"RUSHGATE_ADDR" envDefault:":8080"`
-	DatabaseURL string `env:"RUSHGATE_DATABASE_URL"` // unset: in-memory
-	RedisURL    string `env:"RUSHGATE_REDIS_URL"`    // unset: in-memory
-	JWTSecret   string `env:"RUSHGATE_JWT_SECRET"`   // unset: generated at start
-	InstanceID  string `env:"RUSHGATE_INSTANCE_ID"`  // unset: host name and process id
-	Migrate     bool   `env:"RUSHGATE_MIGRATE" envDefault:"true"`
-	LogLevel    string `env:"RUSHGATE_LOG_LEVEL" envDefault:"info"`
+	Server   ServerConfig
+	Database DatabaseConfig
+	Redis    RedisConfig
+	Auth     AuthConfig
+	Guard    GuardConfig
+}
 
-	DBTimeout      time.Duration `env:"RUSHGATE_DB_TIMEOUT" envDefault:"1s"`
-	DBMaxOpenConns int           `env:"RUSHGATE_DB_MAX_OPEN_CONNS" envDefault:"20"`
-	RedisTimeout   time.Duration `env:"RUSHGATE_REDIS_TIMEOUT" envDefault:"1s"`
-
-	LockTTL          time.Duration `env:"RUSHGATE_LOCK_TTL" envDefault:"1s"`
-	LockBaseDelay    time.Duration `env:"RUSHGATE_LOCK_BASE_DELAY" envDefault:"100ms"`
-	LockRetries      int           `env:"RUSHGATE_LOCK_RETRIES" envDefault:"5"`
-	LockMaxBatch     int           `env:"RUSHGATE_LOCK_MAX_BATCH" envDefault:"64"`
-	IdempotencyTTL   time.Duration `env:"RUSHGATE_IDEMPOTENCY_TTL" envDefault:"1h"`
-	IdempotencyLease time.Duration `env:"RUSHGATE_IDEMPOTENCY_LEASE" envDefault:"30s"`
-	// MarkerPruneInterval is how often idempotency markers older than IdempotencyTTL are deleted.
-	MarkerPruneInterval time.Duration `env:"RUSHGATE_MARKER_PRUNE_INTERVAL" envDefault:"10m"`
-
-	MaxBodyBytes    int64         `env:"RUSHGATE_MAX_BODY_BYTES" envDefault:"1048576"`
+// ServerConfig is the HTTP server and the process around it.
+type ServerConfig struct {
+	// Addr is the listen address, host:port. Default ":8080".
+	Addr string `env:"RUSHGATE_ADDR" envDefault:":8080"`
+	// InstanceID names this instance in logs. Unset: host name and process id.
+	InstanceID string `env:"RUSHGATE_INSTANCE_ID"`
+	// LogLevel is debug, info, warn or error. Default "info".
+	LogLevel string `env:"RUSHGATE_LOG_LEVEL" envDefault:"info"`
+	// MaxBodyBytes caps a request body (413 beyond). Default 1 MiB.
+	MaxBodyBytes int64 `env:"RUSHGATE_MAX_BODY_BYTES" envDefault:"1048576"`
+	// ShutdownTimeout bounds the graceful stop: in-flight requests finish, locks are released.
+	// Default 15s.
 	ShutdownTimeout time.Duration `env:"RUSHGATE_SHUTDOWN_TIMEOUT" envDefault:"15s"`
-
-	// ReadHeaderTimeout bounds reading a request's headers and ReadTimeout its headers and body,
-	// so a client that sends slowly, or declares a body it never sends, cannot hold a connection.
+	// ReadHeaderTimeout bounds reading a request's headers and ReadTimeout its headers and body
+	// (408 beyond), so a client that sends slowly, or declares a body it never sends, cannot hold
+	// a connection. Defaults 5s and 10s; the header timeout is at most the read timeout.
 	ReadHeaderTimeout time.Duration `env:"RUSHGATE_READ_HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout       time.Duration `env:"RUSHGATE_READ_TIMEOUT" envDefault:"10s"`
 }
 
+// DatabaseConfig is the SQL database holding the data.
+type DatabaseConfig struct {
+	// URL is postgres://… or mysql://…. Unset: in-memory, nothing persisted.
+	URL string `env:"RUSHGATE_DATABASE_URL"`
+	// Timeout bounds connecting and each transaction (503 beyond). Default 1s.
+	Timeout time.Duration `env:"RUSHGATE_DB_TIMEOUT" envDefault:"1s"`
+	// MaxOpenConns is the connection pool's size. Default 20.
+	MaxOpenConns int `env:"RUSHGATE_DB_MAX_OPEN_CONNS" envDefault:"20"`
+	// Migrate applies the schema migrations when serve starts. Default true.
+	Migrate bool `env:"RUSHGATE_MIGRATE" envDefault:"true"`
+}
+
+// RedisConfig is the Redis that coordinates instances: locks and idempotency records.
+type RedisConfig struct {
+	// URL is redis://[:pass@]host:port/db. Unset: in-memory, one instance only.
+	URL string `env:"RUSHGATE_REDIS_URL"`
+	// Timeout bounds dialing, each read and each write (503 beyond). Default 1s.
+	Timeout time.Duration `env:"RUSHGATE_REDIS_TIMEOUT" envDefault:"1s"`
+}
+
+// AuthConfig is how bearer tokens are checked.
+type AuthConfig struct {
+	// JWTSecret is the HS256 secret, at least 32 bytes. Unset: generated at start, for this
+	// process only.
+	JWTSecret string `env:"RUSHGATE_JWT_SECRET"`
+}
+
+// GuardConfig is the guard of every write: distributed locks, their backoff and batching, and
+// idempotency keys.
+type GuardConfig struct {
+	// LockTTL is a distributed lock's expiry. Default 1s.
+	LockTTL time.Duration `env:"RUSHGATE_LOCK_TTL" envDefault:"1s"`
+	// LockBaseDelay is the backoff base: base × 2^attempt plus jitter. Default 100ms.
+	LockBaseDelay time.Duration `env:"RUSHGATE_LOCK_BASE_DELAY" envDefault:"100ms"`
+	// LockRetries is how many lock attempts follow the first. Default 5.
+	LockRetries int `env:"RUSHGATE_LOCK_RETRIES" envDefault:"5"`
+	// LockMaxBatch is the most requests one lock hold serves in one transaction; 1 turns
+	// combining off. Default 64.
+	LockMaxBatch int `env:"RUSHGATE_LOCK_MAX_BATCH" envDefault:"64"`
+	// IdempotencyTTL is how long a key answers retries. Default 1h.
+	IdempotencyTTL time.Duration `env:"RUSHGATE_IDEMPOTENCY_TTL" envDefault:"1h"`
+	// IdempotencyLease is how long an IN_PROGRESS key blocks before a retry may take over; at
+	// most IdempotencyTTL. Default 30s.
+	IdempotencyLease time.Duration `env:"RUSHGATE_IDEMPOTENCY_LEASE" envDefault:"30s"`
+	// MarkerPruneInterval is how often idempotency markers older than IdempotencyTTL are
+	// deleted. Default 10m.
+	MarkerPruneInterval time.Duration `env:"RUSHGATE_MARKER_PRUNE_INTERVAL" envDefault:"10m"`
+}
+
 // DefaultConfig is every setting at its default, as with an empty environment.
 func DefaultConfig() Config {
-	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: map[string]string{}})
+	cfg, err := parseConfig(env.Options{Environment: map[string]string{}})
 	if err != nil {
 		panic(fmt.Sprintf("bootstrap: the default configuration does not parse: %v", err))
 	}
@@ -62,30 +109,60 @@ func DefaultConfig() Config {
 // LoadConfig reads and validates the environment. Its error is one line naming the variable
 // and what is wrong with it.
 func LoadConfig() (Config, error) {
-	cfg, err := env.ParseAs[Config]()
+	cfg, err := parseConfig(env.Options{})
 	if err != nil {
-		return Config{}, describeEnvError(err)
+		return Config{}, err
 	}
 	return cfg, cfg.Validate()
 }
 
-// Validate checks values the types alone do not.
+// parseConfig parses every group from opts' environment (the process's when opts has none).
+func parseConfig(opts env.Options) (Config, error) {
+	var cfg Config
+	var err error
+	if cfg.Server, err = parseGroup[ServerConfig](opts); err != nil {
+		return Config{}, err
+	}
+	if cfg.Database, err = parseGroup[DatabaseConfig](opts); err != nil {
+		return Config{}, err
+	}
+	if cfg.Redis, err = parseGroup[RedisConfig](opts); err != nil {
+		return Config{}, err
+	}
+	if cfg.Auth, err = parseGroup[AuthConfig](opts); err != nil {
+		return Config{}, err
+	}
+	if cfg.Guard, err = parseGroup[GuardConfig](opts); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseGroup parses one group, its error described as "VARIABLE: problem".
+func parseGroup[T any](opts env.Options) (T, error) {
+	group, err := env.ParseAsWithOptions[T](opts)
+	if err != nil {
+		var zero T
+		return zero, describeEnvError(reflect.TypeFor[T](), err)
+	}
+	return group, nil
+}
+
+// Validate checks values the types alone do not, group by group, then across groups.
 func (c Config) Validate() error {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard} {
+		if err := group.Validate(); err != nil {
+			return err
+		}
+	}
+	// No setting depends on another group's today; such checks go here.
+	return nil
+}
+
+// Validate checks the server settings.
+func (c ServerConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("RUSHGATE_ADDR: %q is not host:port", c.Addr)
-	}
-	if c.DatabaseURL != "" {
-		if _, _, err := gormdb.ParseURL(c.DatabaseURL); err != nil {
-			return fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
-		}
-	}
-	if c.RedisURL != "" {
-		if _, err := redis.NewClient(c.RedisURL, redis.Options{}); err != nil {
-			return fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
-		}
-	}
-	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
-		return errors.New("RUSHGATE_JWT_SECRET: must be at least 32 bytes")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -95,29 +172,70 @@ func (c Config) Validate() error {
 	if c.ReadHeaderTimeout > c.ReadTimeout {
 		return fmt.Errorf("RUSHGATE_READ_HEADER_TIMEOUT: %v is longer than RUSHGATE_READ_TIMEOUT %v", c.ReadHeaderTimeout, c.ReadTimeout)
 	}
+	return allPositive(
+		positive{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},
+		positive{"RUSHGATE_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout > 0},
+		positive{"RUSHGATE_READ_TIMEOUT", c.ReadTimeout > 0},
+		positive{"RUSHGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout > 0},
+	)
+}
+
+// Validate checks the database settings.
+func (c DatabaseConfig) Validate() error {
+	if c.URL != "" {
+		if _, _, err := gormdb.ParseURL(c.URL); err != nil {
+			return fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
+		}
+	}
+	return allPositive(
+		positive{"RUSHGATE_DB_TIMEOUT", c.Timeout > 0},
+		positive{"RUSHGATE_DB_MAX_OPEN_CONNS", c.MaxOpenConns > 0},
+	)
+}
+
+// Validate checks the Redis settings.
+func (c RedisConfig) Validate() error {
+	if c.URL != "" {
+		if _, err := redis.NewClient(c.URL, redis.Options{}); err != nil {
+			return fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
+		}
+	}
+	return allPositive(positive{"RUSHGATE_REDIS_TIMEOUT", c.Timeout > 0})
+}
+
+// Validate checks the authentication settings.
+func (c AuthConfig) Validate() error {
+	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
+		return errors.New("RUSHGATE_JWT_SECRET: must be at least 32 bytes")
+	}
+	return nil
+}
+
+// Validate checks the guard settings.
+func (c GuardConfig) Validate() error {
 	if c.IdempotencyLease > c.IdempotencyTTL {
 		return fmt.Errorf("RUSHGATE_IDEMPOTENCY_LEASE: %v is longer than RUSHGATE_IDEMPOTENCY_TTL %v", c.IdempotencyLease, c.IdempotencyTTL)
 	}
-	positive := []struct {
-		name string
-		ok   bool
-	}{
-		{"RUSHGATE_DB_TIMEOUT", c.DBTimeout > 0},
-		{"RUSHGATE_DB_MAX_OPEN_CONNS", c.DBMaxOpenConns > 0},
-		{"RUSHGATE_REDIS_TIMEOUT", c.RedisTimeout > 0},
-		{"RUSHGATE_LOCK_TTL", c.LockTTL > 0},
-		{"RUSHGATE_LOCK_BASE_DELAY", c.LockBaseDelay > 0},
-		{"RUSHGATE_LOCK_RETRIES", c.LockRetries > 0},
-		{"RUSHGATE_LOCK_MAX_BATCH", c.LockMaxBatch > 0},
-		{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
-		{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
-		{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
-		{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},
-		{"RUSHGATE_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout > 0},
-		{"RUSHGATE_READ_TIMEOUT", c.ReadTimeout > 0},
-		{"RUSHGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout > 0},
-	}
-	for _, p := range positive {
+	return allPositive(
+		positive{"RUSHGATE_LOCK_TTL", c.LockTTL > 0},
+		positive{"RUSHGATE_LOCK_BASE_DELAY", c.LockBaseDelay > 0},
+		positive{"RUSHGATE_LOCK_RETRIES", c.LockRetries > 0},
+		positive{"RUSHGATE_LOCK_MAX_BATCH", c.LockMaxBatch > 0},
+		positive{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
+		positive{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
+		positive{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
+	)
+}
+
+// positive is a variable and whether its value is above zero.
+type positive struct {
+	name string
+	ok   bool
+}
+
+// allPositive names the first variable that is not positive.
+func allPositive(checks ...positive) error {
+	for _, p := range checks {
 		if !p.ok {
 			return fmt.Errorf("%s: must be positive", p.name)
 		}
@@ -126,7 +244,7 @@ func (c Config) Validate() error {
 }
 
 // instanceID names this process among several serving the same data.
-func (c Config) instanceID() string {
+func (c ServerConfig) instanceID() string {
 	if c.InstanceID != "" {
 		return c.InstanceID
 	}
@@ -134,15 +252,15 @@ func (c Config) instanceID() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
-// describeEnvError turns the env library's error into "VARIABLE: problem".
-func describeEnvError(err error) error {
+// describeEnvError turns the env library's error on parsing group into "VARIABLE: problem".
+func describeEnvError(group reflect.Type, err error) error {
 	var agg env.AggregateError
 	if errors.As(err, &agg) && len(agg.Errors) > 0 {
 		err = agg.Errors[0]
 	}
 	var pe env.ParseError
 	if errors.As(err, &pe) {
-		if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
+		if f, ok := group.FieldByName(pe.Name); ok {
 			return fmt.Errorf("%s: not a valid %s: %w", f.Tag.Get("env"), pe.Type, pe.Err)
 		}
 	}

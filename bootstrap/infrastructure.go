@@ -49,27 +49,27 @@ func alwaysReady(name string) telemetry.ReadinessCheck {
 }
 
 func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, error) {
-	if cfg.DatabaseURL == "" {
+	if cfg.Database.URL == "" {
 		return storage{Stores: memory.NewStores(memory.NewDatabase()), Readiness: alwaysReady("database")}, nil
 	}
 	// Migrations may take longer than one query; connecting is bounded by ConnectTimeout.
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	db, err := gormdb.Open(ctx, cfg.DatabaseURL, gormdb.Options{
-		MaxOpenConns:   cfg.DBMaxOpenConns,
-		ConnectTimeout: cfg.DBTimeout,
-		TxTimeout:      cfg.DBTimeout,
+	db, err := gormdb.Open(ctx, cfg.Database.URL, gormdb.Options{
+		MaxOpenConns:   cfg.Database.MaxOpenConns,
+		ConnectTimeout: cfg.Database.Timeout,
+		TxTimeout:      cfg.Database.Timeout,
 	})
 	if err != nil {
 		return storage{}, fmt.Errorf("database: %w", err)
 	}
-	if cfg.Migrate {
+	if cfg.Database.Migrate {
 		if err := gormdb.Migrate(ctx, db); err != nil {
 			_ = db.Close()
 			return storage{}, fmt.Errorf("database migration: %w", err)
 		}
 	}
-	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Migrate)
+	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate)
 	lc.Append(fx.StopHook(db.Close))
 	return storage{
 		Stores:    gormdb.NewStores(db),
@@ -78,19 +78,19 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 }
 
 func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger) (coordination, error) {
-	if cfg.RedisURL == "" {
+	if cfg.Redis.URL == "" {
 		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
 	}
 	redis.RouteClientLogs(log)
-	client, err := redis.NewClient(cfg.RedisURL, redis.Options{
-		DialTimeout:  cfg.RedisTimeout,
-		ReadTimeout:  cfg.RedisTimeout,
-		WriteTimeout: cfg.RedisTimeout,
+	client, err := redis.NewClient(cfg.Redis.URL, redis.Options{
+		DialTimeout:  cfg.Redis.Timeout,
+		ReadTimeout:  cfg.Redis.Timeout,
+		WriteTimeout: cfg.Redis.Timeout,
 	})
 	if err != nil {
 		return coordination{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	defer cancel()
 	if err := redis.Ping(ctx, client); err != nil {
 		_ = client.Close()

@@ -52,8 +52,8 @@ var HTTPModule = fx.Module("http",
 // token on the console as shell lines to paste, so the embedded default is usable at once.
 // They stay out of the logs, which are often shipped and kept.
 func provideTokens(cfg Config, log *slog.Logger, console Console) (*rghttp.Tokens, error) {
-	if cfg.JWTSecret != "" {
-		return rghttp.NewTokens([]byte(cfg.JWTSecret)), nil
+	if cfg.Auth.JWTSecret != "" {
+		return rghttp.NewTokens([]byte(cfg.Auth.JWTSecret)), nil
 	}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
@@ -90,7 +90,7 @@ func provideRouter(p routerParams) *gin.Engine {
 		Metrics:      p.Metrics,
 		Logger:       p.Logger,
 		Readiness:    p.Readiness,
-		MaxBodyBytes: p.Config.MaxBodyBytes,
+		MaxBodyBytes: p.Config.Server.MaxBodyBytes,
 	})
 }
 
@@ -98,16 +98,16 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Lo
 	server := &Server{}
 	httpServer := &stdhttp.Server{
 		Handler:           router,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		ReadTimeout:       cfg.Server.ReadTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			ln, err := net.Listen("tcp", cfg.Addr)
+			ln, err := net.Listen("tcp", cfg.Server.Addr)
 			if err != nil {
-				return fmt.Errorf("listen on RUSHGATE_ADDR %s: %w", cfg.Addr, err)
+				return fmt.Errorf("listen on RUSHGATE_ADDR %s: %w", cfg.Server.Addr, err)
 			}
 			server.listener = ln
 			go func() {
@@ -116,7 +116,7 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Lo
 				}
 			}()
 			log.Info("rushgate listening", "url", server.URL(), "storage", storageName(cfg), "coordination", coordinationName(cfg))
-			if cfg.DatabaseURL == "" || cfg.RedisURL == "" {
+			if cfg.Database.URL == "" || cfg.Redis.URL == "" {
 				log.Warn("running on in-memory adapters: data is NOT persisted; set RUSHGATE_DATABASE_URL and RUSHGATE_REDIS_URL to use Postgres/MySQL and Redis")
 			}
 			return nil
@@ -130,14 +130,14 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Lo
 }
 
 func storageName(cfg Config) string {
-	if cfg.DatabaseURL == "" {
+	if cfg.Database.URL == "" {
 		return "memory"
 	}
-	return strings.SplitN(cfg.DatabaseURL, ":", 2)[0]
+	return strings.SplitN(cfg.Database.URL, ":", 2)[0]
 }
 
 func coordinationName(cfg Config) string {
-	if cfg.RedisURL == "" {
+	if cfg.Redis.URL == "" {
 		return "memory"
 	}
 	return "redis"

@@ -17,9 +17,9 @@ var TelemetryModule = fx.Module("telemetry", fx.Provide(provideLogger, provideMe
 
 func provideLogger(cfg Config) *slog.Logger {
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	_ = level.UnmarshalText([]byte(cfg.Server.LogLevel))
 	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).
-		With("instance", cfg.instanceID())
+		With("instance", cfg.Server.instanceID())
 }
 
 func provideMetrics() (*telemetry.Metrics, *prometheus.Registry) {

@@ -24,7 +24,7 @@ func runMarkerPruner(lc fx.Lifecycle, cfg Config, g *guard.Guard, log *slog.Logg
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			wg.Go(func() {
-				ticker := time.NewTicker(cfg.MarkerPruneInterval)
+				ticker := time.NewTicker(cfg.Guard.MarkerPruneInterval)
 				defer ticker.Stop()
 				for {
 					select {

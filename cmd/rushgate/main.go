@@ -189,7 +189,7 @@ func serve(ctx context.Context, stderr io.Writer) error {
 		return bootstrap.RootCause(err)
 	}
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
 	return app.Stop(stopCtx)
 }
@@ -199,12 +199,12 @@ func migrate(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
+	if cfg.Database.URL == "" {
 		return errors.New("RUSHGATE_DATABASE_URL: required by migrate")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	db, err := gormdb.Open(ctx, cfg.DatabaseURL, gormdb.Options{ConnectTimeout: cfg.DBTimeout})
+	db, err := gormdb.Open(ctx, cfg.Database.URL, gormdb.Options{ConnectTimeout: cfg.Database.Timeout})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -222,14 +222,14 @@ func token(user string, admin bool, ttl time.Duration, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.JWTSecret == "" {
+	if cfg.Auth.JWTSecret == "" {
 		return errors.New("RUSHGATE_JWT_SECRET: required to mint a token the server accepts")
 	}
 	role := rghttp.RoleUser
 	if admin {
 		role = rghttp.RoleAdmin
 	}
-	raw, err := rghttp.NewTokens([]byte(cfg.JWTSecret)).Mint(user, role, ttl)
+	raw, err := rghttp.NewTokens([]byte(cfg.Auth.JWTSecret)).Mint(user, role, ttl)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 func TestBadInput_AnswersErrorJSONAndChangesNothing(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			s := startServer(t, b, func(c *bootstrap.Config) { c.MaxBodyBytes = 4096 })
+			s := startServer(t, b, func(c *bootstrap.Config) { c.Server.MaxBodyBytes = 4096 })
 			crewID := s.createCrew(5)
 			user := s.token("victim")
 			expired, _ := s.tokens.Mint("victim", rghttp.RoleUser, -time.Minute)

@@ -72,7 +72,7 @@ func TestSlowClient_IsCutOffByTheReadTimeouts(t *testing.T) {
 		readTimeout   = 600 * time.Millisecond
 	)
 	s := startServer(t, backend{name: "memory"}, func(c *bootstrap.Config) {
-		c.ReadHeaderTimeout, c.ReadTimeout = headerTimeout, readTimeout
+		c.Server.ReadHeaderTimeout, c.Server.ReadTimeout = headerTimeout, readTimeout
 	})
 	declaredBody := "POST /crews HTTP/1.1\r\nHost: rushgate\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
 	cases := []struct {

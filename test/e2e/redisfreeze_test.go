@@ -22,16 +22,16 @@ import (
 // once it resumes, so the keys are free when their lease ends (shortened here), not before.
 func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	const (
-		redisTimeout = time.Second
-		lockTTL      = time.Second // half of it bounds one lock attempt
-		lease        = 3 * time.Second
-		joins        = 4
+		lease = 3 * time.Second
+		joins = 4
 	)
+	// The Redis timeout and the lock TTL (half of which bounds one lock attempt) are the defaults.
+	redisTimeout := bootstrap.DefaultConfig().Redis.Timeout
 	redis := startPrivateRedis(t)
 	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, func(c *bootstrap.Config) {
-		c.RedisTimeout, c.LockTTL, c.IdempotencyLease = redisTimeout, lockTTL, lease
+		c.Guard.IdempotencyLease = lease
 		// Short backoff steps, so Redis freezes between two quick lock attempts.
-		c.LockBaseDelay = 20 * time.Millisecond
+		c.Guard.LockBaseDelay = 20 * time.Millisecond
 	})
 	opts, err := goredis.ParseURL(redis.url)
 	if err != nil {

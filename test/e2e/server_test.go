@@ -103,11 +103,11 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 // port, quiet logs and a roomier database timeout for -race on two cores.
 func testConfig(b backend) bootstrap.Config {
 	cfg := bootstrap.DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.DatabaseURL, cfg.RedisURL = b.databaseURL, b.redisURL
-	cfg.JWTSecret = jwtSecret
-	cfg.LogLevel = "error"
-	cfg.DBTimeout = 2 * time.Second
+	cfg.Server.Addr = "127.0.0.1:0"
+	cfg.Server.LogLevel = "error"
+	cfg.Database.URL, cfg.Redis.URL = b.databaseURL, b.redisURL
+	cfg.Database.Timeout = 2 * time.Second
+	cfg.Auth.JWTSecret = jwtSecret
 	return cfg
 }
 
