@@ -22,9 +22,10 @@ var (
 // answer within its timeout. A lock expires by itself after ttl, so a crashed holder never
 // blocks the key for longer than that.
 //
-// Released returns a channel that is closed once key is released by any holder, in this process
-// or another sharing the locks, after the call; call stop when no longer interested. It is a
-// hint for waking a waiter early, not a guarantee: a notice may come late or never (a holder
+// Released returns a channel that is closed once key is released, after the call, by a holder in
+// this process, or in another sharing the locks once a TryAcquire of the key here found it held
+// (releases nobody waited for need not be announced); call stop when no longer interested. It is
+// a hint for waking a waiter early, not a guarantee: a notice may come late or never (a holder
 // that dies frees the key by TTL, silently), so waiters still bound their waits.
 type Locker interface {
 	TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lock, error)

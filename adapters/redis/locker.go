@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -16,6 +15,11 @@ import (
 
 // lockKeyPrefix namespaces lock keys in a Redis shared with other data.
 const lockKeyPrefix = "rushgate:lock:"
+
+// lockKey is the Redis key holding key's lock, and waitingKey the flag that someone failed to
+// take it. The hash tag keeps both in one Cluster slot, so one script can touch both.
+func lockKey(key string) string    { return lockKeyPrefix + "{" + key + "}" }
+func waitingKey(key string) string { return lockKey(key) + ":waiting" }
 
 // acquireBudgetFactor bounds one TryAcquire, including the cleanup DEL redsync sends after a
 // failed attempt, to half the lock's TTL (and each command to the client's timeouts). redsync's
@@ -30,24 +34,26 @@ var (
 )
 
 // Locker is a ports.Locker on one Redis (or one Sentinel/Cluster deployment) via go-redsync.
-// A release is announced on Redis Pub/Sub, and each Locker holds one pattern subscription,
-// opened by its first Released call, that wakes this process's waiters; Close ends it. It is
-// safe for concurrent use.
+// A failed TryAcquire flags the key as waited for, and the release of a flagged key is announced
+// on Redis Pub/Sub; each Locker holds one pattern subscription, opened by its first Released
+// call, that wakes this process's waiters. Uncontended keys, the common case, cost no Pub/Sub
+// traffic. Close ends the subscription. It is safe for concurrent use.
 type Locker struct {
 	client  goredis.UniversalClient
 	redsync *redsync.Redsync
 	notices *releaseNotices
 }
 
-// NewLocker returns a Locker that keeps its locks in c under "rushgate:lock:<key>" and
-// announces their releases on "rushgate:lock-released:<key>". Call Close when done with it; c
+// NewLocker returns a Locker that keeps its locks in c under "rushgate:lock:{<key>}" and
+// announces the releases of contended ones on "rushgate:lock-released:<key>". Call Close when done with it; c
 // stays open, its owner closes it.
 func NewLocker(c goredis.UniversalClient) *Locker {
 	return &Locker{client: c, redsync: redsync.New(redsyncgoredis.NewPool(c)), notices: newReleaseNotices(c)}
 }
 
-// Released returns a channel closed once key is released after the call, by this Locker or any
-// other on the same Redis; call stop when no longer interested. The first call waits (at most a
+// Released returns a channel closed once key is released after the call, by this Locker, or by
+// any other on the same Redis once a TryAcquire of the key failed; call stop when no longer
+// interested. The first call waits (at most a
 // second) for Redis to confirm the subscription. A notice can be lost, when the subscription is
 // down or after Close, so waiters bound their waits. See ports.Locker.
 func (l *Locker) Released(key string) (released <-chan struct{}, stop func()) {
@@ -72,7 +78,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	// silent server from costing the budget twice.
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(float64(ttl)*acquireBudgetFactor))
 	defer cancel()
-	mutex := l.redsync.NewMutex(lockKeyPrefix+key,
+	mutex := l.redsync.NewMutex(lockKey(key),
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(1),
 		redsync.WithTimeoutFactor(acquireBudgetFactor),
@@ -81,10 +87,11 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	var taken *redsync.ErrTaken
 	switch {
 	case err == nil:
-		return &lock{mutex: mutex, locker: l}, nil
+		return &lock{mutex: mutex, locker: l, key: key}, nil
 	case errors.As(err, &taken), errors.Is(err, redsync.ErrFailed):
 		// ErrFailed without a Redis error: the SET succeeded too late to leave any validity,
 		// and redsync already deleted it again. Either way the key is not ours.
+		l.flagWaiting(ctx, key, ttl)
 		return nil, fmt.Errorf("redis: lock %q: %w", key, ports.ErrLockNotAcquired)
 	default:
 		// A timeout included: a Redis that does not answer is unavailable, not contended. Read
@@ -93,39 +100,62 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	}
 }
 
+// flagWaitingScript flags that someone waits for the lock, for as long as the lock's TTL, and
+// answers whether the lock is still held.
+//
+// KEYS[1] lock, KEYS[2] waiting flag; ARGV ttl ms.
+var flagWaitingScript = goredis.NewScript(`
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+return redis.call('EXISTS', KEYS[1])
+`)
+
+// flagWaiting asks for the next release of key to be announced. When the lock was released
+// between the failed attempt and the flag, this process's waiters are woken at once instead.
+// Notices are hints: a failure here only leaves waiters to their backoff.
+func (l *Locker) flagWaiting(ctx context.Context, key string, ttl time.Duration) {
+	held, err := flagWaitingScript.Run(ctx, l.client, []string{lockKey(key), waitingKey(key)}, ttl.Milliseconds()).Int()
+	if err == nil && held == 0 {
+		l.notices.notify(key)
+	}
+}
+
 // lock is one acquired redsync mutex.
 type lock struct {
 	mutex  *redsync.Mutex
 	locker *Locker
+	key    string
 }
 
-// releaseScript deletes the lock if it still holds the owner's value and announces the release
-// in the same round trip; 0 means the owner no longer held it, and nothing is announced.
+// releaseScript deletes the lock if it still holds the owner's value and, when someone waits
+// for it, announces the release in the same round trip; 0 means the owner no longer held it, and
+// nothing is announced.
 //
-// KEYS[1] lock; ARGV owner's value, release channel, releasing Locker's origin id.
+// KEYS[1] lock, KEYS[2] waiting flag; ARGV owner's value, release channel, releasing Locker's
+// origin id.
 var releaseScript = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+if redis.call('DEL', KEYS[2]) == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
 return 1
 `)
 
 // Release deletes the lock only if it still holds this owner's value, announces the release to
-// other instances and wakes this Locker's waiters on the key. It returns ports.ErrLockNotHeld
-// when the TTL expired or another owner holds the key.
+// other instances when one of them waits for it, and wakes this Locker's waiters on the key. It
+// returns ports.ErrLockNotHeld when the TTL expired or another owner holds the key.
 func (l *lock) Release(ctx context.Context) error {
-	key := strings.TrimPrefix(l.mutex.Name(), lockKeyPrefix)
-	released, err := releaseScript.Run(ctx, l.locker.client, []string{l.mutex.Name()},
-		l.mutex.Value(), releaseChannelPrefix+key, l.locker.notices.origin).Int()
+	released, err := releaseScript.Run(ctx, l.locker.client, []string{l.mutex.Name(), waitingKey(l.key)},
+		l.mutex.Value(), releaseChannelPrefix+l.key, l.locker.notices.origin).Int()
 	switch {
 	case err != nil:
 		return unavailable(fmt.Sprintf("unlock %q", l.mutex.Name()), err)
 	case released == 0:
 		return fmt.Errorf("redis: unlock %q: %w", l.mutex.Name(), ports.ErrLockNotHeld)
 	default:
-		l.locker.notices.notify(key)
+		l.locker.notices.notify(l.key)
 		return nil
 	}
 }

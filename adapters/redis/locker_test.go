@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rgredis "github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -44,6 +45,8 @@ func TestLockerClose_EndsReleaseNotices(t *testing.T) {
 	defer stopAfter()
 	held, err := releaser.TryAcquire(ctx, key, time.Minute)
 	require.NoError(t, err)
+	_, err = open.TryAcquire(ctx, key, time.Minute)
+	require.ErrorIs(t, err, ports.ErrLockNotAcquired, "the open Locker waits for the key")
 	require.NoError(t, held.Release(ctx))
 
 	select {
@@ -64,7 +67,8 @@ func TestLockerClose_EndsReleaseNotices(t *testing.T) {
 
 // TestLockerRelease_AnnouncesOnlyAnActualRelease watches the key's release channel directly: a
 // Release that finds the key no longer its own publishes nothing (the next message is a marker
-// the test sends after it), and the owner's Release publishes.
+// the test sends after it), and the owner's Release publishes once a TryAcquire found the key
+// taken.
 func TestLockerRelease_AnnouncesOnlyAnActualRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -93,10 +97,39 @@ func TestLockerRelease_AnnouncesOnlyAnActualRelease(t *testing.T) {
 	time.Sleep(600 * time.Millisecond)
 	owner, err := locker.TryAcquire(ctx, key, time.Minute)
 	require.NoError(t, err)
+	_, err = locker.TryAcquire(ctx, key, time.Minute)
+	require.ErrorIs(t, err, ports.ErrLockNotAcquired, "a waiter flags the key")
 	require.Error(t, stale.Release(ctx))
 	require.NoError(t, client.Publish(ctx, channel, "marker").Err())
 
 	assert.Equal(t, "marker", nextMessage(), "the failed release published nothing before the marker")
 	require.NoError(t, owner.Release(ctx))
 	assert.NotEqual(t, "marker", nextMessage(), "the owner's release is announced")
+}
+
+// TestLockerRelease_AnnouncesNothingWhenNobodyWaited: an uncontended key's release costs no
+// Pub/Sub message; the marker the test sends after it is the first message.
+func TestLockerRelease_AnnouncesNothingWhenNobodyWaited(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := newTestClient(t)
+	locker := rgredis.NewLocker(client)
+	key := "test:" + rand.Text()
+	channel := "rushgate:lock-released:" + key
+	watch := client.Subscribe(ctx, channel)
+	t.Cleanup(func() { _ = watch.Close() })
+	_, err := watch.Receive(ctx)
+	require.NoError(t, err)
+
+	held, err := locker.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, client.Publish(ctx, channel, "marker").Err())
+
+	select {
+	case msg := <-watch.Channel():
+		assert.Equal(t, "marker", msg.Payload, "an uncontended release was announced")
+	case <-time.After(noticeBound):
+		t.Fatal("no message")
+	}
 }

@@ -2,6 +2,7 @@ package porttest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -198,8 +199,8 @@ func testLockerReleasedStop(t *testing.T, e env[ports.Locker]) {
 	expectOpen(t, stopped, "stopped listener")
 }
 
-// testLockerReleasedAcrossInstances: a release through one instance closes the channels of
-// listeners on another, and not of a stopped one there.
+// testLockerReleasedAcrossInstances: once a TryAcquire through another instance found the key
+// held, its release closes the channels of listeners there, and not of a stopped one.
 func testLockerReleasedAcrossInstances(t *testing.T, e env[ports.Locker]) {
 	other := secondInstance(t, e)
 	key := newLockKey()
@@ -208,6 +209,9 @@ func testLockerReleasedAcrossInstances(t *testing.T, e env[ports.Locker]) {
 	defer stopListening()
 	stopped, stop := other.Released(key)
 	stop()
+	if _, err := other.TryAcquire(context.Background(), key, longLockTTL); !errors.Is(err, ports.ErrLockNotAcquired) {
+		t.Fatalf("the other instance took a held key: %v", err)
+	}
 
 	must(t, held.Release(context.Background()), "release")
 

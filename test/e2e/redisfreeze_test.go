@@ -45,7 +45,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	crews := make([]string, joins)
 	for i := range crews {
 		crews[i] = s.createCrew(5)
-		if err := rdb.Set(ctx, "rushgate:lock:crew:"+crews[i], "held-by-the-test", time.Minute).Err(); err != nil {
+		if err := rdb.Set(ctx, "rushgate:lock:{crew:"+crews[i]+"}", "held-by-the-test", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, crewID := range crews {
-		if err := rdb.Del(ctx, "rushgate:lock:crew:"+crewID).Err(); err != nil {
+		if err := rdb.Del(ctx, "rushgate:lock:{crew:"+crewID+"}").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
