@@ -44,42 +44,58 @@ func TestJoin_TwoInstancesShareOneCrew(t *testing.T) {
 	}
 }
 
-// TestJoin_LostIdempotencyRecordIsAnsweredFromTheDatabase: a join committed but its Redis record
-// was lost (the server died before Complete, or Redis restarted). The client's retry with the
-// same key is answered with the original 201 from the marker committed with the membership —
-// not 409 ALREADY_MEMBER, and not a second join.
-func TestJoin_LostIdempotencyRecordIsAnsweredFromTheDatabase(t *testing.T) {
+// TestJoin_LostAnswerIsReplayedFromTheDatabase: a join committed but its answer never reached
+// the Redis record — the server was killed (kill -9) between commit and Complete, leaving the
+// record IN_PROGRESS until its lease ends, or Redis lost the record. The client's retry with the
+// same key, after the lease, is answered with the original 201 from the marker committed with
+// the membership: not 409 ALREADY_MEMBER, and not a second join.
+func TestJoin_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
+	losses := []struct {
+		name string
+		lose func(ctx context.Context, client *goredis.Client, record string) error
+	}{
+		{"server killed before Complete, lease over", func(ctx context.Context, client *goredis.Client, record string) error {
+			// What a killed server leaves: IN_PROGRESS, no answer; the lease has run out.
+			return client.HSet(ctx, record, "status", "IN_PROGRESS", "lease_until", "0",
+				"response_outcome", "", "response_body", "").Err()
+		}},
+		{"record lost", func(ctx context.Context, client *goredis.Client, record string) error {
+			return client.Del(ctx, record).Err()
+		}},
+	}
 	for _, b := range backends(t)[1:] {
-		t.Run(b.name, func(t *testing.T) {
-			databaseURL, redisURL := b.provision(t)
-			s := startServer(t, backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL})
-			crewID := s.createCrew(5)
-			first := s.join(crewID, "lost-answer", "k1")
-			if first.status != http.StatusCreated {
-				t.Fatalf("join: %d %s", first.status, first.raw)
-			}
+		for _, loss := range losses {
+			t.Run(b.name+"/"+loss.name, func(t *testing.T) {
+				databaseURL, redisURL := b.provision(t)
+				s := startServer(t, backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL})
+				crewID := s.createCrew(5)
+				first := s.join(crewID, "lost-answer", "k1")
+				if first.status != http.StatusCreated {
+					t.Fatalf("join: %d %s", first.status, first.raw)
+				}
 
-			opts, err := goredis.ParseURL(redisURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client := goredis.NewClient(opts)
-			defer client.Close()
-			const scope = "lost-answer"
-			record := "rushgate:idem:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + s.run + "k1"
-			if n, err := client.Del(context.Background(), record).Result(); err != nil || n != 1 {
-				t.Fatalf("delete the idempotency record %s: %d, %v", record, n, err)
-			}
+				opts, err := goredis.ParseURL(redisURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				client := goredis.NewClient(opts)
+				defer client.Close()
+				const scope = "lost-answer"
+				record := "rushgate:idem:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + s.run + "k1"
+				if err := loss.lose(context.Background(), client, record); err != nil {
+					t.Fatalf("lose the answer in %s: %v", record, err)
+				}
 
-			retry := s.join(crewID, "lost-answer", "k1")
-			if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" ||
-				string(retry.raw) != string(first.raw) {
-				t.Fatalf("retry: %d %s (replayed %q), want the first answer %s", retry.status, retry.raw,
-					retry.header.Get("Idempotent-Replayed"), first.raw)
-			}
-			if st := s.stored(crewID); st.currentMembers != 1 || st.members != 1 {
-				t.Fatalf("stored %+v", st)
-			}
-		})
+				retry := s.join(crewID, "lost-answer", "k1")
+				if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" ||
+					string(retry.raw) != string(first.raw) {
+					t.Fatalf("retry: %d %s (replayed %q), want the first answer %s", retry.status, retry.raw,
+						retry.header.Get("Idempotent-Replayed"), first.raw)
+				}
+				if st := s.stored(crewID); st.currentMembers != 1 || st.members != 1 {
+					t.Fatalf("stored %+v", st)
+				}
+			})
+		}
 	}
 }
