@@ -1,5 +1,5 @@
 // Package contract_test runs the port suites of ports/porttest against every backend rushgate
-// ships (memory, Postgres, MySQL, Redis), plus the adapters' own infrastructure sentences.
+// ships (memory, Postgres, MySQL, Redis, Redis Cluster), plus the adapters' own infrastructure sentences.
 package contract_test
 
 import (
@@ -40,7 +40,8 @@ var backends = []backend{
 	{name: "memory", stores: memoryStores, locker: memoryLocker, idempotency: memoryIdempotency},
 	{name: "postgres", stores: sqlStores(testenv.Postgres)},
 	{name: "mysql", stores: sqlStores(testenv.MySQL)},
-	{name: "redis", locker: redisLocker, idempotency: redisIdempotency},
+	{name: "redis", locker: redisLocker(redisURL), idempotency: redisIdempotency(redisURL)},
+	{name: "redis-cluster", locker: redisLocker(testenv.RedisCluster), idempotency: redisIdempotency(testenv.RedisCluster)},
 }
 
 // runOnBackends runs a porttest suite, in parallel, on every backend implementing the port that
@@ -105,20 +106,29 @@ func openSQL(t *testing.T, d testenv.Database, opts gormdb.Options) *gormdb.DB {
 	return db
 }
 
-// redisCoordination returns the Redis coordination set of one instance, on a client of its own,
-// closed when the test ends.
-func redisCoordination(t *testing.T) ports.Coordination {
-	set, closeSet := rgredis.NewCoordination(redisClient(t))
+// redisCoordination returns the Redis coordination set of one instance, on a client of its own
+// to the Redis at url, closed when the test ends.
+func redisCoordination(t *testing.T, url string) ports.Coordination {
+	set, closeSet := rgredis.NewCoordination(newRedisClientURL(t, url))
 	t.Cleanup(func() { assert.NoError(t, closeSet()) })
 	return set
 }
 
-func redisLocker(*testing.T) (func(*testing.T) ports.Locker, porttest.Capabilities) {
-	return func(t *testing.T) ports.Locker { return redisCoordination(t).Locker },
-		porttest.Capabilities{SharedInstances: true}
+// redisLocker runs the Locker suite on the Redis (one server or a cluster) whose URL server
+// returns; every instance has a client of its own, as separate processes do.
+func redisLocker(server func(testing.TB) string) suite[ports.Locker] {
+	return func(t *testing.T) (func(*testing.T) ports.Locker, porttest.Capabilities) {
+		url := server(t)
+		return func(t *testing.T) ports.Locker { return redisCoordination(t, url).Locker },
+			porttest.Capabilities{SharedInstances: true}
+	}
 }
 
-func redisIdempotency(*testing.T) (func(*testing.T) ports.IdempotencyStore, porttest.Capabilities) {
-	return func(t *testing.T) ports.IdempotencyStore { return redisCoordination(t).Idempotency },
-		porttest.Capabilities{SharedInstances: true}
+// redisIdempotency runs the IdempotencyStore suite as redisLocker does the Locker suite.
+func redisIdempotency(server func(testing.TB) string) suite[ports.IdempotencyStore] {
+	return func(t *testing.T) (func(*testing.T) ports.IdempotencyStore, porttest.Capabilities) {
+		url := server(t)
+		return func(t *testing.T) ports.IdempotencyStore { return redisCoordination(t, url).Idempotency },
+			porttest.Capabilities{SharedInstances: true}
+	}
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
-// redisClient returns a client to the test Redis (skipped or failed per testenv when it is
-// down), closed when the test ends.
-func redisClient(t *testing.T) goredis.UniversalClient {
+// redisURL returns the URL of the test Redis, one server (skipped or failed per testenv when
+// it is down).
+func redisURL(t testing.TB) string {
 	t.Helper()
-	return newRedisClient(t, testenv.RedisAddr(t))
+	return "redis://" + testenv.RedisAddr(t)
 }
 
 // deadRedisAddrs names Redis addresses that cannot serve: one refuses connections, the other
@@ -54,7 +54,13 @@ func silentServer(t *testing.T) string {
 
 func newRedisClient(t *testing.T, addr string) goredis.UniversalClient {
 	t.Helper()
-	client, err := rgredis.NewClient("redis://"+addr, rgredis.Options{})
+	return newRedisClientURL(t, "redis://"+addr)
+}
+
+// newRedisClientURL returns a client to the Redis at url, closed when the test ends.
+func newRedisClientURL(t *testing.T, url string) goredis.UniversalClient {
+	t.Helper()
+	client, err := rgredis.NewClient(url, rgredis.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	return client

@@ -1,6 +1,6 @@
 // Package testenv gives tests the real services of this machine: fresh, isolated databases on
-// Postgres and MySQL and a Redis address. A service that cannot be reached skips the test, and
-// fails it when CI=true.
+// Postgres and MySQL, a Redis address, and a private Redis Cluster started from the machine's
+// redis-server. A service that cannot be reached skips the test, and fails it when CI=true.
 package testenv
 
 import (
