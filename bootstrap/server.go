@@ -46,30 +46,46 @@ var HTTPModule = fx.Module("http",
 		provideRouter,
 		provideServer,
 	),
+	fx.Invoke(announceTokens),
 )
 
-// provideTokens uses the configured secret, or generates one and prints an admin and a user
-// token on the console as shell lines to paste, so the embedded default is usable at once.
-// They stay out of the logs, which are often shipped and kept.
-func provideTokens(cfg Config, log *slog.Logger, console Console) (*rghttp.Tokens, error) {
+// generatedTokens are the ready tokens of a secret generated at start; empty when
+// RUSHGATE_JWT_SECRET is set.
+type generatedTokens struct{ admin, user string }
+
+// provideTokens uses the configured secret, or generates one, with an admin and a user token,
+// so the embedded default is usable at once.
+func provideTokens(cfg Config, log *slog.Logger) (*rghttp.Tokens, generatedTokens, error) {
 	if cfg.Auth.JWTSecret != "" {
-		return rghttp.NewTokens([]byte(cfg.Auth.JWTSecret)), nil
+		return rghttp.NewTokens([]byte(cfg.Auth.JWTSecret)), generatedTokens{}, nil
 	}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	tokens := rghttp.NewTokens(secret)
 	admin, err := tokens.Mint("admin", rghttp.RoleAdmin, 24*time.Hour)
 	if err != nil {
-		return nil, err
+		return nil, generatedTokens{}, err
 	}
 	user, err := tokens.Mint("user-1", rghttp.RoleUser, 24*time.Hour)
 	if err != nil {
-		return nil, err
+		return nil, generatedTokens{}, err
 	}
 	log.Warn("RUSHGATE_JWT_SECRET is not set: generated a secret for this process only; ready tokens are printed on the console")
-	fmt.Fprintf(console, "# RUSHGATE_JWT_SECRET is not set: tokens for this process only, valid 24h. Paste to use them:\n"+
-		"export RUSHGATE_ADMIN_TOKEN=%s\nexport RUSHGATE_USER_TOKEN=%s\n", admin, user)
-	return tokens, nil
+	return tokens, generatedTokens{admin: admin, user: user}, nil
+}
+
+// announceTokens prints generated tokens on the console as shell lines to paste, once the
+// server listens, so they work the moment they are pasted. They stay out of the logs, which are
+// often shipped and kept.
+func announceTokens(lc fx.Lifecycle, _ *Server, generated generatedTokens, console Console) {
+	if generated.admin == "" {
+		return
+	}
+	// Started after the server's own hook, which this function's dependency on *Server orders.
+	lc.Append(fx.StartHook(func() {
+		fmt.Fprintf(console, "# RUSHGATE_JWT_SECRET is not set: tokens for this process only, valid 24h. Paste to use them:\n"+
+			"export RUSHGATE_ADMIN_TOKEN=%s\nexport RUSHGATE_USER_TOKEN=%s\n", generated.admin, generated.user)
+	}))
 }
 
 type routerParams struct {
