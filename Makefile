@@ -40,5 +40,5 @@ services: ## start Postgres, MariaDB and Redis (install them with apt-get if mis
 	bash scripts/services.sh
 
 .PHONY: load
-load: ## crew-herd and crew-spread load scenarios on Postgres and MySQL (LOAD_DBS=postgres to pick one)
+load: ## crew-hot, crew-herd and crew-spread on Postgres and MySQL, 1 and 2 instances (LOAD_DBS, LOAD_INSTANCES, LOAD_SCENARIOS, LOAD_FLAGS)
 	bash scripts/load.sh
