@@ -19,7 +19,7 @@ import (
 )
 
 // Config is every setting, read from RUSHGATE_* environment variables once at start, grouped
-// by concern. Each group parses and validates on its own; Config.Validate adds what spans groups.
+// by concern. Each group parses and validates on its own.
 type Config struct {
 	Server   ServerConfig
 	Database DatabaseConfig
@@ -155,7 +155,6 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	// No setting depends on another group's today; such checks go here.
 	return nil
 }
 
