@@ -148,7 +148,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 	return group, nil
 }
 
-// Validate checks values the types alone do not, group by group, then across groups.
+// Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
 	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard} {
 		if err := group.Validate(); err != nil {
