@@ -363,69 +363,56 @@ func TestLane_ALostCompleteIsAnsweredFromTheMarkerAndNeverAppliedTwice(t *testin
 	}
 }
 
-func TestLane_AWaiterWhoseContextEndsLeavesWithoutBeingRun(t *testing.T) {
-	f := newFixture(t)
-	r := &recorder{}
-	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{}, r.serve)
-	run := func(in int) func(ctx context.Context) (guard.Result[answer], error) {
-		return func(ctx context.Context) (guard.Result[answer], error) { return lane.Run(ctx, request(key(in)), in) }
+// A request whose context ends while queued leaves without being run and drops its key; when it
+// was the head, the next request takes over. The others are served in one batch.
+func TestLane_ARequestWhoseContextEndsLeavesTheQueue(t *testing.T) {
+	cases := []struct {
+		name       string
+		leaver     int
+		wantServed string
+	}{
+		{"a waiter", 1, "[[0 2]]"},
+		{"the head", 0, "[[1 2]]"},
 	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			r := &recorder{}
+			lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{}, r.serve)
+			holder := f.hold(t, lockKey)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			queued := make([]<-chan outcome, 3)
+			for i := range queued {
+				reqCtx := context.Background()
+				if i == tc.leaver {
+					reqCtx = ctx
+				}
+				queued[i] = enqueue(t, reqCtx, func(ctx context.Context) (guard.Result[answer], error) {
+					return lane.Run(ctx, request(key(i)), i)
+				})
+			}
 
-	holder := f.hold(t, lockKey)
-	head := enqueue(t, context.Background(), run(0))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	leaving := enqueue(t, ctx, run(1))
-	behind := enqueue(t, context.Background(), run(2))
-
-	cancel()
-	if o := await(t, leaving); !errors.Is(o.err, context.Canceled) {
-		t.Fatalf("the waiter who left: %+v, %v", o.res, o.err)
-	}
-	assertKeyFree(t, f, request(key(1)))
-	if err := holder.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for i, done := range map[int]<-chan outcome{0: head, 2: behind} {
-		if o := await(t, done); o.err != nil || o.res.Value.N != i {
-			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
-		}
-	}
-	if got := r.calls(); got != "[[0 2]]" {
-		t.Fatalf("batches %s", got)
-	}
-}
-
-func TestLane_AHeadWhoseContextEndsHandsTheQueueToTheNext(t *testing.T) {
-	f := newFixture(t)
-	r := &recorder{}
-	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{}, r.serve)
-	run := func(in int) func(ctx context.Context) (guard.Result[answer], error) {
-		return func(ctx context.Context) (guard.Result[answer], error) { return lane.Run(ctx, request(key(in)), in) }
-	}
-
-	holder := f.hold(t, lockKey)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	head := enqueue(t, ctx, run(0))
-	next := enqueue(t, context.Background(), run(1))
-	last := enqueue(t, context.Background(), run(2))
-
-	cancel()
-	if o := await(t, head); !errors.Is(o.err, context.Canceled) {
-		t.Fatalf("the head who left: %+v, %v", o.res, o.err)
-	}
-	assertKeyFree(t, f, request(key(0)))
-	if err := holder.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for i, done := range map[int]<-chan outcome{1: next, 2: last} {
-		if o := await(t, done); o.err != nil || o.res.Value.N != i {
-			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
-		}
-	}
-	if got := r.calls(); got != "[[1 2]]" {
-		t.Fatalf("batches %s", got)
+			cancel()
+			if o := await(t, queued[tc.leaver]); !errors.Is(o.err, context.Canceled) {
+				t.Fatalf("the request that left: %+v, %v", o.res, o.err)
+			}
+			assertKeyFree(t, f, request(key(tc.leaver)))
+			if err := holder.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for i, done := range queued {
+				if i == tc.leaver {
+					continue
+				}
+				if o := await(t, done); o.err != nil || o.res.Value.N != i {
+					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+				}
+			}
+			if got := r.calls(); got != tc.wantServed {
+				t.Fatalf("batches %s, want %s", got, tc.wantServed)
+			}
+		})
 	}
 }
 
