@@ -179,10 +179,15 @@ func appendSummary(path string, row []string) error {
 	return nil
 }
 
-// unrunRow is the summary line of a run that could not be carried out.
+// unrunRow is the summary line of a run that could not be carried out. The database column is
+// the dialect gormdb reads off the URL, as in a run's row; never the URL, which may hold a
+// password.
 func unrunRow(cfg config) []string {
-	dialect, _, _ := strings.Cut(cfg.databaseURL, "://")
-	row := []string{cfg.scenario, dialect, fmt.Sprint(len(cfg.urls))}
+	dialect, _, err := gormdb.ParseURL(cfg.databaseURL)
+	if err != nil {
+		dialect = "-"
+	}
+	row := []string{cfg.scenario, string(dialect), fmt.Sprint(len(cfg.urls))}
 	for len(row) < len(summaryHeader)-1 {
 		row = append(row, "-")
 	}

@@ -211,3 +211,17 @@ func TestAppendSummary_WritesTheHeaderOnceThenOneLinePerRun(t *testing.T) {
 	assert.True(t, strings.HasPrefix(lines[1], "crew-hot\tpostgres\t2\t"))
 	assert.Equal(t, "crew-herd\tmysql\t2\t-\t-\t-\t-\t-\t-\tcould not run", lines[2])
 }
+
+func TestUnrunRow_NamesTheDialectAsARunDoesAndNeverTheURL(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ url, want string }{
+		{"postgresql://u:secret@h:5432/db", "postgres"},
+		{"mysql://u:secret@h:3306/db", "mysql"},
+		{"u:secret@h/db", "-"},
+	}
+	for _, c := range cases {
+		row := unrunRow(config{scenario: "crew-hot", databaseURL: c.url, urls: []string{"a"}})
+		assert.Equal(t, c.want, row[1], c.url)
+		assert.NotContains(t, strings.Join(row, "\t"), "secret", c.url)
+	}
+}
