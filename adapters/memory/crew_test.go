@@ -31,11 +31,11 @@ func TestAdd_ConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 			crewID := s.createCrew(t, 10)
 			member := func(userID string) crew.Member { return crew.Member{CrewID: crewID, UserID: userID, JoinedAt: epoch} }
 
-			end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Add(ctx, member("u1")) })
+			end := openTx(t, s.db, func(ctx context.Context) error { return s.CrewMembers.Add(ctx, member("u1")) })
 			second := make(chan error, 1)
 			go func() {
 				second <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-					return s.members.Add(ctx, member("u2"), member("u1"))
+					return s.CrewMembers.Add(ctx, member("u2"), member("u1"))
 				})
 			}()
 			waitUntilBlocked(t, s.db, 1)
@@ -88,10 +88,10 @@ func TestAdd_InsertsAllOrNone(t *testing.T) {
 			s := newStore()
 			ctx := context.Background()
 			crewID := s.createCrew(t, 10)
-			if err := s.members.Add(ctx, newMembers(crewID, "u1")...); err != nil {
+			if err := s.CrewMembers.Add(ctx, newMembers(crewID, "u1")...); err != nil {
 				t.Fatalf("Add: %v", err)
 			}
-			if err := s.members.Add(ctx, tc.add(crewID)...); !errors.Is(err, tc.wantErr) {
+			if err := s.CrewMembers.Add(ctx, tc.add(crewID)...); !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Add = %v, want %v", err, tc.wantErr)
 			}
 			assertMembers(t, s, crewID, tc.wantMembers)
@@ -111,7 +111,7 @@ func newMembers(crewID string, userIDs ...string) []crew.Member {
 // assertMembers checks that the committed members of crewID are exactly want.
 func assertMembers(t *testing.T, s store, crewID string, want []string) {
 	t.Helper()
-	page, err := s.members.List(context.Background(), crewID, nil, 100)
+	page, err := s.CrewMembers.List(context.Background(), crewID, nil, 100)
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -130,14 +130,14 @@ func TestExisting_ReportsTheMembersAmongUsersAsTheTransactionSeesThem(t *testing
 	s := newStore()
 	ctx := context.Background()
 	crewID, otherID := s.createCrew(t, 10), s.createCrew(t, 10)
-	if err := s.members.Add(ctx, append(newMembers(crewID, "u1", "u2"), newMembers(otherID, "u3")...)...); err != nil {
+	if err := s.CrewMembers.Add(ctx, append(newMembers(crewID, "u1", "u2"), newMembers(otherID, "u3")...)...); err != nil {
 		t.Fatalf("Add: %v", err)
 	}
 	users := []string{"u1", "u2", "u3", "u4", "u5"}
 
 	existing := func(ctx context.Context) map[string]bool {
 		t.Helper()
-		got, err := s.members.Existing(ctx, crewID, users)
+		got, err := s.CrewMembers.Existing(ctx, crewID, users)
 		if err != nil {
 			t.Errorf("Existing: %v", err)
 		}
@@ -145,10 +145,10 @@ func TestExisting_ReportsTheMembersAmongUsersAsTheTransactionSeesThem(t *testing
 	}
 	// Another transaction's uncommitted writes are invisible; its own are visible.
 	end := openTx(t, s.db, func(ctx context.Context) error {
-		if err := s.members.Remove(ctx, crewID, "u2"); err != nil {
+		if err := s.CrewMembers.Remove(ctx, crewID, "u2"); err != nil {
 			return err
 		}
-		if err := s.members.Add(ctx, newMembers(crewID, "u4")...); err != nil {
+		if err := s.CrewMembers.Add(ctx, newMembers(crewID, "u4")...); err != nil {
 			return err
 		}
 		if got, want := existing(ctx), map[string]bool{"u1": true, "u4": true}; !maps.Equal(got, want) {
@@ -165,7 +165,7 @@ func TestExisting_ReportsTheMembersAmongUsersAsTheTransactionSeesThem(t *testing
 	if got, want := existing(ctx), map[string]bool{"u1": true, "u4": true}; !maps.Equal(got, want) {
 		t.Errorf("after commit: Existing = %v, want %v", got, want)
 	}
-	if got, err := s.members.Existing(ctx, crewID, nil); err != nil || got == nil || len(got) != 0 {
+	if got, err := s.CrewMembers.Existing(ctx, crewID, nil); err != nil || got == nil || len(got) != 0 {
 		t.Errorf("Existing of no users = %v, %v, want an empty set", got, err)
 	}
 }
@@ -175,15 +175,15 @@ func TestRemove_DeletesOrReportsNotMember(t *testing.T) {
 	s := newStore()
 	ctx := context.Background()
 	crewID := s.createCrew(t, 10)
-	if err := s.members.Remove(ctx, crewID, "u1"); !errors.Is(err, crew.ErrNotMember) {
+	if err := s.CrewMembers.Remove(ctx, crewID, "u1"); !errors.Is(err, crew.ErrNotMember) {
 		t.Errorf("Remove of a stranger = %v, want crew.ErrNotMember", err)
 	}
-	if err := s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
+	if err := s.CrewMembers.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
 		t.Fatalf("Add: %v", err)
 	}
 
 	// A removal is invisible to others until it commits.
-	end := openTx(t, s.db, func(ctx context.Context) error { return s.members.Remove(ctx, crewID, "u1") })
+	end := openTx(t, s.db, func(ctx context.Context) error { return s.CrewMembers.Remove(ctx, crewID, "u1") })
 	if !s.isMember(t, crewID, "u1") {
 		t.Error("uncommitted Remove is visible outside")
 	}
@@ -193,7 +193,7 @@ func TestRemove_DeletesOrReportsNotMember(t *testing.T) {
 	if s.isMember(t, crewID, "u1") {
 		t.Error("member still exists after Remove committed")
 	}
-	if err := s.members.Remove(ctx, crewID, "u1"); !errors.Is(err, crew.ErrNotMember) {
+	if err := s.CrewMembers.Remove(ctx, crewID, "u1"); !errors.Is(err, crew.ErrNotMember) {
 		t.Errorf("second Remove = %v, want crew.ErrNotMember", err)
 	}
 }
@@ -213,7 +213,7 @@ func TestList_PagesInJoinOrderAfterTheCursor(t *testing.T) {
 		{CrewID: otherID, UserID: "u0", JoinedAt: epoch},
 	}
 	for _, m := range joined {
-		if err := s.members.Add(ctx, m); err != nil {
+		if err := s.CrewMembers.Add(ctx, m); err != nil {
 			t.Fatalf("Add: %v", err)
 		}
 	}
@@ -231,7 +231,7 @@ func TestList_PagesInJoinOrderAfterTheCursor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			page, err := s.members.List(ctx, crewID, tt.after, tt.limit)
+			page, err := s.CrewMembers.List(ctx, crewID, tt.after, tt.limit)
 			if err != nil {
 				t.Fatalf("List: %v", err)
 			}
@@ -256,21 +256,21 @@ func TestCountAndList_SeeTheOwnTransactionsWrites(t *testing.T) {
 	s := newStore()
 	ctx := context.Background()
 	crewID := s.createCrew(t, 10)
-	if err := s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
+	if err := s.CrewMembers.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
 		t.Fatalf("Add: %v", err)
 	}
 
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if err := s.members.Remove(ctx, crewID, "u1"); err != nil {
+		if err := s.CrewMembers.Remove(ctx, crewID, "u1"); err != nil {
 			return err
 		}
-		if err := s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u2", JoinedAt: epoch}); err != nil {
+		if err := s.CrewMembers.Add(ctx, crew.Member{CrewID: crewID, UserID: "u2", JoinedAt: epoch}); err != nil {
 			return err
 		}
-		if n, _ := s.members.Count(ctx, crewID); n != 1 {
+		if n, _ := s.CrewMembers.Count(ctx, crewID); n != 1 {
 			t.Errorf("count inside = %d, want 1", n)
 		}
-		page, _ := s.members.List(ctx, crewID, nil, 10)
+		page, _ := s.CrewMembers.List(ctx, crewID, nil, 10)
 		if len(page) != 1 || page[0].UserID != "u2" {
 			t.Errorf("list inside = %v, want only u2", page)
 		}
@@ -279,7 +279,7 @@ func TestCountAndList_SeeTheOwnTransactionsWrites(t *testing.T) {
 	if !errors.Is(err, errRollback) {
 		t.Fatalf("InTx = %v", err)
 	}
-	page, _ := s.members.List(ctx, crewID, nil, 10)
+	page, _ := s.CrewMembers.List(ctx, crewID, nil, 10)
 	if len(page) != 1 || page[0].UserID != "u1" {
 		t.Errorf("list after rollback = %v, want only u1", page)
 	}

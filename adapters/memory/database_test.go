@@ -22,7 +22,7 @@ func TestInTx_UncommittedWritesAreInvisibleOutside(t *testing.T) {
 	crewID := s.createCrew(t, 10)
 
 	end := openTx(t, s.db, func(ctx context.Context) error {
-		c, err := s.crews.GetForUpdate(ctx, crewID)
+		c, err := s.Crews.GetForUpdate(ctx, crewID)
 		if err != nil {
 			return err
 		}
@@ -30,23 +30,23 @@ func TestInTx_UncommittedWritesAreInvisibleOutside(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := s.members.Add(ctx, m); err != nil {
+		if err := s.CrewMembers.Add(ctx, m); err != nil {
 			return err
 		}
-		if err := s.crews.Save(ctx, c); err != nil {
+		if err := s.Crews.Save(ctx, c); err != nil {
 			return err
 		}
 		// The transaction reads its own writes.
-		if got, _ := s.crews.Get(ctx, crewID); got.CurrentMembers() != 1 {
+		if got, _ := s.Crews.Get(ctx, crewID); got.CurrentMembers() != 1 {
 			t.Errorf("inside: currentMembers = %d, want 1", got.CurrentMembers())
 		}
-		if n, _ := s.members.Count(ctx, crewID); n != 1 {
+		if n, _ := s.CrewMembers.Count(ctx, crewID); n != 1 {
 			t.Errorf("inside: count = %d, want 1", n)
 		}
 		return nil
 	})
 
-	got, err := s.crews.Get(ctx, crewID)
+	got, err := s.Crews.Get(ctx, crewID)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -60,11 +60,11 @@ func TestInTx_UncommittedWritesAreInvisibleOutside(t *testing.T) {
 	if err := end(nil); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	got, _ = s.crews.Get(ctx, crewID)
+	got, _ = s.Crews.Get(ctx, crewID)
 	if got.CurrentMembers() != 1 {
 		t.Errorf("after commit: currentMembers = %d, want 1", got.CurrentMembers())
 	}
-	if n, _ := s.members.Count(ctx, crewID); n != 1 {
+	if n, _ := s.CrewMembers.Count(ctx, crewID); n != 1 {
 		t.Errorf("after commit: count = %d, want 1", n)
 	}
 }
@@ -76,15 +76,15 @@ func TestInTx_ErrorRollsBackAndIsReturnedUnchanged(t *testing.T) {
 	crewID := s.createCrew(t, 10)
 
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		c, err := s.crews.GetForUpdate(ctx, crewID)
+		c, err := s.Crews.GetForUpdate(ctx, crewID)
 		if err != nil {
 			return err
 		}
 		m, _ := c.Join("u1", epoch)
-		if err := s.members.Add(ctx, m); err != nil {
+		if err := s.CrewMembers.Add(ctx, m); err != nil {
 			return err
 		}
-		if err := s.crews.Save(ctx, c); err != nil {
+		if err := s.Crews.Save(ctx, c); err != nil {
 			return err
 		}
 		return errRollback
@@ -108,10 +108,10 @@ func TestInTx_PanicRollsBackAndReleasesLocks(t *testing.T) {
 			}
 		}()
 		_ = s.db.InTx(ctx, func(ctx context.Context) error {
-			c, _ := s.crews.GetForUpdate(ctx, crewID)
+			c, _ := s.Crews.GetForUpdate(ctx, crewID)
 			m, _ := c.Join("u1", epoch)
-			_ = s.members.Add(ctx, m)
-			_ = s.crews.Save(ctx, c)
+			_ = s.CrewMembers.Add(ctx, m)
+			_ = s.Crews.Save(ctx, c)
 			panic("boom")
 		})
 	}()
@@ -121,7 +121,7 @@ func TestInTx_PanicRollsBackAndReleasesLocks(t *testing.T) {
 	lockCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := s.db.InTx(lockCtx, func(ctx context.Context) error {
-		_, err := s.crews.GetForUpdate(ctx, crewID)
+		_, err := s.Crews.GetForUpdate(ctx, crewID)
 		return err
 	})
 	if err != nil {
@@ -132,7 +132,7 @@ func TestInTx_PanicRollsBackAndReleasesLocks(t *testing.T) {
 func assertEmptyCrew(t *testing.T, s store, crewID string) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := s.crews.Get(ctx, crewID)
+	c, err := s.Crews.Get(ctx, crewID)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -152,7 +152,7 @@ func TestInTx_NestedCallJoinsTheOuterTransaction(t *testing.T) {
 
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
 		if err := s.db.InTx(ctx, func(ctx context.Context) error {
-			return s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch})
+			return s.CrewMembers.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch})
 		}); err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func TestInTx_CancelledContextFailsTheCommit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		if err := s.members.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
+		if err := s.CrewMembers.Add(ctx, crew.Member{CrewID: crewID, UserID: "u1", JoinedAt: epoch}); err != nil {
 			return err
 		}
 		cancel()
@@ -191,7 +191,7 @@ func TestGetForUpdate_FailsOutsideATransaction(t *testing.T) {
 	t.Parallel()
 	s := newStore()
 	crewID := s.createCrew(t, 10)
-	if _, err := s.crews.GetForUpdate(context.Background(), crewID); err == nil {
+	if _, err := s.Crews.GetForUpdate(context.Background(), crewID); err == nil {
 		t.Fatal("GetForUpdate outside InTx succeeded")
 	}
 }
@@ -211,18 +211,18 @@ func TestConcurrentJoins_OnlyALockHeldToTheEndKeepsTheCrewConsistent(t *testing.
 	}{
 		"GetForUpdate": {
 			read: func(ctx context.Context, s store, crewID string) (*crew.Crew, error) {
-				return s.crews.GetForUpdate(ctx, crewID)
+				return s.Crews.GetForUpdate(ctx, crewID)
 			},
 			wantConsistent: true,
 		},
 		"Get, without a lock": {
 			read: func(ctx context.Context, s store, crewID string) (*crew.Crew, error) {
-				return s.crews.Get(ctx, crewID)
+				return s.Crews.Get(ctx, crewID)
 			},
 		},
 		"GetForUpdate releasing its lock right after the read": {
 			read: func(ctx context.Context, s store, crewID string) (*crew.Crew, error) {
-				c, err := s.crews.GetForUpdate(ctx, crewID)
+				c, err := s.Crews.GetForUpdate(ctx, crewID)
 				memory.ReleaseRowLocks(ctx, s.db)
 				return c, err
 			},
@@ -249,10 +249,10 @@ func TestConcurrentJoins_OnlyALockHeldToTheEndKeepsTheCrewConsistent(t *testing.
 						if err != nil {
 							return err
 						}
-						if err := s.members.Add(ctx, m); err != nil {
+						if err := s.CrewMembers.Add(ctx, m); err != nil {
 							return err
 						}
-						return s.crews.Save(ctx, c)
+						return s.Crews.Save(ctx, c)
 					})
 				})
 			}
@@ -269,11 +269,11 @@ func TestConcurrentJoins_OnlyALockHeldToTheEndKeepsTheCrewConsistent(t *testing.
 				}
 			}
 
-			c, err := s.crews.Get(context.Background(), crewID)
+			c, err := s.Crews.Get(context.Background(), crewID)
 			if err != nil {
 				t.Fatalf("Get: %v", err)
 			}
-			n, err := s.members.Count(context.Background(), crewID)
+			n, err := s.CrewMembers.Count(context.Background(), crewID)
 			if err != nil {
 				t.Fatalf("Count: %v", err)
 			}
@@ -292,17 +292,17 @@ func TestGetForUpdate_WaiterSeesTheHolderCommittedWrite(t *testing.T) {
 	crewID := s.createCrew(t, 10)
 
 	end := openTx(t, s.db, func(ctx context.Context) error {
-		c, err := s.crews.GetForUpdate(ctx, crewID)
+		c, err := s.Crews.GetForUpdate(ctx, crewID)
 		if err != nil {
 			return err
 		}
 		_, _ = c.Join("u1", epoch)
-		return s.crews.Save(ctx, c)
+		return s.Crews.Save(ctx, c)
 	})
 	seen := make(chan int, 1)
 	go func() {
 		_ = s.db.InTx(context.Background(), func(ctx context.Context) error {
-			c, err := s.crews.GetForUpdate(ctx, crewID)
+			c, err := s.Crews.GetForUpdate(ctx, crewID)
 			if err != nil {
 				return err
 			}
@@ -324,7 +324,7 @@ func TestGetForUpdate_ReturnsContextErrorWhileWaiting(t *testing.T) {
 	s := newStore()
 	crewID := s.createCrew(t, 10)
 	end := openTx(t, s.db, func(ctx context.Context) error {
-		_, err := s.crews.GetForUpdate(ctx, crewID)
+		_, err := s.Crews.GetForUpdate(ctx, crewID)
 		return err
 	})
 	defer func() { _ = end(nil) }()
@@ -333,7 +333,7 @@ func TestGetForUpdate_ReturnsContextErrorWhileWaiting(t *testing.T) {
 	result := make(chan error, 1)
 	go func() {
 		result <- s.db.InTx(ctx, func(ctx context.Context) error {
-			_, err := s.crews.GetForUpdate(ctx, crewID)
+			_, err := s.Crews.GetForUpdate(ctx, crewID)
 			return err
 		})
 	}()
@@ -356,22 +356,22 @@ func TestRowLocks_DeadlockFailsTheTransactionClosingTheCycle(t *testing.T) {
 	defer cancel()
 	go func() {
 		aResult <- s.db.InTx(ctx, func(ctx context.Context) error {
-			if _, err := s.crews.GetForUpdate(ctx, first); err != nil {
+			if _, err := s.Crews.GetForUpdate(ctx, first); err != nil {
 				return err
 			}
 			close(aHoldsFirst)
 			<-bIsWaiting
-			_, err := s.crews.GetForUpdate(ctx, second)
+			_, err := s.Crews.GetForUpdate(ctx, second)
 			return err
 		})
 	}()
 	<-aHoldsFirst
 	go func() {
 		bResult <- s.db.InTx(ctx, func(ctx context.Context) error {
-			if _, err := s.crews.GetForUpdate(ctx, second); err != nil {
+			if _, err := s.Crews.GetForUpdate(ctx, second); err != nil {
 				return err
 			}
-			_, err := s.crews.GetForUpdate(ctx, first)
+			_, err := s.Crews.GetForUpdate(ctx, first)
 			return err
 		})
 	}()
@@ -392,16 +392,16 @@ func TestCrewRepository_ReturnsCopies(t *testing.T) {
 	ctx := context.Background()
 	crewID := s.createCrew(t, 10)
 
-	c, _ := s.crews.Get(ctx, crewID)
+	c, _ := s.Crews.Get(ctx, crewID)
 	_, _ = c.Join("u1", epoch)
-	got, _ := s.crews.Get(ctx, crewID)
+	got, _ := s.Crews.Get(ctx, crewID)
 	if got.CurrentMembers() != 0 {
 		t.Errorf("mutating a returned crew changed the store: currentMembers = %d", got.CurrentMembers())
 	}
-	if err := s.crews.Save(ctx, c); err != nil {
+	if err := s.Crews.Save(ctx, c); err != nil {
 		t.Fatalf("Save: %v", err)
 	}
-	got, _ = s.crews.Get(ctx, crewID)
+	got, _ = s.Crews.Get(ctx, crewID)
 	if got.CurrentMembers() != 1 {
 		t.Errorf("after Save: currentMembers = %d, want 1", got.CurrentMembers())
 	}
@@ -411,11 +411,11 @@ func TestCrewRepository_UnknownCrewIsNotFound(t *testing.T) {
 	t.Parallel()
 	s := newStore()
 	ctx := context.Background()
-	if _, err := s.crews.Get(ctx, "missing"); !errors.Is(err, crew.ErrNotFound) {
+	if _, err := s.Crews.Get(ctx, "missing"); !errors.Is(err, crew.ErrNotFound) {
 		t.Errorf("Get = %v, want crew.ErrNotFound", err)
 	}
 	err := s.db.InTx(ctx, func(ctx context.Context) error {
-		_, err := s.crews.GetForUpdate(ctx, "missing")
+		_, err := s.Crews.GetForUpdate(ctx, "missing")
 		return err
 	})
 	if !errors.Is(err, crew.ErrNotFound) {
@@ -429,10 +429,10 @@ func TestCrewRepository_CreateRejectsADuplicateID(t *testing.T) {
 	ctx := context.Background()
 	crewID := s.createCrew(t, 10)
 	dup, _ := crew.New(crewID, "again", 5, epoch)
-	if err := s.crews.Create(ctx, dup); err == nil {
+	if err := s.Crews.Create(ctx, dup); err == nil {
 		t.Fatal("Create of an existing id succeeded")
 	}
-	if got, _ := s.crews.Get(ctx, crewID); got.Name() != "crew" {
+	if got, _ := s.Crews.Get(ctx, crewID); got.Name() != "crew" {
 		t.Errorf("name = %q, the duplicate overwrote the crew", got.Name())
 	}
 }

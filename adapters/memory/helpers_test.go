@@ -9,30 +9,22 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
 )
 
 func newFakeClock() *memory.Clock {
 	return memory.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 }
 
-// store is a Database with its repositories.
+// store is a Database with the store set NewStores builds on it.
 type store struct {
-	db      *memory.Database
-	crews   *memory.CrewRepository
-	members *memory.CrewMemberRepository
-	markers *memory.IdempotencyMarkerRepository
+	db *memory.Database
+	ports.Stores
 }
 
-func newStore() store { return storeOn(memory.NewDatabase()) }
-
-// storeOn returns the repositories of db.
-func storeOn(db *memory.Database) store {
-	return store{
-		db:      db,
-		crews:   memory.NewCrewRepository(db),
-		members: memory.NewCrewMemberRepository(db),
-		markers: memory.NewIdempotencyMarkerRepository(db),
-	}
+func newStore() store {
+	db := memory.NewDatabase()
+	return store{db: db, Stores: memory.NewStores(db)}
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -44,7 +36,7 @@ func (s store) createCrew(t *testing.T, maxMembers int) string {
 	if err != nil {
 		t.Fatalf("crew.New: %v", err)
 	}
-	if err := s.crews.Create(context.Background(), c); err != nil {
+	if err := s.Crews.Create(context.Background(), c); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	return c.ID()
@@ -53,7 +45,7 @@ func (s store) createCrew(t *testing.T, maxMembers int) string {
 // isMember reports whether userID is a committed member of crewID.
 func (s store) isMember(t *testing.T, crewID, userID string) bool {
 	t.Helper()
-	existing, err := s.members.Existing(context.Background(), crewID, []string{userID})
+	existing, err := s.CrewMembers.Existing(context.Background(), crewID, []string{userID})
 	if err != nil {
 		t.Fatalf("Existing: %v", err)
 	}

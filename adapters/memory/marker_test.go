@@ -25,7 +25,7 @@ func newMarker(scope, key string, age time.Duration) ports.IdempotencyMarker {
 // storedKeys returns which of keys have a committed marker, sorted by key.
 func storedKeys(t *testing.T, s store, keys ...ports.IdempotencyKey) []string {
 	t.Helper()
-	found, err := s.markers.Find(context.Background(), keys)
+	found, err := s.Markers.Find(context.Background(), keys)
 	if err != nil {
 		t.Fatalf("Find: %v", err)
 	}
@@ -47,12 +47,12 @@ func TestMarkers_FindReturnsCopiesOfTheSavedMarkers(t *testing.T) {
 	s := newStore()
 	ctx := context.Background()
 	alice, bob := newMarker("alice", "k1", 0), newMarker("bob", "k1", time.Second)
-	if err := s.markers.Save(ctx, []ports.IdempotencyMarker{alice, bob}); err != nil {
+	if err := s.Markers.Save(ctx, []ports.IdempotencyMarker{alice, bob}); err != nil {
 		t.Fatalf("Save: %v", err)
 	}
 	alice.Response.Body[0] = 'X'
 
-	found, err := s.markers.Find(ctx, []ports.IdempotencyKey{markerKey("alice", "k1"), markerKey("bob", "k1"), markerKey("alice", "k2")})
+	found, err := s.Markers.Find(ctx, []ports.IdempotencyKey{markerKey("alice", "k1"), markerKey("bob", "k1"), markerKey("alice", "k2")})
 	if err != nil {
 		t.Fatalf("Find: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestMarkers_FindReturnsCopiesOfTheSavedMarkers(t *testing.T) {
 		t.Fatalf("Find = %+v, want %+v", found, want)
 	}
 	found[alice.Key].Response.Body[0] = 'X'
-	if again, _ := s.markers.Find(ctx, []ports.IdempotencyKey{alice.Key}); !sameMarker(again[alice.Key], want[alice.Key]) {
+	if again, _ := s.Markers.Find(ctx, []ports.IdempotencyKey{alice.Key}); !sameMarker(again[alice.Key], want[alice.Key]) {
 		t.Errorf("mutating a found body changed the store: %q", again[alice.Key].Response.Body)
 	}
 }
@@ -97,10 +97,10 @@ func TestMarkers_SaveInsertsAllOrNone(t *testing.T) {
 			t.Parallel()
 			s := newStore()
 			ctx := context.Background()
-			if err := s.markers.Save(ctx, []ports.IdempotencyMarker{newMarker("u1", "k1", 0)}); err != nil {
+			if err := s.Markers.Save(ctx, []ports.IdempotencyMarker{newMarker("u1", "k1", 0)}); err != nil {
 				t.Fatalf("Save: %v", err)
 			}
-			if err := s.markers.Save(ctx, tc.save); !errors.Is(err, tc.wantErr) {
+			if err := s.Markers.Save(ctx, tc.save); !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Save = %v, want %v", err, tc.wantErr)
 			}
 			if got := storedKeys(t, s, markerKey("u1", "k1"), markerKey("u1", "k2"), markerKey("u2", "k1")); !slices.Equal(got, tc.wantKeys) {
@@ -127,10 +127,10 @@ func TestMarkers_ShareTheTransactionOfTheBusinessWrite(t *testing.T) {
 			marker := newMarker("u1", "k1", 0)
 
 			err := s.db.InTx(context.Background(), func(ctx context.Context) error {
-				if err := s.members.Add(ctx, newMembers(crewID, "u1")...); err != nil {
+				if err := s.CrewMembers.Add(ctx, newMembers(crewID, "u1")...); err != nil {
 					return err
 				}
-				if err := s.markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
+				if err := s.Markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
 					return err
 				}
 				if got := storedIn(ctx, t, s, marker.Key); !got {
@@ -154,7 +154,7 @@ func TestMarkers_ShareTheTransactionOfTheBusinessWrite(t *testing.T) {
 // storedIn reports whether k has a marker as ctx's transaction sees it.
 func storedIn(ctx context.Context, t *testing.T, s store, k ports.IdempotencyKey) bool {
 	t.Helper()
-	found, err := s.markers.Find(ctx, []ports.IdempotencyKey{k})
+	found, err := s.Markers.Find(ctx, []ports.IdempotencyKey{k})
 	if err != nil {
 		t.Errorf("Find: %v", err)
 	}
@@ -181,12 +181,12 @@ func TestMarkers_ConcurrentSaveWaitsForTheFirst(t *testing.T) {
 			first.Fingerprint, second.Fingerprint = "first", "second"
 
 			end := openTx(t, s.db, func(ctx context.Context) error {
-				return s.markers.Save(ctx, []ports.IdempotencyMarker{first})
+				return s.Markers.Save(ctx, []ports.IdempotencyMarker{first})
 			})
 			result := make(chan error, 1)
 			go func() {
 				result <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-					return s.markers.Save(ctx, []ports.IdempotencyMarker{second})
+					return s.Markers.Save(ctx, []ports.IdempotencyMarker{second})
 				})
 			}()
 			waitUntilBlocked(t, s.db, 1)
@@ -196,7 +196,7 @@ func TestMarkers_ConcurrentSaveWaitsForTheFirst(t *testing.T) {
 			if err := <-result; !errors.Is(err, tc.wantSecond) {
 				t.Fatalf("second Save = %v, want %v", err, tc.wantSecond)
 			}
-			found, err := s.markers.Find(context.Background(), []ports.IdempotencyKey{first.Key})
+			found, err := s.Markers.Find(context.Background(), []ports.IdempotencyKey{first.Key})
 			if err != nil {
 				t.Fatalf("Find: %v", err)
 			}
@@ -216,7 +216,7 @@ func TestMarkers_OneWinnerAmongConcurrentSavesOfOneKey(t *testing.T) {
 	for range savers {
 		wg.Go(func() {
 			errs <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-				return s.markers.Save(ctx, []ports.IdempotencyMarker{newMarker("u1", "k1", 0)})
+				return s.Markers.Save(ctx, []ports.IdempotencyMarker{newMarker("u1", "k1", 0)})
 			})
 		})
 	}
@@ -250,7 +250,7 @@ func TestMarkers_PruneDeletesUpToLimitOfTheOldestBeforeTheTime(t *testing.T) {
 	}
 	// Saved newest first, so that order of insertion is not what Prune follows.
 	slices.Reverse(saved)
-	if err := s.markers.Save(ctx, saved); err != nil {
+	if err := s.Markers.Save(ctx, saved); err != nil {
 		t.Fatalf("Save: %v", err)
 	}
 
@@ -266,7 +266,7 @@ func TestMarkers_PruneDeletesUpToLimitOfTheOldestBeforeTheTime(t *testing.T) {
 		{before: 3 * time.Minute, limit: 10, want: 0, wantKeys: []string{"u1/k3", "u1/k4"}},
 	}
 	for _, step := range steps {
-		n, err := s.markers.Prune(ctx, epoch.Add(step.before), step.limit)
+		n, err := s.Markers.Prune(ctx, epoch.Add(step.before), step.limit)
 		if err != nil {
 			t.Fatalf("Prune: %v", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -22,8 +21,7 @@ func TestNewStores_RepositoriesShareTheTransactionsOfTheDatabase(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			d := memory.NewDatabase()
-			stores := memory.NewStores(d)
+			s := newStore()
 			ctx := context.Background()
 			c, err := crew.New("c1", "crew", 10, epoch)
 			if err != nil {
@@ -31,14 +29,14 @@ func TestNewStores_RepositoriesShareTheTransactionsOfTheDatabase(t *testing.T) {
 			}
 			marker := newMarker("u1", "k1", 0)
 
-			err = stores.Tx.InTx(ctx, func(ctx context.Context) error {
-				if err := stores.Crews.Create(ctx, c); err != nil {
+			err = s.Tx.InTx(ctx, func(ctx context.Context) error {
+				if err := s.Crews.Create(ctx, c); err != nil {
 					return err
 				}
-				if err := stores.CrewMembers.Add(ctx, newMembers(c.ID(), "u1")...); err != nil {
+				if err := s.CrewMembers.Add(ctx, newMembers(c.ID(), "u1")...); err != nil {
 					return err
 				}
-				if err := stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
+				if err := s.Markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
 					return err
 				}
 				return tc.end
@@ -47,8 +45,7 @@ func TestNewStores_RepositoriesShareTheTransactionsOfTheDatabase(t *testing.T) {
 				t.Fatalf("InTx = %v, want %v", err, tc.end)
 			}
 
-			s := storeOn(d)
-			_, getErr := s.crews.Get(ctx, c.ID())
+			_, getErr := s.Crews.Get(ctx, c.ID())
 			got := [3]bool{getErr == nil, s.isMember(t, c.ID(), "u1"), storedIn(ctx, t, s, marker.Key)}
 			if want := [3]bool{tc.wantStored, tc.wantStored, tc.wantStored}; got != want {
 				t.Errorf("crew, member, marker stored = %v, want %v", got, want)
