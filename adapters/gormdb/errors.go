@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -145,8 +146,8 @@ func isUnavailable(err error) bool {
 		}
 		return severity == "FATAL" || severity == "PANIC" ||
 			strings.HasPrefix(pgErr.Code, pgConnectionException) ||
-			hasPgCode(err, pgLockNotAvailable, pgQueryCanceled, pgTooManyConnections,
-				pgAdminShutdown, pgCrashShutdown, pgCannotConnectNow)
+			slices.Contains([]string{pgLockNotAvailable, pgQueryCanceled, pgTooManyConnections,
+				pgAdminShutdown, pgCrashShutdown, pgCannotConnectNow}, pgErr.Code)
 	}
 	return hasMySQLNumber(err, myLockWaitTimeout, myTooManyConnections, myServerShutdown, mariaDBConnectionKilled)
 }
@@ -154,27 +155,11 @@ func isUnavailable(err error) bool {
 // hasPgCode reports whether err wraps a Postgres error with one of codes.
 func hasPgCode(err error, codes ...string) bool {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	for _, code := range codes {
-		if pgErr.Code == code {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &pgErr) && slices.Contains(codes, pgErr.Code)
 }
 
 // hasMySQLNumber reports whether err wraps a MySQL or MariaDB error with one of numbers.
 func hasMySQLNumber(err error, numbers ...uint16) bool {
 	var myErr *mysql.MySQLError
-	if !errors.As(err, &myErr) {
-		return false
-	}
-	for _, n := range numbers {
-		if myErr.Number == n {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &myErr) && slices.Contains(numbers, myErr.Number)
 }
