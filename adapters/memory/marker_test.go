@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func storedKeys(t *testing.T, s store, keys ...ports.IdempotencyKey) []string {
 	return stored
 }
 
-// markerKey is the key k of the user scope.
+// markerKey is key k in scope.
 func markerKey(scope, k string) ports.IdempotencyKey {
 	return ports.IdempotencyKey{Scope: scope, Key: k}
 }
@@ -110,47 +109,6 @@ func TestMarkers_SaveInsertsAllOrNone(t *testing.T) {
 	}
 }
 
-// A marker commits or rolls back with the business write of its transaction.
-func TestMarkers_ShareTheTransactionOfTheBusinessWrite(t *testing.T) {
-	cases := map[string]struct {
-		end        error // nil commits
-		wantStored bool
-	}{
-		"commit":   {nil, true},
-		"rollback": {errRollback, false},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore()
-			crewID := s.createCrew(t, 10)
-			marker := newMarker("u1", "k1", 0)
-
-			err := s.db.InTx(context.Background(), func(ctx context.Context) error {
-				if err := s.CrewMembers.Add(ctx, newMembers(crewID, "u1")...); err != nil {
-					return err
-				}
-				if err := s.Markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
-					return err
-				}
-				if got := storedIn(ctx, t, s, marker.Key); !got {
-					t.Error("the transaction does not see its own marker")
-				}
-				return tc.end
-			})
-			if !errors.Is(err, tc.end) {
-				t.Fatalf("InTx = %v, want %v", err, tc.end)
-			}
-			if got := storedIn(context.Background(), t, s, marker.Key); got != tc.wantStored {
-				t.Errorf("marker stored = %v, want %v", got, tc.wantStored)
-			}
-			if got := s.isMember(t, crewID, "u1"); got != tc.wantStored {
-				t.Errorf("member stored = %v, want %v", got, tc.wantStored)
-			}
-		})
-	}
-}
-
 // storedIn reports whether k has a marker as ctx's transaction sees it.
 func storedIn(ctx context.Context, t *testing.T, s store, k ports.IdempotencyKey) bool {
 	t.Helper()
@@ -204,77 +162,5 @@ func TestMarkers_ConcurrentSaveWaitsForTheFirst(t *testing.T) {
 				t.Errorf("stored fingerprint = %q, want %q", got, tc.wantFingerprint)
 			}
 		})
-	}
-}
-
-func TestMarkers_OneWinnerAmongConcurrentSavesOfOneKey(t *testing.T) {
-	t.Parallel()
-	const savers = 50
-	s := newStore()
-	errs := make(chan error, savers)
-	var wg sync.WaitGroup
-	for range savers {
-		wg.Go(func() {
-			errs <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-				return s.Markers.Save(ctx, []ports.IdempotencyMarker{newMarker("u1", "k1", 0)})
-			})
-		})
-	}
-	wg.Wait()
-	close(errs)
-	won := 0
-	for err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, ports.ErrMarkerExists):
-			t.Errorf("Save: %v", err)
-		}
-	}
-	if won != 1 {
-		t.Errorf("%d saves won, want 1", won)
-	}
-}
-
-func TestMarkers_PruneDeletesUpToLimitOfTheOldestBeforeTheTime(t *testing.T) {
-	t.Parallel()
-	s := newStore()
-	ctx := context.Background()
-	// k0 is the oldest, k4 the newest.
-	var saved []ports.IdempotencyMarker
-	var keys []ports.IdempotencyKey
-	for i, k := range []string{"k0", "k1", "k2", "k3", "k4"} {
-		m := newMarker("u1", k, time.Duration(i)*time.Minute)
-		saved = append(saved, m)
-		keys = append(keys, m.Key)
-	}
-	// Saved newest first, so that order of insertion is not what Prune follows.
-	slices.Reverse(saved)
-	if err := s.Markers.Save(ctx, saved); err != nil {
-		t.Fatalf("Save: %v", err)
-	}
-
-	steps := []struct {
-		before   time.Duration
-		limit    int
-		want     int
-		wantKeys []string
-	}{
-		{before: 3 * time.Minute, limit: 0, want: 0, wantKeys: []string{"u1/k0", "u1/k1", "u1/k2", "u1/k3", "u1/k4"}},
-		{before: 3 * time.Minute, limit: 2, want: 2, wantKeys: []string{"u1/k2", "u1/k3", "u1/k4"}},
-		{before: 3 * time.Minute, limit: 10, want: 1, wantKeys: []string{"u1/k3", "u1/k4"}},
-		{before: 3 * time.Minute, limit: 10, want: 0, wantKeys: []string{"u1/k3", "u1/k4"}},
-	}
-	for _, step := range steps {
-		n, err := s.Markers.Prune(ctx, epoch.Add(step.before), step.limit)
-		if err != nil {
-			t.Fatalf("Prune: %v", err)
-		}
-		if n != step.want {
-			t.Errorf("Prune(before +%v, limit %d) = %d, want %d", step.before, step.limit, n, step.want)
-		}
-		if got := storedKeys(t, s, keys...); !slices.Equal(got, step.wantKeys) {
-			t.Errorf("after Prune(before +%v, limit %d): stored %v, want %v", step.before, step.limit, got, step.wantKeys)
-		}
 	}
 }
