@@ -20,6 +20,8 @@ func TestValidateCrewID(t *testing.T) {
 		{"NUL in place of a digit", "01936f3e-8a4b-7c2d-9e1f-0a1b2c3d4e5\x00", false},
 		{"not a UUID", "not-a-uuid", false},
 		{"too long", strings.Repeat("a", 37), false},
+		{"36 bytes of non-ASCII", strings.Repeat("é", 18), false},
+		{"a dash out of place", "01936f3e8-a4b-7c2d-9e1f-0a1b2c3d4e5f", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
