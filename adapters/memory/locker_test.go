@@ -180,20 +180,22 @@ func TestLocker_ReleasedNotifiesOnlyAReleaseByTheOwner(t *testing.T) {
 	}
 }
 
+// acquireAndRelease takes key and releases it at once.
+func acquireAndRelease(t *testing.T, locker *memory.Locker, key string) {
+	t.Helper()
+	lock, err := locker.TryAcquire(context.Background(), key, lockTTL)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := lock.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
 func TestLocker_ReleasedNotifiesEveryListenerOnceAndOnlyForTheNextRelease(t *testing.T) {
 	t.Parallel()
 	locker := memory.NewLocker(newFakeClock())
-	ctx := context.Background()
-	release := func() {
-		t.Helper()
-		lock, err := locker.TryAcquire(ctx, "crew:1", lockTTL)
-		if err != nil {
-			t.Fatalf("TryAcquire: %v", err)
-		}
-		if err := lock.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
-	}
+	release := func() { acquireAndRelease(t, locker, "crew:1") }
 
 	release() // before anyone asked: no notice is kept for later listeners.
 	first, stopFirst := locker.Released("crew:1")
@@ -262,13 +264,7 @@ func TestLocker_ReleasedIsSafeForConcurrentUse(t *testing.T) {
 	close(proceed)
 	churn.Wait()
 	// The last release may have run before the final listener registered.
-	lock, err := locker.TryAcquire(ctx, "crew:1", lockTTL)
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
-	if err := lock.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	acquireAndRelease(t, locker, "crew:1")
 	done.Wait()
 	if n := memory.ReleaseListeners(locker, "crew:1"); n != 0 {
 		t.Errorf("%d listeners left", n)
