@@ -99,7 +99,7 @@ func TestAdd_InsertsAllOrNone(t *testing.T) {
 	}
 }
 
-// members returns the members userIDs would be in crewID.
+// newMembers returns members userIDs of crewID.
 func newMembers(crewID string, userIDs ...string) []crew.Member {
 	ms := make([]crew.Member, len(userIDs))
 	for i, userID := range userIDs {

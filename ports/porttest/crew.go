@@ -323,23 +323,6 @@ func testMemberConcurrentOverlappingBatches(t *testing.T, e env[ports.Stores]) {
 	}
 }
 
-// expectOneWinner checks that exactly one of errs is nil and all others match lost, and
-// returns the winner's index (-1 when there is none).
-func expectOneWinner(t *testing.T, errs []error, lost error) int {
-	t.Helper()
-	winner, winners := -1, 0
-	for i, err := range errs {
-		if err == nil {
-			winner = i
-			winners++
-			continue
-		}
-		expectIs(t, err, lost, "a loser")
-	}
-	expectEqual(t, winners, 1, "winners")
-	return winner
-}
-
 // testMemberFailedAddRollsBackCount: a join transaction saves the new count, then its Add fails
 // on an existing pair; the failure reaches InTx, which rolls the count back, so the stored
 // count and the member rows still agree.

@@ -114,3 +114,20 @@ func startTogether(n int, fn func(i int) error) []error {
 	wg.Wait()
 	return errs
 }
+
+// expectOneWinner checks that exactly one of errs is nil and all others match lost, and
+// returns the winner's index (-1 when there is none).
+func expectOneWinner(t *testing.T, errs []error, lost error) int {
+	t.Helper()
+	winner, winners := -1, 0
+	for i, err := range errs {
+		if err == nil {
+			winner = i
+			winners++
+			continue
+		}
+		expectIs(t, err, lost, "a loser")
+	}
+	expectEqual(t, winners, 1, "winners")
+	return winner
+}
