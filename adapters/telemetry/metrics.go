@@ -29,6 +29,7 @@ type Metrics struct {
 	lockAttempts   *prometheus.HistogramVec
 	lockExhausted  *prometheus.CounterVec
 	batchSize      *prometheus.HistogramVec
+	queueLength    *prometheus.HistogramVec
 	idempotentHits prometheus.Counter
 }
 
@@ -72,13 +73,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "Requests served by one lock hold (combining), by lock kind.",
 			Buckets:   []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}, []string{"lock"}),
+		queueLength: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rushgate",
+			Name:      "lock_queue_length",
+			Help:      "Requests queued in this instance for one lock key, seen by each arriving request, by lock kind.",
+			Buckets:   []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}, []string{"lock"}),
 		idempotentHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "rushgate",
 			Name:      "idempotency_replays_total",
 			Help:      "Requests answered from a stored idempotent response.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.idempotentHits)
+	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits)
 	return m
 }
 
@@ -97,6 +104,11 @@ func (m *Metrics) LockAcquired(lockKey string, attempts int, waited time.Duratio
 // LockExhausted counts a lock given up on after every retry.
 func (m *Metrics) LockExhausted(lockKey string) {
 	m.lockExhausted.WithLabelValues(lockKind(lockKey)).Inc()
+}
+
+// Queued records how long a lock key's queue is when a request joins it.
+func (m *Metrics) Queued(lockKey string, length int) {
+	m.queueLength.WithLabelValues(lockKind(lockKey)).Observe(float64(length))
 }
 
 // BatchServed records how many requests one lock hold served.

@@ -13,6 +13,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/system"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/guard/guardtest"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
@@ -31,7 +32,8 @@ type fixture struct {
 	members  ports.CrewMemberRepository // what the services use
 	table    *memory.CrewMemberRepository
 	guard    guard.Config
-	svc      *appcrew.Service // the first instance
+	queues   *guardtest.Queues // reports joins queueing on any of the fixture's instances
+	svc      *appcrew.Service  // the first instance
 	// batches counts the transactions the guards ran batches in.
 	batches atomic.Int32
 }
@@ -62,7 +64,7 @@ func withFakeTime() option {
 // when the lock is released. Tests queue joins behind a held lock to serve them in one batch.
 func withParkedHeads() option {
 	return func(f *fixture) {
-		f.clock, f.sleeper = memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)), parked{}
+		f.clock, f.sleeper = memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)), guardtest.Parked{}
 	}
 }
 
@@ -85,7 +87,8 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 		db:      db,
 		table:   memory.NewCrewMemberRepository(db),
 		// Short backoff keeps contention tests fast; the schedule itself is the guard's test.
-		guard: guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10},
+		guard:  guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10},
+		queues: guardtest.NewQueues(),
 	}
 	f.members = f.table
 	for _, o := range opts {
@@ -107,7 +110,7 @@ func (f *fixture) newService() *appcrew.Service {
 	g := guard.New(guard.Deps{
 		Idempotency: f.store, Locker: f.locker, Clock: f.clock, Sleeper: f.sleeper,
 		Tx: countingTx{f.db, &f.batches}, Markers: memory.NewIdempotencyMarkerRepository(f.db),
-	}, f.guard)
+	}, f.guard, guard.WithObserver(f.queues))
 	return appcrew.NewService(appcrew.Deps{
 		Tx: f.db, Crews: memory.NewCrewRepository(f.db), Members: f.members, Guard: g,
 		Clock: f.clock, IDs: system.UUIDs{},

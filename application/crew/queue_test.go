@@ -2,32 +2,9 @@ package crew_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 )
-
-// parked is a Sleeper whose waits never end by themselves: a head waiting for the lock moves
-// only when the key is released (or its request's context ends).
-type parked struct{}
-
-func (parked) Sleep(ctx context.Context, _ time.Duration) error {
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-// watchedCtx reports the first time the guard watches it. A lane watches a request's context
-// only once the request is in its queue, so tests can queue joins one by one in a known order.
-type watchedCtx struct {
-	context.Context
-	once    sync.Once
-	watched chan struct{}
-}
-
-func (c *watchedCtx) Done() <-chan struct{} {
-	c.once.Do(func() { close(c.watched) })
-	return c.Context.Done()
-}
 
 type queuedJoin struct{ userID, key string }
 
@@ -41,11 +18,10 @@ func serveQueued(t *testing.T, f *fixture, crewID string, joins []queuedJoin) []
 	holder := f.hold(t, crewID)
 	answers := make([]chan string, len(joins))
 	for i, j := range joins {
-		ctx := &watchedCtx{Context: context.Background(), watched: make(chan struct{})}
 		answers[i] = make(chan string, 1)
-		go func() { answers[i] <- code(joinWithKey(ctx, f.svc, crewID, j.userID, j.key)) }()
+		go func() { answers[i] <- code(joinWithKey(context.Background(), f.svc, crewID, j.userID, j.key)) }()
 		select {
-		case <-ctx.watched:
+		case <-f.queues.Joined():
 		case c := <-answers[i]:
 			t.Fatalf("join %d answered %s without queueing", i, c)
 		case <-time.After(patience):

@@ -79,6 +79,9 @@ func (c Config) withDefaults() Config {
 // Observer receives the guard's events for metrics. All methods must be cheap and safe for
 // concurrent use.
 type Observer interface {
+	// Queued reports a request joining lockKey's queue, which then holds length requests (the
+	// head included).
+	Queued(lockKey string, length int)
 	LockAcquired(lockKey string, attempts int, waited time.Duration)
 	LockExhausted(lockKey string)
 	BatchServed(lockKey string, size int)
@@ -87,6 +90,7 @@ type Observer interface {
 
 type noObserver struct{}
 
+func (noObserver) Queued(string, int)                      {}
 func (noObserver) LockAcquired(string, int, time.Duration) {}
 func (noObserver) LockExhausted(string)                    {}
 func (noObserver) BatchServed(string, int)                 {}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/guard/guardtest"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -28,6 +29,7 @@ type fixture struct {
 	locker  *memory.Locker
 	db      *memory.Database
 	markers *memory.IdempotencyMarkerRepository
+	queues  *guardtest.Queues // the observer of parkedGuard
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -41,6 +43,7 @@ func newFixture(t *testing.T) *fixture {
 		locker:  memory.NewLocker(clock),
 		db:      db,
 		markers: memory.NewIdempotencyMarkerRepository(db),
+		queues:  guardtest.NewQueues(),
 	}
 }
 

@@ -151,10 +151,12 @@ func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In
 		l.queues[lockKey] = q
 	}
 	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
+	length := len(q.waiters)
+	if length == 1 {
 		w.state = leading
 	}
 	l.mu.Unlock()
+	l.g.observer.Queued(lockKey, length)
 
 	for {
 		l.mu.Lock()

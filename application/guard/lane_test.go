@@ -14,41 +14,21 @@ import (
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/guard/guardtest"
 	"github.com/rushgate/rushgate/ports"
 )
 
 // patience bounds every wait on another goroutine; a test that needs it has failed.
 const patience = 10 * time.Second
 
-// parked is a Sleeper whose waits never end by themselves: a head waiting for the lock moves
-// only when the key is released or its request's context ends. With the fixture's clock, which
-// only moves when told to, no request ever runs out of budget.
-type parked struct{}
-
-func (parked) Sleep(ctx context.Context, _ time.Duration) error {
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-// parkedGuard is the fixture's guard with a parked sleeper.
+// parkedGuard is the fixture's guard with a parked sleeper: a head waiting for the lock moves
+// only when the key is released or its request's context ends, and with the fixture's clock,
+// which only moves when told to, no request ever runs out of budget. Its queue reports go to
+// f.queues, for enqueue.
 func (f *fixture) parkedGuard(cfg guard.Config) *guard.Guard {
 	deps := f.deps()
-	deps.Sleeper = parked{}
-	return newGuard(deps, cfg)
-}
-
-// watchedCtx reports the first time the lane watches it. A lane watches a request's context only
-// once the request is in its queue (a waiter selecting on it, the head waiting for the lock), so
-// tests can queue requests one by one in a known order.
-type watchedCtx struct {
-	context.Context
-	once    sync.Once
-	watched chan struct{}
-}
-
-func (c *watchedCtx) Done() <-chan struct{} {
-	c.once.Do(func() { close(c.watched) })
-	return c.Context.Done()
+	deps.Sleeper = guardtest.Parked{}
+	return newGuard(deps, cfg, guard.WithObserver(f.queues))
 }
 
 type outcome struct {
@@ -56,17 +36,17 @@ type outcome struct {
 	err error
 }
 
-// enqueue starts call and returns once the lane holds the request in its queue.
-func enqueue(t *testing.T, ctx context.Context, call func(ctx context.Context) (guard.Result[answer], error)) <-chan outcome {
+// enqueue starts call on a lane of f.parkedGuard and returns once the lane holds the request in
+// its queue.
+func (f *fixture) enqueue(t *testing.T, ctx context.Context, call func(ctx context.Context) (guard.Result[answer], error)) <-chan outcome {
 	t.Helper()
-	w := &watchedCtx{Context: ctx, watched: make(chan struct{})}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := call(w)
+		res, err := call(ctx)
 		done <- outcome{res, err}
 	}()
 	select {
-	case <-w.watched:
+	case <-f.queues.Joined():
 	case o := <-done:
 		t.Fatalf("answered without queueing: %+v", o)
 	case <-time.After(patience):
@@ -133,7 +113,7 @@ func serveQueued(t *testing.T, f *fixture, lane *guard.Lane[int, answer], inputs
 	holder := f.hold(t, lockKey)
 	pending := make([]<-chan outcome, len(inputs))
 	for i, in := range inputs {
-		pending[i] = enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
+		pending[i] = f.enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
 			return lane.Run(ctx, request(key(in)), in)
 		})
 	}
@@ -388,7 +368,7 @@ func TestLane_ARequestWhoseContextEndsLeavesTheQueue(t *testing.T) {
 				if i == tc.leaver {
 					reqCtx = ctx
 				}
-				queued[i] = enqueue(t, reqCtx, func(ctx context.Context) (guard.Result[answer], error) {
+				queued[i] = f.enqueue(t, reqCtx, func(ctx context.Context) (guard.Result[answer], error) {
 					return lane.Run(ctx, request(key(i)), i)
 				})
 			}

@@ -1,0 +1,65 @@
+// Package guardtest helps test code built on application/guard, here and in services that embed
+// it: a Sleeper that parks a lane's head until the lock it waits for is released, and an
+// Observer that tells when a request has joined a lane's queue. Together they let a test hold a
+// lock, queue requests in a known order, release the lock and see them served in one batch.
+package guardtest
+
+import (
+	"context"
+	"time"
+
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var (
+	_ ports.Sleeper  = Parked{}
+	_ guard.Observer = (*Queues)(nil)
+)
+
+// Parked is a ports.Sleeper whose waits end only when their context does: a head waiting for
+// the lock moves only when the key is released or its request gives up. With a clock that moves
+// only when told to (memory.Clock), no request ever runs out of its lock budget.
+type Parked struct{}
+
+// Sleep waits until ctx is done and returns its error.
+func (Parked) Sleep(ctx context.Context, _ time.Duration) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Queues is a guard.Observer that reports every request joining a lane's queue on Joined; its
+// other events are ignored. Pass it with guard.WithObserver.
+type Queues struct {
+	joined chan string
+}
+
+// joinedBuffer bounds the unread reports; a test that queues more without reading them loses
+// the rest rather than blocking the lane.
+const joinedBuffer = 1024
+
+// NewQueues returns an Observer with nothing reported yet.
+func NewQueues() *Queues { return &Queues{joined: make(chan string, joinedBuffer)} }
+
+// Joined receives the lock key of each request that joined a queue, in the order they joined.
+func (q *Queues) Joined() <-chan string { return q.joined }
+
+// Queued reports a request joining lockKey's queue.
+func (q *Queues) Queued(lockKey string, _ int) {
+	select {
+	case q.joined <- lockKey:
+	default:
+	}
+}
+
+// LockAcquired is ignored.
+func (*Queues) LockAcquired(string, int, time.Duration) {}
+
+// LockExhausted is ignored.
+func (*Queues) LockExhausted(string) {}
+
+// BatchServed is ignored.
+func (*Queues) BatchServed(string, int) {}
+
+// Replayed is ignored.
+func (*Queues) Replayed() {}
