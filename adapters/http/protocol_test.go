@@ -45,24 +45,44 @@ func TestBodyReadFailures_AreTheClients(t *testing.T) {
 		{"body slower than the read timeout", timeout, stdhttp.StatusRequestTimeout, "REQUEST_TIMEOUT"},
 		{"broken chunked framing", errors.New("invalid byte in chunk length"), stdhttp.StatusBadRequest, "VALIDATION_FAILED"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t, harnessConfig{})
-			body := &failingBody{prefix: strings.NewReader(`{"name":"half`), err: tc.err}
+	// Both routes that read a body: creating a crew (admin) and joining one (optional body).
+	routes := []struct {
+		route string
+		send  func(h *harness, crewID string, body io.Reader) *stdhttp.Request
+	}{
+		{"/crews", func(h *harness, _ string, body io.Reader) *stdhttp.Request {
 			req := httptest.NewRequest("POST", "/crews", body)
 			req.Header.Set("Authorization", "Bearer "+h.token("admin-1", rhttp.RoleAdmin))
-			req.Header.Set(rhttp.RequestIDHeader, "req-body")
-			rec := httptest.NewRecorder()
+			return req
+		}},
+		{"/crews/:crewId/join", func(h *harness, crewID string, body io.Reader) *stdhttp.Request {
+			req := httptest.NewRequest("POST", "/crews/"+crewID+"/join", body)
+			tok, _ := h.userToken()
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set(rhttp.IdempotencyKeyHeader, "k1")
+			return req
+		}},
+	}
+	for _, r := range routes {
+		for _, tc := range cases {
+			t.Run(r.route+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, harnessConfig{})
+				crewID := h.createCrew(3)
+				req := r.send(h, crewID, &failingBody{prefix: strings.NewReader(`{"name":"half`), err: tc.err})
+				req.Header.Set(rhttp.RequestIDHeader, "req-body")
+				rec := httptest.NewRecorder()
 
-			h.router.ServeHTTP(rec, req)
+				h.router.ServeHTTP(rec, req)
 
-			assertError(t, rec, tc.status, tc.code)
-			assert.Zero(t, h.crews.created.Load())
-			assert.False(t, hasLog(t, h, "req-body", "request failed"), "not logged as a server failure")
-			assert.Contains(t, h.scrape(), `route="/crews",status="`+strconv.Itoa(tc.status)+`"`, "counted under its own status")
-			assert.NotContains(t, h.scrape(), `status="500"`)
-		})
+				assertError(t, rec, tc.status, tc.code)
+				assert.Equal(t, int64(1), h.crews.created.Load(), "only the setup crew exists")
+				h.assertSeats(crewID, 0)
+				assert.False(t, hasLog(t, h, "req-body", "request failed"), "not logged as a server failure")
+				assert.Contains(t, h.scrape(), `route="`+r.route+`",status="`+strconv.Itoa(tc.status)+`"`, "counted under its own status")
+				assert.NotContains(t, h.scrape(), `status="500"`)
+			})
+		}
 	}
 }
 
@@ -80,6 +100,7 @@ func TestMalformedRequestTargets_AnswerJSON(t *testing.T) {
 		{"invalid UTF-8 in a crew id", "GET", "/crews/%C3%28", "crewId"},
 		{"bad escape in the query", "GET", "/crews/" + crewID + "/members?limit=%zz", "query"},
 		{"semicolon in the query", "GET", "/crews/" + crewID + "/members?limit=1;cursor=x", "query"},
+		{"bad escape in an operational route's query", "GET", "/healthz?probe=%zz", "query"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
