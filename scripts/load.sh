@@ -2,8 +2,9 @@
 # make load: for each database in LOAD_DBS (default "postgres mysql") and each instance count in
 # LOAD_INSTANCES (default "1 2"), start that many rushgate servers (different RUSHGATE_ADDR and
 # RUSHGATE_INSTANCE_ID, same fresh database, same Redis), run every scenario in LOAD_SCENARIOS
-# (default "crew-hot crew-herd crew-spread") against all of them (requests round-robin), stop
-# the servers and drop the database; then print a summary table of every run.
+# (default: every one rushgate-load registers, as `rushgate-load -list` prints them) against all
+# of them (requests round-robin), stop the servers and drop the database; then print a summary
+# table of every run.
 #
 #   LOAD_FLAGS     extra flags for rushgate-load, e.g. LOAD_FLAGS="--users 5000 --concurrency 128"
 #   LOAD_ADDR      first server's address (default 127.0.0.1:18080); a port in use is skipped,
@@ -18,7 +19,6 @@ cd "$(dirname "$0")/.."
 
 LOAD_DBS=${LOAD_DBS:-postgres mysql}
 LOAD_INSTANCES=${LOAD_INSTANCES:-1 2}
-LOAD_SCENARIOS=${LOAD_SCENARIOS:-crew-hot crew-herd crew-spread}
 LOAD_FLAGS=${LOAD_FLAGS:-}
 ADDR=${LOAD_ADDR:-127.0.0.1:18080}
 host=${ADDR%:*}
@@ -36,6 +36,7 @@ else
 	RUSHGATE_BIN=bin/rushgate
 fi
 echo "server: $RUSHGATE_BIN"
+LOAD_SCENARIOS=${LOAD_SCENARIOS:-$(bin/rushgate-load -list)}
 
 work=$(mktemp -d /tmp/rushgate-load.XXXXXX)
 summary=$work/summary.tsv

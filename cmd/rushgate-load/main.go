@@ -4,9 +4,8 @@
 // database/sql at the same concurrency, i.e. what the database alone can do — and each target
 // the scenario is judged on, with PASS or MISS next to the value it judges.
 //
-//	rushgate-load [flags] crew-hot      --users join ONE crew with a seat for each
-//	rushgate-load [flags] crew-herd     --users join ONE crew of --capacity seats
-//	rushgate-load [flags] crew-spread   --users joins spread over --crews crews (no contention)
+//	rushgate-load [flags] <scenario>
+//	rushgate-load -list      the registered scenarios, one per line (-h describes them)
 //
 // --url may be repeated or comma-separated: request i goes to server i mod n.
 //
@@ -44,6 +43,7 @@ type config struct {
 	concurrency int
 	crews       int
 	noCeiling   bool
+	list        bool // print the scenario names instead of running one
 	timeout     time.Duration
 	summary     string
 }
@@ -69,6 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 	cfg, err := parseArgs(args, stderr)
 	if err != nil {
 		return false, err
+	}
+	if cfg.list {
+		_, err := fmt.Fprintln(stdout, strings.Join(scenarioNames(), "\n"))
+		return err == nil, err
 	}
 	passed, err := runScenario(ctx, cfg, stdout, stderr)
 	if err != nil && cfg.summary != "" {
@@ -224,12 +228,16 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
+	fs.BoolVar(&cfg.list, "list", false, "print the scenario names, one per line, and exit")
 	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the database/sql ceiling run (ratios are then not judged)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "per request (and per ceiling transaction)")
 	fs.StringVar(&cfg.summary, "summary", "", "append one tab-separated summary line of the run to this file (header first if new)")
 
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	if cfg.list {
+		return cfg, nil
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

@@ -130,3 +130,13 @@ func TestParseArgs_TakesFlagsOnEitherSideOfTheScenarioAndRepeatedURLs(t *testing
 	_, err = parseArgs([]string{"--url", "127.0.0.1:8080", "crew-herd"}, &stderr)
 	assert.ErrorContains(t, err, "not an http(s) base URL")
 }
+
+func TestRun_ListPrintsTheRegistryWithoutADatabase(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	passed, err := run(t.Context(), []string{"-list"}, &stdout, &stderr)
+	require.NoError(t, err)
+	assert.True(t, passed)
+	assert.Equal(t, strings.Join(scenarioNames(), "\n")+"\n", stdout.String())
+	assert.Empty(t, stderr.String())
+}
