@@ -3,7 +3,6 @@ package gormdb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/crew"
@@ -87,18 +86,16 @@ func (r *CrewRepository) Get(ctx context.Context, id string) (*crew.Crew, error)
 // GetForUpdate reads the crew with SELECT ... FOR UPDATE, locking its row until the transaction
 // in ctx ends. Outside TxRunner.InTx it fails: the lock would be released at once.
 func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Crew, error) {
-	tx, ok := r.db.transaction(ctx)
-	if !ok {
+	if _, ok := r.db.transaction(ctx); !ok {
 		return nil, errNoTransaction
 	}
+	conn, ctx, done := r.db.conn(ctx)
+	defer done()
 	var row crewRow
-	err := tx.Statement.ConnPool.QueryRowContext(ctx, r.getForUpdateSQL, id).
+	err := conn.QueryRowContext(ctx, r.getForUpdateSQL, id).
 		Scan(&row.ID, &row.Name, &row.MaxMembers, &row.CurrentMembers, &row.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, crew.ErrNotFound
-	}
 	if err != nil {
-		return nil, translate(err, errorMeanings{op: "get crew for update"})
+		return nil, translate(err, errorMeanings{op: "get crew for update", notFound: crew.ErrNotFound})
 	}
 	return row.toDomain(), nil
 }
@@ -106,15 +103,9 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 // Save writes the crew's member count, the only field that changes after creation. The
 // crews_members_within_capacity constraint rejects a count below zero or above the capacity.
 func (r *CrewRepository) Save(ctx context.Context, c *crew.Crew) error {
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
-	res, err := conn.ExecContext(ctx, r.saveSQL, c.CurrentMembers(), c.ID())
+	updated, err := r.db.exec(ctx, errorMeanings{op: "save crew"}, r.saveSQL, c.CurrentMembers(), c.ID())
 	if err != nil {
-		return translate(err, errorMeanings{op: "save crew"})
-	}
-	updated, err := res.RowsAffected()
-	if err != nil {
-		return translate(err, errorMeanings{op: "save crew"})
+		return err
 	}
 	if updated == 0 {
 		return crew.ErrNotFound
@@ -146,14 +137,12 @@ func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) 
 	for _, m := range members {
 		args = append(args, m.CrewID, m.UserID, m.JoinedAt.UTC())
 	}
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
-	_, err := conn.ExecContext(ctx, query, args...)
-	return translate(err, errorMeanings{
+	_, err := r.db.exec(ctx, errorMeanings{
 		op:        "add crew members",
 		notFound:  crew.ErrNotFound,
 		duplicate: crew.ErrAlreadyMember,
-	})
+	}, query, args...)
+	return err
 }
 
 // Existing returns which of userIDs are members of the crew, in one SELECT on the primary key.
@@ -162,28 +151,22 @@ func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, user
 	if len(userIDs) == 0 {
 		return existing, nil
 	}
-	query := bind(r.db.dialect, "SELECT user_id FROM crew_members WHERE crew_id = ? AND user_id IN ("+placeholders(len(userIDs))+")")
+	query := bind(r.db.dialect, "SELECT user_id FROM crew_members WHERE crew_id = ? AND user_id IN "+tuples(1, len(userIDs)))
 	args := make([]any, 0, 1+len(userIDs))
 	args = append(args, crewID)
 	for _, userID := range userIDs {
 		args = append(args, userID)
 	}
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
-	rows, err := conn.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, translate(err, errorMeanings{op: "find existing crew members"})
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := r.db.query(ctx, errorMeanings{op: "find existing crew members"}, query, args, func(rows *sql.Rows) error {
 		var userID string
 		if err := rows.Scan(&userID); err != nil {
-			return nil, translate(err, errorMeanings{op: "find existing crew members"})
+			return err
 		}
 		existing[userID] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(err, errorMeanings{op: "find existing crew members"})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return existing, nil
 }

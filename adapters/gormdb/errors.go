@@ -61,7 +61,8 @@ var (
 // stand for. A nil field means the operation cannot produce that outcome.
 type errorMeanings struct {
 	op string
-	// notFound is returned for a missing row, or a foreign key naming a missing parent.
+	// notFound is returned for a missing row (GORM's or database/sql's), or a foreign key naming
+	// a missing parent.
 	notFound error
 	// duplicate is returned for a UNIQUE or PRIMARY KEY violation.
 	duplicate error
@@ -77,7 +78,8 @@ func translate(err error, m errorMeanings) error {
 	if err == nil {
 		return nil
 	}
-	if m.notFound != nil && (errors.Is(err, gorm.ErrRecordNotFound) || isForeignKeyViolation(err)) {
+	if m.notFound != nil && (errors.Is(err, gorm.ErrRecordNotFound) || errors.Is(err, sql.ErrNoRows) ||
+		isForeignKeyViolation(err)) {
 		return m.notFound
 	}
 	if m.duplicate != nil && isDuplicate(err) {

@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/rushgate/rushgate/ports"
@@ -45,24 +46,18 @@ func (r *IdempotencyMarkerRepository) Find(ctx context.Context, keys []ports.Ide
 	for _, key := range keys {
 		args = append(args, key.Scope, key.Key)
 	}
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
-	rows, err := conn.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, translate(err, errorMeanings{op: "find idempotency markers"})
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := r.db.query(ctx, errorMeanings{op: "find idempotency markers"}, query, args, func(rows *sql.Rows) error {
 		var m ports.IdempotencyMarker
 		err := rows.Scan(&m.Key.Scope, &m.Key.Key, &m.Fingerprint, &m.Response.Outcome, &m.Response.Body, &m.CreatedAt)
 		if err != nil {
-			return nil, translate(err, errorMeanings{op: "find idempotency markers"})
+			return err
 		}
 		m.CreatedAt = m.CreatedAt.UTC()
 		found[m.Key] = m
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(err, errorMeanings{op: "find idempotency markers"})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return found, nil
 }
@@ -85,10 +80,8 @@ func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.
 		}
 		args = append(args, m.Key.Scope, m.Key.Key, m.Fingerprint, m.Response.Outcome, body, m.CreatedAt.UTC())
 	}
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
-	_, err := conn.ExecContext(ctx, query, args...)
-	return translate(err, errorMeanings{op: "save idempotency markers", duplicate: ports.ErrMarkerExists})
+	_, err := r.db.exec(ctx, errorMeanings{op: "save idempotency markers", duplicate: ports.ErrMarkerExists}, query, args...)
+	return err
 }
 
 // Prune deletes up to limit markers created before the given time, oldest first, and returns
@@ -97,15 +90,6 @@ func (r *IdempotencyMarkerRepository) Prune(ctx context.Context, before time.Tim
 	if limit <= 0 {
 		return 0, nil
 	}
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
-	res, err := conn.ExecContext(ctx, r.pruneSQL, before.UTC(), limit)
-	if err != nil {
-		return 0, translate(err, errorMeanings{op: "prune idempotency markers"})
-	}
-	deleted, err := res.RowsAffected()
-	if err != nil {
-		return 0, translate(err, errorMeanings{op: "prune idempotency markers"})
-	}
-	return int(deleted), nil
+	deleted, err := r.db.exec(ctx, errorMeanings{op: "prune idempotency markers"}, r.pruneSQL, before.UTC(), limit)
+	return int(deleted), err
 }

@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,40 @@ func (db *DB) conn(ctx context.Context) (gorm.ConnPool, context.Context, context
 	}
 	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
 	return db.sql, ctx, cancel
+}
+
+// exec runs a hand-written statement on conn's handle and returns how many rows it affected.
+// Errors go through translate with m.
+func (db *DB) exec(ctx context.Context, m errorMeanings, query string, args ...any) (int64, error) {
+	conn, ctx, done := db.conn(ctx)
+	defer done()
+	res, err := conn.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, translate(err, m)
+	}
+	affected, err := res.RowsAffected()
+	if err != nil {
+		return 0, translate(err, m)
+	}
+	return affected, nil
+}
+
+// query runs a hand-written query on conn's handle and calls scan on each row it returns.
+// Errors, scan's included, go through translate with m.
+func (db *DB) query(ctx context.Context, m errorMeanings, query string, args []any, scan func(*sql.Rows) error) error {
+	conn, ctx, done := db.conn(ctx)
+	defer done()
+	rows, err := conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		return translate(err, m)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return translate(err, m)
+		}
+	}
+	return translate(rows.Err(), m)
 }
 
 // bind rewrites a statement written with "?" placeholders into the dialect's syntax: MySQL
@@ -47,13 +82,9 @@ func bind(d Dialect, query string) string {
 }
 
 // tuples returns rows comma-separated groups of width "?" placeholders, "(?, ?), (?, ?)", for
-// a multi-row VALUES list or a row-constructor IN list.
+// a multi-row VALUES list or a row-constructor IN list; one group, tuples(1, n), is a plain IN
+// list.
 func tuples(rows, width int) string {
 	tuple := "(" + strings.Repeat("?, ", width-1) + "?)"
 	return strings.Repeat(tuple+", ", rows-1) + tuple
-}
-
-// placeholders returns n comma-separated "?" placeholders, for an IN list.
-func placeholders(n int) string {
-	return strings.Repeat("?, ", n-1) + "?"
 }
