@@ -31,39 +31,42 @@ func fire(n int, send func(i int) response) (map[int]int, []response) {
 	return counts, answers
 }
 
+// stampede sends users distinct users at once to join one new crew of capacity seats, spread
+// round-robin over instances (servers on one database and one coordination backend), and checks
+// the crew fills exactly: capacity × 201, every other answer 400 CREW_FULL, and in the database
+// currentMembers == count(members) == distinct users == capacity. Queued behind the lock holder
+// and served in batches, no join waits out the backoff schedule, so a 429 here means the queue
+// or the early CREW_FULL stopped working.
+func stampede(t *testing.T, instances []*server, users, capacity int) {
+	t.Helper()
+	first := instances[0]
+	crewID := first.createCrew(capacity)
+	tokens := make([]string, users)
+	for i := range tokens {
+		tokens[i] = first.token(fmt.Sprintf("herd-%d", i))
+	}
+	counts, answers := fire(users, func(i int) response {
+		return instances[i%len(instances)].do("POST", "/crews/"+crewID+"/join", tokens[i], "", "Idempotency-Key", first.run+"herd")
+	})
+	t.Logf("statuses: %v", counts)
+	for _, a := range answers {
+		if a.status != http.StatusCreated && (a.status != http.StatusBadRequest || a.str("error") != "CREW_FULL") {
+			t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
+		}
+	}
+	if counts[http.StatusCreated] != capacity {
+		t.Fatalf("%d joins succeeded, want exactly %d (statuses %v)", counts[http.StatusCreated], capacity, counts)
+	}
+	if st := instances[len(instances)-1].stored(crewID); st.currentMembers != capacity || st.members != capacity || st.distinctUsers != capacity {
+		t.Fatalf("invariant broken: %+v", st)
+	}
+}
+
 // TestJoin_StampedeOfDistinctUsersFillsExactly: 500 users race for 50 seats.
 func TestJoin_StampedeOfDistinctUsersFillsExactly(t *testing.T) {
-	const users, capacity = 500, 50
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			s := startServer(t, b)
-			crewID := s.createCrew(capacity)
-			tokens := make([]string, users)
-			for i := range tokens {
-				tokens[i] = s.token(fmt.Sprintf("herd-%d", i))
-			}
-			counts, answers := fire(users, func(i int) response {
-				return s.do("POST", "/crews/"+crewID+"/join", tokens[i], "", "Idempotency-Key", s.run+"herd")
-			})
-			t.Logf("statuses: %v", counts)
-
-			// Queued behind the lock holder and served in batches, no join waits out the backoff
-			// schedule: a 429 here means the queue or the early CREW_FULL stopped working.
-			for _, a := range answers {
-				switch {
-				case a.status == http.StatusCreated:
-				case a.status == http.StatusBadRequest && a.str("error") == "CREW_FULL":
-				default:
-					t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
-				}
-			}
-			if counts[http.StatusCreated] != capacity {
-				t.Fatalf("%d joins succeeded, want exactly %d (statuses %v)", counts[http.StatusCreated], capacity, counts)
-			}
-			st := s.stored(crewID)
-			if st.currentMembers != capacity || st.members != capacity || st.distinctUsers != capacity {
-				t.Fatalf("invariant broken: %+v", st)
-			}
+			stampede(t, []*server{startServer(t, b)}, 500, 50)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -13,33 +12,11 @@ import (
 // TestJoin_TwoInstancesShareOneCrew: two servers on one database and one Redis split a stampede;
 // their queues meet on the Redis lock and the row lock, and the crew fills exactly, without a 429.
 func TestJoin_TwoInstancesShareOneCrew(t *testing.T) {
-	const users, capacity = 400, 100
 	for _, b := range backends(t)[1:] {
 		t.Run(b.name, func(t *testing.T) {
 			databaseURL, redisURL := b.provision(t)
 			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
-			instances := []*server{startServer(t, shared), startServer(t, shared)}
-			crewID := instances[0].createCrew(capacity)
-			tokens := make([]string, users)
-			for i := range tokens {
-				tokens[i] = instances[0].token(fmt.Sprintf("two-%d", i))
-			}
-			counts, answers := fire(users, func(i int) response {
-				s := instances[i%2]
-				return s.do("POST", "/crews/"+crewID+"/join", tokens[i], "", "Idempotency-Key", instances[0].run+"two")
-			})
-			t.Logf("statuses: %v", counts)
-			for _, a := range answers {
-				if a.status != http.StatusCreated && a.str("error") != "CREW_FULL" {
-					t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
-				}
-			}
-			if counts[http.StatusCreated] != capacity {
-				t.Fatalf("%d joins succeeded, want %d", counts[http.StatusCreated], capacity)
-			}
-			if st := instances[1].stored(crewID); st.currentMembers != capacity || st.members != capacity || st.distinctUsers != capacity {
-				t.Fatalf("invariant broken: %+v", st)
-			}
+			stampede(t, []*server{startServer(t, shared), startServer(t, shared)}, 400, 100)
 		})
 	}
 }
