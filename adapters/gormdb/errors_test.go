@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ func TestTranslate(t *testing.T) {
 		notWant  []error
 	}{
 		{"missing row", gorm.ErrRecordNotFound, memberAdd, []error{crew.ErrNotFound}, nil},
+		{"database/sql missing row", sql.ErrNoRows, memberAdd, []error{crew.ErrNotFound}, nil},
 		{"postgres foreign key", &pgconn.PgError{Code: "23503"}, memberAdd, []error{crew.ErrNotFound}, nil},
 		{"mysql foreign key", &mysql.MySQLError{Number: 1452}, memberAdd, []error{crew.ErrNotFound}, nil},
 		{"postgres unique", &pgconn.PgError{Code: "23505"}, memberAdd, []error{crew.ErrAlreadyMember}, nil},
