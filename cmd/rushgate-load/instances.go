@@ -57,8 +57,8 @@ func (in *instances) post(ctx context.Context, i int, path string, headers map[s
 		a.err = fmt.Errorf("build POST %s: %w", path, err)
 		return a, nil
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
+	for name, value := range headers {
+		req.Header.Set(name, value)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

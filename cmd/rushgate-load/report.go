@@ -271,6 +271,4 @@ func (r report) summaryRow() []string {
 
 func rate(perSecond float64) string { return fmt.Sprintf("%.1f", perSecond) }
 
-func millis(d time.Duration) string {
-	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-}
+func millis(d time.Duration) string { return fmt.Sprintf("%.2f ms", inMillis(d)) }
