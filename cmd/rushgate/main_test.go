@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,26 +75,8 @@ func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to write from the server while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // exportLine matches a line of the ready-to-paste block serve prints without a secret.
-var exportLine = regexp.MustCompile(`(?m)^export (RUSHGATE_ADMIN_TOKEN|RUSHGATE_USER_TOKEN)=(\S+)$`)
+var exportLine = regexp.MustCompile(`^export (RUSHGATE_ADMIN_TOKEN|RUSHGATE_USER_TOKEN)=(\S+)$`)
 
 // TestServe_WithoutSecretPrintsTokensToPaste: the embedded default prints, on stderr, shell
 // lines setting RUSHGATE_ADMIN_TOKEN and RUSHGATE_USER_TOKEN, and those tokens work: the admin
@@ -110,9 +92,13 @@ func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
 	t.Setenv("RUSHGATE_JWT_SECRET", "")
 	t.Setenv("RUSHGATE_LOG_LEVEL", "error")
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	stderr, stderrW := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, &stdout, &stderr) }()
+	go func() {
+		err := run(ctx, []string{"serve"}, io.Discard, stderrW)
+		_ = stderrW.Close() // ends the reader below if serve stops early
+		done <- err
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -120,16 +106,27 @@ func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
 		}
 	}()
 
-	tokens := map[string]string{}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(tokens) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no ready-to-paste tokens on stderr; got %q", stderr.String())
+	// Read stderr line by line until both tokens are seen, then drain it so serve never blocks.
+	printed := make(chan map[string]string, 1)
+	go func() {
+		tokens := map[string]string{}
+		lines := bufio.NewScanner(stderr)
+		for len(tokens) < 2 && lines.Scan() {
+			if m := exportLine.FindStringSubmatch(lines.Text()); m != nil {
+				tokens[m[1]] = m[2]
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
-		for _, m := range exportLine.FindAllStringSubmatch(stderr.String(), -1) {
-			tokens[m[1]] = m[2]
-		}
+		printed <- tokens
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	var tokens map[string]string
+	select {
+	case tokens = <-printed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ready-to-paste tokens on stderr within 10s")
+	}
+	if len(tokens) < 2 {
+		t.Fatalf("serve stopped before printing both tokens: %v", tokens)
 	}
 
 	base := "http://" + addr
