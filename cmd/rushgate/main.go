@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,30 +37,35 @@ const (
 	exitUsage   = 2
 )
 
-// command is one subcommand: its synopsis and description for --help, and prepare, which
-// declares its flags on fs and returns the function that runs it once they are parsed.
+// command is one subcommand: its name, its synopsis and description for --help, and prepare,
+// which declares its flags on fs and returns the function that runs it once they are parsed.
 type command struct {
+	name        string
 	synopsis    string
 	description string
 	prepare     func(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]command{
-	"serve": {
+// commands are the subcommands, in the order the usage lists them.
+var commands = []command{
+	{
+		name:        "serve",
 		synopsis:    "rushgate serve",
 		description: "Run the HTTP server: in-memory adapters unless RUSHGATE_DATABASE_URL and RUSHGATE_REDIS_URL are set.",
 		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
 			return func(ctx context.Context, _, stderr io.Writer) error { return serve(ctx, stderr) }
 		},
 	},
-	"migrate": {
+	{
+		name:        "migrate",
 		synopsis:    "rushgate migrate",
 		description: "Apply the database schema to RUSHGATE_DATABASE_URL.",
 		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
 			return func(ctx context.Context, stdout, _ io.Writer) error { return migrate(ctx, stdout) }
 		},
 	},
-	"token": {
+	{
+		name:        "token",
 		synopsis:    tokenSynopsis,
 		description: "Mint a JWT with RUSHGATE_JWT_SECRET, checked as serve checks it.",
 		prepare: func(fs *flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
@@ -74,7 +80,8 @@ var commands = map[string]command{
 			}
 		},
 	},
-	"version": {
+	{
+		name:        "version",
 		synopsis:    "rushgate version",
 		description: "Print the version.",
 		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
@@ -88,18 +95,30 @@ var commands = map[string]command{
 
 const tokenSynopsis = "rushgate token --user U1 [--admin] [--ttl 1h]"
 
-// topUsage lists the commands.
-const topUsage = `usage: rushgate <command> [flags]
+// topSynopsis is the usage line of rushgate itself; printUsage lists the commands under it.
+const topSynopsis = "rushgate <command> [flags]"
 
-commands:
-  serve     run the HTTP server (in-memory adapters unless RUSHGATE_DATABASE_URL / RUSHGATE_REDIS_URL are set)
-  migrate   apply the database schema to RUSHGATE_DATABASE_URL
-  token     mint a JWT: token --user U1 [--admin] [--ttl 1h]
-  version   print the version
+// printUsage lists the commands with their descriptions.
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s\n\ncommands:\n", topSynopsis)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.description)
+	}
+	fmt.Fprint(w, "\nRun \"rushgate <command> --help\" for a command's flags. Settings are RUSHGATE_* environment\n"+
+		"variables; see the README.\n")
+}
 
-Run "rushgate <command> --help" for a command's flags. Settings are RUSHGATE_* environment
-variables; see the README.
-`
+// findCommand returns the command called name.
+func findCommand(name string) (command, bool) {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return command{}, false
+	}
+	return commands[i], true
+}
+
+// topHint is the usage line printed under a missing or unknown command.
+const topHint = topSynopsis + "; rushgate --help lists the commands"
 
 // usageError is a command line rushgate does not understand. main prints it with the usage
 // line and exits 2.
@@ -133,17 +152,17 @@ func report(err error, stderr io.Writer) int {
 // run runs the command line args until it is done or ctx ends (serve stops gracefully then).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return &usageError{problem: "missing command", synopsis: "rushgate <command> [flags]; rushgate --help lists the commands"}
+		return &usageError{problem: "missing command", synopsis: topHint}
 	}
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, topUsage)
+		printUsage(stdout)
 		return nil
 	}
-	cmd, ok := commands[name]
+	cmd, ok := findCommand(name)
 	if !ok {
-		return &usageError{problem: fmt.Sprintf("unknown command %q", name), synopsis: "rushgate <command> [flags]; rushgate --help lists the commands"}
+		return &usageError{problem: fmt.Sprintf("unknown command %q", name), synopsis: topHint}
 	}
 	fs := flag.NewFlagSet("rushgate "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by report

@@ -224,6 +224,11 @@ func TestRun_EveryCommandAnswersHelp(t *testing.T) {
 			if args[0] == "token" && !strings.Contains(out, "-user") {
 				t.Fatalf("token's help lists no flags: %q", out)
 			}
+			for _, c := range commands {
+				if len(args) == 1 && !strings.Contains(out, "\n  "+c.name+" ") {
+					t.Fatalf("the usage does not list %s: %q", c.name, out)
+				}
+			}
 		})
 	}
 }
