@@ -65,23 +65,21 @@ func TestLockerClose_EndsReleaseNotices(t *testing.T) {
 	assert.NoError(t, releaser.Close(), "Close of a Locker that never subscribed")
 }
 
-// TestLockerRelease_AnnouncesOnlyAnActualRelease watches the key's release channel directly: a
-// Release that finds the key no longer its own publishes nothing (the next message is a marker
-// the test sends after it), and the owner's Release publishes once a TryAcquire found the key
-// taken.
-func TestLockerRelease_AnnouncesOnlyAnActualRelease(t *testing.T) {
-	t.Parallel()
+// watchReleases returns a Locker, a fresh key, and the release channel of that key as seen by a
+// subscription of the test's own, confirmed before it returns: next returns the channel's next
+// message, and mark publishes "marker" on it, so that a test can prove nothing came before.
+func watchReleases(t *testing.T) (locker *rgredis.Locker, key string, next func() string, mark func()) {
+	t.Helper()
 	ctx := context.Background()
 	client := newTestClient(t)
-	locker := rgredis.NewLocker(client)
-	key := "test:" + rand.Text()
+	key = "test:" + rand.Text()
 	channel := "rushgate:lock-released:" + key
 	watch := client.Subscribe(ctx, channel)
 	t.Cleanup(func() { _ = watch.Close() })
 	_, err := watch.Receive(ctx) // the subscription is confirmed
 	require.NoError(t, err)
 	messages := watch.Channel()
-	nextMessage := func() string {
+	next = func() string {
 		t.Helper()
 		select {
 		case msg := <-messages:
@@ -91,20 +89,34 @@ func TestLockerRelease_AnnouncesOnlyAnActualRelease(t *testing.T) {
 			return ""
 		}
 	}
+	mark = func() {
+		t.Helper()
+		require.NoError(t, client.Publish(ctx, channel, "marker").Err())
+	}
+	return rgredis.NewLocker(client), key, next, mark
+}
 
-	stale, err := locker.TryAcquire(ctx, key, 200*time.Millisecond)
+// TestLockerRelease_AnnouncesOnlyAnActualRelease: a Release that finds the key no longer its own
+// publishes nothing (the next message is the marker sent after it), and the owner's Release
+// publishes once a TryAcquire found the key taken.
+func TestLockerRelease_AnnouncesOnlyAnActualRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	locker, key, next, mark := watchReleases(t)
+
+	stale, err := locker.TryAcquire(ctx, key, time.Minute)
 	require.NoError(t, err)
-	time.Sleep(600 * time.Millisecond)
+	require.NoError(t, stale.Release(ctx))
 	owner, err := locker.TryAcquire(ctx, key, time.Minute)
 	require.NoError(t, err)
 	_, err = locker.TryAcquire(ctx, key, time.Minute)
 	require.ErrorIs(t, err, ports.ErrLockNotAcquired, "a waiter flags the key")
-	require.Error(t, stale.Release(ctx))
-	require.NoError(t, client.Publish(ctx, channel, "marker").Err())
+	require.ErrorIs(t, stale.Release(ctx), ports.ErrLockNotHeld)
+	mark()
 
-	assert.Equal(t, "marker", nextMessage(), "the failed release published nothing before the marker")
+	assert.Equal(t, "marker", next(), "the failed release published nothing before the marker")
 	require.NoError(t, owner.Release(ctx))
-	assert.NotEqual(t, "marker", nextMessage(), "the owner's release is announced")
+	assert.NotEqual(t, "marker", next(), "the owner's release is announced")
 }
 
 // TestLockerRelease_AnnouncesNothingWhenNobodyWaited: an uncontended key's release costs no
@@ -112,24 +124,12 @@ func TestLockerRelease_AnnouncesOnlyAnActualRelease(t *testing.T) {
 func TestLockerRelease_AnnouncesNothingWhenNobodyWaited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := newTestClient(t)
-	locker := rgredis.NewLocker(client)
-	key := "test:" + rand.Text()
-	channel := "rushgate:lock-released:" + key
-	watch := client.Subscribe(ctx, channel)
-	t.Cleanup(func() { _ = watch.Close() })
-	_, err := watch.Receive(ctx)
-	require.NoError(t, err)
+	locker, key, next, mark := watchReleases(t)
 
 	held, err := locker.TryAcquire(ctx, key, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, held.Release(ctx))
-	require.NoError(t, client.Publish(ctx, channel, "marker").Err())
+	mark()
 
-	select {
-	case msg := <-watch.Channel():
-		assert.Equal(t, "marker", msg.Payload, "an uncontended release was announced")
-	case <-time.After(noticeBound):
-		t.Fatal("no message")
-	}
+	assert.Equal(t, "marker", next(), "an uncontended release was announced")
 }
