@@ -17,13 +17,6 @@ import (
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
-// privateRedis starts a redis-server of the test's own on a free port, so the test can stop it.
-func privateRedis(t *testing.T) (url string, stop func()) {
-	t.Helper()
-	r := startPrivateRedis(t)
-	return r.url, r.stop
-}
-
 // redisProcess is a private redis-server: its URL, its process (to signal it) and a stop that
 // kills it, also run at cleanup.
 type redisProcess struct {
@@ -40,12 +33,7 @@ func startPrivateRedis(t *testing.T) redisProcess {
 	if err != nil {
 		testenv.Unreachable(t, "redis-server binary", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
+	port := freePort(t)
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -60,18 +48,14 @@ func startPrivateRedis(t *testing.T) redisProcess {
 	}
 	t.Cleanup(stop)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitUntil(t, 5*time.Second, "the private redis-server accepts connections", func() bool {
 		conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			_ = conn.Close()
-			return redisProcess{url: "redis://" + addr + "/0", process: cmd.Process, stop: stop}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("private redis-server did not start: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
+	return redisProcess{url: "redis://" + addr + "/0", process: cmd.Process, stop: stop}
 }
 
 // TestFaults_RedisStoppedMidTestAnswers503Fast: joins answer 503 UNAVAILABLE within about a
@@ -79,14 +63,14 @@ func startPrivateRedis(t *testing.T) redisProcess {
 func TestFaults_RedisStoppedMidTestAnswers503Fast(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
-			redisURL, stopRedis := privateRedis(t)
-			s := startServer(t, backend{name: string(db.Dialect), databaseURL: db.URL, redisURL: redisURL})
+			redis := startPrivateRedis(t)
+			s := startServer(t, backend{name: string(db.Dialect), databaseURL: db.URL, redisURL: redis.url})
 			crewID := s.createCrew(10)
 			if res := s.join(crewID, "before", "k"); res.status != http.StatusCreated {
 				t.Fatalf("join while Redis is up: %d %s", res.status, res.raw)
 			}
 
-			stopRedis()
+			redis.stop()
 			for i := range 5 {
 				started := time.Now()
 				res := s.join(crewID, fmt.Sprintf("after-%d", i), "k")

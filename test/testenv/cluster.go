@@ -105,7 +105,7 @@ func startRedisCluster() (c *redisCluster, err error) {
 		return nil, &missingBinaryError{err}
 	}
 	// Every node listens on two ports: clients' and the cluster bus.
-	ports, err := freePorts(2 * clusterMasters)
+	ports, err := FreePorts(2 * clusterMasters)
 	if err != nil {
 		return nil, err
 	}
@@ -182,8 +182,9 @@ func pollAll(nodes []*goredis.Client, limit time.Duration, what string, ready fu
 	return nil
 }
 
-// freePorts returns n distinct ports free on 127.0.0.1 at the time of the call.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct ports free on 127.0.0.1 at the time of the call, for servers a
+// test starts of its own.
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
