@@ -45,17 +45,17 @@ type Locker struct {
 }
 
 // NewLocker returns a Locker that keeps its locks in c under "rushgate:lock:{<key>}" and
-// announces the releases of contended ones on "rushgate:lock-released:<key>". Call Close when done with it; c
-// stays open, its owner closes it.
+// announces the releases of contended ones on "rushgate:lock-released:<key>". Call Close when
+// done with it; c stays open, its owner closes it.
 func NewLocker(c goredis.UniversalClient) *Locker {
 	return &Locker{client: c, redsync: redsync.New(redsyncgoredis.NewPool(c)), notices: newReleaseNotices(c)}
 }
 
 // Released returns a channel closed once key is released after the call, by this Locker, or by
 // any other on the same Redis once a TryAcquire of the key failed; call stop when no longer
-// interested. The first call waits (at most a
-// second) for Redis to confirm the subscription. A notice can be lost, when the subscription is
-// down or after Close, so waiters bound their waits. See ports.Locker.
+// interested. The first call waits (at most a second) for Redis to confirm the subscription. A
+// notice can be lost, when the subscription is down or after Close, so waiters bound their
+// waits. See ports.Locker.
 func (l *Locker) Released(key string) (released <-chan struct{}, stop func()) {
 	return l.notices.listen(key)
 }
