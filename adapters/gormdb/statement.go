@@ -10,9 +10,10 @@ import (
 )
 
 // The statements on the hot paths (a join's lock, count update, member insert and membership
-// check) are written by hand and run on the database/sql handle under GORM: GORM's callbacks,
-// statement builder and reflective scanning cost more than the statement itself takes on a
-// local server. Errors still go through translate.
+// check, and the idempotency markers' reads and writes) are written by hand and run on the
+// database/sql handle under GORM, through exec and query: GORM's callbacks, statement builder
+// and reflective scanning cost more than the statement itself takes on a local server. Errors
+// still go through translate.
 
 // conn returns the handle a hand-written statement runs on, and the context to run it with:
 // the transaction ctx carries, or else the pool with the call bounded by TxTimeout, as session
