@@ -89,5 +89,7 @@ func TestMetrics_RecordRequestsAndLockWaits(t *testing.T) {
 		`rushgate_http_request_duration_seconds_count{method="GET",route="unmatched",status="404"} 1`)
 	assert.Contains(t, exposition, `rushgate_lock_wait_seconds_count{lock="crew"} 1`)
 	assert.Contains(t, exposition, `rushgate_lock_attempts_bucket{lock="crew",le="1"} 1`)
+	assert.Contains(t, exposition, `rushgate_lock_queue_length_bucket{lock="crew",le="1"} 1`)
+	assert.Contains(t, exposition, `rushgate_lock_batch_size_bucket{lock="crew",le="1"} 1`)
 	assert.Contains(t, exposition, "rushgate_idempotency_replays_total 0")
 }

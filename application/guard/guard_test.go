@@ -600,3 +600,42 @@ func TestOnce_ADeleteTheStoreDidNotAnswerIsRetriedUntilItLands(t *testing.T) {
 		t.Fatalf("waits between delete attempts %v, want 100ms then 200ms", waits)
 	}
 }
+
+// PruneMarkers deletes, in rounds of the given size, every marker older than the idempotency
+// TTL, and none younger.
+func TestGuard_PruneMarkersDeletesOnlyExpiredMarkersInRounds(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	save := func(key string) {
+		t.Helper()
+		err := f.markers.Save(ctx, []ports.IdempotencyMarker{{
+			Key: ports.IdempotencyKey{Scope: "u1", Key: key}, Fingerprint: "fp",
+			Response: ports.StoredResponse{Outcome: string(guard.OutcomeCreated), Body: []byte(`{}`)}, CreatedAt: f.clock.Now(),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		save(fmt.Sprintf("old-%d", i))
+	}
+	f.clock.Advance(30 * time.Minute)
+	save("young")
+	f.clock.Advance(31 * time.Minute) // the old ones are past the 1h TTL, the young one is not
+
+	deleted, err := f.guard(guard.Config{IdempotencyTTL: time.Hour}).PruneMarkers(ctx, 2)
+	if err != nil || deleted != 5 {
+		t.Fatalf("pruned %d, %v; want 5", deleted, err)
+	}
+	var keys []ports.IdempotencyKey
+	for _, k := range []string{"old-0", "old-4", "young"} {
+		keys = append(keys, ports.IdempotencyKey{Scope: "u1", Key: k})
+	}
+	left, err := f.markers.Find(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := left[ports.IdempotencyKey{Scope: "u1", Key: "young"}]; !ok || len(left) != 1 {
+		t.Fatalf("markers left %v, want only the young one", left)
+	}
+}

@@ -5,8 +5,11 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/bootstrap"
 )
 
 // TestJoin_TwoInstancesShareOneCrew: two servers on one database and one Redis split a stampede;
@@ -74,5 +77,33 @@ func TestJoin_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWorkers_ExpiredIdempotencyMarkersArePruned: the marker a join commits is deleted by the
+// pruning worker once it is older than the idempotency TTL (shortened here), so the table does
+// not grow without bound.
+func TestWorkers_ExpiredIdempotencyMarkersArePruned(t *testing.T) {
+	for _, b := range backends(t)[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, func(c *bootstrap.Config) {
+				c.Guard.IdempotencyTTL, c.Guard.IdempotencyLease = 300*time.Millisecond, 100*time.Millisecond
+				c.Guard.MarkerPruneInterval = 50 * time.Millisecond
+			})
+			markers := func() int {
+				var n int
+				if err := s.db.QueryRow("SELECT COUNT(*) FROM idempotency_markers").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			if res := s.join(s.createCrew(5), "pruned", "k1"); res.status != http.StatusCreated {
+				t.Fatalf("join: %d %s", res.status, res.raw)
+			}
+			if n := markers(); n != 1 {
+				t.Fatalf("%d markers after one join, want 1", n)
+			}
+			waitUntil(t, 5*time.Second, "the expired marker is pruned", func() bool { return markers() == 0 })
+		})
 	}
 }
