@@ -53,8 +53,8 @@ type CrewRepository struct {
 func NewCrewRepository(db *DB) *CrewRepository {
 	return &CrewRepository{
 		db:              db,
-		getForUpdateSQL: bind(db.dialect, "SELECT id, name, max_members, current_members, created_at FROM crews WHERE id = ? FOR UPDATE"),
-		saveSQL:         bind(db.dialect, "UPDATE crews SET current_members = ? WHERE id = ?"),
+		getForUpdateSQL: Bind(db.dialect, "SELECT id, name, max_members, current_members, created_at FROM crews WHERE id = ? FOR UPDATE"),
+		saveSQL:         Bind(db.dialect, "UPDATE crews SET current_members = ? WHERE id = ?"),
 	}
 }
 
@@ -132,7 +132,7 @@ func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) 
 	if len(members) == 0 {
 		return nil
 	}
-	query := bind(r.db.dialect, "INSERT INTO crew_members (crew_id, user_id, joined_at) VALUES "+tuples(len(members), 3))
+	query := Bind(r.db.dialect, "INSERT INTO crew_members (crew_id, user_id, joined_at) VALUES "+tuples(len(members), 3))
 	args := make([]any, 0, 3*len(members))
 	for _, m := range members {
 		args = append(args, m.CrewID, m.UserID, m.JoinedAt.UTC())
@@ -151,7 +151,7 @@ func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, user
 	if len(userIDs) == 0 {
 		return existing, nil
 	}
-	query := bind(r.db.dialect, "SELECT user_id FROM crew_members WHERE crew_id = ? AND user_id IN "+tuples(1, len(userIDs)))
+	query := Bind(r.db.dialect, "SELECT user_id FROM crew_members WHERE crew_id = ? AND user_id IN "+tuples(1, len(userIDs)))
 	args := make([]any, 0, 1+len(userIDs))
 	args = append(args, crewID)
 	for _, userID := range userIDs {

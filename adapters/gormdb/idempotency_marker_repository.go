@@ -20,7 +20,7 @@ type IdempotencyMarkerRepository struct {
 
 // NewIdempotencyMarkerRepository returns the idempotency marker repository of db.
 func NewIdempotencyMarkerRepository(db *DB) *IdempotencyMarkerRepository {
-	return &IdempotencyMarkerRepository{db: db, pruneSQL: bind(db.dialect, pruneStatement(db.dialect))}
+	return &IdempotencyMarkerRepository{db: db, pruneSQL: Bind(db.dialect, pruneStatement(db.dialect))}
 }
 
 // pruneStatement deletes the oldest markers created before a time, at most a limit of them.
@@ -40,7 +40,7 @@ func (r *IdempotencyMarkerRepository) Find(ctx context.Context, keys []ports.Ide
 	if len(keys) == 0 {
 		return found, nil
 	}
-	query := bind(r.db.dialect, "SELECT scope, idem_key, fingerprint, outcome, body, created_at "+
+	query := Bind(r.db.dialect, "SELECT scope, idem_key, fingerprint, outcome, body, created_at "+
 		"FROM idempotency_markers WHERE (scope, idem_key) IN ("+tuples(len(keys), 2)+")")
 	args := make([]any, 0, 2*len(keys))
 	for _, key := range keys {
@@ -70,7 +70,7 @@ func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.
 	if len(markers) == 0 {
 		return nil
 	}
-	query := bind(r.db.dialect, "INSERT INTO idempotency_markers "+
+	query := Bind(r.db.dialect, "INSERT INTO idempotency_markers "+
 		"(scope, idem_key, fingerprint, outcome, body, created_at) VALUES "+tuples(len(markers), 6))
 	args := make([]any, 0, 6*len(markers))
 	for _, m := range markers {

@@ -60,10 +60,10 @@ func (db *DB) query(ctx context.Context, m errorMeanings, query string, args []a
 	return translate(rows.Err(), m)
 }
 
-// bind rewrites a statement written with "?" placeholders into the dialect's syntax: MySQL
-// takes "?" as written, Postgres wants "$1", "$2", … in order. The statements here never carry
-// a "?" inside a literal.
-func bind(d Dialect, query string) string {
+// Bind rewrites a statement written with "?" placeholders into the dialect's syntax: MySQL
+// takes "?" as written, Postgres wants "$1", "$2", … in order. The statement must not carry a
+// "?" inside a literal. The load tool and the tests use it for their own raw SQL.
+func Bind(d Dialect, query string) string {
 	if d != Postgres {
 		return query
 	}

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
@@ -37,9 +35,9 @@ type joinStatements struct {
 
 func newJoinStatements(d gormdb.Dialect) joinStatements {
 	return joinStatements{
-		lockCrew:     rebind(d, lockCrewSQL),
-		insertMember: rebind(d, insertJoinSQL),
-		countMember:  rebind(d, countJoinSQL),
+		lockCrew:     gormdb.Bind(d, lockCrewSQL),
+		insertMember: gormdb.Bind(d, insertJoinSQL),
+		countMember:  gormdb.Bind(d, countJoinSQL),
 	}
 }
 
@@ -69,23 +67,4 @@ func joinTx(ctx context.Context, db *sql.DB, stmts joinStatements, crewID, userI
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
-}
-
-// rebind rewrites ? placeholders as $1, $2, … for Postgres; MySQL takes ? as written. The
-// statements here hold no ? inside string literals.
-func rebind(dialect gormdb.Dialect, query string) string {
-	if dialect != gormdb.Postgres {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

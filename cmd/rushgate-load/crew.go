@@ -206,7 +206,7 @@ func (s *crewJoin) ceiling(ctx context.Context, e *env) (work, error) {
 	for c := range crewIDs {
 		crewIDs[c] = uuid.NewString()
 		name := fmt.Sprintf("rushgate-load ceiling %s #%d", e.runID, c)
-		if _, err := e.db.SQL().ExecContext(ctx, rebind(dialect, insertCrewSQL), crewIDs[c], name, s.capacity, createdAt); err != nil {
+		if _, err := e.db.SQL().ExecContext(ctx, gormdb.Bind(dialect, insertCrewSQL), crewIDs[c], name, s.capacity, createdAt); err != nil {
 			return work{}, fmt.Errorf("ceiling: create crew: %w", err)
 		}
 	}

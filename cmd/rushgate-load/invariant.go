@@ -45,11 +45,11 @@ type crewState struct {
 // readCrew reads one crew's counter and member rows.
 func readCrew(ctx context.Context, db *gormdb.DB, id string) (crewState, error) {
 	s := crewState{id: id}
-	err := db.SQL().QueryRowContext(ctx, rebind(db.Dialect(), crewCounterSQL), id).Scan(&s.currentMembers, &s.maxMembers)
+	err := db.SQL().QueryRowContext(ctx, gormdb.Bind(db.Dialect(), crewCounterSQL), id).Scan(&s.currentMembers, &s.maxMembers)
 	if err != nil {
 		return crewState{}, fmt.Errorf("invariant: read crew %s: %w", id, err)
 	}
-	rows, err := db.SQL().QueryContext(ctx, rebind(db.Dialect(), crewMembersSQL), id)
+	rows, err := db.SQL().QueryContext(ctx, gormdb.Bind(db.Dialect(), crewMembersSQL), id)
 	if err != nil {
 		return crewState{}, fmt.Errorf("invariant: read members of crew %s: %w", id, err)
 	}

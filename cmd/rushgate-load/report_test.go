@@ -93,13 +93,6 @@ func TestStatsOf_CountsAnswersSuccessesErrorsInstancesAndFirst5xx(t *testing.T) 
 	assert.InDelta(t, 0.5, s.perSecond(s.succeeded), 1e-9)
 }
 
-func TestRebind_NumbersPlaceholdersForPostgresOnly(t *testing.T) {
-	t.Parallel()
-	q := "INSERT INTO t (a, b) VALUES (?, ?)"
-	assert.Equal(t, "INSERT INTO t (a, b) VALUES ($1, $2)", rebind(gormdb.Postgres, q))
-	assert.Equal(t, q, rebind(gormdb.MySQL, q))
-}
-
 // hotReport is a crew-hot run of 4 users over 2 instances: 3 joined, 1 was shed with a 429, at
 // a quarter of the ceiling's rate; the database holds exactly the 3.
 func hotReport(t *testing.T) report {

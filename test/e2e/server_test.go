@@ -213,16 +213,8 @@ func (s *server) stored(crewID string) stored {
 	return st
 }
 
-// query rewrites ? placeholders for Postgres.
-func (s *server) query(q string) string {
-	if s.dialect != gormdb.Postgres {
-		return q
-	}
-	for n := 1; strings.Contains(q, "?"); n++ {
-		q = strings.Replace(q, "?", fmt.Sprintf("$%d", n), 1)
-	}
-	return q
-}
+// query rewrites ? placeholders for the server's database.
+func (s *server) query(q string) string { return gormdb.Bind(s.dialect, q) }
 
 func assertError(t *testing.T, res response, status int, code string) {
 	t.Helper()
