@@ -4,7 +4,6 @@
 package commerce
 
 import (
-
 	"github.com/rushgate/rushgate/domain"
 )
 
@@ -53,4 +52,3 @@ func Sum(amounts ...int64) (int64, error) {
 	}
 	return total, nil
 }
-
