@@ -9,6 +9,9 @@ type Stores struct {
 	Crews       CrewRepository
 	CrewMembers CrewMemberRepository
 	Markers     IdempotencyMarkerRepository
+	Products    ProductRepository
+	Carts       CartRepository
+	Orders      OrderRepository
 }
 
 // Coordination is what the instances of one deployment share: the distributed lock and the

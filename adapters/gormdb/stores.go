@@ -10,5 +10,8 @@ func NewStores(db *DB) ports.Stores {
 		Crews:       NewCrewRepository(db),
 		CrewMembers: NewCrewMemberRepository(db),
 		Markers:     NewIdempotencyMarkerRepository(db),
+		Products:    NewProductRepository(db),
+		Carts:       NewCartRepository(db),
+		Orders:      NewOrderRepository(db),
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -41,6 +43,12 @@ type Database struct {
 	crews   *table[string, crew.Crew]
 	members *table[memberKey, crew.Member]
 	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
+
+	products  *table[string, catalog.Product]
+	stock     *table[string, catalog.Stock]
+	carts     *table[string, order.Cart]
+	cartItems *table[cartItemKey, order.CartItem]
+	orders    *table[string, order.Order]
 }
 
 // NewDatabase returns an empty database.
@@ -49,6 +57,11 @@ func NewDatabase() *Database {
 	d.crews = newTable(d, "crews", crewKeyOf)
 	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
 	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
+	d.products = newTable(d, "products", productKeyOf)
+	d.stock = newTable(d, "stock", stockKeyOf)
+	d.carts = newTable(d, "carts", cartKeyOf)
+	d.cartItems = newPartitionedTable(d, "cart_items", cartItemKeyOf, cartItemKey.cart)
+	d.orders = newTable(d, "orders", orderKeyOf)
 	return d
 }
 

@@ -10,6 +10,9 @@ func NewStores(d *Database) ports.Stores {
 		Crews:       NewCrewRepository(d),
 		CrewMembers: NewCrewMemberRepository(d),
 		Markers:     NewIdempotencyMarkerRepository(d),
+		Products:    NewProductRepository(d),
+		Carts:       NewCartRepository(d),
+		Orders:      NewOrderRepository(d),
 	}
 }
 

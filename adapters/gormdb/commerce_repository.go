@@ -1,0 +1,264 @@
+package gormdb
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var (
+	_ ports.ProductRepository = (*ProductRepository)(nil)
+	_ ports.CartRepository    = (*CartRepository)(nil)
+	_ ports.OrderRepository   = (*OrderRepository)(nil)
+)
+
+// ProductRepository stores products and their stock; it implements ports.ProductRepository.
+type ProductRepository struct {
+	db *DB
+	tx *TxRunner
+	// Hand-written statements (see statement.go), bound to db's dialect once.
+	insertProductSQL, insertStockSQL, getSQL string
+}
+
+// NewProductRepository returns the product repository of db.
+func NewProductRepository(db *DB) *ProductRepository {
+	return &ProductRepository{
+		db:               db,
+		tx:               NewTxRunner(db),
+		insertProductSQL: Bind(db.dialect, "INSERT INTO products (id, name, price, created_at) VALUES (?, ?, ?, ?)"),
+		insertStockSQL:   Bind(db.dialect, "INSERT INTO stock (product_id, quantity, version) VALUES (?, ?, ?)"),
+		getSQL: Bind(db.dialect, "SELECT p.name, p.price, p.created_at, s.quantity, s.version "+
+			"FROM products p JOIN stock s ON s.product_id = p.id WHERE p.id = ?"),
+	}
+}
+
+// Create inserts the product and its stock row in one transaction (the caller's, when ctx
+// carries one).
+func (r *ProductRepository) Create(ctx context.Context, p *catalog.Product, s catalog.Stock) error {
+	m := errorMeanings{op: "create product"}
+	return r.tx.InTx(ctx, func(ctx context.Context) error {
+		if _, err := r.db.exec(ctx, m, r.insertProductSQL, p.ID(), p.Name(), p.Price(), p.CreatedAt().UTC()); err != nil {
+			return err
+		}
+		_, err := r.db.exec(ctx, m, r.insertStockSQL, s.ProductID, s.Quantity, s.Version)
+		return err
+	})
+}
+
+// Get returns the product and its stock in one SELECT, or catalog.ErrProductNotFound.
+func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Product, catalog.Stock, error) {
+	conn, ctx, done := r.db.conn(ctx)
+	defer done()
+	var (
+		name      string
+		price     int64
+		createdAt time.Time
+		stock     = catalog.Stock{ProductID: id}
+	)
+	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&name, &price, &createdAt, &stock.Quantity, &stock.Version)
+	if err != nil {
+		return nil, catalog.Stock{}, translate(err, errorMeanings{op: "get product", notFound: catalog.ErrProductNotFound})
+	}
+	return catalog.RebuildProduct(id, name, price, createdAt.UTC()), stock, nil
+}
+
+// CartRepository stores carts and their items; it implements ports.CartRepository.
+type CartRepository struct {
+	db *DB
+	// Hand-written statements (see statement.go), bound to db's dialect once.
+	getForUpdateSQL, createSQL, linesSQL, putItemSQL, clearSQL string
+}
+
+// NewCartRepository returns the cart repository of db.
+func NewCartRepository(db *DB) *CartRepository {
+	r := &CartRepository{
+		db:              db,
+		getForUpdateSQL: Bind(db.dialect, "SELECT id, user_id, created_at FROM carts WHERE user_id = ? FOR UPDATE"),
+		linesSQL: Bind(db.dialect, "SELECT i.id, i.cart_id, i.product_id, i.quantity, i.added_at, p.name, p.price, s.quantity "+
+			"FROM carts c JOIN cart_items i ON i.cart_id = c.id JOIN products p ON p.id = i.product_id "+
+			"JOIN stock s ON s.product_id = i.product_id WHERE c.user_id = ? ORDER BY i.added_at, i.id"),
+		clearSQL: Bind(db.dialect, "DELETE FROM cart_items WHERE cart_id = ?"),
+	}
+	// A cart that exists is not an error: the insert does nothing.
+	if db.dialect == Postgres {
+		r.createSQL = Bind(db.dialect, "INSERT INTO carts (id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT (user_id) DO NOTHING")
+		r.putItemSQL = Bind(db.dialect, "INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, ?, ?) "+
+			"ON CONFLICT (cart_id, product_id) DO UPDATE SET quantity = EXCLUDED.quantity")
+	} else {
+		r.createSQL = "INSERT INTO carts (id, user_id, created_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE user_id = user_id"
+		r.putItemSQL = "INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, ?, ?) " +
+			"ON DUPLICATE KEY UPDATE quantity = VALUES(quantity)"
+	}
+	return r
+}
+
+// GetOrCreateForUpdate inserts fresh unless the user has a cart (a cart a concurrent
+// transaction is inserting makes the insert wait for it, then do nothing), then reads the cart
+// with SELECT … FOR UPDATE. Inserting first spares MySQL the gap lock a locking read of a
+// missing row takes, on which concurrent first adds would deadlock. Outside TxRunner.InTx it
+// fails: the lock would be released at once.
+func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error) {
+	if _, ok := r.db.transaction(ctx); !ok {
+		return order.Cart{}, errNoTransaction
+	}
+	if _, err := r.db.exec(ctx, errorMeanings{op: "create cart"}, r.createSQL, fresh.ID, fresh.UserID, fresh.CreatedAt.UTC()); err != nil {
+		return order.Cart{}, err
+	}
+	cart, found, err := r.GetForUpdate(ctx, fresh.UserID)
+	if err == nil && !found {
+		// Unreachable: the statement above inserted the row or met the one that exists.
+		return order.Cart{}, translate(sql.ErrNoRows, errorMeanings{op: "read created cart"})
+	}
+	return cart, err
+}
+
+// GetForUpdate reads the user's cart with SELECT … FOR UPDATE, locking its row until the
+// transaction in ctx ends. Outside TxRunner.InTx it fails.
+func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order.Cart, bool, error) {
+	if _, ok := r.db.transaction(ctx); !ok {
+		return order.Cart{}, false, errNoTransaction
+	}
+	var (
+		cart  order.Cart
+		found bool
+	)
+	err := r.db.query(ctx, errorMeanings{op: "get cart for update"}, r.getForUpdateSQL, []any{userID}, func(rows *sql.Rows) error {
+		found = true
+		return rows.Scan(&cart.ID, &cart.UserID, &cart.CreatedAt)
+	})
+	cart.CreatedAt = cart.CreatedAt.UTC()
+	return cart, found, err
+}
+
+// Lines reads the user's cart items with their products and stock in one joined SELECT.
+func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.CartLine, error) {
+	var lines []order.CartLine
+	err := r.db.query(ctx, errorMeanings{op: "read cart lines"}, r.linesSQL, []any{userID}, func(rows *sql.Rows) error {
+		var l order.CartLine
+		if err := rows.Scan(&l.ID, &l.CartID, &l.ProductID, &l.Quantity, &l.AddedAt, &l.Name, &l.UnitPrice, &l.Stock); err != nil {
+			return err
+		}
+		l.AddedAt = l.AddedAt.UTC()
+		lines = append(lines, l)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lines, nil
+}
+
+// PutItem inserts the item or, on the (cart_id, product_id) key, sets the existing line's
+// quantity in the same statement.
+func (r *CartRepository) PutItem(ctx context.Context, item order.CartItem) error {
+	_, err := r.db.exec(ctx, errorMeanings{op: "put cart item", notFound: catalog.ErrProductNotFound}, r.putItemSQL,
+		item.ID, item.CartID, item.ProductID, item.Quantity, item.AddedAt.UTC())
+	return err
+}
+
+// Clear deletes every item of the cart.
+func (r *CartRepository) Clear(ctx context.Context, cartID string) error {
+	_, err := r.db.exec(ctx, errorMeanings{op: "clear cart"}, r.clearSQL, cartID)
+	return err
+}
+
+// OrderRepository stores orders and their items; it implements ports.OrderRepository.
+type OrderRepository struct {
+	db *DB
+	tx *TxRunner
+	// Hand-written statements (see statement.go), bound to db's dialect once.
+	insertSQL, getSQL, itemsSQL string
+}
+
+// NewOrderRepository returns the order repository of db.
+func NewOrderRepository(db *DB) *OrderRepository {
+	return &OrderRepository{
+		db: db,
+		tx: NewTxRunner(db),
+		insertSQL: Bind(db.dialect, "INSERT INTO orders (id, user_id, coupon_id, subtotal_amount, discount_amount, "+
+			"total_amount, status, created_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+		getSQL: Bind(db.dialect, "SELECT user_id, coupon_id, subtotal_amount, discount_amount, total_amount, status, "+
+			"created_at, paid_at FROM orders WHERE id = ?"),
+		itemsSQL: Bind(db.dialect, "SELECT product_id, name, quantity, unit_price, subtotal FROM order_items "+
+			"WHERE order_id = ? ORDER BY line"),
+	}
+}
+
+// Create inserts the order and, in one multi-row INSERT, its items, in one transaction (the
+// caller's, when ctx carries one). An order holds at most order.MaxCartLines items, far below
+// the databases' limit of parameters per statement.
+func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
+	m := errorMeanings{op: "create order", notFound: catalog.ErrProductNotFound}
+	var couponID sql.NullString
+	if o.CouponID() != "" {
+		couponID = sql.NullString{String: o.CouponID(), Valid: true}
+	}
+	var paidAt sql.NullTime
+	if at := o.PaidAt(); at != nil {
+		paidAt = sql.NullTime{Time: at.UTC(), Valid: true}
+	}
+	items := o.Items()
+	insertItems := Bind(r.db.dialect, "INSERT INTO order_items (order_id, line, product_id, name, quantity, unit_price, subtotal) VALUES "+
+		tuples(len(items), 7))
+	args := make([]any, 0, 7*len(items))
+	for i, item := range items {
+		args = append(args, o.ID(), i, item.ProductID, item.Name, item.Quantity, item.UnitPrice, item.Subtotal)
+	}
+	return r.tx.InTx(ctx, func(ctx context.Context) error {
+		_, err := r.db.exec(ctx, m, r.insertSQL, o.ID(), o.UserID(), couponID, o.Subtotal(), o.Discount(), o.Total(),
+			string(o.Status()), o.CreatedAt().UTC(), paidAt)
+		if err != nil || len(items) == 0 {
+			return err
+		}
+		_, err = r.db.exec(ctx, m, insertItems, args...)
+		return err
+	})
+}
+
+// Get reads the order, then its items in line order, or returns order.ErrNotFound. The two
+// reads need no transaction: an order and its items are inserted together and never change.
+func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, error) {
+	m := errorMeanings{op: "get order", notFound: order.ErrNotFound}
+	var (
+		userID                    string
+		couponID                  sql.NullString
+		subtotal, discount, total int64
+		status                    string
+		createdAt                 time.Time
+		paidAt                    sql.NullTime
+		items                     []order.Item
+		found                     bool
+	)
+	err := r.db.query(ctx, m, r.getSQL, []any{id}, func(rows *sql.Rows) error {
+		found = true
+		return rows.Scan(&userID, &couponID, &subtotal, &discount, &total, &status, &createdAt, &paidAt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, order.ErrNotFound
+	}
+	err = r.db.query(ctx, m, r.itemsSQL, []any{id}, func(rows *sql.Rows) error {
+		var item order.Item
+		if err := rows.Scan(&item.ProductID, &item.Name, &item.Quantity, &item.UnitPrice, &item.Subtotal); err != nil {
+			return err
+		}
+		items = append(items, item)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var paid *time.Time
+	if paidAt.Valid {
+		at := paidAt.Time.UTC()
+		paid = &at
+	}
+	return order.Rebuild(id, userID, couponID.String, items, subtotal, discount, total, order.Status(status),
+		createdAt.UTC(), paid), nil
+}

@@ -1,0 +1,213 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var (
+	_ ports.ProductRepository = (*ProductRepository)(nil)
+	_ ports.CartRepository    = (*CartRepository)(nil)
+	_ ports.OrderRepository   = (*OrderRepository)(nil)
+)
+
+func productKeyOf(p catalog.Product) string { return p.ID() }
+func stockKeyOf(s catalog.Stock) string     { return s.ProductID }
+
+// cartKeyOf keys carts by their user: the UNIQUE(user_id) a user's first adds race on.
+func cartKeyOf(c order.Cart) string { return c.UserID }
+
+// cartItemKey is the unique key (cartId, productId) of a cart line.
+type cartItemKey struct {
+	cartID, productID string
+}
+
+func cartItemKeyOf(i order.CartItem) cartItemKey { return cartItemKey{i.CartID, i.ProductID} }
+
+// cart partitions the cart items table by cart, for Lines and Clear.
+func (k cartItemKey) cart() string { return k.cartID }
+
+func orderKeyOf(o order.Order) string { return o.ID() }
+
+// cloneOrder copies o's items, so that neither the caller nor the store can change the other's.
+func cloneOrder(o *order.Order) order.Order {
+	return *order.Rebuild(o.ID(), o.UserID(), o.CouponID(), o.Items(), o.Subtotal(), o.Discount(), o.Total(),
+		o.Status(), o.CreatedAt(), o.PaidAt())
+}
+
+// ProductRepository stores products and their stock in a Database.
+type ProductRepository struct {
+	db *Database
+}
+
+// NewProductRepository returns a ProductRepository on d.
+func NewProductRepository(d *Database) *ProductRepository { return &ProductRepository{db: d} }
+
+// Create inserts the product and its stock row in one statement, all or none.
+func (r *ProductRepository) Create(ctx context.Context, p *catalog.Product, s catalog.Stock) error {
+	return r.db.run(ctx, func(t *tx) error {
+		if err := r.db.products.insert(ctx, t, *p); err != nil {
+			return err
+		}
+		return r.db.stock.insert(ctx, t, s)
+	})
+}
+
+// Get returns a copy of the product and its stock, or catalog.ErrProductNotFound.
+func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Product, catalog.Stock, error) {
+	var (
+		product catalog.Product
+		stock   catalog.Stock
+	)
+	err := r.db.run(ctx, func(t *tx) error {
+		var ok bool
+		if product, ok = r.db.products.get(t, id); !ok {
+			return catalog.ErrProductNotFound
+		}
+		stock, _ = r.db.stock.get(t, id)
+		return nil
+	})
+	if err != nil {
+		return nil, catalog.Stock{}, err
+	}
+	return &product, stock, nil
+}
+
+// CartRepository stores carts and their items in a Database.
+type CartRepository struct {
+	db *Database
+}
+
+// NewCartRepository returns a CartRepository on d.
+func NewCartRepository(d *Database) *CartRepository { return &CartRepository{db: d} }
+
+// GetOrCreateForUpdate locks the user's cart key, creating the cart when there is none. The key
+// is locked before the read, so a concurrent first call waits and then finds the cart this one
+// created. It fails outside InTx.
+func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error) {
+	var cart order.Cart
+	err := r.db.runInTx(ctx, func(t *tx) error {
+		found, ok, err := r.db.carts.getForUpdate(ctx, t, fresh.UserID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			cart = found
+			return nil
+		}
+		cart = fresh
+		return r.db.carts.insert(ctx, t, fresh)
+	})
+	return cart, err
+}
+
+// GetForUpdate locks the user's cart key and returns the cart, if there is one. It fails
+// outside InTx.
+func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order.Cart, bool, error) {
+	var (
+		cart  order.Cart
+		found bool
+	)
+	err := r.db.runInTx(ctx, func(t *tx) error {
+		var err error
+		cart, found, err = r.db.carts.getForUpdate(ctx, t, userID)
+		return err
+	})
+	return cart, found, err
+}
+
+// Lines returns the user's cart items with their products, ordered by (AddedAt, ID).
+func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.CartLine, error) {
+	var lines []order.CartLine
+	err := r.db.run(ctx, func(t *tx) error {
+		cart, ok := r.db.carts.get(t, userID)
+		if !ok {
+			return nil
+		}
+		for _, item := range r.db.cartItems.rowsIn(t, cart.ID) {
+			product, _ := r.db.products.get(t, item.ProductID)
+			stock, _ := r.db.stock.get(t, item.ProductID)
+			lines = append(lines, order.CartLine{CartItem: item, Name: product.Name(), UnitPrice: product.Price(), Stock: stock.Quantity})
+		}
+		return nil
+	})
+	slices.SortFunc(lines, func(a, b order.CartLine) int {
+		return cmp.Or(a.AddedAt.Compare(b.AddedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return lines, err
+}
+
+// PutItem inserts the item, or sets the quantity of the cart's line of its product, under the
+// line's key lock. An unknown product violates the foreign key: catalog.ErrProductNotFound.
+func (r *CartRepository) PutItem(ctx context.Context, item order.CartItem) error {
+	return r.db.run(ctx, func(t *tx) error {
+		if _, ok := r.db.products.get(t, item.ProductID); !ok {
+			return fmt.Errorf("memory: put cart item: foreign key product %q: %w", item.ProductID, catalog.ErrProductNotFound)
+		}
+		existing, ok, err := r.db.cartItems.getForUpdate(ctx, t, cartItemKeyOf(item))
+		if err != nil {
+			return err
+		}
+		if ok {
+			existing.Quantity = item.Quantity
+			item = existing
+		}
+		return r.db.cartItems.put(ctx, t, item)
+	})
+}
+
+// Clear deletes every item of the cart, locking each.
+func (r *CartRepository) Clear(ctx context.Context, cartID string) error {
+	return r.db.run(ctx, func(t *tx) error {
+		for _, item := range r.db.cartItems.rowsIn(t, cartID) {
+			if _, err := r.db.cartItems.delete(ctx, t, cartItemKeyOf(item)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// OrderRepository stores orders in a Database.
+type OrderRepository struct {
+	db *Database
+}
+
+// NewOrderRepository returns an OrderRepository on d.
+func NewOrderRepository(d *Database) *OrderRepository { return &OrderRepository{db: d} }
+
+// Create inserts the order with its items in one statement. An item of an unknown product
+// violates the foreign key: catalog.ErrProductNotFound.
+func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
+	return r.db.run(ctx, func(t *tx) error {
+		for _, item := range o.Items() {
+			if _, ok := r.db.products.get(t, item.ProductID); !ok {
+				return fmt.Errorf("memory: create order: foreign key product %q: %w", item.ProductID, catalog.ErrProductNotFound)
+			}
+		}
+		return r.db.orders.insert(ctx, t, cloneOrder(o))
+	})
+}
+
+// Get returns a copy of the order, or order.ErrNotFound.
+func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, error) {
+	var found order.Order
+	err := r.db.run(ctx, func(t *tx) error {
+		o, ok := r.db.orders.get(t, id)
+		if !ok {
+			return order.ErrNotFound
+		}
+		found = cloneOrder(&o)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &found, nil
+}

@@ -1,0 +1,106 @@
+// Package order holds a user's cart and the orders placed from it: the rules for adding to a
+// cart, and for turning a cart into a PENDING order with its amounts (subtotal, discount,
+// total) computed without overflow.
+package order
+
+import (
+	"time"
+
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+)
+
+// Bounds of a cart.
+const (
+	// MaxLineQuantity bounds the units of one product in a cart, and so in an order line.
+	MaxLineQuantity = 1000
+	// MaxCartLines bounds the distinct products in one cart, and so the lines of an order.
+	MaxCartLines = 100
+)
+
+// Cart is a user's one cart (UNIQUE per user), created on the first add.
+type Cart struct {
+	ID        string
+	UserID    string
+	CreatedAt time.Time
+}
+
+// CartItem is one line of a cart: a product and how many units of it; (CartID, ProductID) is
+// unique. AddedAt is when the product first entered the cart.
+type CartItem struct {
+	ID        string
+	CartID    string
+	ProductID string
+	Quantity  int
+	AddedAt   time.Time
+}
+
+// CartLine is a cart item with its product's name, current unit price and stock on hand.
+type CartLine struct {
+	CartItem
+	Name      string
+	UnitPrice int64
+	Stock     int64
+}
+
+// Subtotal is the line's unit price × quantity.
+func (l CartLine) Subtotal() (int64, error) { return commerce.Mul(l.UnitPrice, int64(l.Quantity)) }
+
+// StockAvailable reports whether the stock on hand covers the line's quantity.
+func (l CartLine) StockAvailable() bool { return int64(l.Quantity) <= l.Stock }
+
+// ValidateQuantity accepts 1..MaxLineQuantity units.
+func ValidateQuantity(quantity int) error {
+	if quantity < 1 || quantity > MaxLineQuantity {
+		return domain.Invalid("quantity", "must be between 1 and %d", MaxLineQuantity)
+	}
+	return nil
+}
+
+// AddToCart returns the item that adding quantity units of product to cart makes: the cart's
+// line of the product (among lines) with its quantity raised, or a new line with newItemID. The
+// line's resulting quantity must stay within MaxLineQuantity and be covered by stock
+// (catalog.InsufficientStock otherwise), a new product must fit within MaxCartLines, and the
+// cart's total must stay within commerce.MaxAmount, so that an order of it can always be priced.
+func AddToCart(cart Cart, lines []CartLine, newItemID string, product *catalog.Product, stock catalog.Stock,
+	quantity int, now time.Time) (CartItem, error) {
+	if err := ValidateQuantity(quantity); err != nil {
+		return CartItem{}, err
+	}
+	item := CartItem{ID: newItemID, CartID: cart.ID, ProductID: product.ID(), AddedAt: now}
+	found := false
+	var others int64 // the total of the cart's other lines
+	for _, l := range lines {
+		if l.ProductID == product.ID() {
+			item, found = l.CartItem, true
+			continue
+		}
+		subtotal, err := l.Subtotal()
+		if err != nil {
+			return CartItem{}, err
+		}
+		if others, err = commerce.Add(others, subtotal); err != nil {
+			return CartItem{}, err
+		}
+	}
+	if !found && len(lines) >= MaxCartLines {
+		return CartItem{}, domain.Invalid("productId", "a cart holds at most %d products", MaxCartLines)
+	}
+	if item.Quantity+quantity > MaxLineQuantity {
+		return CartItem{}, domain.Invalid("quantity",
+			"a cart holds at most %d units of a product and already holds %d", MaxLineQuantity, item.Quantity)
+	}
+	item.Quantity += quantity
+	if !stock.Covers(int64(item.Quantity)) {
+		return CartItem{}, catalog.InsufficientStock(product.ID())
+	}
+	subtotal, err := commerce.Mul(product.Price(), int64(item.Quantity))
+	if err != nil {
+		return CartItem{}, err
+	}
+	if _, err := commerce.Add(others, subtotal); err != nil {
+		return CartItem{}, err
+	}
+	return item, nil
+}

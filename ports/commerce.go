@@ -1,0 +1,49 @@
+package ports
+
+import (
+	"context"
+
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+)
+
+// ProductRepository stores products and their stock.
+//
+// Create inserts the product and its stock row together, all or none, also outside InTx. Get
+// returns a product with its stock, or catalog.ErrProductNotFound for an unknown id.
+type ProductRepository interface {
+	Create(ctx context.Context, p *catalog.Product, s catalog.Stock) error
+	Get(ctx context.Context, id string) (*catalog.Product, catalog.Stock, error)
+}
+
+// CartRepository stores carts and their items.
+//
+// GetOrCreateForUpdate must run inside TxRunner.InTx: it returns the user's cart, creating
+// fresh (its id and time, for fresh.UserID) when the user has none, and locks the cart's row
+// until the transaction ends. Carts are UNIQUE per user: concurrent first calls for one user
+// create one cart, and all of them return it. GetForUpdate does the same without creating:
+// found is false when the user has no cart. Concurrent lockers of one cart run one after
+// another, each seeing the previous one's committed writes; that lock is what makes a cart's
+// read-modify-write (an add, an order) atomic.
+//
+// Lines returns the user's cart items joined with their products' names, current prices and
+// stock, ordered by (AddedAt, ID); a user without a cart has none. PutItem inserts item, or,
+// when the cart already holds a line of item.ProductID, sets that line's quantity, keeping its
+// ID and AddedAt; an unknown product is catalog.ErrProductNotFound. Clear deletes every item of
+// the cart.
+type CartRepository interface {
+	GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error)
+	GetForUpdate(ctx context.Context, userID string) (cart order.Cart, found bool, err error)
+	Lines(ctx context.Context, userID string) ([]order.CartLine, error)
+	PutItem(ctx context.Context, item order.CartItem) error
+	Clear(ctx context.Context, cartID string) error
+}
+
+// OrderRepository stores orders with their items.
+//
+// Create inserts the order and its items together, all or none, also outside InTx. Get returns
+// the order with its items in the order they were placed, or order.ErrNotFound.
+type OrderRepository interface {
+	Create(ctx context.Context, o *order.Order) error
+	Get(ctx context.Context, id string) (*order.Order, error)
+}
