@@ -9,6 +9,8 @@ type Stores struct {
 	Crews       CrewRepository
 	CrewMembers CrewMemberRepository
 	Markers     IdempotencyMarkerRepository
+	Coupons     CouponRepository
+	UserCoupons UserCouponRepository
 }
 
 // Coordination is what the instances of one deployment share: the distributed lock and the
