@@ -13,6 +13,10 @@ import (
 // that did not answer within its timeout. The edge answers 503 with Retry-After.
 var ErrUnavailable = errors.New("dependency unavailable")
 
+// ErrVersionConflict means an optimistic write found the row changed since it was read (its
+// version moved on, or its condition no longer holds) and wrote nothing.
+var ErrVersionConflict = errors.New("optimistic write conflict")
+
 // TxRunner runs fn in one database transaction carried in the context it passes to fn.
 // Repositories called with that context take part in the transaction. fn returning an error
 // rolls everything back and InTx returns that error unchanged; nil commits, and a failed commit

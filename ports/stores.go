@@ -9,6 +9,8 @@ type Stores struct {
 	Crews       CrewRepository
 	CrewMembers CrewMemberRepository
 	Markers     IdempotencyMarkerRepository
+	Coupons     CouponRepository
+	UserCoupons UserCouponRepository
 	Products    ProductRepository
 	Carts       CartRepository
 	Orders      OrderRepository
