@@ -4,8 +4,10 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	"github.com/rushgate/rushgate/application/catalog"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -14,6 +16,9 @@ var GuardModule = fx.Module("guard", fx.Provide(provideGuard))
 
 // CrewModule builds the crew use cases.
 var CrewModule = fx.Module("crew", fx.Provide(provideCrewService))
+
+// OrderModule builds the product, cart and order use cases.
+var OrderModule = fx.Module("order", fx.Provide(provideCatalogService, provideOrderService))
 
 func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
 	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
@@ -42,4 +47,21 @@ func provideCrewService(cfg Config, stores ports.Stores, g *guard.Guard, clock p
 		Clock:   clock,
 		IDs:     ids,
 	}, crew.Config{MaxBatch: cfg.Guard.LockMaxBatch})
+}
+
+func provideCatalogService(stores ports.Stores, clock ports.Clock, ids ports.IDGenerator) *catalog.Service {
+	return catalog.NewService(catalog.Deps{Products: stores.Products, Clock: clock, IDs: ids})
+}
+
+func provideOrderService(stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *order.Service {
+	return order.NewService(order.Deps{
+		Tx:          stores.Tx,
+		Products:    stores.Products,
+		Carts:       stores.Carts,
+		Orders:      stores.Orders,
+		UserCoupons: stores.UserCoupons,
+		Guard:       g,
+		Clock:       clock,
+		IDs:         ids,
+	})
 }

@@ -18,7 +18,9 @@ import (
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	"github.com/rushgate/rushgate/application/catalog"
 	"github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/order"
 )
 
 // Server is the running HTTP server.
@@ -92,6 +94,8 @@ type routerParams struct {
 	fx.In
 	Config    Config
 	Crews     *crew.Service
+	Products  *catalog.Service
+	Orders    *order.Service
 	Tokens    *rghttp.Tokens
 	Metrics   *telemetry.Metrics
 	Logger    *slog.Logger
@@ -102,6 +106,8 @@ func provideRouter(p routerParams) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	return rghttp.NewRouter(rghttp.Deps{
 		Crews:        p.Crews,
+		Products:     p.Products,
+		Orders:       p.Orders,
 		Tokens:       p.Tokens,
 		Metrics:      p.Metrics,
 		Logger:       p.Logger,

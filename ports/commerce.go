@@ -23,8 +23,10 @@ type ProductRepository interface {
 // until the transaction ends. Carts are UNIQUE per user: concurrent first calls for one user
 // create one cart, and all of them return it. GetForUpdate does the same without creating:
 // found is false when the user has no cart. Concurrent lockers of one cart run one after
-// another, each seeing the previous one's committed writes; that lock is what makes a cart's
-// read-modify-write (an add, an order) atomic.
+// another, each seeing the previous one's committed writes, provided the lock is the
+// transaction's first read (on MySQL, REPEATABLE READ, plain reads see the snapshot taken at the
+// transaction's first plain read, which must not predate the lock); that lock is what makes a
+// cart's read-modify-write (an add, an order) atomic.
 //
 // Lines returns the user's cart items joined with their products' names, current prices and
 // stock, ordered by (AddedAt, ID); a user without a cart has none. PutItem inserts item, or,

@@ -13,6 +13,10 @@ import (
 
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/coupon"
+	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -59,6 +63,13 @@ var statusByCode = map[string]int{
 	errInternal.Code:            stdhttp.StatusInternalServerError,
 	errClientClosed.Code:        statusClientClosed,
 	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
+
+	commerce.ErrAmountOverflow.Code: stdhttp.StatusBadRequest,
+	catalog.ErrProductNotFound.Code: stdhttp.StatusNotFound,
+	catalog.CodeInsufficientStock:   stdhttp.StatusBadRequest,
+	order.ErrEmptyCart.Code:         stdhttp.StatusBadRequest,
+	order.ErrNotFound.Code:          stdhttp.StatusNotFound,
+	coupon.ErrInvalid.Code:          stdhttp.StatusBadRequest,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.

@@ -12,7 +12,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	appcatalog "github.com/rushgate/rushgate/application/catalog"
 	appcrew "github.com/rushgate/rushgate/application/crew"
+	apporder "github.com/rushgate/rushgate/application/order"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Deps.MaxBodyBytes is zero.
@@ -21,9 +23,12 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 //go:embed openapi.yaml
 var openAPIDocument []byte
 
-// Deps is what the router needs. Crews, Tokens and Metrics are required.
+// Deps is what the router needs; every field but Logger, Readiness and MaxBodyBytes is
+// required.
 type Deps struct {
-	Crews   *appcrew.Service
+	Crews    *appcrew.Service
+	Products *appcatalog.Service
+	Orders   *apporder.Service
 	Tokens  *Tokens
 	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
@@ -76,5 +81,15 @@ func NewRouter(d Deps) *gin.Engine {
 	authed.GET("/crews/:crewId/members", crews.listMembers)
 	authed.POST("/crews/:crewId/join", crews.join)
 	authed.DELETE("/crews/:crewId/members/me", crews.leave)
+
+	products := productHandlers{products: d.Products}
+	authed.POST("/admin/products", requireRole(RoleAdmin), products.create)
+	authed.GET("/api/products/:productId", products.get)
+	cart := cartHandlers{orders: d.Orders}
+	authed.POST("/api/cart/items", cart.addItem)
+	authed.GET("/api/cart", cart.get)
+	orders := orderHandlers{orders: d.Orders}
+	authed.POST("/api/orders", orders.place)
+	authed.GET("/api/orders/:orderId", orders.get)
 	return r
 }

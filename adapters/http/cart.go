@@ -1,0 +1,64 @@
+package http
+
+import (
+	stdhttp "net/http"
+
+	"github.com/gin-gonic/gin"
+
+	apporder "github.com/rushgate/rushgate/application/order"
+)
+
+// cartHandlers serves the cart routes (SPEC §4).
+type cartHandlers struct {
+	orders *apporder.Service
+}
+
+// addCartItemRequest is the body of POST /api/cart/items. userId is accepted only to be
+// checked: the acting user always comes from the token.
+type addCartItemRequest struct {
+	UserID    *string `json:"userId"`
+	ProductID string  `json:"productId"`
+	Quantity  int     `json:"quantity"`
+}
+
+// addItem answers POST /api/cart/items.
+func (h cartHandlers) addItem(c *gin.Context) {
+	user := principal(c).UserID
+	var req addCartItemRequest
+	if err := decodeJSON(c.Request, &req, false); err != nil {
+		respondError(c, err)
+		return
+	}
+	if req.UserID != nil && *req.UserID != user {
+		respondError(c, errForbidden)
+		return
+	}
+	view, err := h.orders.AddToCart(c.Request.Context(), apporder.AddToCartCommand{
+		UserID: user, ProductID: req.ProductID, Quantity: req.Quantity,
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusCreated, view)
+}
+
+// get answers GET /api/cart[?userId=]: the caller's cart, or, for an admin, the cart of the
+// user named.
+func (h cartHandlers) get(c *gin.Context) {
+	p := principal(c)
+	user := p.UserID
+	if named, present := c.GetQuery("userId"); present && named != user {
+		if p.Role != RoleAdmin {
+			respondError(c, errForbidden)
+			return
+		}
+		user = named
+	}
+	view, err := h.orders.Cart(c.Request.Context(), user)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}

@@ -1,0 +1,59 @@
+package http
+
+import (
+	stdhttp "net/http"
+
+	"github.com/gin-gonic/gin"
+
+	apporder "github.com/rushgate/rushgate/application/order"
+)
+
+// orderHandlers serves the order routes (SPEC §4).
+type orderHandlers struct {
+	orders *apporder.Service
+}
+
+// placeOrderRequest is the optional body of POST /api/orders. userId is accepted only to be
+// checked: the acting user always comes from the token.
+type placeOrderRequest struct {
+	UserID   *string `json:"userId"`
+	CouponID *string `json:"couponId"`
+}
+
+// place answers POST /api/orders; an Idempotency-Key header is optional.
+func (h orderHandlers) place(c *gin.Context) {
+	user := principal(c).UserID
+	var req placeOrderRequest
+	if err := decodeJSON(c.Request, &req, true); err != nil {
+		respondError(c, err)
+		return
+	}
+	if req.UserID != nil && *req.UserID != user {
+		respondError(c, errForbidden)
+		return
+	}
+	res, err := h.orders.Place(c.Request.Context(), apporder.PlaceCommand{
+		UserID: user, CouponID: req.CouponID, IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	if res.Replayed {
+		c.Header(IdempotentReplayedHeader, "true")
+	}
+	c.JSON(statusOf(res.Outcome), res.Value)
+}
+
+// get answers GET /api/orders/{orderId} for the order's owner or an admin.
+func (h orderHandlers) get(c *gin.Context) {
+	p := principal(c)
+	view, err := h.orders.Get(c.Request.Context(), apporder.GetQuery{
+		OrderID: c.Param("orderId"), UserID: p.UserID, Admin: p.Role == RoleAdmin,
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}

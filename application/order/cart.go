@@ -1,0 +1,120 @@
+// Package order holds the cart and order use cases: add to cart, read the cart, place an order
+// from it and read an order. A cart's changes and an order's placement run under the cart's row
+// lock, so concurrent adds never lose an increment and a cart's lines become one order at most.
+// It depends on ports only.
+package order
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appcatalog "github.com/rushgate/rushgate/application/catalog"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+)
+
+// AddToCartCommand adds quantity units of a product to the user's cart.
+type AddToCartCommand struct {
+	UserID    string
+	ProductID string
+	Quantity  int
+}
+
+// CartItemView is a cart line after an add: Quantity is the line's new total, AddedAt when the
+// product first entered the cart.
+type CartItemView struct {
+	CartItemID string    `json:"cartItemId"`
+	ProductID  string    `json:"productId"`
+	Quantity   int       `json:"quantity"`
+	AddedAt    time.Time `json:"addedAt"`
+}
+
+// AddToCart adds the units to the user's cart (SPEC §4), creating the cart on the first add. In
+// one transaction under the cart's row lock it reads the cart's lines, raises the product's line
+// or adds one, and checks that the stock covers the line's new quantity. Fails with
+// catalog.ErrProductNotFound, catalog.InsufficientStock, or VALIDATION_FAILED for a quantity
+// outside 1..order.MaxLineQuantity (also as the line's total) or a cart already holding
+// order.MaxCartLines products.
+func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItemView, error) {
+	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
+		return CartItemView{}, err
+	}
+	if err := appcatalog.ValidateProductID(cmd.ProductID); err != nil {
+		return CartItemView{}, err
+	}
+	if err := order.ValidateQuantity(cmd.Quantity); err != nil {
+		return CartItemView{}, err
+	}
+	var item order.CartItem
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		// The cart's lock comes first: on MySQL a transaction's plain reads see the snapshot of
+		// its first one, which must not predate the writes of the add that held the lock before.
+		now := s.clock.Now()
+		cart, err := s.carts.GetOrCreateForUpdate(ctx, order.Cart{ID: s.ids.NewID(), UserID: cmd.UserID, CreatedAt: now})
+		if err != nil {
+			return fmt.Errorf("lock cart: %w", err)
+		}
+		product, stock, err := s.products.Get(ctx, cmd.ProductID)
+		if err != nil {
+			return err
+		}
+		lines, err := s.carts.Lines(ctx, cmd.UserID)
+		if err != nil {
+			return fmt.Errorf("read cart: %w", err)
+		}
+		if item, err = order.AddToCart(cart, lines, s.ids.NewID(), product, stock, cmd.Quantity, now); err != nil {
+			return err
+		}
+		return s.carts.PutItem(ctx, item)
+	})
+	if err != nil {
+		return CartItemView{}, err
+	}
+	return CartItemView{CartItemID: item.ID, ProductID: item.ProductID, Quantity: item.Quantity, AddedAt: item.AddedAt}, nil
+}
+
+// CartLineView is one cart line with its product as it is now: stockAvailable tells whether the
+// stock on hand (currentStock) covers the quantity.
+type CartLineView struct {
+	CartItemID     string `json:"cartItemId"`
+	ProductID      string `json:"productId"`
+	Name           string `json:"name"`
+	UnitPrice      int64  `json:"unitPrice"`
+	Quantity       int    `json:"quantity"`
+	Subtotal       int64  `json:"subtotal"`
+	StockAvailable bool   `json:"stockAvailable"`
+	CurrentStock   int64  `json:"currentStock"`
+}
+
+// CartView is a user's cart; a user who never added anything has an empty one.
+type CartView struct {
+	UserID      string         `json:"userId"`
+	Items       []CartLineView `json:"items"`
+	TotalAmount int64          `json:"totalAmount"`
+}
+
+// Cart returns the user's cart lines in the order they were added, priced now.
+func (s *Service) Cart(ctx context.Context, userID string) (CartView, error) {
+	if err := domain.ValidateUserID("userId", userID); err != nil {
+		return CartView{}, err
+	}
+	lines, err := s.carts.Lines(ctx, userID)
+	if err != nil {
+		return CartView{}, fmt.Errorf("read cart: %w", err)
+	}
+	view := CartView{UserID: userID, Items: make([]CartLineView, len(lines))}
+	for i, l := range lines {
+		subtotal, err := l.Subtotal()
+		if err != nil {
+			return CartView{}, err
+		}
+		if view.TotalAmount, err = commerce.Add(view.TotalAmount, subtotal); err != nil {
+			return CartView{}, err
+		}
+		view.Items[i] = CartLineView{CartItemID: l.ID, ProductID: l.ProductID, Name: l.Name, UnitPrice: l.UnitPrice,
+			Quantity: l.Quantity, Subtotal: subtotal, StockAvailable: l.StockAvailable(), CurrentStock: l.Stock}
+	}
+	return view, nil
+}

@@ -1,0 +1,198 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Deps are the ports and the guard the cart and order use cases run on.
+type Deps struct {
+	Tx          ports.TxRunner
+	Products    ports.ProductRepository
+	Carts       ports.CartRepository
+	Orders      ports.OrderRepository
+	UserCoupons ports.UserCouponRepository
+	Guard       *guard.Guard
+	Clock       ports.Clock
+	IDs         ports.IDGenerator
+}
+
+// Service runs the cart and order use cases.
+type Service struct {
+	tx          ports.TxRunner
+	products    ports.ProductRepository
+	carts       ports.CartRepository
+	orders      ports.OrderRepository
+	userCoupons ports.UserCouponRepository
+	guard       *guard.Guard
+	clock       ports.Clock
+	ids         ports.IDGenerator
+}
+
+// NewService wires the cart and order use cases to their ports.
+func NewService(d Deps) *Service {
+	return &Service{tx: d.Tx, products: d.Products, carts: d.Carts, orders: d.Orders, userCoupons: d.UserCoupons,
+		guard: d.Guard, clock: d.Clock, ids: d.IDs}
+}
+
+// ItemView is one order line: the product's name and unit price when the order was placed.
+type ItemView struct {
+	ProductID string `json:"productId"`
+	Name      string `json:"name"`
+	Quantity  int    `json:"quantity"`
+	UnitPrice int64  `json:"unitPrice"`
+	Subtotal  int64  `json:"subtotal"`
+}
+
+// View is an order as clients see it; CouponID and PaidAt are null when there is none (yet).
+type View struct {
+	OrderID        string     `json:"orderId"`
+	UserID         string     `json:"userId"`
+	Items          []ItemView `json:"items"`
+	SubtotalAmount int64      `json:"subtotalAmount"`
+	DiscountAmount int64      `json:"discountAmount"`
+	TotalAmount    int64      `json:"totalAmount"`
+	CouponID       *string    `json:"couponId"`
+	Status         string     `json:"status"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	PaidAt         *time.Time `json:"paidAt"`
+}
+
+func viewOf(o *order.Order) View {
+	v := View{OrderID: o.ID(), UserID: o.UserID(), SubtotalAmount: o.Subtotal(), DiscountAmount: o.Discount(),
+		TotalAmount: o.Total(), Status: string(o.Status()), CreatedAt: o.CreatedAt(), PaidAt: o.PaidAt()}
+	if id := o.CouponID(); id != "" {
+		v.CouponID = &id
+	}
+	items := o.Items()
+	v.Items = make([]ItemView, len(items))
+	for i, item := range items {
+		v.Items[i] = ItemView{ProductID: item.ProductID, Name: item.Name, Quantity: item.Quantity,
+			UnitPrice: item.UnitPrice, Subtotal: item.Subtotal}
+	}
+	return v
+}
+
+// PlaceCommand places an order of the user's cart. CouponID, when not nil, is the id of a
+// coupon the user holds AVAILABLE and unexpired. IdempotencyKey is optional: with one, a retry
+// of a placed order replays its answer instead of answering EMPTY_CART.
+type PlaceCommand struct {
+	UserID         string
+	CouponID       *string
+	IdempotencyKey string
+}
+
+// Place turns the user's cart into a PENDING order (SPEC §4) in one transaction under the cart's
+// row lock: read the lines with their current prices and stock, check every line's stock and the
+// coupon, insert the order with its items, empty the cart. Of concurrent orders of one cart one
+// takes its lines and the others find it empty. Fails with order.ErrEmptyCart,
+// catalog.InsufficientStock naming the product, coupon.ErrInvalid, commerce.ErrAmountOverflow,
+// or, with an IdempotencyKey, the guard's errors.
+func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[View], error) {
+	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
+		return guard.Result[View]{}, err
+	}
+	if cmd.CouponID != nil {
+		if err := domain.ValidateUUID("couponId", *cmd.CouponID); err != nil {
+			return guard.Result[View]{}, err
+		}
+	}
+	if cmd.IdempotencyKey == "" {
+		view, err := s.place(ctx, cmd)
+		return guard.Result[View]{Value: view, Outcome: guard.OutcomeCreated}, err
+	}
+	body, err := json.Marshal(struct {
+		CouponID *string `json:"couponId"`
+	}{cmd.CouponID})
+	if err != nil {
+		return guard.Result[View]{}, fmt.Errorf("fingerprint order: %w", err)
+	}
+	return guard.Once(ctx, s.guard, guard.Request{
+		UserID:         cmd.UserID,
+		IdempotencyKey: cmd.IdempotencyKey,
+		Fingerprint:    guard.Fingerprint("POST /api/orders", body),
+		Outcome:        guard.OutcomeCreated,
+	}, func(ctx context.Context) (View, error) { return s.place(ctx, cmd) })
+}
+
+// place is Place's transaction.
+func (s *Service) place(ctx context.Context, cmd PlaceCommand) (View, error) {
+	var placed *order.Order
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		cart, found, err := s.carts.GetForUpdate(ctx, cmd.UserID)
+		if err != nil {
+			return fmt.Errorf("lock cart: %w", err)
+		}
+		if !found {
+			return order.ErrEmptyCart
+		}
+		lines, err := s.carts.Lines(ctx, cmd.UserID)
+		if err != nil {
+			return fmt.Errorf("read cart: %w", err)
+		}
+		now := s.clock.Now()
+		var discount order.Discount
+		if cmd.CouponID != nil && len(lines) > 0 {
+			if discount, err = s.discount(ctx, cmd.UserID, *cmd.CouponID, now); err != nil {
+				return err
+			}
+		}
+		if placed, err = order.Place(s.ids.NewID(), cmd.UserID, lines, discount, now); err != nil {
+			return err
+		}
+		if err := s.orders.Create(ctx, placed); err != nil {
+			return fmt.Errorf("create order: %w", err)
+		}
+		if err := s.carts.Clear(ctx, cart.ID); err != nil {
+			return fmt.Errorf("empty cart: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return View{}, err
+	}
+	return viewOf(placed), nil
+}
+
+// discount is the coupon's terms when the user holds it AVAILABLE and unexpired at now, or
+// coupon.ErrInvalid. The order only reads the user coupon: payment redeems it under its lock.
+func (s *Service) discount(ctx context.Context, userID, couponID string, now time.Time) (order.Discount, error) {
+	held, err := s.userCoupons.Get(ctx, userID, couponID)
+	if err != nil {
+		return order.Discount{}, err
+	}
+	if err := held.CheckUsable(now); err != nil {
+		return order.Discount{}, err
+	}
+	return order.Discount{CouponID: couponID, Rate: held.DiscountRate}, nil
+}
+
+// GetQuery reads one order as a user; an admin may read any order.
+type GetQuery struct {
+	OrderID string
+	UserID  string
+	Admin   bool
+}
+
+// Get returns the order when the user placed it or is an admin. Another user's order answers
+// order.ErrNotFound, as an unknown one does, so that order ids cannot be probed.
+func (s *Service) Get(ctx context.Context, q GetQuery) (View, error) {
+	if err := domain.ValidateUUID("orderId", q.OrderID); err != nil {
+		return View{}, err
+	}
+	o, err := s.orders.Get(ctx, q.OrderID)
+	if err != nil {
+		return View{}, err
+	}
+	if o.UserID() != q.UserID && !q.Admin {
+		return View{}, order.ErrNotFound
+	}
+	return viewOf(o), nil
+}
