@@ -29,8 +29,8 @@ type Deps struct {
 	Crews    *appcrew.Service
 	Products *appcatalog.Service
 	Orders   *apporder.Service
-	Tokens  *Tokens
-	Metrics *telemetry.Metrics
+	Tokens   *Tokens
+	Metrics  *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Readiness lists the dependencies /readyz probes (database, redis).
