@@ -11,6 +11,7 @@ type Stores struct {
 	Markers     IdempotencyMarkerRepository
 	Coupons     CouponRepository
 	UserCoupons UserCouponRepository
+	Wallets     WalletRepository
 }
 
 // Coordination is what the instances of one deployment share: the distributed lock and the

@@ -10,5 +10,8 @@ func NewStores(db *DB) ports.Stores {
 		Crews:       NewCrewRepository(db),
 		CrewMembers: NewCrewMemberRepository(db),
 		Markers:     NewIdempotencyMarkerRepository(db),
+		Coupons:     NewCouponRepository(db),
+		UserCoupons: NewUserCouponRepository(db),
+		Wallets:     NewWalletRepository(db),
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/rushgate/rushgate/domain/commerce/coupon"
+	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -41,6 +43,11 @@ type Database struct {
 	crews   *table[string, crew.Crew]
 	members *table[memberKey, crew.Member]
 	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
+
+	coupons     *table[string, coupon.Coupon]
+	userCoupons *table[userCouponKey, coupon.UserCoupon]
+	accounts    *table[string, wallet.Account]
+	ledger      *table[ledgerKey, wallet.Entry]
 }
 
 // NewDatabase returns an empty database.
@@ -49,6 +56,10 @@ func NewDatabase() *Database {
 	d.crews = newTable(d, "crews", crewKeyOf)
 	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
 	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
+	d.coupons = newTable(d, "coupons", couponKeyOf)
+	d.userCoupons = newPartitionedTable(d, "user_coupons", userCouponKeyOf, userCouponKey.coupon)
+	d.accounts = newTable(d, "users", accountKeyOf)
+	d.ledger = newPartitionedTable(d, "balance_ledger", ledgerKeyOf, ledgerKey.user)
 	return d
 }
 

@@ -10,6 +10,9 @@ func NewStores(d *Database) ports.Stores {
 		Crews:       NewCrewRepository(d),
 		CrewMembers: NewCrewMemberRepository(d),
 		Markers:     NewIdempotencyMarkerRepository(d),
+		Coupons:     NewCouponRepository(d),
+		UserCoupons: NewUserCouponRepository(d),
+		Wallets:     NewWalletRepository(d),
 	}
 }
 
