@@ -11,6 +11,7 @@ type Stores struct {
 	Markers     IdempotencyMarkerRepository
 	Coupons     CouponRepository
 	UserCoupons UserCouponRepository
+	Wallets     WalletRepository
 	Products    ProductRepository
 	Carts       CartRepository
 	Orders      OrderRepository

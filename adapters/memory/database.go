@@ -13,7 +13,9 @@ import (
 	"sync"
 
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -44,11 +46,15 @@ type Database struct {
 	members *table[memberKey, crew.Member]
 	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
 
-	products  *table[string, catalog.Product]
-	stock     *table[string, catalog.Stock]
-	carts     *table[string, order.Cart]
-	cartItems *table[cartItemKey, order.CartItem]
-	orders    *table[string, order.Order]
+	coupons     *table[string, coupon.Coupon]
+	userCoupons *table[userCouponKey, coupon.UserCoupon]
+	accounts    *table[string, wallet.Account]
+	ledger      *table[ledgerKey, wallet.Entry]
+	products    *table[string, catalog.Product]
+	stock       *table[string, catalog.Stock]
+	carts       *table[string, order.Cart]
+	cartItems   *table[cartItemKey, order.CartItem]
+	orders      *table[string, order.Order]
 }
 
 // NewDatabase returns an empty database.
@@ -57,6 +63,10 @@ func NewDatabase() *Database {
 	d.crews = newTable(d, "crews", crewKeyOf)
 	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
 	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
+	d.coupons = newTable(d, "coupons", couponKeyOf)
+	d.userCoupons = newPartitionedTable(d, "user_coupons", userCouponKeyOf, userCouponKey.coupon)
+	d.accounts = newTable(d, "users", accountKeyOf)
+	d.ledger = newPartitionedTable(d, "balance_ledger", ledgerKeyOf, ledgerKey.user)
 	d.products = newTable(d, "products", productKeyOf)
 	d.stock = newTable(d, "stock", stockKeyOf)
 	d.carts = newTable(d, "carts", cartKeyOf)

@@ -30,3 +30,13 @@ func TestIdempotencyStore(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, idempotencyOf, porttest.TestIdempotencyStore)
 }
+
+func TestCouponRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestCouponRepositories)
+}
+
+func TestWalletRepository(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestWalletRepository)
+}
