@@ -40,3 +40,8 @@ func TestWalletRepository(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestWalletRepository)
 }
+
+func TestCommerceRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestCommerceRepositories)
+}

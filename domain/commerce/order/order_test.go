@@ -1,0 +1,91 @@
+package order_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+)
+
+var now = time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC)
+
+func line(productID string, quantity int, price, stock int64) order.CartLine {
+	return order.CartLine{CartItem: order.CartItem{ID: "i-" + productID, CartID: "c1", ProductID: productID, Quantity: quantity},
+		Name: "n-" + productID, UnitPrice: price, Stock: stock}
+}
+
+func TestPlace_ComputesAmounts(t *testing.T) {
+	o, err := order.Place("o1", "u1", []order.CartLine{line("p1", 5, 10000, 50), line("p2", 10, 20000, 10)},
+		order.Discount{CouponID: "c1", Rate: 10}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Subtotal() != 250000 || o.Discount() != 25000 || o.Total() != 225000 || o.Status() != order.StatusPending ||
+		o.CouponID() != "c1" || o.PaidAt() != nil || len(o.Items()) != 2 || o.Items()[1].Subtotal != 200000 {
+		t.Fatalf("order %+v", o)
+	}
+}
+
+func TestPlace_Refusals(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines []order.CartLine
+		want  error
+	}{
+		{"empty cart", nil, order.ErrEmptyCart},
+		{"stock short on the second line", []order.CartLine{line("p1", 1, 1, 1), line("p2", 3, 1, 2)}, catalog.ErrInsufficientStock},
+		{"line overflows", []order.CartLine{line("p1", 2, commerce.MaxAmount, 10)}, commerce.ErrAmountOverflow},
+		{"sum overflows", []order.CartLine{line("p1", 1, commerce.MaxAmount, 10), line("p2", 1, 1, 10)}, commerce.ErrAmountOverflow},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := order.Place("o1", "u1", tc.lines, order.Discount{}, now)
+			if !errors.Is(err, tc.want) || o != nil {
+				t.Fatalf("got %v, %v; want %v", o, err, tc.want)
+			}
+		})
+	}
+	_, err := order.Place("o1", "u1", []order.CartLine{line("p1", 1, 1, 1), line("p2", 3, 1, 2)}, order.Discount{}, now)
+	if de, _ := domain.AsError(err); de == nil || de.Details["productId"] != "p2" {
+		t.Fatalf("INSUFFICIENT_STOCK names %v, want p2", err)
+	}
+}
+
+func TestAddToCart(t *testing.T) {
+	cart := order.Cart{ID: "c1", UserID: "u1"}
+	p, _ := catalog.NewProduct("p1", "pen", 100, now)
+	stock := catalog.Stock{ProductID: "p1", Quantity: 10}
+	existing := line("p1", 4, 100, 10)
+
+	item, err := order.AddToCart(cart, nil, "new", p, stock, 3, now)
+	if err != nil || item.ID != "new" || item.Quantity != 3 || item.CartID != "c1" || !item.AddedAt.Equal(now) {
+		t.Fatalf("new line: %+v, %v", item, err)
+	}
+	item, err = order.AddToCart(cart, []order.CartLine{existing}, "new", p, stock, 6, now.Add(time.Hour))
+	if err != nil || item.ID != existing.ID || item.Quantity != 10 || !item.AddedAt.Equal(existing.AddedAt) {
+		t.Fatalf("raised line: %+v, %v", item, err)
+	}
+	if _, err := order.AddToCart(cart, []order.CartLine{existing}, "new", p, stock, 7, now); !errors.Is(err, catalog.ErrInsufficientStock) {
+		t.Fatalf("4 + 7 > 10: %v", err)
+	}
+	for _, q := range []int{0, -1, order.MaxLineQuantity + 1} {
+		if _, err := order.AddToCart(cart, nil, "new", p, stock, q, now); !errors.Is(err, domain.ErrValidation) {
+			t.Fatalf("quantity %d: %v", q, err)
+		}
+	}
+	full := make([]order.CartLine, order.MaxCartLines)
+	for i := range full {
+		full[i] = line(string(rune('A'+i%26))+string(rune('a'+i/26)), 1, 1, 10)
+	}
+	if _, err := order.AddToCart(cart, full, "new", p, stock, 1, now); !errors.Is(err, domain.ErrValidation) {
+		t.Fatalf("a cart past %d products: %v", order.MaxCartLines, err)
+	}
+	dear, _ := catalog.NewProduct("p2", "gold", commerce.MaxAmount, now)
+	if _, err := order.AddToCart(cart, []order.CartLine{existing}, "new", dear, stock, 1, now); !errors.Is(err, commerce.ErrAmountOverflow) {
+		t.Fatalf("total past MaxAmount: %v", err)
+	}
+}
