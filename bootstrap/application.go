@@ -4,8 +4,10 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	"github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/wallet"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -14,6 +16,9 @@ var GuardModule = fx.Module("guard", fx.Provide(provideGuard))
 
 // CrewModule builds the crew use cases.
 var CrewModule = fx.Module("crew", fx.Provide(provideCrewService))
+
+// CommerceModule builds the points and coupon use cases.
+var CommerceModule = fx.Module("commerce", fx.Provide(provideWalletService, provideCouponService))
 
 func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
 	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
@@ -42,4 +47,25 @@ func provideCrewService(cfg Config, stores ports.Stores, g *guard.Guard, clock p
 		Clock:   clock,
 		IDs:     ids,
 	}, crew.Config{MaxBatch: cfg.Guard.LockMaxBatch})
+}
+
+func provideWalletService(cfg Config, stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *wallet.Service {
+	return wallet.NewService(wallet.Deps{
+		Tx:      stores.Tx,
+		Wallets: stores.Wallets,
+		Guard:   g,
+		Clock:   clock,
+		IDs:     ids,
+	}, wallet.Config{ChargeMax: cfg.Commerce.ChargeMax, MaxBatch: cfg.Guard.LockMaxBatch})
+}
+
+func provideCouponService(cfg Config, stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *coupon.Service {
+	return coupon.NewService(coupon.Deps{
+		Tx:          stores.Tx,
+		Coupons:     stores.Coupons,
+		UserCoupons: stores.UserCoupons,
+		Guard:       g,
+		Clock:       clock,
+		IDs:         ids,
+	}, coupon.Config{IssueRetries: cfg.Commerce.CouponIssueRetries, MaxBatch: cfg.Guard.LockMaxBatch})
 }

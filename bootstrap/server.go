@@ -18,7 +18,9 @@ import (
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	"github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/wallet"
 )
 
 // Server is the running HTTP server.
@@ -92,6 +94,8 @@ type routerParams struct {
 	fx.In
 	Config    Config
 	Crews     *crew.Service
+	Wallets   *wallet.Service
+	Coupons   *coupon.Service
 	Tokens    *rghttp.Tokens
 	Metrics   *telemetry.Metrics
 	Logger    *slog.Logger
@@ -102,6 +106,8 @@ func provideRouter(p routerParams) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	return rghttp.NewRouter(rghttp.Deps{
 		Crews:        p.Crews,
+		Wallets:      p.Wallets,
+		Coupons:      p.Coupons,
 		Tokens:       p.Tokens,
 		Metrics:      p.Metrics,
 		Logger:       p.Logger,

@@ -13,6 +13,9 @@ import (
 
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/coupon"
+	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -59,6 +62,17 @@ var statusByCode = map[string]int{
 	errInternal.Code:            stdhttp.StatusInternalServerError,
 	errClientClosed.Code:        statusClientClosed,
 	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
+
+	commerce.ErrAmountOverflow.Code: stdhttp.StatusBadRequest,
+	wallet.ErrInvalidAmount.Code:    stdhttp.StatusBadRequest,
+	wallet.ErrUserNotFound.Code:     stdhttp.StatusNotFound,
+	wallet.ErrUserExists.Code:       stdhttp.StatusConflict,
+	coupon.ErrNotFound.Code:         stdhttp.StatusNotFound,
+	coupon.ErrSoldOut.Code:          stdhttp.StatusConflict,
+	coupon.ErrExpired.Code:          stdhttp.StatusConflict,
+	coupon.ErrAlreadyIssued.Code:    stdhttp.StatusConflict,
+	coupon.ErrIssueFailed.Code:      stdhttp.StatusConflict,
+	coupon.ErrInvalid.Code:          stdhttp.StatusBadRequest,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.

@@ -12,7 +12,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	appcoupon "github.com/rushgate/rushgate/application/coupon"
 	appcrew "github.com/rushgate/rushgate/application/crew"
+	appwallet "github.com/rushgate/rushgate/application/wallet"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Deps.MaxBodyBytes is zero.
@@ -21,9 +23,11 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 //go:embed openapi.yaml
 var openAPIDocument []byte
 
-// Deps is what the router needs. Crews, Tokens and Metrics are required.
+// Deps is what the router needs. Every service, Tokens and Metrics are required.
 type Deps struct {
 	Crews   *appcrew.Service
+	Wallets *appwallet.Service
+	Coupons *appcoupon.Service
 	Tokens  *Tokens
 	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
@@ -76,5 +80,14 @@ func NewRouter(d Deps) *gin.Engine {
 	authed.GET("/crews/:crewId/members", crews.listMembers)
 	authed.POST("/crews/:crewId/join", crews.join)
 	authed.DELETE("/crews/:crewId/members/me", crews.leave)
+
+	wallets := walletHandlers{wallets: d.Wallets}
+	authed.POST("/admin/users", requireRole(RoleAdmin), wallets.createUser)
+	authed.GET("/api/users/:userId/balance", wallets.balance)
+	authed.POST("/api/users/:userId/balance/charge", wallets.charge)
+
+	coupons := couponHandlers{coupons: d.Coupons}
+	authed.POST("/admin/coupons", requireRole(RoleAdmin), coupons.createCoupon)
+	authed.POST("/api/coupons/:couponId/issue", coupons.issue)
 	return r
 }
