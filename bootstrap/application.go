@@ -5,9 +5,11 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/catalog"
+	"github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/wallet"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -17,8 +19,9 @@ var GuardModule = fx.Module("guard", fx.Provide(provideGuard))
 // CrewModule builds the crew use cases.
 var CrewModule = fx.Module("crew", fx.Provide(provideCrewService))
 
-// OrderModule builds the product, cart and order use cases.
-var OrderModule = fx.Module("order", fx.Provide(provideCatalogService, provideOrderService))
+// CommerceModule builds the points, coupon, product, cart and order use cases.
+var CommerceModule = fx.Module("commerce",
+	fx.Provide(provideWalletService, provideCouponService, provideCatalogService, provideOrderService))
 
 func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
 	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
@@ -47,6 +50,27 @@ func provideCrewService(cfg Config, stores ports.Stores, g *guard.Guard, clock p
 		Clock:   clock,
 		IDs:     ids,
 	}, crew.Config{MaxBatch: cfg.Guard.LockMaxBatch})
+}
+
+func provideWalletService(cfg Config, stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *wallet.Service {
+	return wallet.NewService(wallet.Deps{
+		Tx:      stores.Tx,
+		Wallets: stores.Wallets,
+		Guard:   g,
+		Clock:   clock,
+		IDs:     ids,
+	}, wallet.Config{ChargeMax: cfg.Commerce.ChargeMax, MaxBatch: cfg.Guard.LockMaxBatch})
+}
+
+func provideCouponService(cfg Config, stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *coupon.Service {
+	return coupon.NewService(coupon.Deps{
+		Tx:          stores.Tx,
+		Coupons:     stores.Coupons,
+		UserCoupons: stores.UserCoupons,
+		Guard:       g,
+		Clock:       clock,
+		IDs:         ids,
+	}, coupon.Config{IssueRetries: cfg.Commerce.CouponIssueRetries, MaxBatch: cfg.Guard.LockMaxBatch})
 }
 
 func provideCatalogService(stores ports.Stores, clock ports.Clock, ids ports.IDGenerator) *catalog.Service {

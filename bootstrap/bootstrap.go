@@ -15,7 +15,7 @@ func Modules(cfg Config) fx.Option {
 		InfrastructureModule,
 		GuardModule,
 		CrewModule,
-		OrderModule,
+		CommerceModule,
 		WorkersModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/domain/commerce"
 )
 
 // Config is every setting, read from RUSHGATE_* environment variables once at start, grouped
@@ -26,6 +27,7 @@ type Config struct {
 	Redis    RedisConfig
 	Auth     AuthConfig
 	Guard    GuardConfig
+	Commerce CommerceConfig
 }
 
 // ServerConfig is the HTTP server and the process around it.
@@ -97,6 +99,15 @@ type GuardConfig struct {
 	MarkerPruneInterval time.Duration `env:"RUSHGATE_MARKER_PRUNE_INTERVAL" envDefault:"10m"`
 }
 
+// CommerceConfig is points and coupons.
+type CommerceConfig struct {
+	// ChargeMax is the largest single charge of points, at most 2^53. Default 10,000,000.
+	ChargeMax int64 `env:"RUSHGATE_CHARGE_MAX" envDefault:"10000000"`
+	// CouponIssueRetries is how many times a batch of coupon issues is retried after an
+	// optimistic version conflict before its requests hear COUPON_ISSUE_FAILED. Default 3.
+	CouponIssueRetries int `env:"RUSHGATE_COUPON_ISSUE_RETRIES" envDefault:"3"`
+}
+
 // DefaultConfig is every setting at its default, as with an empty environment.
 func DefaultConfig() Config {
 	cfg, err := parseConfig(env.Options{Environment: map[string]string{}})
@@ -135,6 +146,9 @@ func parseConfig(opts env.Options) (Config, error) {
 	if cfg.Guard, err = parseGroup[GuardConfig](opts); err != nil {
 		return Config{}, err
 	}
+	if cfg.Commerce, err = parseGroup[CommerceConfig](opts); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -150,7 +164,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 
 // Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
-	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard} {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce} {
 		if err := group.Validate(); err != nil {
 			return err
 		}
@@ -223,6 +237,17 @@ func (c GuardConfig) Validate() error {
 		positive{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
 		positive{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
 		positive{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
+	)
+}
+
+// Validate checks the commerce settings.
+func (c CommerceConfig) Validate() error {
+	if c.ChargeMax > commerce.MaxAmount {
+		return fmt.Errorf("RUSHGATE_CHARGE_MAX: %d is above the largest amount rushgate holds, %d", c.ChargeMax, commerce.MaxAmount)
+	}
+	return allPositive(
+		positive{"RUSHGATE_CHARGE_MAX", c.ChargeMax > 0},
+		positive{"RUSHGATE_COUPON_ISSUE_RETRIES", c.CouponIssueRetries > 0},
 	)
 }
 

@@ -19,8 +19,10 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/catalog"
+	"github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/wallet"
 )
 
 // Server is the running HTTP server.
@@ -94,6 +96,8 @@ type routerParams struct {
 	fx.In
 	Config    Config
 	Crews     *crew.Service
+	Wallets   *wallet.Service
+	Coupons   *coupon.Service
 	Products  *catalog.Service
 	Orders    *order.Service
 	Tokens    *rghttp.Tokens
@@ -106,6 +110,8 @@ func provideRouter(p routerParams) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	return rghttp.NewRouter(rghttp.Deps{
 		Crews:        p.Crews,
+		Wallets:      p.Wallets,
+		Coupons:      p.Coupons,
 		Products:     p.Products,
 		Orders:       p.Orders,
 		Tokens:       p.Tokens,

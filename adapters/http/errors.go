@@ -17,6 +17,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -65,6 +66,14 @@ var statusByCode = map[string]int{
 	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
 
 	commerce.ErrAmountOverflow.Code: stdhttp.StatusBadRequest,
+	wallet.ErrInvalidAmount.Code:    stdhttp.StatusBadRequest,
+	wallet.ErrUserNotFound.Code:     stdhttp.StatusNotFound,
+	wallet.ErrUserExists.Code:       stdhttp.StatusConflict,
+	coupon.ErrNotFound.Code:         stdhttp.StatusNotFound,
+	coupon.ErrSoldOut.Code:          stdhttp.StatusConflict,
+	coupon.ErrExpired.Code:          stdhttp.StatusConflict,
+	coupon.ErrAlreadyIssued.Code:    stdhttp.StatusConflict,
+	coupon.ErrIssueFailed.Code:      stdhttp.StatusConflict,
 	catalog.ErrProductNotFound.Code: stdhttp.StatusNotFound,
 	catalog.CodeInsufficientStock:   stdhttp.StatusBadRequest,
 	order.ErrEmptyCart.Code:         stdhttp.StatusBadRequest,

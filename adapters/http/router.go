@@ -13,8 +13,10 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcatalog "github.com/rushgate/rushgate/application/catalog"
+	appcoupon "github.com/rushgate/rushgate/application/coupon"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	apporder "github.com/rushgate/rushgate/application/order"
+	appwallet "github.com/rushgate/rushgate/application/wallet"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Deps.MaxBodyBytes is zero.
@@ -23,10 +25,11 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 //go:embed openapi.yaml
 var openAPIDocument []byte
 
-// Deps is what the router needs; every field but Logger, Readiness and MaxBodyBytes is
-// required.
+// Deps is what the router needs. Every service, Tokens and Metrics are required.
 type Deps struct {
 	Crews    *appcrew.Service
+	Wallets  *appwallet.Service
+	Coupons  *appcoupon.Service
 	Products *appcatalog.Service
 	Orders   *apporder.Service
 	Tokens   *Tokens
@@ -81,6 +84,15 @@ func NewRouter(d Deps) *gin.Engine {
 	authed.GET("/crews/:crewId/members", crews.listMembers)
 	authed.POST("/crews/:crewId/join", crews.join)
 	authed.DELETE("/crews/:crewId/members/me", crews.leave)
+
+	wallets := walletHandlers{wallets: d.Wallets}
+	authed.POST("/admin/users", requireRole(RoleAdmin), wallets.createUser)
+	authed.GET("/api/users/:userId/balance", wallets.balance)
+	authed.POST("/api/users/:userId/balance/charge", wallets.charge)
+
+	coupons := couponHandlers{coupons: d.Coupons}
+	authed.POST("/admin/coupons", requireRole(RoleAdmin), coupons.createCoupon)
+	authed.POST("/api/coupons/:couponId/issue", coupons.issue)
 
 	products := productHandlers{products: d.Products}
 	authed.POST("/admin/products", requireRole(RoleAdmin), products.create)

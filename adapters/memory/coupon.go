@@ -22,7 +22,9 @@ type userCouponKey struct {
 	couponID, userID string
 }
 
-func userCouponKeyOf(uc coupon.UserCoupon) userCouponKey { return userCouponKey{uc.CouponID, uc.UserID} }
+func userCouponKeyOf(uc coupon.UserCoupon) userCouponKey {
+	return userCouponKey{uc.CouponID, uc.UserID}
+}
 
 // coupon partitions the user coupons table by coupon, for Count.
 func (k userCouponKey) coupon() string { return k.couponID }

@@ -1,8 +1,9 @@
 package domain
 
-// ValidateUUID accepts the canonical lower-case UUID text form rushgate creates ids in, so every
-// database compares them the same way; anything else is a VALIDATION_FAILED naming field. Every
-// such id is also text ValidateText accepts (36 ASCII characters, no control characters).
+// ValidateUUID accepts the canonical lower-case UUID text form rushgate creates ids in, so
+// every database compares them the same way, and answers VALIDATION_FAILED naming field
+// otherwise. Every such id is also text ValidateText accepts (36 ASCII characters, no control
+// characters), so that check need not run again.
 func ValidateUUID(field, id string) error {
 	if len(id) != 36 {
 		return Invalid(field, "must be a UUID")

@@ -1,0 +1,82 @@
+package http
+
+import (
+	stdhttp "net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	appcoupon "github.com/rushgate/rushgate/application/coupon"
+	"github.com/rushgate/rushgate/domain"
+)
+
+// couponHandlers serves the coupon routes (SPEC §4, §7).
+type couponHandlers struct {
+	coupons *appcoupon.Service
+}
+
+type createCouponRequest struct {
+	Name          string `json:"name"`
+	DiscountRate  int    `json:"discountRate"`
+	TotalQuantity int    `json:"totalQuantity"`
+	ExpiresAt     string `json:"expiresAt"`
+}
+
+// createCoupon answers POST /admin/coupons (admin).
+func (h couponHandlers) createCoupon(c *gin.Context) {
+	var req createCouponRequest
+	if err := decodeJSON(c.Request, &req, false); err != nil {
+		respondError(c, err)
+		return
+	}
+	expiresAt, err := time.Parse(time.RFC3339Nano, req.ExpiresAt)
+	if err != nil {
+		respondError(c, domain.Invalid("expiresAt", "must be an RFC 3339 time"))
+		return
+	}
+	view, err := h.coupons.Create(c.Request.Context(), appcoupon.CreateCommand{
+		Name:          req.Name,
+		DiscountRate:  req.DiscountRate,
+		TotalQuantity: req.TotalQuantity,
+		ExpiresAt:     expiresAt,
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusCreated, view)
+}
+
+// issueRequest is the optional issue body. userId is accepted only to be checked, as the seed
+// sends it: the acting user always comes from the token.
+type issueRequest struct {
+	UserID *string `json:"userId"`
+}
+
+// issue answers POST /api/coupons/{couponId}/issue; an Idempotency-Key header is honoured but
+// not required.
+func (h couponHandlers) issue(c *gin.Context) {
+	user := principal(c).UserID
+	var req issueRequest
+	if err := decodeJSON(c.Request, &req, true); err != nil {
+		respondError(c, err)
+		return
+	}
+	if req.UserID != nil && *req.UserID != user {
+		respondError(c, errForbidden)
+		return
+	}
+	res, err := h.coupons.Issue(c.Request.Context(), appcoupon.IssueCommand{
+		CouponID:       c.Param("couponId"),
+		UserID:         user,
+		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	if res.Replayed {
+		c.Header(IdempotentReplayedHeader, "true")
+	}
+	c.JSON(statusOf(res.Outcome), res.Value)
+}

@@ -1,0 +1,277 @@
+// Package coupon holds the first-come coupon use cases: create a coupon and issue it. Issuing
+// is a hot key: the guard's lane serves the requests queued for one coupon in batches, each
+// batch one transaction with one optimistic version check and one multi-row INSERT. It depends
+// on ports only.
+package coupon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce/coupon"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// DefaultIssueRetries is how many times a batch is retried after a version conflict when
+// Config.IssueRetries is zero.
+const DefaultIssueRetries = 3
+
+// Config tunes the coupon use cases.
+type Config struct {
+	// IssueRetries bounds the re-reads and retries of a batch whose optimistic increment found
+	// the coupon changed (another instance issued meanwhile) before its requests hear
+	// COUPON_ISSUE_FAILED; DefaultIssueRetries when zero.
+	IssueRetries int
+	// MaxBatch bounds how many issues of one coupon a lock hold serves in one transaction;
+	// guard.DefaultMaxBatch when zero.
+	MaxBatch int
+}
+
+// Deps are the ports and the guard the coupon use cases run on.
+type Deps struct {
+	Tx          ports.TxRunner
+	Coupons     ports.CouponRepository
+	UserCoupons ports.UserCouponRepository
+	Guard       *guard.Guard
+	Clock       ports.Clock
+	IDs         ports.IDGenerator
+}
+
+// Service runs the coupon use cases.
+type Service struct {
+	tx          ports.TxRunner
+	coupons     ports.CouponRepository
+	userCoupons ports.UserCouponRepository
+	clock       ports.Clock
+	ids         ports.IDGenerator
+	retries     int
+	issues      *guard.Lane[issueInput, IssueResult]
+	// soldOut holds the ids of coupons this instance saw sold out. Issued counts never go down,
+	// so a sold-out coupon stays sold out and the hint needs no expiry.
+	soldOut sync.Map
+}
+
+// NewService wires the coupon use cases to their ports.
+func NewService(d Deps, cfg Config) *Service {
+	if cfg.IssueRetries <= 0 {
+		cfg.IssueRetries = DefaultIssueRetries
+	}
+	s := &Service{tx: d.Tx, coupons: d.Coupons, userCoupons: d.UserCoupons, clock: d.Clock, ids: d.IDs,
+		retries: cfg.IssueRetries}
+	// Without markers: each retry needs a transaction of its own (on MySQL a conflict is only
+	// seen anew from a fresh snapshot), and the UNIQUE index already keeps a re-run from issuing
+	// twice.
+	s.issues = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch}, s.issueBatch)
+	return s
+}
+
+// View is a coupon as clients see it.
+type View struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	DiscountRate   int       `json:"discountRate"`
+	TotalQuantity  int       `json:"totalQuantity"`
+	IssuedQuantity int       `json:"issuedQuantity"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+}
+
+// CreateCommand creates a coupon.
+type CreateCommand struct {
+	Name          string
+	DiscountRate  int
+	TotalQuantity int
+	ExpiresAt     time.Time
+}
+
+// Create validates and stores a new coupon of which none is issued.
+func (s *Service) Create(ctx context.Context, cmd CreateCommand) (View, error) {
+	c, err := coupon.New(s.ids.NewID(), cmd.Name, cmd.DiscountRate, cmd.TotalQuantity, cmd.ExpiresAt.UTC(), s.clock.Now())
+	if err != nil {
+		return View{}, err
+	}
+	if err := s.coupons.Create(ctx, c); err != nil {
+		return View{}, fmt.Errorf("create coupon: %w", err)
+	}
+	return View{ID: c.ID(), Name: c.Name(), DiscountRate: c.DiscountRate(), TotalQuantity: c.TotalQuantity(),
+		IssuedQuantity: c.IssuedQuantity(), ExpiresAt: c.ExpiresAt()}, nil
+}
+
+// IssueCommand asks for one coupon of CouponID for UserID. IdempotencyKey is optional: SPEC §4
+// does not make issuing idempotent (the UNIQUE user coupon already keeps it once per user), but
+// a client that sends a key gets the seeds' replay of its first answer.
+type IssueCommand struct {
+	CouponID       string
+	UserID         string
+	IdempotencyKey string
+}
+
+// IssueResult is the answer to a successful issue.
+type IssueResult struct {
+	UserCouponID      string    `json:"userCouponId"`
+	CouponName        string    `json:"couponName"`
+	DiscountRate      int       `json:"discountRate"`
+	ExpiresAt         time.Time `json:"expiresAt"`
+	RemainingQuantity int       `json:"remainingQuantity"`
+}
+
+// issueInput is one issue waiting in its coupon's lane.
+type issueInput struct {
+	couponID, userID string
+}
+
+// Issue gives the user one coupon (SPEC §4) under the lock coupon:{couponId}, whose holder
+// issues every request queued behind it in one transaction (issueBatch); with an
+// Idempotency-Key, through the guard's idempotency too. A coupon this instance saw sold out is
+// answered at once. Fails with coupon.ErrNotFound, coupon.ErrExpired, coupon.ErrSoldOut,
+// coupon.ErrAlreadyIssued, or coupon.ErrIssueFailed when the optimistic increment kept
+// conflicting through every retry.
+func (s *Service) Issue(ctx context.Context, cmd IssueCommand) (guard.Result[IssueResult], error) {
+	if err := domain.ValidateUUID("couponId", cmd.CouponID); err != nil {
+		return guard.Result[IssueResult]{}, err
+	}
+	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
+		return guard.Result[IssueResult]{}, err
+	}
+	lockKey := "coupon:" + cmd.CouponID
+	in := issueInput{couponID: cmd.CouponID, userID: cmd.UserID}
+	if cmd.IdempotencyKey == "" {
+		if err := s.rejectEarly(ctx, cmd.CouponID, cmd.UserID); err != nil {
+			return guard.Result[IssueResult]{}, err
+		}
+		value, err := s.issues.Do(ctx, lockKey, in)
+		return guard.Result[IssueResult]{Value: value, Outcome: guard.OutcomeCreated}, err
+	}
+	req := guard.Request{
+		UserID:         cmd.UserID,
+		IdempotencyKey: cmd.IdempotencyKey,
+		Fingerprint:    guard.Fingerprint("POST /api/coupons/"+cmd.CouponID+"/issue", nil),
+		LockKey:        lockKey,
+		Outcome:        guard.OutcomeCreated,
+		Precheck: func(ctx context.Context) error {
+			return s.rejectEarly(ctx, cmd.CouponID, cmd.UserID)
+		},
+	}
+	return s.issues.Run(ctx, req, in)
+}
+
+// rejectEarly answers an issue of a coupon this instance saw sold out without queueing for the
+// lock: once the coupon is gone, the rest of the herd hears COUPON_SOLD_OUT at once, and a
+// holder asking again ALREADY_ISSUED, as under the lock.
+func (s *Service) rejectEarly(ctx context.Context, couponID, userID string) error {
+	if _, soldOut := s.soldOut.Load(couponID); !soldOut {
+		return nil
+	}
+	held, err := s.userCoupons.Existing(ctx, couponID, []string{userID})
+	if err != nil {
+		return fmt.Errorf("check user coupon: %w", err)
+	}
+	if held[userID] {
+		return coupon.ErrAlreadyIssued
+	}
+	return coupon.ErrSoldOut
+}
+
+// issueBatch issues a batch of requests for one coupon. Each attempt is one transaction: read
+// the coupon, one read of which users already hold it, grant coupons in queue order while they
+// last (the rest hear COUPON_SOLD_OUT; a holder, or a user twice in the batch, ALREADY_ISSUED),
+// then one optimistic UPDATE raising issued by the number granted and one multi-row INSERT. A
+// version conflict (another instance issued meanwhile) rolls the attempt back and retries it,
+// up to the configured retries, before the granted requests hear COUPON_ISSUE_FAILED. A
+// duplicate from the INSERT (a race the lock missed) rolls the attempt back, restoring issued
+// with it, and fails the batch, which the guard then re-runs one request at a time.
+func (s *Service) issueBatch(ctx context.Context, batch []issueInput) ([]guard.Answer[IssueResult], error) {
+	couponID := batch[0].couponID
+	answers := make([]guard.Answer[IssueResult], len(batch))
+	for attempt := 0; ; attempt++ {
+		soldOut := false
+		err := s.tx.InTx(ctx, func(ctx context.Context) error {
+			clear(answers)
+			soldOut = false
+			return s.issueOnce(ctx, couponID, batch, answers, &soldOut)
+		})
+		switch {
+		case err == nil:
+			if soldOut {
+				// Learnt from committed state only, so the hint never refuses a coupon that exists.
+				s.soldOut.Store(couponID, true)
+			}
+			return answers, nil
+		case !errors.Is(err, ports.ErrVersionConflict):
+			return nil, err
+		case attempt == s.retries:
+			for i := range answers {
+				if answers[i].Err == nil {
+					answers[i] = guard.Answer[IssueResult]{Err: coupon.ErrIssueFailed}
+				}
+			}
+			return answers, nil
+		}
+	}
+}
+
+// issueOnce is one attempt of issueBatch, in ctx's transaction; it fills answers, sets soldOut
+// when the coupon has none left once the attempt commits, and returns ports.ErrVersionConflict
+// when the coupon changed since it was read.
+func (s *Service) issueOnce(ctx context.Context, couponID string, batch []issueInput, answers []guard.Answer[IssueResult], soldOut *bool) error {
+	c, err := s.coupons.Get(ctx, couponID)
+	if err != nil {
+		if errors.Is(err, coupon.ErrNotFound) {
+			answerAll(answers, coupon.ErrNotFound)
+			return nil
+		}
+		return err
+	}
+	now := s.clock.Now()
+	if c.ExpiredAt(now) {
+		answerAll(answers, coupon.ErrExpired)
+		return nil
+	}
+	userIDs := make([]string, len(batch))
+	for i, in := range batch {
+		userIDs[i] = in.userID
+	}
+	held, err := s.userCoupons.Existing(ctx, couponID, userIDs)
+	if err != nil {
+		return fmt.Errorf("check user coupons: %w", err)
+	}
+	granted := make([]coupon.UserCoupon, 0, min(len(batch), c.Remaining()))
+	seen := make(map[string]bool, len(batch))
+	for i, in := range batch {
+		switch {
+		case held[in.userID] || seen[in.userID]:
+			answers[i].Err = coupon.ErrAlreadyIssued
+		case len(granted) == c.Remaining():
+			answers[i].Err = coupon.ErrSoldOut
+		default:
+			uc := c.Issue(s.ids.NewID(), in.userID, now)
+			granted = append(granted, uc)
+			// The quantity left right after this user's coupon, as if issued one by one.
+			answers[i].Value = IssueResult{UserCouponID: uc.ID, CouponName: c.Name(), DiscountRate: c.DiscountRate(),
+				ExpiresAt: c.ExpiresAt(), RemainingQuantity: c.Remaining() - len(granted)}
+		}
+		seen[in.userID] = true
+	}
+	*soldOut = len(granted) == c.Remaining()
+	if len(granted) == 0 {
+		return nil
+	}
+	if err := s.coupons.AddIssued(ctx, couponID, c.Version(), len(granted)); err != nil {
+		return err
+	}
+	if err := s.userCoupons.Add(ctx, granted...); err != nil {
+		return err
+	}
+	return nil
+}
+
+// answerAll gives every request of a batch the same rejection.
+func answerAll(answers []guard.Answer[IssueResult], err error) {
+	for i := range answers {
+		answers[i].Err = err
+	}
+}

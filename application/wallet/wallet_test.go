@@ -1,0 +1,247 @@
+package wallet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/application/guard"
+	appwallet "github.com/rushgate/rushgate/application/wallet"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/wallet"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// fixture is one memory database and coordination, and a wallet service on them.
+type fixture struct {
+	clock   ports.Clock
+	db      *memory.Database
+	wallets *memory.WalletRepository
+	svc     *appwallet.Service
+	// batches counts the transactions charges ran in.
+	batches atomic.Int32
+}
+
+// countingTx counts the transactions it runs.
+type countingTx struct {
+	ports.TxRunner
+	count *atomic.Int32
+}
+
+func (c countingTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	c.count.Add(1)
+	return c.TxRunner.InTx(ctx, fn)
+}
+
+// newFixture builds the service on clock with store as its idempotency store (a memory one
+// when nil).
+func newFixture(t *testing.T, clock ports.Clock, store ports.IdempotencyStore) *fixture {
+	t.Helper()
+	db := memory.NewDatabase()
+	f := &fixture{clock: clock, db: db, wallets: memory.NewWalletRepository(db)}
+	if store == nil {
+		store = memory.NewIdempotencyStore(clock)
+	}
+	g := guard.New(guard.Deps{
+		Idempotency: store, Locker: memory.NewLocker(clock), Clock: clock, Sleeper: system.Sleeper{},
+		Tx: countingTx{db, &f.batches}, Markers: memory.NewIdempotencyMarkerRepository(db),
+	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10})
+	f.svc = appwallet.NewService(appwallet.Deps{Tx: db, Wallets: f.wallets, Guard: g, Clock: clock, IDs: system.UUIDs{}},
+		appwallet.Config{})
+	return f
+}
+
+func (f *fixture) createUser(t *testing.T, id string, balance int64) {
+	t.Helper()
+	if _, err := f.svc.CreateUser(context.Background(), appwallet.CreateUserCommand{ID: id, Balance: balance}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) charge(userID string, amount int64, key string) (guard.Result[appwallet.ChargeResult], error) {
+	return f.svc.Charge(context.Background(), appwallet.ChargeCommand{UserID: userID, Amount: amount, IdempotencyKey: key})
+}
+
+// assertBalance checks the stored balance and that it equals the sum of the user's ledger.
+func (f *fixture) assertBalance(t *testing.T, userID string, want int64, entries int) {
+	t.Helper()
+	b, err := f.svc.GetBalance(context.Background(), userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, n, err := f.wallets.Totals(context.Background(), userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Balance != want || sum != want || n != entries {
+		t.Fatalf("balance %d, ledger sum %d over %d entries; want %d over %d", b.Balance, sum, n, want, entries)
+	}
+}
+
+// codeOf names an error by its domain code.
+func codeOf(err error) string {
+	if de, ok := domain.AsError(err); ok {
+		return de.Code
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestCreateUser_OpensTheBalanceAsALedgerEntry(t *testing.T) {
+	f := newFixture(t, system.Clock{}, nil)
+	f.createUser(t, "alice", 5000)
+	f.assertBalance(t, "alice", 5000, 1)
+	for _, tc := range []struct {
+		id      string
+		balance int64
+		code    string
+	}{
+		{"alice", 1, "USER_EXISTS"},
+		{"bob", -1, "VALIDATION_FAILED"},
+		{"bob", commerce.MaxAmount + 1, "VALIDATION_FAILED"},
+		{"", 1, "VALIDATION_FAILED"},
+		{"has space", 1, "VALIDATION_FAILED"},
+	} {
+		_, err := f.svc.CreateUser(context.Background(), appwallet.CreateUserCommand{ID: tc.id, Balance: tc.balance})
+		if codeOf(err) != tc.code {
+			t.Errorf("create %q with %d: %v, want %s", tc.id, tc.balance, err, tc.code)
+		}
+	}
+	f.assertBalance(t, "alice", 5000, 1)
+	if _, err := f.svc.GetBalance(context.Background(), "bob"); !errors.Is(err, wallet.ErrUserNotFound) {
+		t.Fatalf("bob: %v", err)
+	}
+}
+
+func TestCharge_AddsTheAmountAndAnswersTheNewBalance(t *testing.T) {
+	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	f := newFixture(t, clock, nil)
+	f.createUser(t, "alice", 500)
+	res, err := f.charge("alice", 100, "k1")
+	want := appwallet.ChargeResult{UserID: "alice", Balance: 600, ChargedAmount: 100, ChargedAt: clock.Now()}
+	if err != nil || res.Outcome != guard.OutcomeDone || res.Value != want || res.Replayed {
+		t.Fatalf("charge: %+v, %v", res, err)
+	}
+	f.assertBalance(t, "alice", 600, 2)
+}
+
+func TestCharge_BadAmountsAndUnknownUsersChangeNothing(t *testing.T) {
+	f := newFixture(t, system.Clock{}, nil)
+	f.createUser(t, "alice", 700)
+	for _, tc := range []struct {
+		user   string
+		amount int64
+		key    string
+		code   string
+	}{
+		{"alice", 0, "k", "INVALID_AMOUNT"},
+		{"alice", -5, "k", "INVALID_AMOUNT"},
+		{"alice", appwallet.DefaultChargeMax + 1, "k", "INVALID_AMOUNT"},
+		{"alice", 10, "", "IDEMPOTENCY_KEY_REQUIRED"},
+		{"ghost", 10, "k", "USER_NOT_FOUND"},
+		{"", 10, "k", "VALIDATION_FAILED"},
+	} {
+		if _, err := f.charge(tc.user, tc.amount, tc.key); codeOf(err) != tc.code {
+			t.Errorf("charge %q %d: %v, want %s", tc.user, tc.amount, err, tc.code)
+		}
+	}
+	f.assertBalance(t, "alice", 700, 1)
+	// The rejected key was dropped: the same key may charge now.
+	if _, err := f.charge("alice", 1, "k"); err != nil {
+		t.Fatal(err)
+	}
+	f.assertBalance(t, "alice", 701, 2)
+}
+
+func TestCharge_ABalanceBeyondTheMaximumIsRefusedAlone(t *testing.T) {
+	f := newFixture(t, system.Clock{}, nil)
+	f.createUser(t, "rich", commerce.MaxAmount-10)
+	if _, err := f.charge("rich", 11, "over"); !errors.Is(err, commerce.ErrAmountOverflow) {
+		t.Fatalf("overflow: %v", err)
+	}
+	f.assertBalance(t, "rich", commerce.MaxAmount-10, 1)
+	if _, err := f.charge("rich", 10, "fits"); err != nil {
+		t.Fatal(err)
+	}
+	f.assertBalance(t, "rich", commerce.MaxAmount, 2)
+}
+
+func TestCharge_TheSameKeyChargesOnceAndAnotherPayloadIsRefused(t *testing.T) {
+	f := newFixture(t, system.Clock{}, nil)
+	f.createUser(t, "alice", 0)
+	first, err := f.charge("alice", 250, "once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.charge("alice", 250, "once")
+	if err != nil || !again.Replayed || again.Value != first.Value {
+		t.Fatalf("replay: %+v, %v", again, err)
+	}
+	if _, err := f.charge("alice", 999, "once"); !errors.Is(err, guard.ErrKeyReused) {
+		t.Fatalf("other payload: %v", err)
+	}
+	f.assertBalance(t, "alice", 250, 2)
+}
+
+// Charges of one user queue on balance:{userId} and are applied in batches, one transaction
+// each; none is lost and the ledger matches.
+func TestCharge_StampedeAddsExactlyAndBatches(t *testing.T) {
+	f := newFixture(t, system.Clock{}, nil)
+	f.createUser(t, "herd", 1000)
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { _, errs[i] = f.charge("herd", 1000, fmt.Sprintf("k%d", i)) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.assertBalance(t, "herd", 1000+n*1000, n+1)
+	t.Logf("%d charges in %d transactions", n, f.batches.Load())
+}
+
+// lossyStore loses every Complete, as a Redis blip right after the commit would.
+type lossyStore struct {
+	*memory.IdempotencyStore
+	lost atomic.Int32
+}
+
+func (s *lossyStore) Complete(context.Context, ports.IdempotencyKey, string, ports.StoredResponse, time.Duration) error {
+	s.lost.Add(1)
+	return fmt.Errorf("redis blip: %w", ports.ErrUnavailable)
+}
+
+// The charge and its marker commit together: a retry after the lease of the never-completed
+// record is answered from the database with the first answer, and the balance moves once.
+func TestCharge_ARetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing.T) {
+	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	store := &lossyStore{IdempotencyStore: memory.NewIdempotencyStore(clock)}
+	f := newFixture(t, clock, store)
+	f.createUser(t, "alice", 100)
+	first, err := f.charge("alice", 40, "lost")
+	if err != nil || store.lost.Load() != 1 {
+		t.Fatalf("first: %+v, %v, %d lost", first, err, store.lost.Load())
+	}
+	if _, err := f.charge("alice", 40, "lost"); !errors.Is(err, guard.ErrInProgress) {
+		t.Fatalf("within the lease: %v", err)
+	}
+	clock.Advance(31 * time.Second) // the lease of the never-completed record ends
+	again, err := f.charge("alice", 40, "lost")
+	if err != nil || !again.Replayed || again.Value != first.Value {
+		t.Fatalf("retry: %+v, %v; want the replay of %+v", again, err, first.Value)
+	}
+	f.assertBalance(t, "alice", 140, 2)
+}
