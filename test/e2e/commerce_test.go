@@ -6,10 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
-// unknownID is a well-formed id nothing is stored under.
-const unknownID = "0190a0b0-0000-7000-8000-000000000000"
+// absentID is a well-formed id nothing is stored under.
+const absentID = "0190a0b0-0000-7000-8000-000000000000"
 
 func (s *server) createProduct(name string, price, stock int) string {
 	s.t.Helper()
@@ -53,9 +54,9 @@ func (s *server) cart(user string) cartOf {
 	return c
 }
 
-// commerceRows counts the commerce rows straight from the database: products, carts,
+// shopRows counts the commerce rows straight from the database: products, carts,
 // cart_items, orders, order_items, and the user's carts and orders. On memory it is empty.
-func (s *server) commerceRows(user string) string {
+func (s *server) shopRows(user string) string {
 	s.t.Helper()
 	if s.db == nil {
 		return ""
@@ -84,13 +85,13 @@ func (s *server) commerceRows(user string) string {
 
 // snapshot is everything a commerce request could change, as the API shows it (the user's cart,
 // the products) and, on a database, as the tables hold it.
-func (s *server) snapshot(user string, productIDs ...string) string {
+func (s *server) shopSnapshot(user string, productIDs ...string) string {
 	s.t.Helper()
 	parts := []string{string(s.do("GET", "/api/cart", s.token(user), "").raw)}
 	for _, id := range productIDs {
 		parts = append(parts, string(s.do("GET", "/api/products/"+id, s.token(user), "").raw))
 	}
-	return strings.Join(append(parts, s.commerceRows(user)), "\n")
+	return strings.Join(append(parts, s.shopRows(user)), "\n")
 }
 
 // TestCommerce_EveryStatus walks every answer of SPEC §4 for products, the cart and orders on
@@ -111,7 +112,7 @@ func TestCommerce_EveryStatus(t *testing.T) {
 			if got := s.do("GET", "/api/products/"+a, s.token("u1"), ""); got.status != http.StatusOK || string(got.raw) != string(created.raw) {
 				t.Fatalf("get product: %d %s, created %s", got.status, got.raw, created.raw)
 			}
-			assertError(t, s.do("GET", "/api/products/"+unknownID, s.token("u1"), ""), http.StatusNotFound, "PRODUCT_NOT_FOUND")
+			assertError(t, s.do("GET", "/api/products/"+absentID, s.token("u1"), ""), http.StatusNotFound, "PRODUCT_NOT_FOUND")
 
 			empty := s.do("GET", "/api/cart", s.token("u1"), "")
 			if empty.status != http.StatusOK || string(empty.raw) != `{"userId":"u1","items":[],"totalAmount":0}` {
@@ -134,7 +135,7 @@ func TestCommerce_EveryStatus(t *testing.T) {
 				t.Fatalf("INSUFFICIENT_STOCK names %q, want %q", short.str("productId"), bID)
 			}
 			assertError(t, s.addToCart("u1", a, 46), http.StatusBadRequest, "INSUFFICIENT_STOCK") // 5 + 46 > 50
-			assertError(t, s.addToCart("u1", unknownID, 1), http.StatusNotFound, "PRODUCT_NOT_FOUND")
+			assertError(t, s.addToCart("u1", absentID, 1), http.StatusNotFound, "PRODUCT_NOT_FOUND")
 			if res := s.addToCart("u1", bID, 5); res.status != http.StatusCreated {
 				t.Fatalf("add B: %d %s", res.status, res.raw)
 			}
@@ -186,7 +187,7 @@ func TestCommerce_EveryStatus(t *testing.T) {
 				t.Fatalf("admin gets order: %d %s", got.status, got.raw)
 			}
 			assertError(t, s.do("GET", "/api/orders/"+orderID, s.token("u2"), ""), http.StatusNotFound, "ORDER_NOT_FOUND")
-			assertError(t, s.do("GET", "/api/orders/"+unknownID, s.token("u1"), ""), http.StatusNotFound, "ORDER_NOT_FOUND")
+			assertError(t, s.do("GET", "/api/orders/"+absentID, s.token("u1"), ""), http.StatusNotFound, "ORDER_NOT_FOUND")
 			assertError(t, s.do("GET", "/api/orders/not-an-id", s.token("u1"), ""), http.StatusBadRequest, "VALIDATION_FAILED")
 		})
 	}
@@ -211,10 +212,10 @@ func TestOrder_IdempotencyKeyReplaysThePlacedOrder(t *testing.T) {
 			if replay.status != http.StatusCreated || replay.header.Get("Idempotent-Replayed") != "true" || string(replay.raw) != string(placed.raw) {
 				t.Fatalf("replay: %d %v %s", replay.status, replay.header, replay.raw)
 			}
-			assertError(t, s.do("POST", "/api/orders", s.token("u1"), `{"couponId":"`+unknownID+`"}`, key...),
+			assertError(t, s.do("POST", "/api/orders", s.token("u1"), `{"couponId":"`+absentID+`"}`, key...),
 				http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED")
 			assertError(t, s.do("POST", "/api/orders", s.token("u1"), ""), http.StatusBadRequest, "EMPTY_CART")
-			if rows := s.commerceRows("u1"); s.db != nil && !strings.Contains(rows, "FROM orders WHERE user_id = ?=1") {
+			if rows := s.shopRows("u1"); s.db != nil && !strings.Contains(rows, "FROM orders WHERE user_id = ?=1") {
 				t.Fatalf("one order expected:\n%s", rows)
 			}
 		})
@@ -238,13 +239,13 @@ func TestOrder_InsufficientStockNamesTheProductAndKeepsTheCart(t *testing.T) {
 			if _, err := s.db.Exec(s.query("UPDATE stock SET quantity = 3, version = version + 1 WHERE product_id = ?"), scarce); err != nil {
 				t.Fatal(err)
 			}
-			before := s.snapshot("u1", plenty, scarce)
+			before := s.shopSnapshot("u1", plenty, scarce)
 			res := s.do("POST", "/api/orders", s.token("u1"), "")
 			assertError(t, res, http.StatusBadRequest, "INSUFFICIENT_STOCK")
 			if res.str("productId") != scarce {
 				t.Fatalf("names %q, want %q", res.str("productId"), scarce)
 			}
-			if after := s.snapshot("u1", plenty, scarce); after != before {
+			if after := s.shopSnapshot("u1", plenty, scarce); after != before {
 				t.Fatalf("a refused order changed state:\n%s\nvs\n%s", before, after)
 			}
 			c := s.cart("u1")
@@ -278,7 +279,7 @@ func TestCart_ConcurrentAddsLoseNoIncrement(t *testing.T) {
 			if len(c.Items) != 2 || c.Items[0].Quantity+c.Items[1].Quantity != 40+2*20 || c.TotalAmount != 40*100+40*300 {
 				t.Fatalf("cart after %d concurrent adds: %+v", adds, c)
 			}
-			if rows := s.commerceRows("racer"); s.db != nil && !strings.Contains(rows, "FROM carts WHERE user_id = ?=1") {
+			if rows := s.shopRows("racer"); s.db != nil && !strings.Contains(rows, "FROM carts WHERE user_id = ?=1") {
 				t.Fatalf("one cart expected:\n%s", rows)
 			}
 		})
@@ -342,7 +343,7 @@ func TestOrder_ConcurrentOrdersOfOneCartMakeOneOrder(t *testing.T) {
 			if items, _ := got.body["items"].([]any); got.status != http.StatusOK || len(items) != 2 {
 				t.Fatalf("order: %d %s", got.status, got.raw)
 			}
-			if rows := s.commerceRows("buyer"); s.db != nil &&
+			if rows := s.shopRows("buyer"); s.db != nil &&
 				(!strings.Contains(rows, "FROM orders WHERE user_id = ?=1") || !strings.Contains(rows, "FROM order_items=2") ||
 					!strings.Contains(rows, "FROM cart_items=0")) {
 				t.Fatalf("rows:\n%s", rows)
@@ -377,13 +378,13 @@ func TestCommerce_BadInputAnswersErrorJSONAndChangesNothing(t *testing.T) {
 				{"line past 1000", "POST", "/api/cart/items", user, `{"productId":"` + p + `","quantity":999}`, 400, "VALIDATION_FAILED"},
 				{"missing product", "POST", "/api/cart/items", user, `{"quantity":1}`, 400, "VALIDATION_FAILED"},
 				{"malformed product id", "POST", "/api/cart/items", user, `{"productId":"p1","quantity":1}`, 400, "VALIDATION_FAILED"},
-				{"unknown product", "POST", "/api/cart/items", user, `{"productId":"` + unknownID + `","quantity":1}`, 404, "PRODUCT_NOT_FOUND"},
+				{"unknown product", "POST", "/api/cart/items", user, `{"productId":"` + absentID + `","quantity":1}`, 404, "PRODUCT_NOT_FOUND"},
 				{"unknown field", "POST", "/api/cart/items", user, `{"productId":"` + p + `","quantity":1,"price":1}`, 400, "VALIDATION_FAILED"},
 				{"another user's id", "POST", "/api/cart/items", user, `{"userId":"other","productId":"` + p + `","quantity":1}`, 403, "FORBIDDEN"},
 				{"malformed JSON", "POST", "/api/cart/items", user, `{"productId":`, 400, "VALIDATION_FAILED"},
 				{"no token", "POST", "/api/cart/items", "", `{"productId":"` + p + `","quantity":1}`, 401, "UNAUTHORIZED"},
 				{"total overflows", "POST", "/api/cart/items", user, `{"productId":"` + priced + `","quantity":2}`, 400, "AMOUNT_OVERFLOW"},
-				{"unknown coupon", "POST", "/api/orders", user, `{"couponId":"` + unknownID + `"}`, 400, "INVALID_COUPON"},
+				{"unknown coupon", "POST", "/api/orders", user, `{"couponId":"` + absentID + `"}`, 400, "INVALID_COUPON"},
 				{"malformed coupon", "POST", "/api/orders", user, `{"couponId":"C001"}`, 400, "VALIDATION_FAILED"},
 				{"unknown order field", "POST", "/api/orders", user, `{"coupon":"x"}`, 400, "VALIDATION_FAILED"},
 				{"order as another user", "POST", "/api/orders", user, `{"userId":"other"}`, 403, "FORBIDDEN"},
@@ -397,15 +398,73 @@ func TestCommerce_BadInputAnswersErrorJSONAndChangesNothing(t *testing.T) {
 				{"unknown product field", "POST", "/admin/products", admin, `{"name":"x","price":1,"stock":1,"sku":"s"}`, 400, "VALIDATION_FAILED"},
 				{"user creates product", "POST", "/admin/products", user, `{"name":"x","price":1,"stock":1}`, 403, "FORBIDDEN"},
 			}
-			before := s.snapshot("victim", p, priced)
+			before := s.shopSnapshot("victim", p, priced)
 			for _, tc := range cases {
 				res := s.do(tc.method, tc.path, tc.token, tc.body)
 				if res.status != tc.status || res.str("error") != tc.code || res.str("message") == "" {
 					t.Errorf("%s: want %d %s, got %d %s", tc.name, tc.status, tc.code, res.status, res.raw)
 				}
 			}
-			if after := s.snapshot("victim", p, priced); after != before {
+			if after := s.shopSnapshot("victim", p, priced); after != before {
 				t.Fatalf("bad input changed state:\n%s\nvs\n%s", before, after)
+			}
+		})
+	}
+}
+
+// heldCoupon creates a coupon of rate% through the admin route, issues it to user and returns
+// its id.
+func (s *server) heldCoupon(user string, rate int) string {
+	s.t.Helper()
+	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	created := s.do("POST", "/admin/coupons", s.adminToken(),
+		fmt.Sprintf(`{"name":"sale","discountRate":%d,"totalQuantity":10,"expiresAt":%q}`, rate, expires))
+	if created.status != http.StatusCreated {
+		s.t.Fatalf("create coupon: %d %s", created.status, created.raw)
+	}
+	id := created.str("id")
+	issued := s.do("POST", "/api/coupons/"+id+"/issue", s.token(user), "", "Idempotency-Key", s.run+"issue-"+id)
+	if issued.status != http.StatusCreated {
+		s.t.Fatalf("issue coupon: %d %s", issued.status, issued.raw)
+	}
+	return id
+}
+
+// TestOrder_CouponDiscountsAndInvalidCouponsAreRefused: a held coupon discounts the order by its
+// rate rounded down; another user's coupon is INVALID_COUPON; on a database, an expired and a
+// used coupon are refused too, and every refusal keeps the cart.
+func TestOrder_CouponDiscountsAndInvalidCouponsAreRefused(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b)
+			p := s.createProduct("lamp", 3333, 10)
+			mine, others := s.heldCoupon("u1", 10), s.heldCoupon("u2", 50)
+			s.addToCart("u1", p, 3)
+
+			before := s.shopSnapshot("u1", p)
+			assertError(t, s.do("POST", "/api/orders", s.token("u1"), `{"couponId":"`+others+`"}`), http.StatusBadRequest, "INVALID_COUPON")
+			if s.db != nil {
+				expired, used := s.heldCoupon("u1", 20), s.heldCoupon("u1", 30)
+				if _, err := s.db.Exec(s.query("UPDATE coupons SET expires_at = ? WHERE id = ?"), time.Now().Add(-time.Minute).UTC(), expired); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.db.Exec(s.query("UPDATE user_coupons SET status = 'USED', used_at = ? WHERE coupon_id = ?"), time.Now().UTC(), used); err != nil {
+					t.Fatal(err)
+				}
+				before = s.shopSnapshot("u1", p)
+				for _, id := range []string{expired, used} {
+					assertError(t, s.do("POST", "/api/orders", s.token("u1"), `{"couponId":"`+id+`"}`), http.StatusBadRequest, "INVALID_COUPON")
+				}
+			}
+			if after := s.shopSnapshot("u1", p); after != before {
+				t.Fatalf("a refused coupon changed state:\n%s\nvs\n%s", before, after)
+			}
+
+			placed := s.do("POST", "/api/orders", s.token("u1"), `{"couponId":"`+mine+`"}`)
+			// 3 × 3333 = 9999; 10% = 999.9, rounded down.
+			if placed.status != http.StatusCreated || placed.num("subtotalAmount") != 9999 || placed.num("discountAmount") != 999 ||
+				placed.num("totalAmount") != 9000 || placed.str("couponId") != mine {
+				t.Fatalf("place with coupon: %d %s", placed.status, placed.raw)
 			}
 		})
 	}
