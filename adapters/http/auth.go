@@ -198,6 +198,15 @@ func requireRole(role Role) gin.HandlerFunc {
 	}
 }
 
+// checkClaimedUser refuses a userId a request names (in its body, as the seeds send it) that is
+// not the authenticated user: the acting user always comes from the token (SPEC §0).
+func checkClaimedUser(c *gin.Context, claimed *string) error {
+	if claimed != nil && *claimed != principal(c).UserID {
+		return errForbidden
+	}
+	return nil
+}
+
 // principal returns the caller authenticate stored; the zero Principal on public routes.
 func principal(c *gin.Context) Principal {
 	p, _ := c.Get(principalKey)

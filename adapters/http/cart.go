@@ -29,8 +29,8 @@ func (h cartHandlers) addItem(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if req.UserID != nil && *req.UserID != user {
-		respondError(c, errForbidden)
+	if err := checkClaimedUser(c, req.UserID); err != nil {
+		respondError(c, err)
 		return
 	}
 	view, err := h.orders.AddToCart(c.Request.Context(), apporder.AddToCartCommand{

@@ -62,8 +62,8 @@ func (h couponHandlers) issue(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if req.UserID != nil && *req.UserID != user {
-		respondError(c, errForbidden)
+	if err := checkClaimedUser(c, req.UserID); err != nil {
+		respondError(c, err)
 		return
 	}
 	res, err := h.coupons.Issue(c.Request.Context(), appcoupon.IssueCommand{
@@ -75,8 +75,5 @@ func (h couponHandlers) issue(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res)
 }

@@ -85,8 +85,8 @@ func (h crewHandlers) join(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if req.UserID != nil && *req.UserID != user {
-		respondError(c, errForbidden)
+	if err := checkClaimedUser(c, req.UserID); err != nil {
+		respondError(c, err)
 		return
 	}
 	res, err := h.crews.Join(c.Request.Context(), appcrew.JoinCommand{
@@ -98,10 +98,7 @@ func (h crewHandlers) join(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res)
 }
 
 // leave answers DELETE /crews/{crewId}/members/me.

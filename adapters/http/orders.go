@@ -28,8 +28,8 @@ func (h orderHandlers) place(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if req.UserID != nil && *req.UserID != user {
-		respondError(c, errForbidden)
+	if err := checkClaimedUser(c, req.UserID); err != nil {
+		respondError(c, err)
 		return
 	}
 	res, err := h.orders.Place(c.Request.Context(), apporder.PlaceCommand{
@@ -39,10 +39,7 @@ func (h orderHandlers) place(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res)
 }
 
 // get answers GET /api/orders/{orderId} for the order's owner or an admin.

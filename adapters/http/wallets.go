@@ -91,10 +91,7 @@ func (h walletHandlers) charge(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res)
 }
 
 // chargeAmount reads a charge's amount: a JSON number written as an integer that fits int64
