@@ -108,6 +108,7 @@ func TestCommerce_EveryStatus(t *testing.T) {
 			}
 			a := created.str("id")
 			bID := s.createProduct("상품B", 20000, 5)
+			s.createProduct("🏃 "+strings.Repeat("é", 198), 1, 0) // 200 characters, four-byte ones included, on every backend
 			assertError(t, s.do("POST", "/admin/products", s.token("u1"), `{"name":"x","price":1,"stock":1}`), http.StatusForbidden, "FORBIDDEN")
 			if got := s.do("GET", "/api/products/"+a, s.token("u1"), ""); got.status != http.StatusOK || string(got.raw) != string(created.raw) {
 				t.Fatalf("get product: %d %s, created %s", got.status, got.raw, created.raw)
@@ -397,6 +398,10 @@ func TestCommerce_BadInputAnswersErrorJSONAndChangesNothing(t *testing.T) {
 				{"control character in name", "POST", "/admin/products", admin, `{"name":"a\u0000b","price":1,"stock":1}`, 400, "VALIDATION_FAILED"},
 				{"unknown product field", "POST", "/admin/products", admin, `{"name":"x","price":1,"stock":1,"sku":"s"}`, 400, "VALIDATION_FAILED"},
 				{"user creates product", "POST", "/admin/products", user, `{"name":"x","price":1,"stock":1}`, 403, "FORBIDDEN"},
+				{"NUL as a product id", "GET", "/api/products/%00", user, "", 400, "VALIDATION_FAILED"},
+				{"invalid UTF-8 as an order id", "GET", "/api/orders/%FF", user, "", 400, "VALIDATION_FAILED"},
+				{"NUL in the cart's user id", "GET", "/api/cart?userId=a%00b", admin, "", 400, "VALIDATION_FAILED"},
+				{"name over 200 characters", "POST", "/admin/products", admin, `{"name":"` + strings.Repeat("é", 201) + `","price":1,"stock":1}`, 400, "VALIDATION_FAILED"},
 			}
 			before := s.shopSnapshot("victim", p, priced)
 			for _, tc := range cases {
@@ -465,6 +470,53 @@ func TestOrder_CouponDiscountsAndInvalidCouponsAreRefused(t *testing.T) {
 			if placed.status != http.StatusCreated || placed.num("subtotalAmount") != 9999 || placed.num("discountAmount") != 999 ||
 				placed.num("totalAmount") != 9000 || placed.str("couponId") != mine {
 				t.Fatalf("place with coupon: %d %s", placed.status, placed.raw)
+			}
+		})
+	}
+}
+
+// TestCommerce_DatabaseStoppedAnswers503Fast stops the database under a server with a cart and
+// an order: every commerce route answers 503 UNAVAILABLE with Retry-After within the database
+// timeout, never a hang or a 500, and once the database is back the cart and order are intact.
+func TestCommerce_DatabaseStoppedAnswers503Fast(t *testing.T) {
+	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
+		db := newDatabase(t)
+		t.Run(db.name, func(t *testing.T) {
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)})
+			p := s.createProduct("kept", 100, 10)
+			s.addToCart("u1", p, 2)
+			placed := s.do("POST", "/api/orders", s.token("u1"), "")
+			s.addToCart("u1", p, 1)
+			cartBefore := s.do("GET", "/api/cart", s.token("u1"), "")
+
+			db.stop(t)
+			user := s.token("u1")
+			for _, call := range []struct{ method, path, token, body string }{
+				{"POST", "/admin/products", s.adminToken(), `{"name":"x","price":1,"stock":1}`},
+				{"GET", "/api/products/" + p, user, ""},
+				{"POST", "/api/cart/items", user, `{"productId":"` + p + `","quantity":1}`},
+				{"GET", "/api/cart", user, ""},
+				{"POST", "/api/orders", user, ""},
+				{"GET", "/api/orders/" + placed.str("orderId"), user, ""},
+			} {
+				start := time.Now()
+				res := s.do(call.method, call.path, call.token, call.body)
+				took := time.Since(start)
+				assertError(t, res, http.StatusServiceUnavailable, "UNAVAILABLE")
+				if res.header.Get("Retry-After") == "" || took > 5*time.Second {
+					t.Errorf("%s %s: Retry-After %q after %v", call.method, call.path, res.header.Get("Retry-After"), took)
+				}
+			}
+
+			db.start(t)
+			waitUntil(t, 30*time.Second, "the server reads the cart again", func() bool {
+				return s.do("GET", "/api/cart", user, "").status == http.StatusOK
+			})
+			if got := s.do("GET", "/api/cart", user, ""); string(got.raw) != string(cartBefore.raw) {
+				t.Fatalf("cart after the outage: %s, before %s", got.raw, cartBefore.raw)
+			}
+			if got := s.do("GET", "/api/orders/"+placed.str("orderId"), user, ""); string(got.raw) != string(placed.raw) {
+				t.Fatalf("order after the outage: %s, placed %s", got.raw, placed.raw)
 			}
 		})
 	}
