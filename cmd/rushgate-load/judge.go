@@ -26,6 +26,13 @@ const (
 	measureTimeToFill
 	// measureFillRatio is rushgate's time to fill ÷ the ceiling's.
 	measureFillRatio
+	// measureGrantRateRatio is rushgate's grants/s until its last grant ÷ the ceiling's commits/s
+	// until its last commit (runStats.grantRate): how fast a limited stock is handed out,
+	// unflattered by the cheap refusals after it is gone.
+	measureGrantRateRatio
+	// measureEarlyRefusals is the number of requests refused with COUPON_ISSUE_FAILED while
+	// coupons remained (runStats.earlyRefusals).
+	measureEarlyRefusals
 )
 
 // label names the measure in the report.
@@ -41,6 +48,10 @@ func (m measure) label() string {
 		return "time to fill (start → last 201 | commit)"
 	case measureFillRatio:
 		return "time to fill ÷ ceiling's"
+	case measureGrantRateRatio:
+		return "grant rate ÷ ceiling (201s ÷ commits per s, until the last)"
+	case measureEarlyRefusals:
+		return "COUPON_ISSUE_FAILED while coupons remained"
 	}
 	return fmt.Sprintf("measure %d", int(m))
 }
@@ -54,6 +65,10 @@ func (m measure) short() string {
 		return "time-to-fill"
 	case measureFillRatio:
 		return "fill÷ceiling"
+	case measureGrantRateRatio:
+		return "grant-rate÷ceiling"
+	case measureEarlyRefusals:
+		return "early refusals"
 	}
 	return m.label()
 }
@@ -61,7 +76,7 @@ func (m measure) short() string {
 // format writes a value of the measure: ratios as 1.23×, times in ms, counts as integers.
 func (m measure) format(x float64) string {
 	switch m {
-	case measureGoodputRatio, measureFillRatio:
+	case measureGoodputRatio, measureFillRatio, measureGrantRateRatio:
 		return fmt.Sprintf("%.2f×", x)
 	case measureP99, measureTimeToFill:
 		return fmt.Sprintf("%.2f ms", x)
@@ -157,6 +172,9 @@ func judge(t target, m measurement) verdict {
 			v.ceiling = why
 		}
 	}
+	if t.measure == measureEarlyRefusals && m.ceiling != nil {
+		v.ceiling = t.measure.format(float64(m.ceiling.earlyRefusals))
+	}
 	switch {
 	case t.bound == info:
 	case missing != "":
@@ -207,6 +225,17 @@ func read(t target, m measurement) (float64, string) {
 			return 0, "the ceiling took no time"
 		}
 		return float64(ttf) / float64(cttf), ""
+	case measureGrantRateRatio:
+		if m.ceiling == nil {
+			return 0, "no ceiling run"
+		}
+		c := m.ceiling.grantRate()
+		if c == 0 {
+			return 0, "the ceiling committed nothing"
+		}
+		return m.rushgate.grantRate() / c, ""
+	case measureEarlyRefusals:
+		return float64(m.rushgate.earlyRefusals), ""
 	}
 	return 0, "unknown measure"
 }

@@ -224,8 +224,8 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		"the servers' database, same form as RUSHGATE_DATABASE_URL (default $RUSHGATE_DATABASE_URL); required for the invariant and the ceiling")
 	fs.StringVar(&cfg.jwtSecret, "jwt-secret", os.Getenv("RUSHGATE_JWT_SECRET"),
 		"the servers' HS256 secret, to mint tokens (default $RUSHGATE_JWT_SECRET)")
-	fs.IntVar(&cfg.users, "users", 2000, "number of users, one join each")
-	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user)")
+	fs.IntVar(&cfg.users, "users", 2000, "number of users, one request each (charge-herd: number of charges)")
+	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user); coupon-herd: the coupon's quantity")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
 	fs.BoolVar(&cfg.list, "list", false, "print the scenario names, one per line, and exit")

@@ -53,6 +53,8 @@ var registry = []registration{
 	{"crew-hot", "--users join ONE crew with a seat for each: every join is a hot-row transaction", newCrewHot},
 	{"crew-herd", "--users join ONE crew of --capacity seats: a herd, mostly answered CREW_FULL", newCrewHerd},
 	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread},
+	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd},
+	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
 }
 
 // lookup finds the scenario called name.

@@ -50,9 +50,12 @@ type runStats struct {
 	latency     latencies
 	answers     map[answer]int // HTTP answers; empty for the ceiling
 	perInstance map[int]int    // requests sent to each instance
-	errors      int            // requests without a response, or failed transactions
-	firstError  string
-	first5xx    string // "status: body" of the first 5xx response
+	// earlyRefusals are requests refused with a "retry" code (COUPON_ISSUE_FAILED) before the
+	// run's last success: turned away while what they asked for remained.
+	earlyRefusals int
+	errors        int // requests without a response, or failed transactions
+	firstError    string
+	first5xx      string // "status: body" of the first 5xx response
 }
 
 // statsOf summarises attempts that took duration of wall time.
@@ -79,8 +82,22 @@ func statsOf(attempts []attempt, duration time.Duration) runStats {
 			s.first5xx = fmt.Sprintf("%d: %s", a.status, a.detail)
 		}
 	}
+	for _, a := range attempts {
+		if !a.ok && a.code == codeIssueFailed && a.end < s.lastSuccess {
+			s.earlyRefusals++
+		}
+	}
 	s.latency = summarizeLatencies(samples)
 	return s
+}
+
+// grantRate is successes per second until the last success: how fast what was there to take was
+// taken. Answers after it (a sold-out herd's cheap refusals) do not dilute or inflate it.
+func (s runStats) grantRate() float64 {
+	if s.lastSuccess <= 0 {
+		return 0
+	}
+	return float64(s.succeeded) / s.lastSuccess.Seconds()
 }
 
 // perSecond is n spread over the run's duration.

@@ -24,27 +24,48 @@ func TestJoin_TwoInstancesShareOneCrew(t *testing.T) {
 	}
 }
 
+// answerLosses are the ways a request's answer can miss the Redis record after its commit: the
+// server was killed (kill -9) between commit and Complete, leaving the record IN_PROGRESS until
+// its lease ends, or Redis lost the record.
+var answerLosses = []struct {
+	name string
+	lose func(ctx context.Context, client *goredis.Client, record string) error
+}{
+	{"server killed before Complete, lease over", func(ctx context.Context, client *goredis.Client, record string) error {
+		// What a killed server leaves: IN_PROGRESS, no answer; the lease has run out.
+		return client.HSet(ctx, record, "status", "IN_PROGRESS", "lease_until", "0",
+			"response_outcome", "", "response_body", "").Err()
+	}},
+	{"record lost", func(ctx context.Context, client *goredis.Client, record string) error {
+		return client.Del(ctx, record).Err()
+	}},
+}
+
+// idempotencyRecord is the Redis key of the idempotency record of user's key.
+func idempotencyRecord(user, key string) string {
+	return "rushgate:idem:" + strconv.Itoa(len(user)) + ":" + user + ":" + key
+}
+
+// redisClient is a client of the Redis at url, closed when the test ends.
+func redisClient(t *testing.T, url string) *goredis.Client {
+	t.Helper()
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := goredis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
 // TestJoin_LostAnswerIsReplayedFromTheDatabase: a join committed but its answer never reached
 // the Redis record — the server was killed (kill -9) between commit and Complete, leaving the
 // record IN_PROGRESS until its lease ends, or Redis lost the record. The client's retry with the
 // same key, after the lease, is answered with the original 201 from the marker committed with
 // the membership: not 409 ALREADY_MEMBER, and not a second join.
 func TestJoin_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
-	losses := []struct {
-		name string
-		lose func(ctx context.Context, client *goredis.Client, record string) error
-	}{
-		{"server killed before Complete, lease over", func(ctx context.Context, client *goredis.Client, record string) error {
-			// What a killed server leaves: IN_PROGRESS, no answer; the lease has run out.
-			return client.HSet(ctx, record, "status", "IN_PROGRESS", "lease_until", "0",
-				"response_outcome", "", "response_body", "").Err()
-		}},
-		{"record lost", func(ctx context.Context, client *goredis.Client, record string) error {
-			return client.Del(ctx, record).Err()
-		}},
-	}
 	for _, b := range backends(t)[1:] {
-		for _, loss := range losses {
+		for _, loss := range answerLosses {
 			t.Run(b.name+"/"+loss.name, func(t *testing.T) {
 				databaseURL, redisURL := b.provision(t)
 				s := startServer(t, backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL})
@@ -54,14 +75,8 @@ func TestJoin_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 					t.Fatalf("join: %d %s", first.status, first.raw)
 				}
 
-				opts, err := goredis.ParseURL(redisURL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				client := goredis.NewClient(opts)
-				defer client.Close()
-				const scope = "lost-answer"
-				record := "rushgate:idem:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + s.run + "k1"
+				client := redisClient(t, redisURL)
+				record := idempotencyRecord("lost-answer", s.run+"k1")
 				if err := loss.lose(context.Background(), client, record); err != nil {
 					t.Fatalf("lose the answer in %s: %v", record, err)
 				}

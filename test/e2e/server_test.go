@@ -20,6 +20,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -63,6 +64,8 @@ type server struct {
 	http    *http.Client
 	// run makes idempotency keys unique to this server, since backends share one Redis.
 	run string
+	// stores is the server's own storage, memory included, for checks through the ports.
+	stores ports.Stores
 }
 
 // startServer is the one builder of the server under test: the fx-built application on b with
@@ -76,8 +79,11 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	var srv *bootstrap.Server
-	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv))
+	var (
+		srv    *bootstrap.Server
+		stores ports.Stores
+	)
+	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv, &stores))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
@@ -87,6 +93,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		tokens: rghttp.NewTokens([]byte(jwtSecret)),
 		http:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 600}},
 		run:    fmt.Sprintf("%d-", time.Now().UnixNano()),
+		stores: stores,
 	}
 	if b.databaseURL != "" {
 		db, err := gormdb.Open(context.Background(), b.databaseURL, gormdb.Options{})
