@@ -9,6 +9,10 @@ type Stores struct {
 	Crews       CrewRepository
 	CrewMembers CrewMemberRepository
 	Markers     IdempotencyMarkerRepository
+	// The challenge verification flow's aggregates.
+	Challenges     ChallengeRepository
+	UploadSessions UploadSessionRepository
+	Verifications  VerificationRepository
 }
 
 // Coordination is what the instances of one deployment share: the distributed lock and the

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/rushgate/rushgate/domain/challenge"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -41,6 +42,12 @@ type Database struct {
 	crews   *table[string, crew.Crew]
 	members *table[memberKey, crew.Member]
 	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
+
+	challenges    *table[string, challenge.Challenge]
+	sessions      *table[string, challenge.UploadSession]
+	verifications *table[verificationKey, challenge.Verification]
+	// verificationSessions is the verifications' UNIQUE(uploadSessionId) index.
+	verificationSessions *table[string, challenge.Verification]
 }
 
 // NewDatabase returns an empty database.
@@ -49,6 +56,10 @@ func NewDatabase() *Database {
 	d.crews = newTable(d, "crews", crewKeyOf)
 	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
 	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
+	d.challenges = newTable(d, "challenges", challengeKeyOf)
+	d.sessions = newTable(d, "upload_sessions", sessionKeyOf)
+	d.verifications = newPartitionedTable(d, "verifications", verificationKeyOf, verificationKey.challenge)
+	d.verificationSessions = newTable(d, "verifications_by_session", verificationSessionKeyOf)
 	return d
 }
 

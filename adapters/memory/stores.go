@@ -6,10 +6,13 @@ import "github.com/rushgate/rushgate/ports"
 // through any of them share d's transactions.
 func NewStores(d *Database) ports.Stores {
 	return ports.Stores{
-		Tx:          d,
-		Crews:       NewCrewRepository(d),
-		CrewMembers: NewCrewMemberRepository(d),
-		Markers:     NewIdempotencyMarkerRepository(d),
+		Tx:             d,
+		Crews:          NewCrewRepository(d),
+		CrewMembers:    NewCrewMemberRepository(d),
+		Markers:        NewIdempotencyMarkerRepository(d),
+		Challenges:     NewChallengeRepository(d),
+		UploadSessions: NewUploadSessionRepository(d),
+		Verifications:  NewVerificationRepository(d),
 	}
 }
 

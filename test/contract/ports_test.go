@@ -30,3 +30,8 @@ func TestIdempotencyStore(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, idempotencyOf, porttest.TestIdempotencyStore)
 }
+
+func TestChallengeRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestChallengeRepositories)
+}
