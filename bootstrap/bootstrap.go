@@ -15,6 +15,7 @@ func Modules(cfg Config) fx.Option {
 		InfrastructureModule,
 		GuardModule,
 		CrewModule,
+		VerificationModule,
 		WorkersModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),

@@ -11,8 +11,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/challenge"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -59,6 +61,18 @@ var statusByCode = map[string]int{
 	errInternal.Code:            stdhttp.StatusInternalServerError,
 	errClientClosed.Code:        statusClientClosed,
 	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
+
+	challenge.ErrNotFound.Code:           stdhttp.StatusNotFound,
+	challenge.ErrUnsupportedFile.Code:    stdhttp.StatusBadRequest,
+	challenge.ErrInvalidSession.Code:     stdhttp.StatusBadRequest,
+	challenge.ErrSessionAlreadyUsed.Code: stdhttp.StatusConflict,
+	challenge.ErrInvalidImageKey.Code:    stdhttp.StatusBadRequest,
+	challenge.ErrImageNotUploaded.Code:   stdhttp.StatusBadRequest,
+	challenge.ErrDeadlinePassed.Code:     stdhttp.StatusBadRequest,
+	challenge.ErrAlreadyVerified.Code:    stdhttp.StatusConflict,
+	localblob.ErrSignatureInvalid.Code:   stdhttp.StatusForbidden,
+	localblob.ErrURLExpired.Code:         stdhttp.StatusForbidden,
+	localblob.ErrAlreadyUploaded.Code:    stdhttp.StatusConflict,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.

@@ -11,8 +11,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcrew "github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/verification"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Deps.MaxBodyBytes is zero.
@@ -21,9 +23,13 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 //go:embed openapi.yaml
 var openAPIDocument []byte
 
-// Deps is what the router needs. Crews, Tokens and Metrics are required.
+// Deps is what the router needs. Crews, Verifications, Tokens and Metrics are required.
 type Deps struct {
-	Crews   *appcrew.Service
+	Crews         *appcrew.Service
+	Verifications *verification.Service
+	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
+	// the upload route then answers 404.
+	Uploads *localblob.Store
 	Tokens  *Tokens
 	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
@@ -58,7 +64,7 @@ func NewRouter(d Deps) *gin.Engine {
 	// different path.
 	r.UseEscapedPath = true
 	r.UnescapePathValues = true
-	r.Use(requestID(logger), observe(d.Metrics), recovery(), validateQuery(), limitBody(maxBody))
+	r.Use(requestID(logger), observe(d.Metrics), recovery(), validateQuery())
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })
 
@@ -70,11 +76,20 @@ func NewRouter(d Deps) *gin.Engine {
 	})
 
 	crews := crewHandlers{crews: d.Crews}
-	authed := r.Group("/", authenticate(d.Tokens))
+	verifications := verificationHandlers{service: d.Verifications, uploads: d.Uploads}
+	// The signed URL authorises an upload, and bounds its body to the signed length.
+	r.PUT(localblob.RoutePrefix+":key", verifications.upload)
+
+	authed := r.Group("/", limitBody(maxBody), authenticate(d.Tokens))
 	authed.POST("/crews", requireRole(RoleAdmin), crews.create)
 	authed.GET("/crews/:crewId", crews.get)
 	authed.GET("/crews/:crewId/members", crews.listMembers)
 	authed.POST("/crews/:crewId/join", crews.join)
 	authed.DELETE("/crews/:crewId/members/me", crews.leave)
+	authed.POST("/admin/challenges", requireRole(RoleAdmin), verifications.createChallenge)
+	authed.GET("/challenges/:challengeId", verifications.getChallenge)
+	authed.GET("/challenges/:challengeId/verifications", verifications.listVerifications)
+	authed.POST("/upload-sessions", verifications.createSession)
+	authed.POST("/verifications", verifications.verify)
 	return r
 }

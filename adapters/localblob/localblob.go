@@ -46,21 +46,22 @@ var (
 // Store keeps objects as files under a directory.
 type Store struct {
 	dir     string
-	baseURL string
+	baseURL func() string
 	secret  []byte
 	clock   ports.Clock
 }
 
-// New returns a store on dir (created if missing) whose upload URLs start with publicURL and are
-// signed with secret; clock decides expiry.
-func New(dir, publicURL string, secret []byte, clock ports.Clock) (*Store, error) {
+// New returns a store on dir (created if missing) whose upload URLs start with what publicURL
+// returns when one is signed (a server listening on port 0 knows its URL only once it listens)
+// and are signed with secret; clock decides expiry.
+func New(dir string, publicURL func() string, secret []byte, clock ports.Clock) (*Store, error) {
 	if len(secret) < 32 {
 		return nil, errors.New("localblob: the signing secret must be at least 32 bytes")
 	}
 	if err := os.MkdirAll(filepath.Join(dir, incomingDir), 0o700); err != nil {
 		return nil, fmt.Errorf("localblob: data directory: %w", err)
 	}
-	return &Store{dir: dir, baseURL: strings.TrimSuffix(publicURL, "/"), secret: secret, clock: clock}, nil
+	return &Store{dir: dir, baseURL: publicURL, secret: secret, clock: clock}, nil
 }
 
 // PresignPut signs a PUT of grant's exact content type and length to grant's key, valid until
@@ -73,7 +74,7 @@ func (s *Store) PresignPut(_ context.Context, grant ports.UploadGrant) (ports.Pr
 	length := strconv.FormatInt(grant.ContentLength, 10)
 	query := url.Values{"expires": {expires}, "signature": {s.sign(grant.Key, grant.ContentType, length, expires)}}
 	return ports.PresignedUpload{
-		URL:             s.baseURL + RoutePrefix + url.PathEscape(grant.Key) + "?" + query.Encode(),
+		URL:             strings.TrimSuffix(s.baseURL(), "/") + RoutePrefix + url.PathEscape(grant.Key) + "?" + query.Encode(),
 		RequiredHeaders: map[string]string{"Content-Type": grant.ContentType, "Content-Length": length},
 	}, nil
 }
