@@ -16,6 +16,7 @@ func Modules(cfg Config) fx.Option {
 		GuardModule,
 		CrewModule,
 		CommerceModule,
+		VerificationModule,
 		WorkersModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),

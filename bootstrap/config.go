@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -28,6 +29,8 @@ type Config struct {
 	Auth     AuthConfig
 	Guard    GuardConfig
 	Commerce CommerceConfig
+	Storage  StorageConfig
+	Upload   UploadConfig
 }
 
 // ServerConfig is the HTTP server and the process around it.
@@ -108,6 +111,43 @@ type CommerceConfig struct {
 	CouponIssueRetries int `env:"RUSHGATE_COUPON_ISSUE_RETRIES" envDefault:"3"`
 }
 
+// StorageConfig is where uploaded photos go: an S3 bucket when RUSHGATE_S3_BUCKET is set, else
+// files under DataDir uploaded through rushgate's own signed route.
+type StorageConfig struct {
+	// S3Endpoint is the S3 API's base URL, e.g. http://127.0.0.1:7070. Unset: AWS's endpoint of
+	// the region.
+	S3Endpoint string `env:"RUSHGATE_S3_ENDPOINT"`
+	// S3Bucket selects S3 storage. Unset: local disk under RUSHGATE_DATA_DIR.
+	S3Bucket string `env:"RUSHGATE_S3_BUCKET"`
+	// S3Region is the bucket's region. Default us-east-1.
+	S3Region string `env:"RUSHGATE_S3_REGION" envDefault:"us-east-1"`
+	// S3AccessKey and S3SecretKey are the credentials presigned URLs are signed with.
+	S3AccessKey string `env:"RUSHGATE_S3_ACCESS_KEY"`
+	S3SecretKey string `env:"RUSHGATE_S3_SECRET_KEY"`
+	// S3PathStyle addresses the bucket in the path, as S3-compatible servers usually need.
+	S3PathStyle bool `env:"RUSHGATE_S3_PATH_STYLE"`
+	// S3Timeout bounds each call to S3 (503 beyond). Default 1s.
+	S3Timeout time.Duration `env:"RUSHGATE_S3_TIMEOUT" envDefault:"1s"`
+	// DataDir holds local uploads. Unset: rushgate-uploads under the OS temp directory.
+	DataDir string `env:"RUSHGATE_DATA_DIR"`
+	// PublicURL is the base of local upload URLs, as clients reach this server. Unset: http://
+	// and the address the server listens on.
+	PublicURL string `env:"RUSHGATE_PUBLIC_URL"`
+}
+
+// UploadConfig bounds uploads and their sessions.
+type UploadConfig struct {
+	// MaxBytes is the largest file a session accepts. Default 10 MiB.
+	MaxBytes int64 `env:"RUSHGATE_UPLOAD_MAX_BYTES" envDefault:"10485760"`
+	// URLExpiry is how long a presigned upload URL works. Default 5m.
+	URLExpiry time.Duration `env:"RUSHGATE_UPLOAD_URL_EXPIRY" envDefault:"5m"`
+	// SessionExpiry is how old a PENDING session may get before it is refused and expired.
+	// Default 30m.
+	SessionExpiry time.Duration `env:"RUSHGATE_UPLOAD_SESSION_EXPIRY" envDefault:"30m"`
+	// ExpiryInterval is how often the expiry worker runs. Default 1m.
+	ExpiryInterval time.Duration `env:"RUSHGATE_EXPIRY_INTERVAL" envDefault:"1m"`
+}
+
 // DefaultConfig is every setting at its default, as with an empty environment.
 func DefaultConfig() Config {
 	cfg, err := parseConfig(env.Options{Environment: map[string]string{}})
@@ -149,6 +189,12 @@ func parseConfig(opts env.Options) (Config, error) {
 	if cfg.Commerce, err = parseGroup[CommerceConfig](opts); err != nil {
 		return Config{}, err
 	}
+	if cfg.Storage, err = parseGroup[StorageConfig](opts); err != nil {
+		return Config{}, err
+	}
+	if cfg.Upload, err = parseGroup[UploadConfig](opts); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -164,7 +210,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 
 // Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
-	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce} {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Storage, c.Upload} {
 		if err := group.Validate(); err != nil {
 			return err
 		}
@@ -248,6 +294,38 @@ func (c CommerceConfig) Validate() error {
 	return allPositive(
 		positive{"RUSHGATE_CHARGE_MAX", c.ChargeMax > 0},
 		positive{"RUSHGATE_COUPON_ISSUE_RETRIES", c.CouponIssueRetries > 0},
+	)
+}
+
+// Validate checks the storage settings.
+func (c StorageConfig) Validate() error {
+	if c.S3Bucket == "" {
+		if c.S3Endpoint != "" || c.S3AccessKey != "" || c.S3SecretKey != "" {
+			return errors.New("RUSHGATE_S3_BUCKET: must be set with the other RUSHGATE_S3_* settings")
+		}
+	} else if c.S3AccessKey == "" || c.S3SecretKey == "" {
+		return errors.New("RUSHGATE_S3_ACCESS_KEY: RUSHGATE_S3_ACCESS_KEY and RUSHGATE_S3_SECRET_KEY are required with RUSHGATE_S3_BUCKET")
+	}
+	if c.S3Endpoint != "" {
+		if u, err := url.Parse(c.S3Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("RUSHGATE_S3_ENDPOINT: %q is not an http(s) URL", c.S3Endpoint)
+		}
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("RUSHGATE_PUBLIC_URL: %q is not an http(s) URL", c.PublicURL)
+		}
+	}
+	return allPositive(positive{"RUSHGATE_S3_TIMEOUT", c.S3Timeout > 0})
+}
+
+// Validate checks the upload settings.
+func (c UploadConfig) Validate() error {
+	return allPositive(
+		positive{"RUSHGATE_UPLOAD_MAX_BYTES", c.MaxBytes > 0},
+		positive{"RUSHGATE_UPLOAD_URL_EXPIRY", c.URLExpiry >= time.Second},
+		positive{"RUSHGATE_UPLOAD_SESSION_EXPIRY", c.SessionExpiry > 0},
+		positive{"RUSHGATE_EXPIRY_INTERVAL", c.ExpiryInterval > 0},
 	)
 }
 

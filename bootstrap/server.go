@@ -17,11 +17,13 @@ import (
 	"go.uber.org/fx"
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/catalog"
 	"github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/verification"
 	"github.com/rushgate/rushgate/application/wallet"
 )
 
@@ -94,35 +96,39 @@ func announceTokens(lc fx.Lifecycle, _ *Server, generated generatedTokens, conso
 
 type routerParams struct {
 	fx.In
-	Config    Config
-	Crews     *crew.Service
-	Wallets   *wallet.Service
-	Coupons   *coupon.Service
-	Products  *catalog.Service
-	Orders    *order.Service
-	Tokens    *rghttp.Tokens
-	Metrics   *telemetry.Metrics
-	Logger    *slog.Logger
-	Readiness []telemetry.ReadinessCheck `group:"readiness"`
+	Config        Config
+	Crews         *crew.Service
+	Wallets       *wallet.Service
+	Coupons       *coupon.Service
+	Products      *catalog.Service
+	Orders        *order.Service
+	Verifications *verification.Service
+	Uploads       *localblob.Store `optional:"true"`
+	Tokens        *rghttp.Tokens
+	Metrics       *telemetry.Metrics
+	Logger        *slog.Logger
+	Readiness     []telemetry.ReadinessCheck `group:"readiness"`
 }
 
 func provideRouter(p routerParams) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	return rghttp.NewRouter(rghttp.Deps{
-		Crews:        p.Crews,
-		Wallets:      p.Wallets,
-		Coupons:      p.Coupons,
-		Products:     p.Products,
-		Orders:       p.Orders,
-		Tokens:       p.Tokens,
-		Metrics:      p.Metrics,
-		Logger:       p.Logger,
-		Readiness:    p.Readiness,
-		MaxBodyBytes: p.Config.Server.MaxBodyBytes,
+		Crews:         p.Crews,
+		Wallets:       p.Wallets,
+		Coupons:       p.Coupons,
+		Products:      p.Products,
+		Orders:        p.Orders,
+		Verifications: p.Verifications,
+		Uploads:       p.Uploads,
+		Tokens:        p.Tokens,
+		Metrics:       p.Metrics,
+		Logger:        p.Logger,
+		Readiness:     p.Readiness,
+		MaxBodyBytes:  p.Config.Server.MaxBodyBytes,
 	})
 }
 
-func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Logger) *Server {
+func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *listenAddress, log *slog.Logger) *Server {
 	server := &Server{}
 	httpServer := &stdhttp.Server{
 		Handler:           router,
@@ -138,6 +144,8 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, log *slog.Lo
 				return fmt.Errorf("listen on RUSHGATE_ADDR %s: %w", cfg.Server.Addr, err)
 			}
 			server.listener = ln
+			addr := ln.Addr()
+			listening.Store(&addr)
 			go func() {
 				if err := httpServer.Serve(ln); err != nil && !errors.Is(err, stdhttp.ErrServerClosed) {
 					log.Error("http server stopped", "error", err)

@@ -14,17 +14,26 @@ import (
 // markerPruneBatch bounds one DELETE of expired idempotency markers.
 const markerPruneBatch = 1000
 
-// WorkersModule runs the background work: today, pruning expired idempotency markers.
-var WorkersModule = fx.Module("workers", fx.Invoke(runMarkerPruner))
+// WorkersModule runs the background work: pruning expired idempotency markers and expiring
+// abandoned upload sessions.
+var WorkersModule = fx.Module("workers", fx.Invoke(runMarkerPruner, runSessionExpirer))
 
 // runMarkerPruner prunes every RUSHGATE_MARKER_PRUNE_INTERVAL until the application stops.
 func runMarkerPruner(lc fx.Lifecycle, cfg Config, g *guard.Guard, log *slog.Logger) {
+	runPeriodically(lc, cfg.Guard.MarkerPruneInterval, log, "pruning idempotency markers", func(ctx context.Context) (int, error) {
+		return g.PruneMarkers(ctx, markerPruneBatch)
+	})
+}
+
+// runPeriodically runs round every interval from the application's start until its stop, which
+// cancels a round in flight and waits for it. A failed round is logged; the next one retries.
+func runPeriodically(lc fx.Lifecycle, interval time.Duration, log *slog.Logger, what string, round func(ctx context.Context) (int, error)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			wg.Go(func() {
-				ticker := time.NewTicker(cfg.Guard.MarkerPruneInterval)
+				ticker := time.NewTicker(interval)
 				defer ticker.Stop()
 				for {
 					select {
@@ -32,9 +41,9 @@ func runMarkerPruner(lc fx.Lifecycle, cfg Config, g *guard.Guard, log *slog.Logg
 						return
 					case <-ticker.C:
 					}
-					n, err := g.PruneMarkers(ctx, markerPruneBatch)
+					n, err := round(ctx)
 					if err != nil && ctx.Err() == nil {
-						log.Warn("pruning idempotency markers failed; next round retries", "error", err, "deleted", n)
+						log.Warn(what+" failed; next round retries", "error", err, "done", n)
 					}
 				}
 			})

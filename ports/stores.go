@@ -15,6 +15,10 @@ type Stores struct {
 	Products    ProductRepository
 	Carts       CartRepository
 	Orders      OrderRepository
+	// The challenge verification flow's aggregates.
+	Challenges     ChallengeRepository
+	UploadSessions UploadSessionRepository
+	Verifications  VerificationRepository
 }
 
 // Coordination is what the instances of one deployment share: the distributed lock and the

@@ -66,6 +66,9 @@ type errorMeanings struct {
 	notFound error
 	// duplicate is returned for a UNIQUE or PRIMARY KEY violation.
 	duplicate error
+	// duplicateByKey, for a table with several unique keys, returns the error of the violated
+	// key's name; a name it lacks falls back to duplicate.
+	duplicateByKey map[string]error
 }
 
 // translate maps a GORM or driver error to what the ports promise: the domain errors in m;
@@ -82,8 +85,13 @@ func translate(err error, m errorMeanings) error {
 		isForeignKeyViolation(err)) {
 		return m.notFound
 	}
-	if m.duplicate != nil && isDuplicate(err) {
-		return m.duplicate
+	if isDuplicate(err) {
+		if byKey, ok := m.duplicateByKey[violatedKey(err)]; ok {
+			return byKey
+		}
+		if m.duplicate != nil {
+			return m.duplicate
+		}
 	}
 	switch {
 	case isTxConflict(err):
@@ -98,6 +106,29 @@ func translate(err error, m errorMeanings) error {
 
 func isDuplicate(err error) bool {
 	return hasPgCode(err, pgUniqueViolation) || hasMySQLNumber(err, myDuplicateEntry)
+}
+
+// violatedKey names the unique constraint or index a duplicate-key error violated: Postgres
+// reports it as a field, MySQL and MariaDB only in the message ("… for key 'table.name'" or
+// "… for key 'name'").
+func violatedKey(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	var myErr *mysql.MySQLError
+	if !errors.As(err, &myErr) {
+		return ""
+	}
+	_, key, found := strings.Cut(myErr.Message, " for key '")
+	if !found {
+		return ""
+	}
+	key = strings.TrimSuffix(key, "'")
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		key = key[i+1:]
+	}
+	return key
 }
 
 func isForeignKeyViolation(err error) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -107,4 +108,22 @@ func TestTranslate_KeepsOtherErrorsWithContext(t *testing.T) {
 
 func TestTranslate_Nil(t *testing.T) {
 	assert.NoError(t, translate(nil, errorMeanings{op: "get crew", notFound: crew.ErrNotFound}))
+}
+
+func TestTranslate_NamesTheViolatedUniqueKey(t *testing.T) {
+	first, second := errors.New("first"), errors.New("second")
+	m := errorMeanings{op: "add", duplicateByKey: map[string]error{"one_per_user": first, "one_per_session": second}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"postgres", &pgconn.PgError{Code: "23505", ConstraintName: "one_per_session"}, second},
+		{"mysql 8", &mysql.MySQLError{Number: 1062, Message: "Duplicate entry 'a-b' for key 'verifications.one_per_user'"}, first},
+		{"mariadb", &mysql.MySQLError{Number: 1062, Message: "Duplicate entry 's' for key 'one_per_session'"}, second},
+	} {
+		if got := translate(tc.err, m); !errors.Is(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -6,15 +6,18 @@ import "github.com/rushgate/rushgate/ports"
 // through any of them share one transaction.
 func NewStores(db *DB) ports.Stores {
 	return ports.Stores{
-		Tx:          NewTxRunner(db),
-		Crews:       NewCrewRepository(db),
-		CrewMembers: NewCrewMemberRepository(db),
-		Markers:     NewIdempotencyMarkerRepository(db),
-		Coupons:     NewCouponRepository(db),
-		UserCoupons: NewUserCouponRepository(db),
-		Wallets:     NewWalletRepository(db),
-		Products:    NewProductRepository(db),
-		Carts:       NewCartRepository(db),
-		Orders:      NewOrderRepository(db),
+		Tx:             NewTxRunner(db),
+		Crews:          NewCrewRepository(db),
+		CrewMembers:    NewCrewMemberRepository(db),
+		Markers:        NewIdempotencyMarkerRepository(db),
+		Coupons:        NewCouponRepository(db),
+		UserCoupons:    NewUserCouponRepository(db),
+		Wallets:        NewWalletRepository(db),
+		Products:       NewProductRepository(db),
+		Carts:          NewCartRepository(db),
+		Orders:         NewOrderRepository(db),
+		Challenges:     NewChallengeRepository(db),
+		UploadSessions: NewUploadSessionRepository(db),
+		Verifications:  NewVerificationRepository(db),
 	}
 }

@@ -132,8 +132,9 @@ func badCredentials(t *testing.T) []struct{ name, authorization string } {
 	}
 }
 
-// publicRoutes are the operational routes that need no token.
-var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.yaml": true}
+// publicRoutes are the routes that need no token: the operational ones, and the signed upload,
+// which its URL's signature authorises (verifications_test.go covers its refusals).
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.yaml": true, "/uploads/:key": true}
 
 // authenticatedRoutes lists every route of the router but the public ones, so a route added
 // later is covered without editing the test.

@@ -11,8 +11,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/challenge"
 	"github.com/rushgate/rushgate/domain/commerce"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
@@ -65,20 +67,31 @@ var statusByCode = map[string]int{
 	errClientClosed.Code:        statusClientClosed,
 	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
 
-	commerce.ErrAmountOverflow.Code: stdhttp.StatusBadRequest,
-	wallet.ErrInvalidAmount.Code:    stdhttp.StatusBadRequest,
-	wallet.ErrUserNotFound.Code:     stdhttp.StatusNotFound,
-	wallet.ErrUserExists.Code:       stdhttp.StatusConflict,
-	coupon.ErrNotFound.Code:         stdhttp.StatusNotFound,
-	coupon.ErrSoldOut.Code:          stdhttp.StatusConflict,
-	coupon.ErrExpired.Code:          stdhttp.StatusConflict,
-	coupon.ErrAlreadyIssued.Code:    stdhttp.StatusConflict,
-	coupon.ErrIssueFailed.Code:      stdhttp.StatusConflict,
-	catalog.ErrProductNotFound.Code: stdhttp.StatusNotFound,
-	catalog.CodeInsufficientStock:   stdhttp.StatusBadRequest,
-	order.ErrEmptyCart.Code:         stdhttp.StatusBadRequest,
-	order.ErrNotFound.Code:          stdhttp.StatusNotFound,
-	coupon.ErrInvalid.Code:          stdhttp.StatusBadRequest,
+	commerce.ErrAmountOverflow.Code:      stdhttp.StatusBadRequest,
+	wallet.ErrInvalidAmount.Code:         stdhttp.StatusBadRequest,
+	wallet.ErrUserNotFound.Code:          stdhttp.StatusNotFound,
+	wallet.ErrUserExists.Code:            stdhttp.StatusConflict,
+	coupon.ErrNotFound.Code:              stdhttp.StatusNotFound,
+	coupon.ErrSoldOut.Code:               stdhttp.StatusConflict,
+	coupon.ErrExpired.Code:               stdhttp.StatusConflict,
+	coupon.ErrAlreadyIssued.Code:         stdhttp.StatusConflict,
+	coupon.ErrIssueFailed.Code:           stdhttp.StatusConflict,
+	catalog.ErrProductNotFound.Code:      stdhttp.StatusNotFound,
+	catalog.CodeInsufficientStock:        stdhttp.StatusBadRequest,
+	order.ErrEmptyCart.Code:              stdhttp.StatusBadRequest,
+	order.ErrNotFound.Code:               stdhttp.StatusNotFound,
+	coupon.ErrInvalid.Code:               stdhttp.StatusBadRequest,
+	challenge.ErrNotFound.Code:           stdhttp.StatusNotFound,
+	challenge.ErrUnsupportedFile.Code:    stdhttp.StatusBadRequest,
+	challenge.ErrInvalidSession.Code:     stdhttp.StatusBadRequest,
+	challenge.ErrSessionAlreadyUsed.Code: stdhttp.StatusConflict,
+	challenge.ErrInvalidImageKey.Code:    stdhttp.StatusBadRequest,
+	challenge.ErrImageNotUploaded.Code:   stdhttp.StatusBadRequest,
+	challenge.ErrDeadlinePassed.Code:     stdhttp.StatusBadRequest,
+	challenge.ErrAlreadyVerified.Code:    stdhttp.StatusConflict,
+	localblob.ErrSignatureInvalid.Code:   stdhttp.StatusForbidden,
+	localblob.ErrURLExpired.Code:         stdhttp.StatusForbidden,
+	localblob.ErrAlreadyUploaded.Code:    stdhttp.StatusConflict,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.

@@ -11,11 +11,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcatalog "github.com/rushgate/rushgate/application/catalog"
 	appcoupon "github.com/rushgate/rushgate/application/coupon"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	apporder "github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/verification"
 	appwallet "github.com/rushgate/rushgate/application/wallet"
 )
 
@@ -27,13 +29,17 @@ var openAPIDocument []byte
 
 // Deps is what the router needs. Every service, Tokens and Metrics are required.
 type Deps struct {
-	Crews    *appcrew.Service
-	Wallets  *appwallet.Service
-	Coupons  *appcoupon.Service
-	Products *appcatalog.Service
-	Orders   *apporder.Service
-	Tokens   *Tokens
-	Metrics  *telemetry.Metrics
+	Crews         *appcrew.Service
+	Wallets       *appwallet.Service
+	Coupons       *appcoupon.Service
+	Products      *appcatalog.Service
+	Orders        *apporder.Service
+	Verifications *verification.Service
+	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
+	// the upload route then answers 404.
+	Uploads *localblob.Store
+	Tokens  *Tokens
+	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Readiness lists the dependencies /readyz probes (database, redis).
@@ -66,7 +72,7 @@ func NewRouter(d Deps) *gin.Engine {
 	// different path.
 	r.UseEscapedPath = true
 	r.UnescapePathValues = true
-	r.Use(requestID(logger), observe(d.Metrics), recovery(), validateQuery(), limitBody(maxBody))
+	r.Use(requestID(logger), observe(d.Metrics), recovery(), validateQuery())
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })
 
@@ -78,12 +84,21 @@ func NewRouter(d Deps) *gin.Engine {
 	})
 
 	crews := crewHandlers{crews: d.Crews}
-	authed := r.Group("/", authenticate(d.Tokens))
+	verifications := verificationHandlers{service: d.Verifications, uploads: d.Uploads}
+	// The signed URL authorises an upload, and bounds its body to the signed length.
+	r.PUT(localblob.RoutePrefix+":key", verifications.upload)
+
+	authed := r.Group("/", limitBody(maxBody), authenticate(d.Tokens))
 	authed.POST("/crews", requireRole(RoleAdmin), crews.create)
 	authed.GET("/crews/:crewId", crews.get)
 	authed.GET("/crews/:crewId/members", crews.listMembers)
 	authed.POST("/crews/:crewId/join", crews.join)
 	authed.DELETE("/crews/:crewId/members/me", crews.leave)
+	authed.POST("/admin/challenges", requireRole(RoleAdmin), verifications.createChallenge)
+	authed.GET("/challenges/:challengeId", verifications.getChallenge)
+	authed.GET("/challenges/:challengeId/verifications", verifications.listVerifications)
+	authed.POST("/upload-sessions", verifications.createSession)
+	authed.POST("/verifications", verifications.verify)
 
 	wallets := walletHandlers{wallets: d.Wallets}
 	authed.POST("/admin/users", requireRole(RoleAdmin), wallets.createUser)

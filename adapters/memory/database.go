@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/rushgate/rushgate/domain/challenge"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/domain/commerce/order"
@@ -46,15 +47,20 @@ type Database struct {
 	members *table[memberKey, crew.Member]
 	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
 
-	coupons     *table[string, coupon.Coupon]
-	userCoupons *table[userCouponKey, coupon.UserCoupon]
-	accounts    *table[string, wallet.Account]
-	ledger      *table[ledgerKey, wallet.Entry]
-	products    *table[string, catalog.Product]
-	stock       *table[string, catalog.Stock]
-	carts       *table[string, order.Cart]
-	cartItems   *table[cartItemKey, order.CartItem]
-	orders      *table[string, order.Order]
+	coupons       *table[string, coupon.Coupon]
+	userCoupons   *table[userCouponKey, coupon.UserCoupon]
+	accounts      *table[string, wallet.Account]
+	ledger        *table[ledgerKey, wallet.Entry]
+	products      *table[string, catalog.Product]
+	stock         *table[string, catalog.Stock]
+	carts         *table[string, order.Cart]
+	cartItems     *table[cartItemKey, order.CartItem]
+	orders        *table[string, order.Order]
+	challenges    *table[string, challenge.Challenge]
+	sessions      *table[string, challenge.UploadSession]
+	verifications *table[verificationKey, challenge.Verification]
+	// verificationSessions is the verifications' UNIQUE(uploadSessionId) index.
+	verificationSessions *table[string, challenge.Verification]
 }
 
 // NewDatabase returns an empty database.
@@ -72,6 +78,10 @@ func NewDatabase() *Database {
 	d.carts = newTable(d, "carts", cartKeyOf)
 	d.cartItems = newPartitionedTable(d, "cart_items", cartItemKeyOf, cartItemKey.cart)
 	d.orders = newTable(d, "orders", orderKeyOf)
+	d.challenges = newTable(d, "challenges", challengeKeyOf)
+	d.sessions = newTable(d, "upload_sessions", sessionKeyOf)
+	d.verifications = newPartitionedTable(d, "verifications", verificationKeyOf, verificationKey.challenge)
+	d.verificationSessions = newTable(d, "verifications_by_session", verificationSessionKeyOf)
 	return d
 }
 

@@ -6,16 +6,19 @@ import "github.com/rushgate/rushgate/ports"
 // through any of them share d's transactions.
 func NewStores(d *Database) ports.Stores {
 	return ports.Stores{
-		Tx:          d,
-		Crews:       NewCrewRepository(d),
-		CrewMembers: NewCrewMemberRepository(d),
-		Markers:     NewIdempotencyMarkerRepository(d),
-		Coupons:     NewCouponRepository(d),
-		UserCoupons: NewUserCouponRepository(d),
-		Wallets:     NewWalletRepository(d),
-		Products:    NewProductRepository(d),
-		Carts:       NewCartRepository(d),
-		Orders:      NewOrderRepository(d),
+		Tx:             d,
+		Crews:          NewCrewRepository(d),
+		CrewMembers:    NewCrewMemberRepository(d),
+		Markers:        NewIdempotencyMarkerRepository(d),
+		Coupons:        NewCouponRepository(d),
+		UserCoupons:    NewUserCouponRepository(d),
+		Wallets:        NewWalletRepository(d),
+		Products:       NewProductRepository(d),
+		Carts:          NewCartRepository(d),
+		Orders:         NewOrderRepository(d),
+		Challenges:     NewChallengeRepository(d),
+		UploadSessions: NewUploadSessionRepository(d),
+		Verifications:  NewVerificationRepository(d),
 	}
 }
 

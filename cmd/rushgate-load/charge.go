@@ -133,10 +133,10 @@ func (s *chargeHerd) invariant(ctx context.Context, e *env, attempts []attempt) 
 	}
 	return invariantResult{
 		rows: []invariantRow{
-			{"db: balance", int(balance)},
-			{"db: Σ ledger", int(ledgerSum)},
-			{"db: charges in the ledger", applied},
-			{"expected: charges answered 200", answered200},
+			{label: "db: balance", value: int(balance)},
+			{label: "db: Σ ledger", value: int(ledgerSum)},
+			{label: "db: charges in the ledger", value: applied},
+			{label: "expected: charges answered 200", value: answered200},
 		},
 		violations: violations,
 	}, nil

@@ -158,10 +158,10 @@ func (s *couponHerd) invariant(ctx context.Context, e *env, attempts []attempt) 
 	}
 	return invariantResult{
 		rows: []invariantRow{
-			{"db: issued", issued},
-			{"db: count(user_coupons)", len(holders)},
-			{"db: count(distinct user_id)", len(held)},
-			{"expected: users answered 201", answered201},
+			{label: "db: issued", value: issued},
+			{label: "db: count(user_coupons)", value: len(holders)},
+			{label: "db: count(distinct user_id)", value: len(held)},
+			{label: "expected: users answered 201", value: answered201},
 		},
 		violations: violations,
 	}, nil

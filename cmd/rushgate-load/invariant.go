@@ -14,10 +14,12 @@ type invariantResult struct {
 	violations []string       // one line per problem, naming what broke
 }
 
-// invariantRow is one labelled number of the invariant check.
+// invariantRow is one labelled number of the invariant check, or of a scenario's own
+// measurements (text, shown instead of value when set).
 type invariantRow struct {
 	label string
 	value int
+	text  string
 }
 
 // holds reports whether nothing broke.
@@ -172,10 +174,10 @@ func summarizeCrews(states []crewState) invariantResult {
 	}
 	return invariantResult{
 		rows: []invariantRow{
-			{"db: currentMembers (Σ crews)", current},
-			{"db: count(crew_members)", members},
-			{"db: count(distinct user_id)", distinct},
-			{"expected: users answered 201", answered201},
+			{label: "db: currentMembers (Σ crews)", value: current},
+			{label: "db: count(crew_members)", value: members},
+			{label: "db: count(distinct user_id)", value: distinct},
+			{label: "expected: users answered 201", value: answered201},
 		},
 		violations: violations,
 	}

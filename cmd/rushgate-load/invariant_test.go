@@ -74,9 +74,9 @@ func TestSummarizeCrews_SumsTheCrewsAndNamesEveryBrokenOne(t *testing.T) {
 	assert.False(t, r.holds())
 	assert.Equal(t, []string{"crew drifted: currentMembers 2 != count(crew_members) 1"}, r.violations)
 	assert.Equal(t, []invariantRow{
-		{"db: currentMembers (Σ crews)", 3},
-		{"db: count(crew_members)", 2},
-		{"db: count(distinct user_id)", 2},
-		{"expected: users answered 201", 2},
+		{label: "db: currentMembers (Σ crews)", value: 3},
+		{label: "db: count(crew_members)", value: 2},
+		{label: "db: count(distinct user_id)", value: 2},
+		{label: "expected: users answered 201", value: 2},
 	}, r.rows)
 }

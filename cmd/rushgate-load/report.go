@@ -185,7 +185,11 @@ func (r report) write(w io.Writer) error {
 		row(v.target.measure.label(), v.value, v.ceiling, &v)
 	}
 	for _, ir := range r.invariant.rows {
-		row(ir.label, fmt.Sprint(ir.value), "", nil)
+		value := ir.text
+		if value == "" {
+			value = fmt.Sprint(ir.value)
+		}
+		row(ir.label, value, "", nil)
 	}
 	invariant := "PASS"
 	if !r.invariant.holds() {

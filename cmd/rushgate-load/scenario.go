@@ -37,7 +37,7 @@ type env struct {
 	runID   string // keeps this run's users, keys and crews apart from earlier runs
 	api     *instances
 	tokens  *rghttp.Tokens
-	db      *gormdb.DB
+	db      *gormdb.DB    // nil when a databaseOptional scenario runs without one
 	timeout time.Duration // per request and per ceiling transaction
 }
 
@@ -55,7 +55,12 @@ var registry = []registration{
 	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread},
 	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd},
 	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
+	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
 }
+
+// databaseOptional marks a scenario that also runs against the embedded default: without
+// --database-url it reads its invariant through the API and has no ceiling.
+type databaseOptional interface{ withoutDatabase() }
 
 // lookup finds the scenario called name.
 func lookup(name string) (registration, error) {

@@ -45,3 +45,8 @@ func TestCommerceRepositories(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestCommerceRepositories)
 }
+
+func TestChallengeRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestChallengeRepositories)
+}

@@ -76,6 +76,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		b.databaseURL, b.redisURL = b.provision(t)
 	}
 	cfg := testConfig(b)
+	cfg.Storage.DataDir = t.TempDir()
 	for _, f := range tweak {
 		f(&cfg)
 	}

@@ -1,0 +1,177 @@
+package http
+
+import (
+	"io"
+	stdhttp "net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rushgate/rushgate/adapters/localblob"
+	"github.com/rushgate/rushgate/application/verification"
+	"github.com/rushgate/rushgate/domain"
+)
+
+// verificationHandlers serves the challenge verification routes (SPEC §2, §7) and, on the
+// embedded default, the signed upload route.
+type verificationHandlers struct {
+	service *verification.Service
+	uploads *localblob.Store // nil when uploads go to S3
+}
+
+type createChallengeRequest struct {
+	Title    string  `json:"title"`
+	Deadline string  `json:"deadline"`
+	CrewID   *string `json:"crewId"`
+}
+
+// createChallenge answers POST /admin/challenges (admin).
+func (h verificationHandlers) createChallenge(c *gin.Context) {
+	var req createChallengeRequest
+	if err := decodeJSON(c.Request, &req, false); err != nil {
+		respondError(c, err)
+		return
+	}
+	deadline, err := time.Parse(time.RFC3339Nano, req.Deadline)
+	if err != nil {
+		respondError(c, domain.Invalid("deadline", "must be an RFC 3339 time"))
+		return
+	}
+	cmd := verification.CreateChallengeCommand{Title: req.Title, Deadline: deadline}
+	if req.CrewID != nil {
+		if *req.CrewID == "" {
+			respondError(c, domain.Invalid("crewId", "must be a UUID"))
+			return
+		}
+		cmd.CrewID = *req.CrewID
+	}
+	view, err := h.service.CreateChallenge(c.Request.Context(), cmd)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.Header("Location", "/challenges/"+view.ID)
+	c.JSON(stdhttp.StatusCreated, view)
+}
+
+// getChallenge answers GET /challenges/{challengeId}.
+func (h verificationHandlers) getChallenge(c *gin.Context) {
+	view, err := h.service.GetChallenge(c.Request.Context(), c.Param("challengeId"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}
+
+// listVerifications answers GET /challenges/{challengeId}/verifications?limit=&cursor=: the
+// caller's own, or everyone's for an admin.
+func (h verificationHandlers) listVerifications(c *gin.Context) {
+	limit, err := pageLimit(c, verification.MaxPageLimit)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	p := principal(c)
+	page, err := h.service.ListVerifications(c.Request.Context(), verification.ListCommand{
+		ChallengeID: c.Param("challengeId"), UserID: p.UserID, Admin: p.Role == RoleAdmin,
+		Limit: limit, Cursor: c.Query("cursor"),
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, page)
+}
+
+type createSessionRequest struct {
+	FileName    string `json:"fileName"`
+	ContentType string `json:"contentType"`
+	FileSize    int64  `json:"fileSize"`
+}
+
+// createSession answers POST /upload-sessions with where and how to upload the file.
+func (h verificationHandlers) createSession(c *gin.Context) {
+	var req createSessionRequest
+	if err := decodeJSON(c.Request, &req, false); err != nil {
+		respondError(c, err)
+		return
+	}
+	view, err := h.service.CreateUploadSession(c.Request.Context(), verification.SessionCommand{
+		UserID: principal(c).UserID, FileName: req.FileName, ContentType: req.ContentType, FileSize: req.FileSize,
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}
+
+type verifyRequest struct {
+	SessionID   string `json:"sessionId"`
+	ChallengeID string `json:"challengeId"`
+	ImageKey    string `json:"imageKey"`
+}
+
+// verify answers POST /verifications, guarded by the Idempotency-Key header.
+func (h verificationHandlers) verify(c *gin.Context) {
+	var req verifyRequest
+	if err := decodeJSON(c.Request, &req, false); err != nil {
+		respondError(c, err)
+		return
+	}
+	res, err := h.service.Verify(c.Request.Context(), verification.VerifyCommand{
+		UserID: principal(c).UserID, SessionID: req.SessionID, ChallengeID: req.ChallengeID, ImageKey: req.ImageKey,
+		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	if res.Replayed {
+		c.Header(IdempotentReplayedHeader, "true")
+	}
+	c.JSON(statusOf(res.Outcome), res.Value)
+}
+
+// upload answers PUT /uploads/{key}, the embedded default's signed upload: the URL's signature
+// is the authorisation, checked with everything else by localblob.Store.Receive. A good upload
+// answers 200 with an empty body, as S3 does.
+func (h verificationHandlers) upload(c *gin.Context) {
+	if h.uploads == nil {
+		respondError(c, errRouteNotFound)
+		return
+	}
+	body := &readErrorRecorder{r: c.Request.Body}
+	err := h.uploads.Receive(localblob.Upload{
+		Key:           c.Param("key"),
+		ContentType:   c.GetHeader("Content-Type"),
+		ContentLength: c.Request.ContentLength,
+		Expires:       c.Query("expires"),
+		Signature:     c.Query("signature"),
+		Body:          body,
+	})
+	if body.err != nil {
+		respondError(c, bodyReadError(body.err))
+		return
+	}
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.Status(stdhttp.StatusOK)
+}
+
+// readErrorRecorder remembers the error reading a request body failed with, other than its end.
+type readErrorRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrorRecorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}

@@ -1,0 +1,223 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/challenge"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var (
+	_ ports.ChallengeRepository     = (*ChallengeRepository)(nil)
+	_ ports.UploadSessionRepository = (*UploadSessionRepository)(nil)
+	_ ports.VerificationRepository  = (*VerificationRepository)(nil)
+)
+
+func challengeKeyOf(c challenge.Challenge) string { return c.ID }
+
+func sessionKeyOf(s challenge.UploadSession) string { return s.ID }
+
+// verificationKey is the unique key (challengeId, userId) of a verification.
+type verificationKey struct {
+	challengeID, userID string
+}
+
+func verificationKeyOf(v challenge.Verification) verificationKey {
+	return verificationKey{v.ChallengeID, v.UserID}
+}
+
+// challenge partitions the verifications table by challenge, for List.
+func (k verificationKey) challenge() string { return k.challengeID }
+
+// verificationSessionKeyOf is the unique key of the verifications' session index.
+func verificationSessionKeyOf(v challenge.Verification) string { return v.UploadSessionID }
+
+// ChallengeRepository stores challenges in a Database.
+type ChallengeRepository struct{ db *Database }
+
+// NewChallengeRepository returns a ChallengeRepository on d.
+func NewChallengeRepository(d *Database) *ChallengeRepository { return &ChallengeRepository{db: d} }
+
+// Create inserts c; an existing id is a duplicate-key error.
+func (r *ChallengeRepository) Create(ctx context.Context, c challenge.Challenge) error {
+	return r.db.run(ctx, func(t *tx) error { return r.db.challenges.insert(ctx, t, c) })
+}
+
+// Get returns the challenge or challenge.ErrNotFound.
+func (r *ChallengeRepository) Get(ctx context.Context, id string) (challenge.Challenge, error) {
+	var found challenge.Challenge
+	err := r.db.run(ctx, func(t *tx) error {
+		c, ok := r.db.challenges.get(t, id)
+		if !ok {
+			return challenge.ErrNotFound
+		}
+		found = c
+		return nil
+	})
+	return found, err
+}
+
+// GetForUpdate locks the challenge's row until ctx's transaction ends, then returns it or
+// challenge.ErrNotFound. It fails outside InTx.
+func (r *ChallengeRepository) GetForUpdate(ctx context.Context, id string) (challenge.Challenge, error) {
+	var found challenge.Challenge
+	err := r.db.runInTx(ctx, func(t *tx) error {
+		c, ok, err := r.db.challenges.getForUpdate(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return challenge.ErrNotFound
+		}
+		found = c
+		return nil
+	})
+	return found, err
+}
+
+// UploadSessionRepository stores upload sessions in a Database.
+type UploadSessionRepository struct{ db *Database }
+
+// NewUploadSessionRepository returns an UploadSessionRepository on d.
+func NewUploadSessionRepository(d *Database) *UploadSessionRepository {
+	return &UploadSessionRepository{db: d}
+}
+
+// Create inserts s; an existing id is a duplicate-key error.
+func (r *UploadSessionRepository) Create(ctx context.Context, s challenge.UploadSession) error {
+	return r.db.run(ctx, func(t *tx) error { return r.db.sessions.insert(ctx, t, s) })
+}
+
+// Get returns the session or challenge.ErrInvalidSession.
+func (r *UploadSessionRepository) Get(ctx context.Context, id string) (challenge.UploadSession, error) {
+	var found challenge.UploadSession
+	err := r.db.run(ctx, func(t *tx) error {
+		s, ok := r.db.sessions.get(t, id)
+		if !ok {
+			return challenge.ErrInvalidSession
+		}
+		found = s
+		return nil
+	})
+	return found, err
+}
+
+// GetForUpdate locks the session's row until ctx's transaction ends, then returns it or
+// challenge.ErrInvalidSession. It fails outside InTx.
+func (r *UploadSessionRepository) GetForUpdate(ctx context.Context, id string) (challenge.UploadSession, error) {
+	var found challenge.UploadSession
+	err := r.db.runInTx(ctx, func(t *tx) error {
+		s, ok, err := r.db.sessions.getForUpdate(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return challenge.ErrInvalidSession
+		}
+		found = s
+		return nil
+	})
+	return found, err
+}
+
+// Complete turns the PENDING session COMPLETED under its row lock.
+func (r *UploadSessionRepository) Complete(ctx context.Context, id string) error {
+	return r.db.run(ctx, func(t *tx) error {
+		changed, err := r.setStatusIfPending(ctx, t, id, challenge.SessionCompleted)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return challenge.ErrSessionAlreadyUsed
+		}
+		return nil
+	})
+}
+
+// Expire turns up to limit PENDING sessions requested before requestedBefore EXPIRED, oldest
+// first. Each candidate is re-read under its row lock, as a conditional UPDATE re-checks its
+// WHERE, so a session completed meanwhile is left alone and two callers expire it once.
+func (r *UploadSessionRepository) Expire(ctx context.Context, requestedBefore time.Time, limit int) (int, error) {
+	var expired int
+	err := r.db.run(ctx, func(t *tx) error {
+		old := r.db.sessions.filter(t, func(s challenge.UploadSession) bool {
+			return s.Status == challenge.SessionPending && s.RequestedAt.Before(requestedBefore)
+		})
+		slices.SortFunc(old, func(a, b challenge.UploadSession) int {
+			return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), cmp.Compare(a.ID, b.ID))
+		})
+		for _, s := range old[:min(max(limit, 0), len(old))] {
+			changed, err := r.setStatusIfPending(ctx, t, s.ID, challenge.SessionExpired)
+			if err != nil {
+				return err
+			}
+			if changed {
+				expired++
+			}
+		}
+		return nil
+	})
+	return expired, err
+}
+
+// setStatusIfPending locks the session and moves it to status when it is still PENDING.
+func (r *UploadSessionRepository) setStatusIfPending(ctx context.Context, t *tx, id string, status challenge.SessionStatus) (bool, error) {
+	s, ok, err := r.db.sessions.getForUpdate(ctx, t, id)
+	if err != nil || !ok || s.Status != challenge.SessionPending {
+		return false, err
+	}
+	s.Status = status
+	return true, r.db.sessions.put(ctx, t, s)
+}
+
+// VerificationRepository stores verifications in a Database.
+type VerificationRepository struct{ db *Database }
+
+// NewVerificationRepository returns a VerificationRepository on d.
+func NewVerificationRepository(d *Database) *VerificationRepository {
+	return &VerificationRepository{db: d}
+}
+
+// Add inserts v. Like the two UNIQUE indexes, it locks the (challengeId, userId) and session
+// keys for the rest of the transaction, so a concurrent duplicate waits and then fails.
+func (r *VerificationRepository) Add(ctx context.Context, v challenge.Verification) error {
+	return r.db.run(ctx, func(t *tx) error {
+		if _, ok := r.db.challenges.get(t, v.ChallengeID); !ok {
+			return fmt.Errorf("memory: add verification: foreign key challenge %q: %w", v.ChallengeID, challenge.ErrNotFound)
+		}
+		if err := r.db.verifications.insert(ctx, t, v); err != nil {
+			if errors.Is(err, errDuplicateKey) {
+				return challenge.ErrAlreadyVerified
+			}
+			return err
+		}
+		if err := r.db.verificationSessions.insert(ctx, t, v); err != nil {
+			if errors.Is(err, errDuplicateKey) {
+				return challenge.ErrSessionAlreadyUsed
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// List returns up to limit verifications of the challenge ordered by ID, after afterID, only
+// userID's when it is set.
+func (r *VerificationRepository) List(ctx context.Context, challengeID, userID, afterID string, limit int) ([]challenge.Verification, error) {
+	var page []challenge.Verification
+	err := r.db.run(ctx, func(t *tx) error {
+		all := r.db.verifications.rowsIn(t, challengeID)
+		all = slices.DeleteFunc(all, func(v challenge.Verification) bool {
+			return (userID != "" && v.UserID != userID) || v.ID <= afterID
+		})
+		slices.SortFunc(all, func(a, b challenge.Verification) int { return cmp.Compare(a.ID, b.ID) })
+		page = all[:min(max(limit, 0), len(all))]
+		return nil
+	})
+	return page, err
+}

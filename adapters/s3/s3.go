@@ -1,0 +1,135 @@
+// Package s3 stores uploads in an S3 bucket (AWS or an S3-compatible server) through
+// aws-sdk-go-v2: presigned PUTs whose SigV4 signature covers Content-Type and Content-Length,
+// HeadObject for Stat and a ranged GetObject for ReadHead. It implements ports.ObjectStorage.
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+var _ ports.ObjectStorage = (*Store)(nil)
+
+// Config is where the bucket is and how to reach it.
+type Config struct {
+	Endpoint  string // empty: AWS's endpoint for Region
+	Bucket    string
+	Region    string
+	AccessKey string
+	SecretKey string
+	// PathStyle addresses the bucket in the path (endpoint/bucket/key), as S3-compatible servers
+	// usually need, instead of as a host name.
+	PathStyle bool
+	// Timeout bounds each call to storage (ports.ErrUnavailable beyond).
+	Timeout time.Duration
+}
+
+// Store is one bucket.
+type Store struct {
+	bucket  string
+	client  *awss3.Client
+	presign *awss3.PresignClient
+}
+
+// New returns the store of cfg's bucket; it does not call storage.
+func New(cfg Config) *Store {
+	client := awss3.New(awss3.Options{
+		Region:       cfg.Region,
+		Credentials:  credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, ""),
+		UsePathStyle: cfg.PathStyle,
+		BaseEndpoint: optional(cfg.Endpoint),
+		HTTPClient:   &http.Client{Timeout: cfg.Timeout},
+		// Checksums are computed only where an operation requires one: a presigned PUT's body
+		// is the client's, so the URL must not demand a checksum rushgate cannot know.
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+		RetryMaxAttempts:           1,
+	})
+	return &Store{bucket: cfg.Bucket, client: client, presign: awss3.NewPresignClient(client)}
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// PresignPut signs a PUT of grant's key, content type and length locally (no call to storage);
+// the signed headers other than Host are what the client must send.
+func (s *Store) PresignPut(ctx context.Context, grant ports.UploadGrant) (ports.PresignedUpload, error) {
+	req, err := s.presign.PresignPutObject(ctx, &awss3.PutObjectInput{
+		Bucket:        &s.bucket,
+		Key:           &grant.Key,
+		ContentType:   &grant.ContentType,
+		ContentLength: &grant.ContentLength,
+	}, awss3.WithPresignExpires(grant.Expiry))
+	if err != nil {
+		return ports.PresignedUpload{}, fmt.Errorf("s3: presign put %s: %w", grant.Key, err)
+	}
+	headers := make(map[string]string, len(req.SignedHeader))
+	for name, values := range req.SignedHeader {
+		if name == "Host" || len(values) == 0 {
+			continue
+		}
+		headers[http.CanonicalHeaderKey(name)] = values[0]
+	}
+	return ports.PresignedUpload{URL: req.URL, RequiredHeaders: headers}, nil
+}
+
+// Stat returns the object's size from HeadObject.
+func (s *Store) Stat(ctx context.Context, key string) (int64, error) {
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return 0, translate("head "+key, err)
+	}
+	return aws.ToInt64(out.ContentLength), nil
+}
+
+// ReadHead returns the object's first n bytes with one ranged GetObject.
+func (s *Store) ReadHead(ctx context.Context, key string, n int) ([]byte, error) {
+	byteRange := "bytes=0-" + strconv.Itoa(n-1)
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &byteRange})
+	if err != nil {
+		var apiErr smithy.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode() == "InvalidRange" {
+			return []byte{}, nil // an empty object has no byte 0
+		}
+		return nil, translate("get "+key, err)
+	}
+	defer out.Body.Close()
+	head, err := io.ReadAll(io.LimitReader(out.Body, int64(n)))
+	if err != nil {
+		return nil, fmt.Errorf("s3: read %s: %w: %w", key, ports.ErrUnavailable, err)
+	}
+	return head, nil
+}
+
+// translate maps a missing object to ports.ErrObjectNotFound, an answer from storage to an
+// error naming it, and anything else (no answer, a timeout, a 5xx) to ports.ErrUnavailable.
+func translate(op string, err error) error {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "NotFound", "NoSuchKey":
+			return ports.ErrObjectNotFound
+		}
+		var status interface{ HTTPStatusCode() int }
+		if errors.As(err, &status) && status.HTTPStatusCode() < 500 {
+			return fmt.Errorf("s3: %s: %w", op, err)
+		}
+	}
+	return fmt.Errorf("s3: %s: %w: %w", op, ports.ErrUnavailable, err)
+}

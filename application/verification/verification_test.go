@@ -1,0 +1,223 @@
+package verification_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/localblob"
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/verification"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/challenge"
+	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var pngBytes = append([]byte("\x89PNG\r\n\x1a\n"), []byte("0123456789abcdef")...)
+
+// fixture is the use cases on memory adapters, local-disk storage and a clock that moves only
+// when told to.
+type fixture struct {
+	t       *testing.T
+	clock   *memory.Clock
+	stores  ports.Stores
+	blobs   *localblob.Store
+	storage ports.ObjectStorage
+	svc     *verification.Service
+	keys    atomic.Int64
+}
+
+func newFixture(t *testing.T, wrap func(ports.ObjectStorage) ports.ObjectStorage) *fixture {
+	t.Helper()
+	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	stores := memory.NewStores(memory.NewDatabase())
+	blobs, err := localblob.New(t.TempDir(), func() string { return "http://rushgate.test" }, []byte(strings.Repeat("s", 32)), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, clock: clock, stores: stores, blobs: blobs, storage: blobs}
+	if wrap != nil {
+		f.storage = wrap(blobs)
+	}
+	coord := memory.NewCoordination(clock)
+	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock, Sleeper: memory.NewSleeper(clock),
+		Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
+	f.svc = verification.NewService(verification.Deps{
+		Tx: stores.Tx, Challenges: stores.Challenges, Sessions: stores.UploadSessions, Verifications: stores.Verifications,
+		Crews: stores.Crews, Storage: f.storage, Guard: g, Clock: clock, IDs: system.UUIDs{},
+	}, verification.Config{})
+	return f
+}
+
+func (f *fixture) challenge(deadline time.Time) string {
+	f.t.Helper()
+	c, err := f.svc.CreateChallenge(context.Background(), verification.CreateChallengeCommand{Title: "unit", Deadline: deadline})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c.ID
+}
+
+// uploaded opens a session for user and uploads a PNG through the presigned URL, as the upload
+// route would receive it.
+func (f *fixture) uploaded(user string) verification.SessionView {
+	f.t.Helper()
+	s, err := f.svc.CreateUploadSession(context.Background(), verification.SessionCommand{
+		UserID: user, FileName: "p.png", ContentType: "image/png", FileSize: int64(len(pngBytes))})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	u, err := url.Parse(s.PresignedURL)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	length, _ := strconv.ParseInt(s.RequiredHeaders["Content-Length"], 10, 64)
+	err = f.blobs.Receive(localblob.Upload{Key: strings.TrimPrefix(u.Path, localblob.RoutePrefix), ContentType: s.RequiredHeaders["Content-Type"],
+		ContentLength: length, Expires: u.Query().Get("expires"), Signature: u.Query().Get("signature"), Body: strings.NewReader(string(pngBytes))})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fixture) verify(user string, s verification.SessionView, challengeID string) (guard.Result[verification.View], error) {
+	return f.svc.Verify(context.Background(), verification.VerifyCommand{UserID: user, SessionID: s.SessionID,
+		ChallengeID: challengeID, ImageKey: s.ObjectKey, IdempotencyKey: "k" + strconv.FormatInt(f.keys.Add(1), 10)})
+}
+
+// TestVerify_DeadlineIsJudgedBySessionRequestedAt: a session requested exactly at the deadline
+// is late; one requested before it is accepted even when verified after it.
+func TestVerify_DeadlineIsJudgedBySessionRequestedAt(t *testing.T) {
+	f := newFixture(t, nil)
+	deadline := f.clock.Now().Add(time.Minute)
+	challengeID := f.challenge(deadline)
+
+	early := f.uploaded("early")
+	f.clock.Advance(time.Minute)
+	atDeadline := f.uploaded("exact")
+	f.clock.Advance(10 * time.Minute)
+
+	if _, err := f.verify("exact", atDeadline, challengeID); !errors.Is(err, challenge.ErrDeadlinePassed) {
+		t.Fatalf("session requested at the deadline: %v, want DEADLINE_PASSED", err)
+	}
+	res, err := f.verify("early", early, challengeID)
+	if err != nil {
+		t.Fatalf("session requested before the deadline, verified after: %v", err)
+	}
+	if want := deadline.Add(-time.Minute); !res.Value.RequestedAt.Equal(want) {
+		t.Fatalf("requestedAt %v, want the session's %v", res.Value.RequestedAt, want)
+	}
+}
+
+// TestSessionExpiry_AtAndJustPastThirtyMinutes: a session exactly 30 minutes old is still valid
+// and not expired by the worker; one a microsecond older is refused and expired, once.
+func TestSessionExpiry_AtAndJustPastThirtyMinutes(t *testing.T) {
+	f := newFixture(t, nil)
+	challengeID := f.challenge(f.clock.Now().Add(24 * time.Hour))
+	older := f.uploaded("older")
+	f.clock.Advance(time.Microsecond)
+	exact := f.uploaded("exact")
+	f.clock.Advance(verification.DefaultSessionExpiry)
+
+	n, err := f.svc.ExpireSessions(context.Background(), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("expired %d (%v), want 1", n, err)
+	}
+	if n, _ := f.svc.ExpireSessions(context.Background(), 10); n != 0 {
+		t.Fatalf("a second round expired %d", n)
+	}
+	status := func(id string) challenge.SessionStatus {
+		s, err := f.stores.UploadSessions.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Status
+	}
+	if status(older.SessionID) != challenge.SessionExpired || status(exact.SessionID) != challenge.SessionPending {
+		t.Fatalf("older %s, exact %s", status(older.SessionID), status(exact.SessionID))
+	}
+	if _, err := f.verify("older", older, challengeID); !errors.Is(err, challenge.ErrInvalidSession) {
+		t.Fatalf("expired session: %v, want INVALID_SESSION", err)
+	}
+	if _, err := f.verify("exact", exact, challengeID); err != nil {
+		t.Fatalf("session exactly 30 minutes old: %v", err)
+	}
+}
+
+// TestVerify_PastExpiryRefusedBeforeTheWorkerRuns: the clock alone makes a PENDING session
+// invalid.
+func TestVerify_PastExpiryRefusedBeforeTheWorkerRuns(t *testing.T) {
+	f := newFixture(t, nil)
+	challengeID := f.challenge(f.clock.Now().Add(24 * time.Hour))
+	s := f.uploaded("u1")
+	f.clock.Advance(verification.DefaultSessionExpiry + time.Microsecond)
+	if _, err := f.verify("u1", s, challengeID); !errors.Is(err, challenge.ErrInvalidSession) {
+		t.Fatalf("%v, want INVALID_SESSION", err)
+	}
+}
+
+// parkedStorage holds Stat calls until released, so a request stays IN_PROGRESS.
+type parkedStorage struct {
+	ports.ObjectStorage
+	parked  chan struct{}
+	release chan struct{}
+}
+
+func (p parkedStorage) Stat(ctx context.Context, key string) (int64, error) {
+	p.parked <- struct{}{}
+	<-p.release
+	return p.ObjectStorage.Stat(ctx, key)
+}
+
+// TestVerify_SameKeyWhileTheFirstRunsIsInProgress: a retry with the key of a request still
+// running is IDEMPOTENCY_IN_PROGRESS; once the first is done, the retry is its replay.
+func TestVerify_SameKeyWhileTheFirstRunsIsInProgress(t *testing.T) {
+	parked := parkedStorage{parked: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, func(s ports.ObjectStorage) ports.ObjectStorage { parked.ObjectStorage = s; return parked })
+	challengeID := f.challenge(f.clock.Now().Add(time.Hour))
+	s := f.uploaded("u1")
+	cmd := verification.VerifyCommand{UserID: "u1", SessionID: s.SessionID, ChallengeID: challengeID, ImageKey: s.ObjectKey, IdempotencyKey: "same"}
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Verify(context.Background(), cmd)
+		first <- err
+	}()
+	<-parked.parked
+	if _, err := f.svc.Verify(context.Background(), cmd); !errors.Is(err, guard.ErrInProgress) {
+		t.Fatalf("same key while the first runs: %v, want IDEMPOTENCY_IN_PROGRESS", err)
+	}
+	close(parked.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.Verify(context.Background(), cmd)
+	if err != nil || !res.Replayed {
+		t.Fatalf("retry after: %+v %v, want a replay", res, err)
+	}
+}
+
+func TestCreateChallenge_RefusesBadInput(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cmd  verification.CreateChallengeCommand
+		want error
+	}{
+		{verification.CreateChallengeCommand{Title: "", Deadline: f.clock.Now()}, domain.ErrValidation},
+		{verification.CreateChallengeCommand{Title: "t"}, domain.ErrValidation},
+		{verification.CreateChallengeCommand{Title: "t", Deadline: f.clock.Now(), CrewID: "not-a-uuid"}, domain.ErrValidation},
+		{verification.CreateChallengeCommand{Title: "t", Deadline: f.clock.Now(), CrewID: "0190a0b0-0000-7000-8000-000000000000"}, crew.ErrNotFound},
+	} {
+		if _, err := f.svc.CreateChallenge(ctx, tc.cmd); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.cmd, err, tc.want)
+		}
+	}
+}
