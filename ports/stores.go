@@ -5,15 +5,20 @@ package ports
 // builds its set in one constructor (memory.NewStores, gormdb.NewStores); a new aggregate adds
 // a field here and a line there.
 type Stores struct {
-	Tx          TxRunner
-	Crews       CrewRepository
-	CrewMembers CrewMemberRepository
-	Markers     IdempotencyMarkerRepository
+	Tx           TxRunner
+	Crews        CrewRepository
+	CrewMembers  CrewMemberRepository
+	Markers      IdempotencyMarkerRepository
+	Events       EventRepository
+	Seats        SeatRepository
+	Reservations ReservationRepository
 }
 
-// Coordination is what the instances of one deployment share: the distributed lock and the
-// idempotency records.
+// Coordination is what the instances of one deployment share: the distributed lock, the
+// idempotency records and the waiting rooms.
 type Coordination struct {
 	Locker      Locker
 	Idempotency IdempotencyStore
+	// WaitingRoom is the events' queues and entry tokens (SPEC §3).
+	WaitingRoom WaitingRoom
 }

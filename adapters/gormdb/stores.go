@@ -6,9 +6,12 @@ import "github.com/rushgate/rushgate/ports"
 // through any of them share one transaction.
 func NewStores(db *DB) ports.Stores {
 	return ports.Stores{
-		Tx:          NewTxRunner(db),
-		Crews:       NewCrewRepository(db),
-		CrewMembers: NewCrewMemberRepository(db),
-		Markers:     NewIdempotencyMarkerRepository(db),
+		Tx:           NewTxRunner(db),
+		Crews:        NewCrewRepository(db),
+		CrewMembers:  NewCrewMemberRepository(db),
+		Markers:      NewIdempotencyMarkerRepository(db),
+		Events:       NewEventRepository(db),
+		Seats:        NewSeatRepository(db),
+		Reservations: NewReservationRepository(db),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -37,10 +38,13 @@ type Database struct {
 
 	// mu guards the committed rows of every table, so that a commit touching several tables
 	// becomes visible all at once.
-	mu      sync.RWMutex
-	crews   *table[string, crew.Crew]
-	members *table[memberKey, crew.Member]
-	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
+	mu           sync.RWMutex
+	crews        *table[string, crew.Crew]
+	members      *table[memberKey, crew.Member]
+	markers      *table[ports.IdempotencyKey, ports.IdempotencyMarker]
+	events       *table[string, waiting.Event]
+	seats        *table[seatKey, waiting.Seat]
+	reservations *table[seatKey, waiting.Reservation]
 }
 
 // NewDatabase returns an empty database.
@@ -49,6 +53,9 @@ func NewDatabase() *Database {
 	d.crews = newTable(d, "crews", crewKeyOf)
 	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
 	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
+	d.events = newTable(d, "events", eventKeyOf)
+	d.seats = newPartitionedTable(d, "seats", seatKeyOf, seatKey.event)
+	d.reservations = newPartitionedTable(d, "reservations", reservationKeyOf, seatKey.event)
 	return d
 }
 

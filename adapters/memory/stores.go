@@ -6,18 +6,22 @@ import "github.com/rushgate/rushgate/ports"
 // through any of them share d's transactions.
 func NewStores(d *Database) ports.Stores {
 	return ports.Stores{
-		Tx:          d,
-		Crews:       NewCrewRepository(d),
-		CrewMembers: NewCrewMemberRepository(d),
-		Markers:     NewIdempotencyMarkerRepository(d),
+		Tx:           d,
+		Crews:        NewCrewRepository(d),
+		CrewMembers:  NewCrewMemberRepository(d),
+		Markers:      NewIdempotencyMarkerRepository(d),
+		Events:       NewEventRepository(d),
+		Seats:        NewSeatRepository(d),
+		Reservations: NewReservationRepository(d),
 	}
 }
 
-// NewCoordination returns an in-process Locker and IdempotencyStore whose TTLs run on clock,
+// NewCoordination returns an in-process Locker, IdempotencyStore and WaitingRoom whose TTLs run on clock,
 // for a single instance (several instances need a shared backend such as Redis).
 func NewCoordination(clock ports.Clock) ports.Coordination {
 	return ports.Coordination{
 		Locker:      NewLocker(clock),
 		Idempotency: NewIdempotencyStore(clock),
+		WaitingRoom: NewWaitingRoom(clock),
 	}
 }

@@ -30,3 +30,8 @@ func TestIdempotencyStore(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, idempotencyOf, porttest.TestIdempotencyStore)
 }
+
+func TestWaitingRoom(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, waitingRoomOf, porttest.TestWaitingRoom)
+}
