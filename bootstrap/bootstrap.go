@@ -15,6 +15,7 @@ func Modules(cfg Config) fx.Option {
 		InfrastructureModule,
 		GuardModule,
 		CrewModule,
+		WaitingModule,
 		WorkersModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),

@@ -26,6 +26,7 @@ type Config struct {
 	Redis    RedisConfig
 	Auth     AuthConfig
 	Guard    GuardConfig
+	Queue    QueueConfig
 }
 
 // ServerConfig is the HTTP server and the process around it.
@@ -97,6 +98,18 @@ type GuardConfig struct {
 	MarkerPruneInterval time.Duration `env:"RUSHGATE_MARKER_PRUNE_INTERVAL" envDefault:"10m"`
 }
 
+// QueueConfig is the waiting room (SPEC §3).
+type QueueConfig struct {
+	// Tick is how often the background pass reconciles expired tokens and idle users, repairs
+	// the seat counters and measures admission rates. Default 1s.
+	Tick time.Duration `env:"RUSHGATE_QUEUE_TICK" envDefault:"1s"`
+	// IdleTimeout drops a waiting user who has not polled for this long. Default 2m.
+	IdleTimeout time.Duration `env:"RUSHGATE_QUEUE_IDLE_TIMEOUT" envDefault:"2m"`
+	// PollInterval is the status poll period clients are asked for (refreshIntervalSeconds);
+	// shorter than IdleTimeout. Default 2s.
+	PollInterval time.Duration `env:"RUSHGATE_QUEUE_POLL_INTERVAL" envDefault:"2s"`
+}
+
 // DefaultConfig is every setting at its default, as with an empty environment.
 func DefaultConfig() Config {
 	cfg, err := parseConfig(env.Options{Environment: map[string]string{}})
@@ -135,6 +148,9 @@ func parseConfig(opts env.Options) (Config, error) {
 	if cfg.Guard, err = parseGroup[GuardConfig](opts); err != nil {
 		return Config{}, err
 	}
+	if cfg.Queue, err = parseGroup[QueueConfig](opts); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -150,7 +166,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 
 // Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
-	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard} {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Queue} {
 		if err := group.Validate(); err != nil {
 			return err
 		}
@@ -223,6 +239,18 @@ func (c GuardConfig) Validate() error {
 		positive{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
 		positive{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
 		positive{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
+	)
+}
+
+// Validate checks the waiting-room settings.
+func (c QueueConfig) Validate() error {
+	if c.PollInterval >= c.IdleTimeout {
+		return fmt.Errorf("RUSHGATE_QUEUE_POLL_INTERVAL: %v is not shorter than RUSHGATE_QUEUE_IDLE_TIMEOUT %v", c.PollInterval, c.IdleTimeout)
+	}
+	return allPositive(
+		positive{"RUSHGATE_QUEUE_TICK", c.Tick > 0},
+		positive{"RUSHGATE_QUEUE_IDLE_TIMEOUT", c.IdleTimeout > 0},
+		positive{"RUSHGATE_QUEUE_POLL_INTERVAL", c.PollInterval > 0},
 	)
 }
 

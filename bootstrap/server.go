@@ -19,6 +19,7 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/waiting"
 )
 
 // Server is the running HTTP server.
@@ -92,6 +93,7 @@ type routerParams struct {
 	fx.In
 	Config    Config
 	Crews     *crew.Service
+	Events    *waiting.Service
 	Tokens    *rghttp.Tokens
 	Metrics   *telemetry.Metrics
 	Logger    *slog.Logger
@@ -102,6 +104,7 @@ func provideRouter(p routerParams) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	return rghttp.NewRouter(rghttp.Deps{
 		Crews:        p.Crews,
+		Events:       p.Events,
 		Tokens:       p.Tokens,
 		Metrics:      p.Metrics,
 		Logger:       p.Logger,

@@ -54,14 +54,10 @@ func (h crewHandlers) get(c *gin.Context) {
 
 // listMembers answers GET /crews/{crewId}/members?limit=&cursor=.
 func (h crewHandlers) listMembers(c *gin.Context) {
-	limit := 0 // the service's default
-	if raw, present := c.GetQuery("limit"); present {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 {
-			respondError(c, domain.Invalid("limit", "must be an integer between 1 and %d", appcrew.MaxPageLimit))
-			return
-		}
-		limit = n
+	limit, err := pageLimit(c, appcrew.MaxPageLimit)
+	if err != nil {
+		respondError(c, err)
+		return
 	}
 	page, err := h.crews.ListMembers(c.Request.Context(), c.Param("crewId"), limit, c.Query("cursor"))
 	if err != nil {
@@ -112,4 +108,18 @@ func (h crewHandlers) leave(c *gin.Context) {
 		return
 	}
 	c.Status(stdhttp.StatusNoContent)
+}
+
+// pageLimit reads ?limit= of a list route: 0 (the service's default) when absent, else an
+// integer of at least 1 (the service checks the upper bound, maxLimit, named here too).
+func pageLimit(c *gin.Context, maxLimit int) (int, error) {
+	raw, present := c.GetQuery("limit")
+	if !present {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return 0, domain.Invalid("limit", "must be an integer between 1 and %d", maxLimit)
+	}
+	return n, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -59,6 +60,16 @@ var statusByCode = map[string]int{
 	errInternal.Code:            stdhttp.StatusInternalServerError,
 	errClientClosed.Code:        statusClientClosed,
 	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
+
+	waiting.ErrEventNotFound.Code:       stdhttp.StatusNotFound,
+	waiting.ErrWrongMode.Code:           stdhttp.StatusConflict,
+	waiting.ErrNotInQueue.Code:          stdhttp.StatusNotFound,
+	waiting.ErrNotReady.Code:            stdhttp.StatusConflict,
+	waiting.ErrTokenRequired.Code:       stdhttp.StatusForbidden,
+	waiting.ErrSeatNotFound.Code:        stdhttp.StatusNotFound,
+	waiting.ErrSoldOut.Code:             stdhttp.StatusConflict,
+	waiting.ErrSeatBeingSelected.Code:   stdhttp.StatusConflict,
+	waiting.ErrSeatAlreadyReserved.Code: stdhttp.StatusConflict,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.

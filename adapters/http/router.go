@@ -13,6 +13,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcrew "github.com/rushgate/rushgate/application/crew"
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Deps.MaxBodyBytes is zero.
@@ -21,9 +22,10 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 //go:embed openapi.yaml
 var openAPIDocument []byte
 
-// Deps is what the router needs. Crews, Tokens and Metrics are required.
+// Deps is what the router needs. Crews, Events, Tokens and Metrics are required.
 type Deps struct {
 	Crews   *appcrew.Service
+	Events  *appwaiting.Service
 	Tokens  *Tokens
 	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
@@ -76,5 +78,16 @@ func NewRouter(d Deps) *gin.Engine {
 	authed.GET("/crews/:crewId/members", crews.listMembers)
 	authed.POST("/crews/:crewId/join", crews.join)
 	authed.DELETE("/crews/:crewId/members/me", crews.leave)
+
+	events := eventHandlers{events: d.Events}
+	authed.POST("/admin/events", requireRole(RoleAdmin), events.create)
+	authed.PATCH("/admin/events/:eventId", requireRole(RoleAdmin), events.patch)
+	authed.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), events.queue)
+	authed.GET("/events/:eventId/seats", events.seats)
+	authed.POST("/events/:eventId/seats/:seatId/reservations", events.reserve)
+	authed.POST("/events/:eventId/queue", events.enter)
+	authed.GET("/events/:eventId/queue/status", events.status)
+	authed.POST("/events/:eventId/queue/token", events.claim)
+	authed.DELETE("/events/:eventId/queue/token", events.giveBack)
 	return r
 }
