@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
@@ -73,6 +75,8 @@ type Service struct {
 	// known caches what never changes about an event (mode, token TTL, seats): polls read it
 	// on every call.
 	known sync.Map // event id → *waiting.Event
+	// loads makes a stampede on an event this instance has not read yet cost one read.
+	loads singleflight.Group
 	// soldOut holds the events the database said were sold out; reservations are never
 	// cancelled, so it stays true.
 	soldOut sync.Map // event id → struct{}
@@ -194,12 +198,18 @@ func (s *Service) event(ctx context.Context, eventID string) (*waiting.Event, er
 	if e, ok := s.known.Load(eventID); ok {
 		return e.(*waiting.Event), nil
 	}
-	e, err := s.d.Events.Get(ctx, eventID)
+	loaded, err, _ := s.loads.Do(eventID, func() (any, error) {
+		e, err := s.d.Events.Get(ctx, eventID)
+		if err != nil {
+			return nil, err
+		}
+		s.known.Store(eventID, e)
+		return e, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.known.Store(eventID, e)
-	return e, nil
+	return loaded.(*waiting.Event), nil
 }
 
 // pullEvent is event for a pull-mode route: a push event is waiting.ErrWrongMode.
