@@ -35,3 +35,8 @@ func TestWaitingRoom(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, waitingRoomOf, porttest.TestWaitingRoom)
 }
+
+func TestEventRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestEventRepositories)
+}
