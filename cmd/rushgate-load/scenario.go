@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ type env struct {
 	tokens  *rghttp.Tokens
 	db      *gormdb.DB
 	timeout time.Duration // per request and per ceiling transaction
+	// concurrency is the run's; a scenario with phases of its own runs them at it too.
+	concurrency int
+	redisURL    string    // the servers' Redis, for scenarios whose ceiling is Redis; may be empty
+	stderr      io.Writer // progress lines for the person watching
 }
 
 // registration names a scenario and builds it from the command line.
@@ -53,6 +58,8 @@ var registry = []registration{
 	{"crew-hot", "--users join ONE crew with a seat for each: every join is a hot-row transaction", newCrewHot},
 	{"crew-herd", "--users join ONE crew of --capacity seats: a herd, mostly answered CREW_FULL", newCrewHerd},
 	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread},
+	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
+	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 }
 
 // lookup finds the scenario called name.
