@@ -77,7 +77,7 @@ func (s *seatHerd) prepare(ctx context.Context, e *env) error {
 	base := "/events/" + url.PathEscape(s.eventID) + "/queue"
 	attempts, _ := runConcurrently(ctx, work{n: s.users, do: func(ctx context.Context, i int) attempt {
 		if a, raw := e.api.post(ctx, i, base, s.headers[i], nil); a.status != http.StatusCreated {
-			a.err = fmt.Errorf("enter: %d %v %s", a.status, a.err, snippet(raw))
+			a.err = fmt.Errorf("enter: %d %w %s", a.status, a.err, snippet(raw))
 			return a
 		}
 		a, raw := e.api.post(ctx, i, base+"/token", s.headers[i], nil)
@@ -85,7 +85,7 @@ func (s *seatHerd) prepare(ctx context.Context, e *env) error {
 			Token string `json:"token"`
 		}
 		if a.status != http.StatusCreated || json.Unmarshal(raw, &token) != nil {
-			a.err = fmt.Errorf("claim: %d %v %s", a.status, a.err, snippet(raw))
+			a.err = fmt.Errorf("claim: %d %w %s", a.status, a.err, snippet(raw))
 			return a
 		}
 		s.headers[i][rghttp.EntryTokenHeader] = token.Token
