@@ -9,6 +9,7 @@ import (
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/application/wallet"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -22,6 +23,9 @@ var CrewModule = fx.Module("crew", fx.Provide(provideCrewService))
 // CommerceModule builds the points, coupon, product, cart and order use cases.
 var CommerceModule = fx.Module("commerce",
 	fx.Provide(provideWalletService, provideCouponService, provideCatalogService, provideOrderService))
+
+// WaitingModule builds the waiting-room and seat use cases.
+var WaitingModule = fx.Module("waiting", fx.Provide(provideWaitingService))
 
 func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
 	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
@@ -87,5 +91,24 @@ func provideOrderService(stores ports.Stores, g *guard.Guard, clock ports.Clock,
 		Guard:       g,
 		Clock:       clock,
 		IDs:         ids,
+	})
+}
+
+func provideWaitingService(cfg Config, stores ports.Stores, coord ports.Coordination, g *guard.Guard,
+	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics) *waiting.Service {
+	return waiting.NewService(waiting.Deps{
+		Tx:           stores.Tx,
+		Events:       stores.Events,
+		Seats:        stores.Seats,
+		Reservations: stores.Reservations,
+		Room:         coord.WaitingRoom,
+		Guard:        g,
+		Clock:        clock,
+		IDs:          ids,
+		Observer:     metrics,
+	}, waiting.Config{
+		IdleTimeout:  cfg.Queue.IdleTimeout,
+		PollInterval: cfg.Queue.PollInterval,
+		MaxBatch:     cfg.Guard.LockMaxBatch,
 	})
 }

@@ -17,6 +17,7 @@ func Modules(cfg Config) fx.Option {
 		CrewModule,
 		CommerceModule,
 		VerificationModule,
+		WaitingModule,
 		WorkersModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),

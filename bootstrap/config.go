@@ -31,6 +31,7 @@ type Config struct {
 	Commerce CommerceConfig
 	Storage  StorageConfig
 	Upload   UploadConfig
+	Queue    QueueConfig
 }
 
 // ServerConfig is the HTTP server and the process around it.
@@ -148,6 +149,18 @@ type UploadConfig struct {
 	ExpiryInterval time.Duration `env:"RUSHGATE_EXPIRY_INTERVAL" envDefault:"1m"`
 }
 
+// QueueConfig is the waiting room (SPEC §3).
+type QueueConfig struct {
+	// Tick is how often the background pass reconciles expired tokens and idle users, repairs
+	// the seat counters and measures admission rates. Default 1s.
+	Tick time.Duration `env:"RUSHGATE_QUEUE_TICK" envDefault:"1s"`
+	// IdleTimeout drops a waiting user who has not polled for this long. Default 2m.
+	IdleTimeout time.Duration `env:"RUSHGATE_QUEUE_IDLE_TIMEOUT" envDefault:"2m"`
+	// PollInterval is the status poll period clients are asked for (refreshIntervalSeconds);
+	// shorter than IdleTimeout. Default 2s.
+	PollInterval time.Duration `env:"RUSHGATE_QUEUE_POLL_INTERVAL" envDefault:"2s"`
+}
+
 // DefaultConfig is every setting at its default, as with an empty environment.
 func DefaultConfig() Config {
 	cfg, err := parseConfig(env.Options{Environment: map[string]string{}})
@@ -195,6 +208,9 @@ func parseConfig(opts env.Options) (Config, error) {
 	if cfg.Upload, err = parseGroup[UploadConfig](opts); err != nil {
 		return Config{}, err
 	}
+	if cfg.Queue, err = parseGroup[QueueConfig](opts); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -210,7 +226,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 
 // Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
-	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Storage, c.Upload} {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Storage, c.Upload, c.Queue} {
 		if err := group.Validate(); err != nil {
 			return err
 		}
@@ -326,6 +342,18 @@ func (c UploadConfig) Validate() error {
 		positive{"RUSHGATE_UPLOAD_URL_EXPIRY", c.URLExpiry >= time.Second},
 		positive{"RUSHGATE_UPLOAD_SESSION_EXPIRY", c.SessionExpiry > 0},
 		positive{"RUSHGATE_EXPIRY_INTERVAL", c.ExpiryInterval > 0},
+	)
+}
+
+// Validate checks the waiting-room settings.
+func (c QueueConfig) Validate() error {
+	if c.PollInterval >= c.IdleTimeout {
+		return fmt.Errorf("RUSHGATE_QUEUE_POLL_INTERVAL: %v is not shorter than RUSHGATE_QUEUE_IDLE_TIMEOUT %v", c.PollInterval, c.IdleTimeout)
+	}
+	return allPositive(
+		positive{"RUSHGATE_QUEUE_TICK", c.Tick > 0},
+		positive{"RUSHGATE_QUEUE_IDLE_TIMEOUT", c.IdleTimeout > 0},
+		positive{"RUSHGATE_QUEUE_POLL_INTERVAL", c.PollInterval > 0},
 	)
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/application/verification"
+	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/application/wallet"
 )
 
@@ -103,6 +104,7 @@ type routerParams struct {
 	Products      *catalog.Service
 	Orders        *order.Service
 	Verifications *verification.Service
+	Events        *waiting.Service
 	Uploads       *localblob.Store `optional:"true"`
 	Tokens        *rghttp.Tokens
 	Metrics       *telemetry.Metrics
@@ -119,6 +121,7 @@ func provideRouter(p routerParams) *gin.Engine {
 		Products:      p.Products,
 		Orders:        p.Orders,
 		Verifications: p.Verifications,
+		Events:        p.Events,
 		Uploads:       p.Uploads,
 		Tokens:        p.Tokens,
 		Metrics:       p.Metrics,

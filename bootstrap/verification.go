@@ -117,7 +117,10 @@ func provideVerificationService(cfg Config, stores ports.Stores, storage ports.O
 
 // runSessionExpirer expires abandoned upload sessions every RUSHGATE_EXPIRY_INTERVAL.
 func runSessionExpirer(lc fx.Lifecycle, cfg Config, service *verification.Service, log *slog.Logger) {
-	runPeriodically(lc, cfg.Upload.ExpiryInterval, log, "expiring upload sessions", func(ctx context.Context) (int, error) {
-		return service.ExpireSessions(ctx, sessionExpiryBatch)
+	every(lc, cfg.Upload.ExpiryInterval, func(ctx context.Context) {
+		n, err := service.ExpireSessions(ctx, sessionExpiryBatch)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("expiring upload sessions failed; next round retries", "error", err, "expired", n)
+		}
 	})
 }

@@ -9,6 +9,7 @@ type Stores struct {
 	Crews       CrewRepository
 	CrewMembers CrewMemberRepository
 	Markers     IdempotencyMarkerRepository
+	// The commerce aggregates.
 	Coupons     CouponRepository
 	UserCoupons UserCouponRepository
 	Wallets     WalletRepository
@@ -19,11 +20,17 @@ type Stores struct {
 	Challenges     ChallengeRepository
 	UploadSessions UploadSessionRepository
 	Verifications  VerificationRepository
+	// The waiting room's aggregates.
+	Events       EventRepository
+	Seats        SeatRepository
+	Reservations ReservationRepository
 }
 
-// Coordination is what the instances of one deployment share: the distributed lock and the
-// idempotency records.
+// Coordination is what the instances of one deployment share: the distributed lock, the
+// idempotency records and the waiting rooms.
 type Coordination struct {
 	Locker      Locker
 	Idempotency IdempotencyStore
+	// WaitingRoom is the events' queues and entry tokens (SPEC §3).
+	WaitingRoom WaitingRoom
 }

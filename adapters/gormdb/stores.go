@@ -19,5 +19,8 @@ func NewStores(db *DB) ports.Stores {
 		Challenges:     NewChallengeRepository(db),
 		UploadSessions: NewUploadSessionRepository(db),
 		Verifications:  NewVerificationRepository(db),
+		Events:         NewEventRepository(db),
+		Seats:          NewSeatRepository(db),
+		Reservations:   NewReservationRepository(db),
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -92,6 +93,15 @@ var statusByCode = map[string]int{
 	localblob.ErrSignatureInvalid.Code:   stdhttp.StatusForbidden,
 	localblob.ErrURLExpired.Code:         stdhttp.StatusForbidden,
 	localblob.ErrAlreadyUploaded.Code:    stdhttp.StatusConflict,
+	waiting.ErrEventNotFound.Code:        stdhttp.StatusNotFound,
+	waiting.ErrWrongMode.Code:            stdhttp.StatusConflict,
+	waiting.ErrNotInQueue.Code:           stdhttp.StatusNotFound,
+	waiting.ErrNotReady.Code:             stdhttp.StatusConflict,
+	waiting.ErrTokenRequired.Code:        stdhttp.StatusForbidden,
+	waiting.ErrSeatNotFound.Code:         stdhttp.StatusNotFound,
+	waiting.ErrSoldOut.Code:              stdhttp.StatusConflict,
+	waiting.ErrSeatBeingSelected.Code:    stdhttp.StatusConflict,
+	waiting.ErrSeatAlreadyReserved.Code:  stdhttp.StatusConflict,
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.

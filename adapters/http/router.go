@@ -18,6 +18,7 @@ import (
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	apporder "github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/application/verification"
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
 	appwallet "github.com/rushgate/rushgate/application/wallet"
 )
 
@@ -35,6 +36,7 @@ type Deps struct {
 	Products      *appcatalog.Service
 	Orders        *apporder.Service
 	Verifications *verification.Service
+	Events        *appwaiting.Service
 	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
 	// the upload route then answers 404.
 	Uploads *localblob.Store
@@ -118,5 +120,16 @@ func NewRouter(d Deps) *gin.Engine {
 	orders := orderHandlers{orders: d.Orders}
 	authed.POST("/api/orders", orders.place)
 	authed.GET("/api/orders/:orderId", orders.get)
+
+	events := eventHandlers{events: d.Events}
+	authed.POST("/admin/events", requireRole(RoleAdmin), events.create)
+	authed.PATCH("/admin/events/:eventId", requireRole(RoleAdmin), events.patch)
+	authed.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), events.queue)
+	authed.GET("/events/:eventId/seats", events.seats)
+	authed.POST("/events/:eventId/seats/:seatId/reservations", events.reserve)
+	authed.POST("/events/:eventId/queue", events.enter)
+	authed.GET("/events/:eventId/queue/status", events.status)
+	authed.POST("/events/:eventId/queue/token", events.claim)
+	authed.DELETE("/events/:eventId/queue/token", events.giveBack)
 	return r
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -61,6 +62,9 @@ type Database struct {
 	verifications *table[verificationKey, challenge.Verification]
 	// verificationSessions is the verifications' UNIQUE(uploadSessionId) index.
 	verificationSessions *table[string, challenge.Verification]
+	events               *table[string, waiting.Event]
+	seats                *table[seatKey, waiting.Seat]
+	reservations         *table[seatKey, waiting.Reservation]
 }
 
 // NewDatabase returns an empty database.
@@ -82,6 +86,9 @@ func NewDatabase() *Database {
 	d.sessions = newTable(d, "upload_sessions", sessionKeyOf)
 	d.verifications = newPartitionedTable(d, "verifications", verificationKeyOf, verificationKey.challenge)
 	d.verificationSessions = newTable(d, "verifications_by_session", verificationSessionKeyOf)
+	d.events = newTable(d, "events", eventKeyOf)
+	d.seats = newPartitionedTable(d, "seats", seatKeyOf, seatKey.event)
+	d.reservations = newPartitionedTable(d, "reservations", reservationKeyOf, seatKey.event)
 	return d
 }
 

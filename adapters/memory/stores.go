@@ -19,14 +19,18 @@ func NewStores(d *Database) ports.Stores {
 		Challenges:     NewChallengeRepository(d),
 		UploadSessions: NewUploadSessionRepository(d),
 		Verifications:  NewVerificationRepository(d),
+		Events:         NewEventRepository(d),
+		Seats:          NewSeatRepository(d),
+		Reservations:   NewReservationRepository(d),
 	}
 }
 
-// NewCoordination returns an in-process Locker and IdempotencyStore whose TTLs run on clock,
+// NewCoordination returns an in-process Locker, IdempotencyStore and WaitingRoom whose TTLs run on clock,
 // for a single instance (several instances need a shared backend such as Redis).
 func NewCoordination(clock ports.Clock) ports.Coordination {
 	return ports.Coordination{
 		Locker:      NewLocker(clock),
 		Idempotency: NewIdempotencyStore(clock),
+		WaitingRoom: NewWaitingRoom(clock),
 	}
 }

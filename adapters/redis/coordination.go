@@ -9,7 +9,7 @@ import (
 // IdempotencyKeyPrefix starts the keys of the idempotency records NewCoordination keeps.
 const IdempotencyKeyPrefix = "rushgate:idem:"
 
-// NewCoordination returns the Locker and the IdempotencyStore every instance of a deployment
+// NewCoordination returns the Locker, the IdempotencyStore and the WaitingRoom every instance of a deployment
 // shares through c, and the function that ends the Locker's release-notice subscription: call
 // it at stop, before closing c, which stays its owner's.
 func NewCoordination(c goredis.UniversalClient) (ports.Coordination, func() error) {
@@ -17,5 +17,6 @@ func NewCoordination(c goredis.UniversalClient) (ports.Coordination, func() erro
 	return ports.Coordination{
 		Locker:      locker,
 		Idempotency: NewIdempotencyStore(c, IdempotencyKeyPrefix),
+		WaitingRoom: NewWaitingRoom(c, WaitingRoomKeyPrefix),
 	}, locker.Close
 }

@@ -15,9 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/waiting"
+	"github.com/rushgate/rushgate/ports"
 )
 
-var _ guard.Observer = (*Metrics)(nil)
+var (
+	_ guard.Observer   = (*Metrics)(nil)
+	_ waiting.Observer = (*Metrics)(nil)
+)
 
 // Metrics holds the server's Prometheus collectors: request latency, and the guard's lock waits,
 // lock attempts, lock exhaustion, batch sizes and idempotency replays (it is the guard's
@@ -31,6 +36,9 @@ type Metrics struct {
 	batchSize      *prometheus.HistogramVec
 	queueLength    *prometheus.HistogramVec
 	idempotentHits prometheus.Counter
+	// The waiting rooms, per event, as the last reconciliation pass read them from the shared
+	// store: gauges, so every instance reports the same deployment-wide numbers.
+	queueWaiting, queueAdmitted, queueClaims, queueExpired, queueDropped *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them on reg; it panics if one is already
@@ -85,7 +93,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "Requests answered from a stored idempotent response.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits)
+	room := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rushgate", Name: name, Help: help}, []string{"event"})
+	}
+	m.queueWaiting = room("queue_waiting", "Users waiting in an event's queue.")
+	m.queueAdmitted = room("queue_admitted", "Users holding a live entry token of an event.")
+	m.queueClaims = room("queue_claims", "Entry tokens claimed for an event since it opened (admissions).")
+	m.queueExpired = room("queue_expired_reconciled", "Entry tokens of an event that expired and gave their slot back.")
+	m.queueDropped = room("queue_dropped_idle", "Waiting users of an event dropped for not polling.")
+	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
+		m.queueWaiting, m.queueAdmitted, m.queueClaims, m.queueExpired, m.queueDropped)
 	return m
 }
 
@@ -114,6 +131,15 @@ func (m *Metrics) Queued(lockKey string, length int) {
 // BatchServed records how many requests one lock hold served.
 func (m *Metrics) BatchServed(lockKey string, size int) {
 	m.batchSize.WithLabelValues(lockKind(lockKey)).Observe(float64(size))
+}
+
+// RoomObserved records an event's waiting-room numbers after a reconciliation pass.
+func (m *Metrics) RoomObserved(eventID string, s ports.RoomStats) {
+	m.queueWaiting.WithLabelValues(eventID).Set(float64(s.Waiting))
+	m.queueAdmitted.WithLabelValues(eventID).Set(float64(s.Admitted))
+	m.queueClaims.WithLabelValues(eventID).Set(float64(s.Claims))
+	m.queueExpired.WithLabelValues(eventID).Set(float64(s.Expired))
+	m.queueDropped.WithLabelValues(eventID).Set(float64(s.Dropped))
 }
 
 // Replayed counts an idempotent replay.

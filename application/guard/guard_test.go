@@ -497,6 +497,40 @@ func TestLane_LockExhaustionAnswersBusyWithRetryAfterAndDeletesKey(t *testing.T)
 	assertKeyFree(t, f, request("k1"))
 }
 
+func TestLane_ALaneWithItsOwnLockPolicyWaitsItsWaitThenAnswersItsBusyError(t *testing.T) {
+	errSeatBusy := domain.NewError("SEAT_BEING_SELECTED", "busy")
+	cfg := guard.LaneConfig{LockWait: 3 * time.Second, LockTTL: 5 * time.Second, Busy: errSeatBusy}
+	batch := func(context.Context, []struct{}) ([]guard.Answer[answer], error) {
+		return []guard.Answer[answer]{{}}, nil
+	}
+	f := newFixture(t)
+	held := f.hold(t, lockKey)
+	lane := guard.NewLane(f.guard(guard.Config{LockTTL: time.Second}), cfg, batch)
+	_, err := lane.Do(context.Background(), lockKey, struct{}{})
+	de, ok := domain.AsError(err)
+	if !errors.Is(err, errSeatBusy) || !ok || de.RetryAfter != 5*time.Second {
+		t.Fatalf("err %v (%+v), want the lane's busy error with Retry-After 5s", err, de)
+	}
+	// The seeds' schedule, cut at the lane's 3 s wait rather than after five backoffs.
+	assertDelays(t, f.sleeper.Waits(), ms(100, 200, 400, 800, 1500))
+
+	// Holding the lock, the lane's TTL (5 s, not the guard's 1 s) keeps others out for 4 s.
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lane = guard.NewLane(f.guard(guard.Config{LockTTL: time.Second}), cfg,
+		func(ctx context.Context, in []struct{}) ([]guard.Answer[answer], error) {
+			f.clock.Advance(4 * time.Second)
+			if _, err := f.locker.TryAcquire(ctx, lockKey, time.Second); !errors.Is(err, ports.ErrLockNotAcquired) {
+				t.Errorf("TryAcquire 4 s into the hold: %v, want the lock still held", err)
+			}
+			return batch(ctx, in)
+		})
+	if _, err := lane.Do(context.Background(), lockKey, struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLane_BackoffIsConfigurableAndJittered(t *testing.T) {
 	var maxes []time.Duration
 	jitter := func(max time.Duration) time.Duration { maxes = append(maxes, max); return max - 1 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -39,6 +40,15 @@ type LaneConfig struct {
 	// (the Guard needs Deps.Tx and Deps.Markers), so a request whose Complete was lost (a crash,
 	// a Redis blip) is answered from the database on retry and never applied twice.
 	Markers bool
+	// LockTTL, LockWait and Busy give this lane its own lock policy, for a flow whose contract
+	// names one (a seat: wait up to 3 s, lease 5 s, then SEAT_BEING_SELECTED). LockTTL is the
+	// lock's expiry (Config.LockTTL when zero). LockWait is the longest a request waits for the
+	// lock from its arrival, retrying on the backoff schedule for as long as it lasts (when
+	// zero, the seeds' whole schedule of Config.MaxRetries backoffs). Busy is the error a request
+	// that waited in vain answers (ErrBusy when nil), with Retry-After set to the lock's TTL.
+	LockTTL  time.Duration
+	LockWait time.Duration
+	Busy     *domain.Error
 }
 
 // Lane serialises one kind of guarded operation per lock key, and combines. Requests for the
@@ -65,6 +75,12 @@ func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lan
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = g.cfg.LockTTL
+	}
+	if cfg.Busy == nil {
+		cfg.Busy = ErrBusy
 	}
 	return &Lane[In, Out]{g: g, cfg: cfg, run: run, queues: make(map[string]*queue[In, Out])}
 }
@@ -254,10 +270,15 @@ func (l *Lane[In, Out]) lead(ctx context.Context, lockKey string, q *queue[In, O
 
 // acquire takes lockKey for a head queued since `since`. After each failed attempt it waits
 // BaseDelay × 2^n plus jitter, or less when the key is released meanwhile; it gives up with
-// ErrBusy after MaxRetries full waits or when the request's budget from `since` is spent.
+// the lane's Busy error when the request's budget from `since` is spent, or, without a
+// LockWait, after MaxRetries full waits.
 func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.Time) (ports.Lock, error) {
 	g := l.g
-	deadline := since.Add(g.lockBudget())
+	budget, maxBackoffs := g.lockBudget(), g.cfg.MaxRetries
+	if l.cfg.LockWait > 0 {
+		budget, maxBackoffs = l.cfg.LockWait, -1
+	}
+	deadline := since.Add(budget)
 	released, stop := g.deps.Locker.Released(lockKey)
 	defer func() { stop() }()
 	attempts := 0
@@ -266,7 +287,7 @@ func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.
 			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, err)
 		}
 		attempts++
-		lock, err := g.deps.Locker.TryAcquire(ctx, lockKey, g.cfg.LockTTL)
+		lock, err := g.deps.Locker.TryAcquire(ctx, lockKey, l.cfg.LockTTL)
 		if err == nil {
 			g.observer.LockAcquired(lockKey, attempts, g.deps.Clock.Now().Sub(since))
 			return lock, nil
@@ -275,10 +296,10 @@ func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.
 			return nil, fmt.Errorf("guard: lock %s: %w", lockKey, err)
 		}
 		now := g.deps.Clock.Now()
-		if backoffs == g.cfg.MaxRetries || !now.Before(deadline) {
+		if backoffs == maxBackoffs || !now.Before(deadline) {
 			g.observer.LockExhausted(lockKey)
-			busy := *ErrBusy
-			busy.RetryAfter = g.cfg.LockTTL
+			busy := *l.cfg.Busy
+			busy.RetryAfter = l.cfg.LockTTL
 			return nil, &busy
 		}
 		woken, err := l.wait(ctx, min(g.Backoff(backoffs), deadline.Sub(now)), released)

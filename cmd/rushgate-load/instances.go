@@ -36,10 +36,15 @@ func (in *instances) pick(i int) (int, string) {
 	return k, in.urls[k]
 }
 
-// post sends one POST to path on the instance request i goes to, with headers and an optional
-// JSON body, and times it up to the last byte of the response. A non-2xx answer's JSON "error"
-// code is kept, and a 5xx answer's body as evidence.
+// post sends one POST to path on the instance request i goes to; see send.
 func (in *instances) post(ctx context.Context, i int, path string, headers map[string]string, body any) (attempt, []byte) {
+	return in.send(ctx, i, http.MethodPost, path, headers, body)
+}
+
+// send sends one request to path on the instance request i goes to, with headers and an
+// optional JSON body, and times it up to the last byte of the response. A non-2xx answer's JSON
+// "error" code is kept, and a 5xx answer's body as evidence.
+func (in *instances) send(ctx context.Context, i int, method, path string, headers map[string]string, body any) (attempt, []byte) {
 	k, base := in.pick(i)
 	start := time.Now()
 	a := attempt{instance: k}
@@ -52,9 +57,9 @@ func (in *instances) post(ctx context.Context, i int, path string, headers map[s
 		}
 		reqBody = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, reqBody)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, reqBody)
 	if err != nil {
-		a.err = fmt.Errorf("build POST %s: %w", path, err)
+		a.err = fmt.Errorf("build %s %s: %w", method, path, err)
 		return a, nil
 	}
 	for name, value := range headers {
@@ -72,7 +77,7 @@ func (in *instances) post(ctx context.Context, i int, path string, headers map[s
 	_ = resp.Body.Close() // the body is read to the end; nothing is left to lose
 	a.latency, a.status = time.Since(start), resp.StatusCode
 	if err != nil {
-		a.err = fmt.Errorf("read response to POST %s: %w", path, err)
+		a.err = fmt.Errorf("read response to %s %s: %w", method, path, err)
 		a.status = 0
 		return a, nil
 	}

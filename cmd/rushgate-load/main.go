@@ -37,6 +37,7 @@ type config struct {
 	scenario    string
 	urls        []string
 	databaseURL string
+	redisURL    string
 	jwtSecret   string
 	users       int
 	capacity    int
@@ -115,11 +116,14 @@ func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (boo
 		return false, err
 	}
 	e := &env{
-		runID:   runID,
-		api:     newInstances(cfg.urls, cfg.concurrency, cfg.timeout),
-		tokens:  rghttp.NewTokens([]byte(cfg.jwtSecret)),
-		db:      db,
-		timeout: cfg.timeout,
+		runID:       runID,
+		api:         newInstances(cfg.urls, cfg.concurrency, cfg.timeout),
+		tokens:      rghttp.NewTokens([]byte(cfg.jwtSecret)),
+		db:          db,
+		timeout:     cfg.timeout,
+		concurrency: cfg.concurrency,
+		redisURL:    cfg.redisURL,
+		stderr:      stderr,
 	}
 
 	progress(stderr, "run %s: %s: preparing %s\n", runID, reg.name, sc.shape())
@@ -232,10 +236,12 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&urls, "url", "rushgate base URL; repeat it or separate URLs with commas to spread requests round-robin over several instances")
 	fs.StringVar(&cfg.databaseURL, "database-url", os.Getenv("RUSHGATE_DATABASE_URL"),
 		"the servers' database, same form as RUSHGATE_DATABASE_URL (default $RUSHGATE_DATABASE_URL); required for the invariant and the ceiling, except by verification-flow against the embedded default")
+	fs.StringVar(&cfg.redisURL, "redis-url", os.Getenv("RUSHGATE_REDIS_URL"),
+		"queue-pull: the servers' Redis, same form as RUSHGATE_REDIS_URL (default $RUSHGATE_REDIS_URL); its ceiling is raw ZADD there")
 	fs.StringVar(&cfg.jwtSecret, "jwt-secret", os.Getenv("RUSHGATE_JWT_SECRET"),
 		"the servers' HS256 secret, to mint tokens (default $RUSHGATE_JWT_SECRET)")
 	fs.IntVar(&cfg.users, "users", 2000, "number of users, one request each (charge-herd: number of charges)")
-	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user); coupon-herd: the coupon's quantity")
+	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user); coupon-herd: the coupon's quantity; queue-pull: the slots; seat-herd: the seats")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
 	fs.BoolVar(&cfg.list, "list", false, "print the scenario names, one per line, and exit")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ type env struct {
 	tokens  *rghttp.Tokens
 	db      *gormdb.DB    // nil when a databaseOptional scenario runs without one
 	timeout time.Duration // per request and per ceiling transaction
+	// concurrency is the run's; a scenario with phases of its own runs them at it too.
+	concurrency int
+	redisURL    string    // the servers' Redis, for scenarios whose ceiling is Redis; may be empty
+	stderr      io.Writer // progress lines for the person watching
 }
 
 // registration names a scenario and builds it from the command line.
@@ -56,6 +61,8 @@ var registry = []registration{
 	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd},
 	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
 	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
+	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
+	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 }
 
 // databaseOptional marks a scenario that also runs against the embedded default: without

@@ -33,15 +33,18 @@ type backend struct {
 	stores      suite[ports.Stores]
 	locker      suite[ports.Locker]
 	idempotency suite[ports.IdempotencyStore]
+	waitingRoom suite[ports.WaitingRoom]
 }
 
 // backends lists every implementation rushgate ships.
 var backends = []backend{
-	{name: "memory", stores: memoryStores, locker: memoryLocker, idempotency: memoryIdempotency},
+	{name: "memory", stores: memoryStores, locker: memoryLocker, idempotency: memoryIdempotency, waitingRoom: memoryWaitingRoom},
 	{name: "postgres", stores: sqlStores(testenv.Postgres)},
 	{name: "mysql", stores: sqlStores(testenv.MySQL)},
-	{name: "redis", locker: redisLocker(redisURL), idempotency: redisIdempotency(redisURL)},
-	{name: "redis-cluster", locker: redisLocker(testenv.RedisCluster), idempotency: redisIdempotency(testenv.RedisCluster)},
+	{name: "redis", locker: redisLocker(redisURL), idempotency: redisIdempotency(redisURL),
+		waitingRoom: redisWaitingRoom(redisURL)},
+	{name: "redis-cluster", locker: redisLocker(testenv.RedisCluster), idempotency: redisIdempotency(testenv.RedisCluster),
+		waitingRoom: redisWaitingRoom(testenv.RedisCluster)},
 }
 
 // runOnBackends runs a porttest suite, in parallel, on every backend implementing the port that
@@ -64,6 +67,7 @@ func runOnBackends[P any](t *testing.T, port func(backend) suite[P],
 func storesOf(b backend) suite[ports.Stores]                { return b.stores }
 func lockerOf(b backend) suite[ports.Locker]                { return b.locker }
 func idempotencyOf(b backend) suite[ports.IdempotencyStore] { return b.idempotency }
+func waitingRoomOf(b backend) suite[ports.WaitingRoom]      { return b.waitingRoom }
 
 // memoryStores gives every caller the stores of one in-memory database.
 func memoryStores(*testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
@@ -80,6 +84,12 @@ func memoryLocker(*testing.T) (func(*testing.T) ports.Locker, porttest.Capabilit
 func memoryIdempotency(*testing.T) (func(*testing.T) ports.IdempotencyStore, porttest.Capabilities) {
 	return func(*testing.T) ports.IdempotencyStore { return memory.NewCoordination(system.Clock{}).Idempotency },
 		porttest.Capabilities{}
+}
+
+// memoryWaitingRoom gives every caller the one store of the suite, on the wall clock.
+func memoryWaitingRoom(*testing.T) (func(*testing.T) ports.WaitingRoom, porttest.Capabilities) {
+	room := memory.NewCoordination(system.Clock{}).WaitingRoom
+	return func(*testing.T) ports.WaitingRoom { return room }, porttest.Capabilities{}
 }
 
 // sqlStores creates a fresh database on the server fresh names and gives every caller stores on
@@ -130,5 +140,20 @@ func redisIdempotency(server func(testing.TB) string) suite[ports.IdempotencySto
 		url := server(t)
 		return func(t *testing.T) ports.IdempotencyStore { return redisCoordination(t, url).Idempotency },
 			porttest.Capabilities{SharedInstances: true}
+	}
+}
+
+// redisWaitingRoom runs the WaitingRoom suite as redisLocker does the Locker suite.
+func redisWaitingRoom(server func(testing.TB) string) suite[ports.WaitingRoom] {
+	return func(t *testing.T) (func(*testing.T) ports.WaitingRoom, porttest.Capabilities) {
+		url := server(t)
+		return func(t *testing.T) ports.WaitingRoom {
+			// The suite runs 1,000 callers at once through one client of 64 connections: on a
+			// busy machine a caller may wait longer than the default 500 ms for a connection.
+			client, err := rgredis.NewClient(url, rgredis.Options{ReadTimeout: 10 * time.Second})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = client.Close() })
+			return rgredis.NewWaitingRoom(client, rgredis.WaitingRoomKeyPrefix)
+		}, porttest.Capabilities{SharedInstances: true}
 	}
 }

@@ -50,3 +50,13 @@ func TestChallengeRepositories(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestChallengeRepositories)
 }
+
+func TestWaitingRoom(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, waitingRoomOf, porttest.TestWaitingRoom)
+}
+
+func TestEventRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestEventRepositories)
+}

@@ -1,0 +1,208 @@
+package gormdb
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var (
+	_ ports.EventRepository       = (*EventRepository)(nil)
+	_ ports.SeatRepository        = (*SeatRepository)(nil)
+	_ ports.ReservationRepository = (*ReservationRepository)(nil)
+)
+
+// EventRepository stores events; it implements ports.EventRepository.
+type EventRepository struct {
+	db                          *DB
+	createSQL, getSQL, slotsSQL string
+}
+
+// NewEventRepository returns the event repository of db.
+func NewEventRepository(db *DB) *EventRepository {
+	return &EventRepository{
+		db: db,
+		createSQL: Bind(db.dialect, "INSERT INTO events (id, name, seats, slots, mode, token_ttl_ms, created_at) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?)"),
+		getSQL:   Bind(db.dialect, "SELECT id, name, seats, slots, mode, token_ttl_ms, created_at FROM events WHERE id = ?"),
+		slotsSQL: Bind(db.dialect, "UPDATE events SET slots = ? WHERE id = ?"),
+	}
+}
+
+// Create inserts a new event.
+func (r *EventRepository) Create(ctx context.Context, e *waiting.Event) error {
+	_, err := r.db.exec(ctx, errorMeanings{op: "create event"}, r.createSQL,
+		e.ID(), e.Name(), e.Seats(), e.Slots(), string(e.Mode()), e.TokenTTL().Milliseconds(), e.CreatedAt().UTC())
+	return err
+}
+
+// Get returns the event, or waiting.ErrEventNotFound.
+func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, error) {
+	conn, ctx, done := r.db.conn(ctx)
+	defer done()
+	var (
+		name, mode   string
+		seats, slots int
+		ttlMillis    int64
+		createdAt    time.Time
+	)
+	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&id, &name, &seats, &slots, &mode, &ttlMillis, &createdAt)
+	if err != nil {
+		return nil, translate(err, errorMeanings{op: "get event", notFound: waiting.ErrEventNotFound})
+	}
+	return waiting.RebuildEvent(id, name, seats, slots, waiting.Mode(mode), time.Duration(ttlMillis)*time.Millisecond, createdAt.UTC()), nil
+}
+
+// SaveSlots writes the event's slots.
+func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) error {
+	updated, err := r.db.exec(ctx, errorMeanings{op: "save event slots"}, r.slotsSQL, slots, id)
+	if err != nil {
+		return err
+	}
+	if updated == 0 {
+		// MySQL counts rows changed, not matched: an unchanged value reads as 0 too.
+		if _, err := r.Get(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seatChunk bounds one INSERT of seats: one parameter per row keeps it far below both
+// databases' 65,535.
+const seatChunk = 5000
+
+// SeatRepository stores seats; it implements ports.SeatRepository.
+type SeatRepository struct {
+	db                                            *DB
+	getForUpdateSQL, reserveSQL, listSQL, freeSQL string
+}
+
+// NewSeatRepository returns the seat repository of db.
+func NewSeatRepository(db *DB) *SeatRepository {
+	return &SeatRepository{
+		db:              db,
+		getForUpdateSQL: Bind(db.dialect, "SELECT reserved FROM seats WHERE event_id = ? AND seat_no = ? FOR UPDATE"),
+		reserveSQL:      Bind(db.dialect, "UPDATE seats SET reserved = ? WHERE event_id = ? AND seat_no = ?"),
+		listSQL:         Bind(db.dialect, "SELECT seat_no, reserved FROM seats WHERE event_id = ? AND seat_no > ? ORDER BY seat_no LIMIT ?"),
+		freeSQL:         Bind(db.dialect, "SELECT COUNT(*) FROM seats WHERE event_id = ? AND reserved = ?"),
+	}
+}
+
+// Create inserts seats 1..seats of the event in chunks of seatChunk rows; run it in the
+// event's transaction to make it all or none.
+func (r *SeatRepository) Create(ctx context.Context, eventID string, seats int) error {
+	for first := 1; first <= seats; first += seatChunk {
+		last := min(first+seatChunk-1, seats)
+		var b strings.Builder
+		b.WriteString("INSERT INTO seats (event_id, seat_no) VALUES ")
+		args := make([]any, 0, last-first+1)
+		for n := first; n <= last; n++ {
+			if n > first {
+				b.WriteString(", ")
+			}
+			// Seat numbers are integers this code generates: safe as literals.
+			b.WriteString("(?, " + strconv.Itoa(n) + ")")
+			args = append(args, eventID)
+		}
+		_, err := r.db.exec(ctx, errorMeanings{op: "create seats", notFound: waiting.ErrEventNotFound},
+			Bind(r.db.dialect, b.String()), args...)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetForUpdate reads the seat with SELECT ... FOR UPDATE, locking its row until the
+// transaction in ctx ends. Outside TxRunner.InTx it fails.
+func (r *SeatRepository) GetForUpdate(ctx context.Context, eventID string, number int) (*waiting.Seat, error) {
+	if _, ok := r.db.transaction(ctx); !ok {
+		return nil, errNoTransaction
+	}
+	conn, ctx, done := r.db.conn(ctx)
+	defer done()
+	seat := waiting.Seat{EventID: eventID, Number: number}
+	if err := conn.QueryRowContext(ctx, r.getForUpdateSQL, eventID, number).Scan(&seat.Reserved); err != nil {
+		return nil, translate(err, errorMeanings{op: "get seat for update", notFound: waiting.ErrSeatNotFound})
+	}
+	return &seat, nil
+}
+
+// MarkReserved marks the seat reserved.
+func (r *SeatRepository) MarkReserved(ctx context.Context, eventID string, number int) error {
+	updated, err := r.db.exec(ctx, errorMeanings{op: "reserve seat"}, r.reserveSQL, true, eventID, number)
+	if err != nil {
+		return err
+	}
+	if updated == 0 {
+		return waiting.ErrSeatNotFound
+	}
+	return nil
+}
+
+// List returns up to limit seats of the event by number after `after`, by keyset on the
+// primary key.
+func (r *SeatRepository) List(ctx context.Context, eventID string, after, limit int) ([]waiting.Seat, error) {
+	seats := []waiting.Seat{}
+	if limit <= 0 {
+		return seats, nil
+	}
+	err := r.db.query(ctx, errorMeanings{op: "list seats"}, r.listSQL, []any{eventID, after, limit}, func(rows *sql.Rows) error {
+		s := waiting.Seat{EventID: eventID}
+		if err := rows.Scan(&s.Number, &s.Reserved); err != nil {
+			return err
+		}
+		seats = append(seats, s)
+		return nil
+	})
+	return seats, err
+}
+
+// CountFree counts the event's unreserved seats.
+func (r *SeatRepository) CountFree(ctx context.Context, eventID string) (int, error) {
+	n := 0
+	err := r.db.query(ctx, errorMeanings{op: "count free seats"}, r.freeSQL, []any{eventID, false}, func(rows *sql.Rows) error {
+		return rows.Scan(&n)
+	})
+	return n, err
+}
+
+// ReservationRepository stores reservations; it implements ports.ReservationRepository.
+type ReservationRepository struct {
+	db               *DB
+	addSQL, countSQL string
+}
+
+// NewReservationRepository returns the reservation repository of db.
+func NewReservationRepository(db *DB) *ReservationRepository {
+	return &ReservationRepository{
+		db:       db,
+		addSQL:   Bind(db.dialect, "INSERT INTO reservations (id, event_id, seat_no, user_id, reserved_at) VALUES (?, ?, ?, ?, ?)"),
+		countSQL: Bind(db.dialect, "SELECT COUNT(*) FROM reservations WHERE event_id = ?"),
+	}
+}
+
+// Add inserts the reservation; UNIQUE(event_id, seat_no) refuses a second one for a seat with
+// waiting.ErrSeatAlreadyReserved, and the foreign key a seat that does not exist with
+// waiting.ErrSeatNotFound.
+func (r *ReservationRepository) Add(ctx context.Context, res waiting.Reservation) error {
+	_, err := r.db.exec(ctx, errorMeanings{
+		op: "add reservation", notFound: waiting.ErrSeatNotFound, duplicate: waiting.ErrSeatAlreadyReserved,
+	}, r.addSQL, res.ID, res.EventID, res.SeatNumber, res.UserID, res.ReservedAt.UTC())
+	return err
+}
+
+// Count counts the event's reservations.
+func (r *ReservationRepository) Count(ctx context.Context, eventID string) (int, error) {
+	n := 0
+	err := r.db.query(ctx, errorMeanings{op: "count reservations"}, r.countSQL, []any{eventID}, func(rows *sql.Rows) error {
+		return rows.Scan(&n)
+	})
+	return n, err
+}

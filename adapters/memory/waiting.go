@@ -1,0 +1,305 @@
+package memory
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+var _ ports.WaitingRoom = (*WaitingRoom)(nil)
+
+// WaitingRoom keeps the events' queues and entry tokens in process, with the semantics of the
+// Redis one: every method is atomic under one mutex, as a Redis script is, and expiries run on
+// a ports.Clock. Ranks cost O(log n) through a Fenwick tree over entry sequence numbers.
+type WaitingRoom struct {
+	clock ports.Clock
+
+	mu    sync.Mutex
+	rooms map[string]*room
+	// active is the index of events in use (ports.WaitingRoom.Events).
+	active map[string]bool
+}
+
+// room is one event's waiting room.
+type room struct {
+	slots, seats int
+	seq          int                  // the last entry's sequence number
+	order        fenwick              // 1 at the sequence number of every waiting user
+	waiting      map[string]int       // waiting user → sequence number
+	seen         map[string]time.Time // waiting user → last sign of life
+	admitted     map[string]admission
+	// earliest is at or before every admitted token's expiry, so pruning can skip the scan
+	// until then.
+	earliest                           time.Time
+	claims, expired, dropped, released int64
+	// pruned is how many tokens the current call's prune expired.
+	pruned int
+}
+
+type admission struct {
+	token     string
+	expiresAt time.Time
+}
+
+// NewWaitingRoom returns an empty store whose token expiries run on clock.
+func NewWaitingRoom(clock ports.Clock) *WaitingRoom {
+	return &WaitingRoom{clock: clock, rooms: make(map[string]*room), active: make(map[string]bool)}
+}
+
+// do runs fn on eventID's room under the mutex, or fails with ports.ErrRoomNotOpen.
+func (w *WaitingRoom) do(ctx context.Context, eventID string, fn func(r *room, now time.Time) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.rooms[eventID]
+	if r == nil {
+		return ports.ErrRoomNotOpen
+	}
+	now := w.clock.Now()
+	r.pruned = r.prune(now)
+	return fn(r, now)
+}
+
+// Open creates the room unless it exists. See ports.WaitingRoom.
+func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rooms[eventID] == nil {
+		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
+			seen: make(map[string]time.Time), admitted: make(map[string]admission)}
+	}
+	w.active[eventID] = true
+	return nil
+}
+
+// Enter queues the user at the back unless already waiting or admitted.
+func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
+	var place ports.QueuePlace
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		w.active[eventID] = true
+		if a, ok := r.admitted[userID]; ok {
+			place = ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
+			return nil
+		}
+		if _, ok := r.waiting[userID]; !ok {
+			r.seq++
+			r.waiting[userID] = r.seq
+			r.order.add(r.seq, 1, r.waiting)
+			place.Created = true
+		}
+		r.seen[userID] = now
+		place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
+		return nil
+	})
+	return place, err
+}
+
+// Position answers the user's place, refreshing an admitted user's token.
+func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
+	var place ports.QueuePlace
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if a, ok := r.admitted[userID]; ok {
+			a.expiresAt = now.Add(ttl)
+			r.admitted[userID] = a
+			place = ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
+			return nil
+		}
+		if _, ok := r.waiting[userID]; !ok {
+			return ports.ErrNotQueued
+		}
+		r.seen[userID] = now
+		place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
+		return nil
+	})
+	return place, err
+}
+
+// Claim admits the user when rank < remaining slots.
+func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
+	var res ports.ClaimResult
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if a, ok := r.admitted[userID]; ok {
+			a.expiresAt = now.Add(ttl)
+			r.admitted[userID] = a
+			res = ports.ClaimResult{Claimed: true, Token: a.token, ExpiresAt: a.expiresAt}
+			return nil
+		}
+		if _, ok := r.waiting[userID]; !ok {
+			return ports.ErrNotQueued
+		}
+		place := ports.QueuePlace{Rank: r.rank(userID), RemainingSlots: r.remaining()}
+		if !place.Ready() {
+			res.Place = place
+			return nil
+		}
+		r.leave(userID)
+		expiresAt := now.Add(ttl)
+		r.admitted[userID] = admission{token: token, expiresAt: expiresAt}
+		if len(r.admitted) == 1 || expiresAt.Before(r.earliest) {
+			r.earliest = expiresAt
+		}
+		r.claims++
+		res = ports.ClaimResult{Claimed: true, Created: true, Token: token, ExpiresAt: expiresAt}
+		return nil
+	})
+	return res, err
+}
+
+// Release frees the user's slot once.
+func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool, error) {
+	freed := false
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		if _, ok := r.admitted[userID]; ok {
+			delete(r.admitted, userID)
+			r.released++
+			freed = true
+		}
+		return nil
+	})
+	return freed, err
+}
+
+// Verify reports whether token is the user's live token.
+func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (bool, error) {
+	valid := false
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		a, ok := r.admitted[userID]
+		valid = ok && a.token == token
+		return nil
+	})
+	return valid, err
+}
+
+// Reconcile frees expired tokens' slots (done by do) and drops idle waiting users.
+func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.Duration) (ports.Reconciled, error) {
+	var done ports.Reconciled
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		done.Expired = r.pruned
+		if idle > 0 {
+			cutoff := now.Add(-idle)
+			for userID, at := range r.seen {
+				if !at.After(cutoff) {
+					r.leave(userID)
+					r.dropped++
+					done.Dropped++
+				}
+			}
+		}
+		if len(r.waiting) == 0 && len(r.admitted) == 0 {
+			delete(w.active, eventID)
+		}
+		return nil
+	})
+	return done, err
+}
+
+// SetSlots changes the slots and answers the remaining ones.
+func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (int, error) {
+	remaining := 0
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.slots = slots
+		remaining = r.remaining()
+		return nil
+	})
+	return remaining, err
+}
+
+// Stats answers the room's numbers.
+func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStats, error) {
+	var s ports.RoomStats
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		s = ports.RoomStats{Waiting: len(r.waiting), Admitted: len(r.admitted), Slots: r.slots,
+			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
+			Expired: r.expired, Dropped: r.dropped, Released: r.released}
+		return nil
+	})
+	return s, err
+}
+
+// Events lists the events in use, sorted.
+func (w *WaitingRoom) Events(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	events := make([]string, 0, len(w.active))
+	for id := range w.active {
+		events = append(events, id)
+	}
+	sort.Strings(events)
+	return events, nil
+}
+
+// SeatsLeft answers the seat counter.
+func (w *WaitingRoom) SeatsLeft(ctx context.Context, eventID string) (int, error) {
+	seats := 0
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		seats = r.seats
+		return nil
+	})
+	return seats, err
+}
+
+// TakeSeat decrements the seat counter.
+func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
+	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.seats--
+		return nil
+	})
+}
+
+// SetSeatsLeft overwrites the seat counter.
+func (w *WaitingRoom) SetSeatsLeft(ctx context.Context, eventID string, seats int) error {
+	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.seats = seats
+		return nil
+	})
+}
+
+// remaining is slots minus the tokens alive, never below 0.
+func (r *room) remaining() int { return max(0, r.slots-len(r.admitted)) }
+
+// rank is a waiting user's 0-based place.
+func (r *room) rank(userID string) int { return r.order.prefix(r.waiting[userID] - 1) }
+
+// leave takes a waiting user out of the queue.
+func (r *room) leave(userID string) {
+	seq, ok := r.waiting[userID]
+	if !ok {
+		return
+	}
+	delete(r.waiting, userID)
+	delete(r.seen, userID)
+	r.order.add(seq, -1, r.waiting)
+}
+
+// prune gives back the slots of the tokens expired at now, each once, and answers how many.
+func (r *room) prune(now time.Time) int {
+	if len(r.admitted) == 0 || now.Before(r.earliest) {
+		return 0
+	}
+	n := 0
+	var earliest time.Time
+	for userID, a := range r.admitted {
+		if !now.Before(a.expiresAt) {
+			delete(r.admitted, userID)
+			r.expired++
+			n++
+			continue
+		}
+		if earliest.IsZero() || a.expiresAt.Before(earliest) {
+			earliest = a.expiresAt
+		}
+	}
+	r.earliest = earliest
+	return n
+}

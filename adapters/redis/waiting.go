@@ -1,0 +1,391 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+var _ ports.WaitingRoom = (*WaitingRoom)(nil)
+
+// WaitingRoomKeyPrefix starts the keys of the waiting rooms NewCoordination keeps.
+const WaitingRoomKeyPrefix = "rushgate:wr:"
+
+// WaitingRoom is a ports.WaitingRoom on Redis. Each event's state lives in five keys that share
+// the hash tag {eventId}, so every script touches one cluster slot:
+//
+//	…{E}:meta      hash  slots, seats (the seat counter), seq (the last entry's sequence
+//	                     number), claims, expired, dropped, released
+//	…{E}:queue     zset  waiting user → entry sequence number (FIFO, ties impossible)
+//	…{E}:seen      zset  waiting user → last sign of life, ms of the Redis clock
+//	…{E}:admitted  zset  admitted user → token expiry, ms of the Redis clock
+//	…{E}:tokens    hash  admitted user → token
+//
+// Slots taken are ZCARD(admitted), so there is no counter to drift: a token's slot comes back
+// when its member leaves the admitted set, which happens once, atomically, whether the user
+// returned it (Release) or its expiry passed (every script first moves the expired members out,
+// before counting remaining slots, and Reconcile does so on the workers' tick). Keyspace
+// notifications are not used: they are fire-and-forget (lost while no subscriber is connected),
+// must be enabled on the server, and on a cluster arrive only on the node that expired the key.
+//
+// The index of events in use is one set, …events, kept outside the scripts (it lives in
+// another slot): Enter adds the event when it found the room empty, and Reconcile removes an
+// empty room's event first and then puts it back if the room turned out not to be empty, so a
+// concurrent Enter is never lost from the index.
+type WaitingRoom struct {
+	client goredis.UniversalClient
+	prefix string
+}
+
+// NewWaitingRoom returns a store whose keys start with prefix (e.g. WaitingRoomKeyPrefix).
+func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
+	return &WaitingRoom{client: c, prefix: prefix}
+}
+
+// keys are an event's keys in the order every script takes them.
+func (w *WaitingRoom) keys(eventID string) []string {
+	base := w.prefix + "{" + eventID + "}:"
+	return []string{base + "meta", base + "queue", base + "seen", base + "admitted", base + "tokens"}
+}
+
+func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
+
+// scriptPrelude is shared by every per-event script: it names the keys, reads the Redis clock,
+// answers NO_ROOM for a room that does not exist, and moves the expired tokens out (at most
+// pruneLimit per call, so a script stays short; the rest follow on the next call, and until
+// then remaining slots are under-, never over-counted).
+const scriptPrelude = `
+local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local expired = redis.call('ZRANGEBYSCORE', admitted, '-inf', now, 'LIMIT', 0, 1000)
+if #expired > 0 then
+  redis.call('ZREM', admitted, unpack(expired))
+  redis.call('HDEL', tokens, unpack(expired))
+  redis.call('HINCRBY', meta, 'expired', #expired)
+end
+local function remaining()
+  local r = tonumber(redis.call('HGET', meta, 'slots')) - redis.call('ZCARD', admitted)
+  if r < 0 then return 0 end
+  return r
+end
+`
+
+func newWaitingScript(body string) *goredis.Script { return goredis.NewScript(scriptPrelude + body) }
+
+// openScript creates the room unless it exists. KEYS meta; ARGV slots, seats.
+var openScript = goredis.NewScript(`
+redis.call('HSETNX', KEYS[1], 'slots', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'seats', ARGV[2])
+return 1
+`)
+
+// enterScript answers {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining,
+// created, wasEmpty}. ARGV user.
+var enterScript = newWaitingScript(`
+local user = ARGV[1]
+local expiry = redis.call('ZSCORE', admitted, user)
+if expiry then return {'ENTERED', remaining(), expiry} end
+local created = 0
+local wasEmpty = 0
+if not redis.call('ZSCORE', queue, user) then
+  if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
+  redis.call('ZADD', queue, redis.call('HINCRBY', meta, 'seq', 1), user)
+  created = 1
+end
+redis.call('ZADD', seen, now, user)
+return {'WAITING', redis.call('ZRANK', queue, user), remaining(), created, wasEmpty}
+`)
+
+// positionScript answers {'ENTERED', remaining, expiresAt}, {'WAITING', rank, remaining} or
+// {'NOT_QUEUED'}. ARGV user, ttl ms.
+var positionScript = newWaitingScript(`
+local user = ARGV[1]
+if redis.call('ZSCORE', admitted, user) then
+  local expiresAt = now + tonumber(ARGV[2])
+  redis.call('ZADD', admitted, expiresAt, user)
+  return {'ENTERED', remaining(), expiresAt}
+end
+local rank = redis.call('ZRANK', queue, user)
+if not rank then return {'NOT_QUEUED'} end
+redis.call('ZADD', seen, now, user)
+return {'WAITING', rank, remaining()}
+`)
+
+// claimScript answers {'HELD', token, expiresAt}, {'CLAIMED', token, expiresAt},
+// {'NOT_READY', rank, remaining} or {'NOT_QUEUED'}. ARGV user, new token, ttl ms.
+var claimScript = newWaitingScript(`
+local user = ARGV[1]
+local expiresAt = now + tonumber(ARGV[3])
+local held = redis.call('HGET', tokens, user)
+if held then
+  redis.call('ZADD', admitted, expiresAt, user)
+  return {'HELD', held, expiresAt}
+end
+local rank = redis.call('ZRANK', queue, user)
+if not rank then return {'NOT_QUEUED'} end
+local left = remaining()
+if rank >= left then return {'NOT_READY', rank, left} end
+redis.call('HSET', tokens, user, ARGV[2])
+redis.call('ZADD', admitted, expiresAt, user)
+redis.call('ZREM', queue, user)
+redis.call('ZREM', seen, user)
+redis.call('HINCRBY', meta, 'claims', 1)
+return {'CLAIMED', ARGV[2], expiresAt}
+`)
+
+// returnScript answers {'OK', freed}. ARGV user.
+var returnScript = newWaitingScript(`
+if redis.call('ZREM', admitted, ARGV[1]) == 0 then return {'OK', 0} end
+redis.call('HDEL', tokens, ARGV[1])
+redis.call('HINCRBY', meta, 'released', 1)
+return {'OK', 1}
+`)
+
+// verifyScript answers {'OK', valid}: the user's token equals ARGV[2] and has not expired
+// (the prelude removed it otherwise). ARGV user, token.
+var verifyScript = newWaitingScript(`
+if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1} end
+return {'OK', 0}
+`)
+
+// reconcileScript answers {'OK', expired, dropped, empty}. ARGV idle ms (0: drop nobody).
+var reconcileScript = newWaitingScript(`
+local dropped = 0
+local idle = tonumber(ARGV[1])
+if idle > 0 then
+  local gone = redis.call('ZRANGEBYSCORE', seen, '-inf', now - idle, 'LIMIT', 0, 1000)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', seen, unpack(gone))
+    redis.call('HINCRBY', meta, 'dropped', #gone)
+    dropped = #gone
+  end
+end
+local empty = 0
+if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', admitted) == 0 then empty = 1 end
+return {'OK', #expired, dropped, empty}
+`)
+
+// slotsScript answers {'OK', remaining}. ARGV slots.
+var slotsScript = newWaitingScript(`
+redis.call('HSET', meta, 'slots', ARGV[1])
+return {'OK', remaining()}
+`)
+
+// statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
+// dropped, released}.
+var statsScript = newWaitingScript(`
+local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released')
+return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
+  tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0)}
+`)
+
+// seatsScript answers {'OK', seats} after adding ARGV[1] to the counter, or setting it to
+// ARGV[2] when given.
+var seatsScript = newWaitingScript(`
+if ARGV[2] then
+  redis.call('HSET', meta, 'seats', ARGV[2])
+  return {'OK', tonumber(ARGV[2])}
+end
+return {'OK', redis.call('HINCRBY', meta, 'seats', ARGV[1])}
+`)
+
+// run runs script for eventID and returns its reply after the state word, or
+// ports.ErrRoomNotOpen / ports.ErrNotQueued.
+func (w *WaitingRoom) run(ctx context.Context, op string, script *goredis.Script, eventID string, args ...any) (string, []any, error) {
+	reply, err := script.Run(ctx, w.client, w.keys(eventID), args...).Slice()
+	if err != nil {
+		return "", nil, unavailable(op, err)
+	}
+	if len(reply) == 0 {
+		return "", nil, fmt.Errorf("redis: %s: empty reply", op)
+	}
+	state, _ := reply[0].(string)
+	switch state {
+	case "NO_ROOM":
+		return "", nil, ports.ErrRoomNotOpen
+	case "NOT_QUEUED":
+		return "", nil, ports.ErrNotQueued
+	}
+	return state, reply[1:], nil
+}
+
+// Open creates the room unless it exists and lists the event. See ports.WaitingRoom.
+func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int) error {
+	if err := openScript.Run(ctx, w.client, w.keys(eventID)[:1], slots, seats).Err(); err != nil {
+		return unavailable("open waiting room", err)
+	}
+	return w.index(ctx, eventID)
+}
+
+func (w *WaitingRoom) index(ctx context.Context, eventID string) error {
+	if err := w.client.SAdd(ctx, w.indexKey(), eventID).Err(); err != nil {
+		return unavailable("index waiting room", err)
+	}
+	return nil
+}
+
+// Enter queues the user at the back unless already waiting or admitted.
+func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
+	state, r, err := w.run(ctx, "enter waiting room", enterScript, eventID, userID)
+	if err != nil {
+		return ports.QueuePlace{}, err
+	}
+	if state == "ENTERED" {
+		return ports.QueuePlace{Admitted: true, RemainingSlots: toInt(r[0]), ExpiresAt: fromMillis(r[1])}, nil
+	}
+	if toInt(r[3]) == 1 {
+		if err := w.index(ctx, eventID); err != nil {
+			return ports.QueuePlace{}, err
+		}
+	}
+	return ports.QueuePlace{Rank: toInt(r[0]), RemainingSlots: toInt(r[1]), Created: toInt(r[2]) == 1}, nil
+}
+
+// Position answers the user's place, refreshing an admitted user's token.
+func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
+	state, r, err := w.run(ctx, "read queue position", positionScript, eventID, userID, ttl.Milliseconds())
+	if err != nil {
+		return ports.QueuePlace{}, err
+	}
+	if state == "ENTERED" {
+		return ports.QueuePlace{Admitted: true, RemainingSlots: toInt(r[0]), ExpiresAt: fromMillis(r[1])}, nil
+	}
+	return ports.QueuePlace{Rank: toInt(r[0]), RemainingSlots: toInt(r[1])}, nil
+}
+
+// Claim admits the user when rank < remaining slots.
+func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
+	state, r, err := w.run(ctx, "claim entry token", claimScript, eventID, userID, token, ttl.Milliseconds())
+	if err != nil {
+		return ports.ClaimResult{}, err
+	}
+	switch state {
+	case "NOT_READY":
+		return ports.ClaimResult{Place: ports.QueuePlace{Rank: toInt(r[0]), RemainingSlots: toInt(r[1])}}, nil
+	case "HELD", "CLAIMED":
+		held, _ := r[0].(string)
+		return ports.ClaimResult{Claimed: true, Created: state == "CLAIMED", Token: held, ExpiresAt: fromMillis(r[1])}, nil
+	}
+	return ports.ClaimResult{}, fmt.Errorf("redis: claim entry token: unexpected state %q", state)
+}
+
+// Release frees the user's slot once.
+func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool, error) {
+	_, r, err := w.run(ctx, "release entry token", returnScript, eventID, userID)
+	if err != nil {
+		return false, err
+	}
+	return toInt(r[0]) == 1, nil
+}
+
+// Verify reports whether token is the user's live token.
+func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (bool, error) {
+	_, r, err := w.run(ctx, "verify entry token", verifyScript, eventID, userID, token)
+	if err != nil {
+		return false, err
+	}
+	return toInt(r[0]) == 1, nil
+}
+
+// Reconcile frees expired tokens' slots and drops idle waiting users; an empty room's event
+// leaves the index (see WaitingRoom).
+func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.Duration) (ports.Reconciled, error) {
+	_, r, err := w.run(ctx, "reconcile waiting room", reconcileScript, eventID, idle.Milliseconds())
+	if err != nil {
+		return ports.Reconciled{}, err
+	}
+	done := ports.Reconciled{Expired: toInt(r[0]), Dropped: toInt(r[1])}
+	if toInt(r[2]) == 0 {
+		return done, nil
+	}
+	if err := w.client.SRem(ctx, w.indexKey(), eventID).Err(); err != nil {
+		return done, unavailable("unindex waiting room", err)
+	}
+	// An Enter between the script and SREM re-indexed before SREM; read the room again.
+	stats, err := w.Stats(ctx, eventID)
+	if err != nil {
+		return done, err
+	}
+	if stats.Waiting > 0 || stats.Admitted > 0 {
+		return done, w.index(ctx, eventID)
+	}
+	return done, nil
+}
+
+// SetSlots changes the slots and answers the remaining ones.
+func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (int, error) {
+	_, r, err := w.run(ctx, "set slots", slotsScript, eventID, slots)
+	if err != nil {
+		return 0, err
+	}
+	return toInt(r[0]), nil
+}
+
+// Stats answers the room's numbers.
+func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStats, error) {
+	_, r, err := w.run(ctx, "read waiting room stats", statsScript, eventID)
+	if err != nil {
+		return ports.RoomStats{}, err
+	}
+	return ports.RoomStats{
+		Waiting: toInt(r[0]), Admitted: toInt(r[1]), Slots: toInt(r[2]), RemainingSlots: toInt(r[3]),
+		RemainingSeats: toInt(r[4]), Claims: int64(toInt(r[5])), Expired: int64(toInt(r[6])),
+		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])),
+	}, nil
+}
+
+// Events lists the events in use.
+func (w *WaitingRoom) Events(ctx context.Context) ([]string, error) {
+	events, err := w.client.SMembers(ctx, w.indexKey()).Result()
+	if err != nil {
+		return nil, unavailable("list waiting rooms", err)
+	}
+	return events, nil
+}
+
+// SeatsLeft answers the seat counter.
+func (w *WaitingRoom) SeatsLeft(ctx context.Context, eventID string) (int, error) {
+	_, r, err := w.run(ctx, "read seat counter", seatsScript, eventID, 0)
+	if err != nil {
+		return 0, err
+	}
+	return toInt(r[0]), nil
+}
+
+// TakeSeat decrements the seat counter.
+func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
+	_, _, err := w.run(ctx, "take seat", seatsScript, eventID, -1)
+	return err
+}
+
+// SetSeatsLeft overwrites the seat counter.
+func (w *WaitingRoom) SetSeatsLeft(ctx context.Context, eventID string, seats int) error {
+	_, _, err := w.run(ctx, "set seat counter", seatsScript, eventID, 0, seats)
+	return err
+}
+
+// toInt reads an integer of a script's reply (Lua numbers arrive as int64).
+func toInt(v any) int {
+	switch n := v.(type) {
+	case int64:
+		return int(n)
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
+}
+
+// fromMillis reads a Redis-clock time in ms (a ZSCORE arrives as a string).
+func fromMillis(v any) time.Time {
+	ms := int64(toInt(v))
+	return time.UnixMilli(ms).UTC()
+}

@@ -1,0 +1,172 @@
+package waiting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/waiting"
+)
+
+// The seat lock's policy (SPEC §3, the seed's tryLock(3, 5)): a request waits up to
+// SeatLockWait for the lock, whose lease is SeatLockTTL, then answers SEAT_BEING_SELECTED.
+const (
+	SeatLockWait = 3 * time.Second
+	SeatLockTTL  = 5 * time.Second
+)
+
+// ReserveCommand asks for a seat for UserID, who presents Token (the Entry-Token header).
+type ReserveCommand struct {
+	EventID string
+	SeatID  string
+	UserID  string
+	Token   string
+}
+
+// ReservationView is a reservation as clients see it.
+type ReservationView struct {
+	ID         string    `json:"id"`
+	EventID    string    `json:"eventId"`
+	SeatID     string    `json:"seatId"`
+	UserID     string    `json:"userId"`
+	ReservedAt time.Time `json:"reservedAt"`
+}
+
+// reserveInput is one reservation waiting in the seat's lane.
+type reserveInput struct {
+	eventID string
+	seat    int
+	userID  string
+}
+
+// Reserve books a seat (SPEC §3, both modes): the entry token of this user and event is
+// required (waiting.ErrTokenRequired); a sold-out event fails fast (waiting.ErrSoldOut); then,
+// under the lock seat:{eventId}:{seatId} (waiting.ErrSeatBeingSelected after 3 s), one
+// transaction locks the seat's row, inserts the reservation and marks the seat reserved
+// (waiting.ErrSeatAlreadyReserved, waiting.ErrSeatNotFound); the seat counter is decremented
+// after the commit.
+func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationView, error) {
+	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
+		return ReservationView{}, err
+	}
+	e, err := s.event(ctx, cmd.EventID)
+	if err != nil {
+		return ReservationView{}, err
+	}
+	if err := s.checkToken(ctx, e, cmd.UserID, cmd.Token); err != nil {
+		return ReservationView{}, err
+	}
+	number, err := waiting.SeatNumber(cmd.SeatID)
+	if err != nil || number > e.Seats() {
+		return ReservationView{}, waiting.ErrSeatNotFound
+	}
+	if err := s.rejectSoldOut(ctx, e); err != nil {
+		return ReservationView{}, err
+	}
+	return s.reserves.Do(ctx, "seat:"+e.ID()+":"+cmd.SeatID, reserveInput{eventID: e.ID(), seat: number, userID: cmd.UserID})
+}
+
+// checkToken refuses a missing token, or one that is not this user's live token of this event.
+func (s *Service) checkToken(ctx context.Context, e *waiting.Event, userID, token string) error {
+	if token == "" {
+		return waiting.ErrTokenRequired
+	}
+	valid := false
+	err := s.inRoom(ctx, e, func() error {
+		var err error
+		valid, err = s.d.Room.Verify(ctx, e.ID(), userID, token)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("verify entry token: %w", err)
+	}
+	if !valid {
+		return waiting.ErrTokenRequired
+	}
+	return nil
+}
+
+// rejectSoldOut answers SOLD_OUT without the lock when the seat counter is at 0 and the
+// database agrees. The database wins a disagreement: a counter at 0 with free seats left is
+// repaired to the database's count and the reservation goes on.
+func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event) error {
+	if _, sold := s.soldOut.Load(e.ID()); sold {
+		return waiting.ErrSoldOut
+	}
+	var left int
+	err := s.inRoom(ctx, e, func() error {
+		var err error
+		left, err = s.d.Room.SeatsLeft(ctx, e.ID())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read seat counter: %w", err)
+	}
+	if left > 0 {
+		return nil
+	}
+	free, err := s.d.Seats.CountFree(ctx, e.ID())
+	if err != nil {
+		return fmt.Errorf("count free seats: %w", err)
+	}
+	if free == 0 {
+		s.soldOut.Store(e.ID(), struct{}{})
+		return waiting.ErrSoldOut
+	}
+	if err := s.d.Room.SetSeatsLeft(ctx, e.ID(), free); err != nil {
+		return fmt.Errorf("repair seat counter: %w", err)
+	}
+	return nil
+}
+
+// reserveBatch serves the reservations of one seat queued behind its lock in one transaction:
+// the seat's row FOR UPDATE once; the first request takes a free seat, every other hears
+// SEAT_ALREADY_RESERVED. The UNIQUE(event, seat) index still decides any race the lock missed.
+// After the commit the seat counter is decremented; a failed decrement leaves the counter high,
+// which only costs a lock round, and the reconciliation pass repairs it.
+func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]guard.Answer[ReservationView], error) {
+	first := batch[0]
+	answers := make([]guard.Answer[ReservationView], len(batch))
+	reserved := false
+	err := s.d.Tx.InTx(ctx, func(ctx context.Context) error {
+		clear(answers)
+		reserved = false
+		seat, err := s.d.Seats.GetForUpdate(ctx, first.eventID, first.seat)
+		if errors.Is(err, waiting.ErrSeatNotFound) {
+			for i := range answers {
+				answers[i].Err = waiting.ErrSeatNotFound
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := s.d.Clock.Now()
+		for i, in := range batch {
+			r, err := seat.Reserve(s.d.IDs.NewID(), in.userID, now)
+			if err != nil {
+				answers[i].Err = err
+				continue
+			}
+			if err := s.d.Reservations.Add(ctx, r); err != nil {
+				return err
+			}
+			if err := s.d.Seats.MarkReserved(ctx, r.EventID, r.SeatNumber); err != nil {
+				return err
+			}
+			reserved = true
+			answers[i].Value = ReservationView{ID: r.ID, EventID: r.EventID, SeatID: seat.ID(), UserID: r.UserID, ReservedAt: r.ReservedAt}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if reserved {
+		_ = s.d.Room.TakeSeat(context.WithoutCancel(ctx), first.eventID)
+	}
+	return answers, nil
+}

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/adapters/gormdb"
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+	rgredis "github.com/rushgate/rushgate/adapters/redis"
+)
+
+// queue-pull: the waiting room's pull mode (SPEC §3) under a crowd. The timed run is the
+// entries: every user POSTs /events/{id}/queue once. The admission phase follows, at the same
+// concurrency: users in order of their place poll their status, claim a token when ready and
+// return it at once (the simulated checkout), until the whole crowd is admitted. Its polls/s,
+// the p50/p99 of each call and the time to admit everyone are reported beside the invariant:
+// never more tokens alive than slots (sampled from the operators' view), nobody admitted
+// twice, admission in FIFO order up to the slot window. The ceiling is raw ZADD on the same
+// Redis at the same concurrency through go-redis, and redis-benchmark's ZADD is printed too.
+
+// newQueuePull is --users entering one pull event of --capacity slots.
+func newQueuePull(cfg config) (scenario, error) {
+	if cfg.capacity < 1 || cfg.capacity > maxCapacity {
+		return nil, fmt.Errorf("queue-pull: --capacity (the slots) must be 1..%d", maxCapacity)
+	}
+	if cfg.redisURL == "" && !cfg.noCeiling {
+		return nil, errors.New("queue-pull: --redis-url (or RUSHGATE_REDIS_URL) is required for its ceiling, raw ZADD; or pass --no-ceiling")
+	}
+	return &queuePull{users: cfg.users, slots: cfg.capacity}, nil
+}
+
+type queuePull struct {
+	users, slots int
+
+	// Set by prepare.
+	eventID string
+	admin   string
+	bearers []map[string]string // user i's Authorization header
+	// Set by run: the place each entry was given.
+	ranks []int
+	// Set by invariant: the entries' rate, for the redis-benchmark comparison.
+	entriesPerSecond float64
+}
+
+var _ scenario = (*queuePull)(nil)
+
+func (s *queuePull) shape() string {
+	return fmt.Sprintf("%d users → 1 pull event of %d slots", s.users, s.slots)
+}
+
+func (s *queuePull) targets(gormdb.Dialect) []target {
+	return []target{
+		{measure: measureGoodputRatio, bound: atLeast, limit: 0.25},
+		{measure: measureP99, bound: atMost, limit: 50},
+	}
+}
+
+// prepare creates the event and mints every user's token.
+func (s *queuePull) prepare(ctx context.Context, e *env) error {
+	var err error
+	if s.admin, err = e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL); err != nil {
+		return fmt.Errorf("mint admin token: %w", err)
+	}
+	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
+		"name": "rushgate-load queue " + e.runID, "seats": s.slots, "slots": s.slots, "mode": "pull",
+	})
+	if err != nil {
+		return err
+	}
+	if s.bearers, err = mintUsers(e, s.users); err != nil {
+		return err
+	}
+	s.ranks = make([]int, s.users)
+	return nil
+}
+
+// createEvent answers the id of a new event from POST /admin/events.
+func createEvent(ctx context.Context, api *instances, adminToken string, body map[string]any) (string, error) {
+	a, raw := api.post(ctx, 0, "/admin/events", map[string]string{"Authorization": "Bearer " + adminToken}, body)
+	if a.err != nil {
+		return "", fmt.Errorf("create event: %w", a.err)
+	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.ID == "" {
+		return "", fmt.Errorf("create event: POST /admin/events answered %d: %s", a.status, snippet(raw))
+	}
+	return created.ID, nil
+}
+
+// mintUsers mints the Authorization header of users load-{run}-0…n-1.
+func mintUsers(e *env, n int) ([]map[string]string, error) {
+	bearers := make([]map[string]string, n)
+	for i := range bearers {
+		user := fmt.Sprintf("load-%s-%d", e.runID, i)
+		bearer, err := e.tokens.Mint(user, rghttp.RoleUser, tokenTTL)
+		if err != nil {
+			return nil, fmt.Errorf("mint token for %s: %w", user, err)
+		}
+		bearers[i] = map[string]string{"Authorization": "Bearer " + bearer}
+	}
+	return bearers, nil
+}
+
+// queuePlace is the part of a queue status answer the scenario reads.
+type queuePlace struct {
+	Status string `json:"status"`
+	Rank   int    `json:"rank"`
+}
+
+// run enters every user once; an entry succeeds with 201.
+func (s *queuePull) run(e *env) work {
+	path := "/events/" + url.PathEscape(s.eventID) + "/queue"
+	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
+		a, raw := e.api.post(ctx, i, path, s.bearers[i], nil)
+		a.ok = a.status == http.StatusCreated
+		var p queuePlace
+		if a.ok && json.Unmarshal(raw, &p) == nil {
+			s.ranks[i] = p.Rank
+		}
+		return a
+	}}
+}
+
+// admissionPhase is what the poll-claim-return phase measured.
+type admissionPhase struct {
+	polls, claims, returns []time.Duration
+	duration               time.Duration
+	admittedTwice          []string
+	outOfOrder             int
+	failures               []string
+	maxHeld                int64 // tokens held at once, counted by the clients
+	maxAlive               int   // tokens alive at once, sampled from the operators' view
+	admitted               int
+}
+
+// invariant runs the admission phase and checks it, then the queue the server reports.
+func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (invariantResult, error) {
+	entered := 0
+	var last time.Duration
+	for _, a := range attempts {
+		if a.ok {
+			entered++
+			last = max(last, a.end)
+		}
+	}
+	if last > 0 {
+		s.entriesPerSecond = float64(entered) / last.Seconds()
+	}
+	order := make([]int, 0, len(attempts))
+	for i, a := range attempts {
+		if a.ok {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return s.ranks[a] - s.ranks[b] })
+	phase := s.admit(ctx, e, order)
+
+	var res invariantResult
+	add := func(label string, value int) { res.rows = append(res.rows, invariantRow{label: label, value: value}) }
+	add("entered (201)", entered)
+	add("admitted (token claimed once)", phase.admitted)
+	add("tokens alive at most (sampled)", phase.maxAlive)
+	add("tokens held at most (clients)", int(phase.maxHeld))
+	add("status polls", len(phase.polls))
+	add("status polls per second", int(float64(len(phase.polls))/phase.duration.Seconds()))
+	add("claims per second", int(float64(len(phase.claims))/phase.duration.Seconds()))
+	for _, l := range []struct {
+		name    string
+		samples []time.Duration
+	}{{"status", phase.polls}, {"claim", phase.claims}, {"return", phase.returns}} {
+		lat := summarizeLatencies(l.samples)
+		add(l.name+" p50 µs", int(lat.p50.Microseconds()))
+		add(l.name+" p99 µs", int(lat.p99.Microseconds()))
+	}
+	add("time to admit the crowd ms", int(phase.duration.Milliseconds()))
+
+	if phase.admitted != entered {
+		res.violations = append(res.violations, fmt.Sprintf("%d of %d entered users were admitted", phase.admitted, entered))
+	}
+	if phase.maxAlive > s.slots || int(phase.maxHeld) > s.slots {
+		res.violations = append(res.violations, fmt.Sprintf("%d tokens alive at once (clients held %d), more than %d slots", phase.maxAlive, phase.maxHeld, s.slots))
+	}
+	for _, u := range phase.admittedTwice {
+		res.violations = append(res.violations, u+" was admitted twice")
+	}
+	if phase.outOfOrder > 0 {
+		res.violations = append(res.violations, fmt.Sprintf("%d users were admitted ahead of someone more than the slot window and the in-flight requests before them", phase.outOfOrder))
+	}
+	res.violations = append(res.violations, phase.failures...)
+	return res, nil
+}
+
+// admit runs the admission phase over the entered users in order of place.
+func (s *queuePull) admit(ctx context.Context, e *env, order []int) admissionPhase {
+	base := "/events/" + url.PathEscape(s.eventID)
+	var (
+		phase    admissionPhase
+		mu       sync.Mutex
+		next     atomic.Int64
+		held     atomic.Int64
+		maxHeld  atomic.Int64
+		position atomic.Int64 // admissions so far
+		claimed  = make([]atomic.Bool, s.users)
+		wg       sync.WaitGroup
+	)
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(phase.failures) < 10 {
+			phase.failures = append(phase.failures, fmt.Sprintf(format, args...))
+		}
+	}
+	stop := make(chan struct{})
+	sampled := make(chan int)
+	go func() { sampled <- s.sampleAlive(ctx, e, stop) }()
+	start := time.Now()
+	for range min(e.concurrency, len(order)) {
+		wg.Go(func() {
+			var polls, claims, returns []time.Duration
+			defer func() {
+				mu.Lock()
+				phase.polls = append(phase.polls, polls...)
+				phase.claims = append(phase.claims, claims...)
+				phase.returns = append(phase.returns, returns...)
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				k := int(next.Add(1) - 1)
+				if k >= len(order) {
+					return
+				}
+				i := order[k]
+				for ctx.Err() == nil {
+					a, raw := e.api.send(ctx, i, http.MethodGet, base+"/queue/status", s.bearers[i], nil)
+					polls = append(polls, a.latency)
+					var p queuePlace
+					if a.status != http.StatusOK || json.Unmarshal(raw, &p) != nil {
+						fail("status of user %d: %d %v %s", i, a.status, a.err, snippet(raw))
+						break
+					}
+					if p.Status == "waiting" {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					a, raw = e.api.post(ctx, i, base+"/queue/token", s.bearers[i], nil)
+					claims = append(claims, a.latency)
+					if a.status == http.StatusConflict && a.code == "NOT_READY" {
+						continue
+					}
+					if a.status != http.StatusCreated {
+						fail("claim of user %d: %d %v %s", i, a.status, a.err, snippet(raw))
+						break
+					}
+					if claimed[i].Swap(true) {
+						mu.Lock()
+						phase.admittedTwice = append(phase.admittedTwice, fmt.Sprint(i))
+						mu.Unlock()
+					}
+					for h := held.Add(1); ; {
+						if peak := maxHeld.Load(); h <= peak || maxHeld.CompareAndSwap(peak, h) {
+							break
+						}
+					}
+					if at := int(position.Add(1)) - 1; s.ranks[i] > at+s.slots+e.concurrency {
+						mu.Lock()
+						phase.outOfOrder++
+						mu.Unlock()
+					}
+					held.Add(-1)
+					a, raw = e.api.send(ctx, i, http.MethodDelete, base+"/queue/token", s.bearers[i], nil)
+					returns = append(returns, a.latency)
+					if a.status != http.StatusNoContent {
+						fail("return of user %d: %d %v %s", i, a.status, a.err, snippet(raw))
+					}
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	phase.duration = time.Since(start)
+	close(stop)
+	phase.maxAlive = <-sampled
+	phase.admitted = int(position.Load())
+	phase.maxHeld = maxHeld.Load()
+	return phase
+}
+
+// sampleAlive reads the operators' view every 50 ms until stop and answers the most tokens it
+// saw alive.
+func (s *queuePull) sampleAlive(ctx context.Context, e *env, stop <-chan struct{}) int {
+	peak := 0
+	headers := map[string]string{"Authorization": "Bearer " + s.admin}
+	for {
+		a, raw := e.api.send(ctx, 0, http.MethodGet, "/admin/events/"+url.PathEscape(s.eventID)+"/queue", headers, nil)
+		var view struct {
+			Admitted int `json:"admitted"`
+		}
+		if a.status == http.StatusOK && json.Unmarshal(raw, &view) == nil {
+			peak = max(peak, view.Admitted)
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ceiling is raw ZADD on the servers' Redis at the same concurrency, one member per user into a
+// scratch key; redis-benchmark's ZADD on the same server is printed beside it.
+func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
+	client, err := rgredis.NewClient(e.redisURL, rgredis.Options{ReadTimeout: e.timeout})
+	if err != nil {
+		return work{}, fmt.Errorf("--redis-url: %w", err)
+	}
+	if rps, err := redisBenchmarkZADD(ctx, e.redisURL, e.concurrency, s.users); err != nil {
+		progress(e.stderr, "queue-pull: redis-benchmark: %v\n", err)
+	} else {
+		progress(e.stderr, "queue-pull: redis-benchmark ZADD %.0f/s at c=%d; entries %.0f/s = %.2f× of it\n",
+			rps, e.concurrency, s.entriesPerSecond, s.entriesPerSecond/rps)
+	}
+	key := "rushgate-load:{" + e.runID + "}:zadd"
+	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
+		start := time.Now()
+		err := client.ZAdd(ctx, key, goredis.Z{Score: float64(i), Member: strconv.Itoa(i)}).Err()
+		a := attempt{latency: time.Since(start), ok: err == nil, err: err}
+		if i == s.users-1 {
+			_ = client.Del(context.WithoutCancel(ctx), key).Err()
+		}
+		return a
+	}}, nil
+}
+
+// benchmarkRate reads "ZADD: 93896.71 requests per second" off redis-benchmark -q.
+var benchmarkRate = regexp.MustCompile(`ZADD: ([0-9.]+) requests per second`)
+
+// redisBenchmarkZADD runs redis-benchmark's ZADD test against the Redis at redisURL (one
+// server; its host and port) and answers its requests per second.
+func redisBenchmarkZADD(ctx context.Context, redisURL string, concurrency, n int) (float64, error) {
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		return 0, err
+	}
+	args := []string{"-h", u.Hostname(), "-p", u.Port(), "-c", strconv.Itoa(concurrency), "-n", strconv.Itoa(n), "-t", "zadd", "-q"}
+	if pass, ok := u.User.Password(); ok {
+		args = append(args, "-a", pass)
+	}
+	out, err := exec.CommandContext(ctx, "redis-benchmark", args...).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s", err, snippet(out))
+	}
+	m := benchmarkRate.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no ZADD rate in %q", snippet(out))
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}

@@ -1,0 +1,163 @@
+package ports
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/waiting"
+)
+
+// ErrRoomNotOpen means the waiting room of the event was never opened in this store, or the
+// store lost it (a Redis flush): the caller opens it again from the event and retries.
+var ErrRoomNotOpen = errors.New("waiting room not open")
+
+// ErrNotQueued means the user is neither waiting in nor admitted to the event's room.
+var ErrNotQueued = errors.New("user not in the waiting room")
+
+// QueuePlace is where a user stands in an event's waiting room.
+type QueuePlace struct {
+	// Admitted: the user holds a live entry token; Rank is 0 then.
+	Admitted bool
+	// Rank is the 0-based place among the waiting users, in order of first entry.
+	Rank int
+	// RemainingSlots is slots minus the tokens alive, never below 0.
+	RemainingSlots int
+	// ExpiresAt is when an admitted user's token expires.
+	ExpiresAt time.Time
+	// Created is set by Enter when this call queued the user (a first entry).
+	Created bool
+}
+
+// Ready reports whether a waiting user may claim a token now: rank < remaining slots.
+func (p QueuePlace) Ready() bool { return !p.Admitted && p.Rank < p.RemainingSlots }
+
+// ClaimResult is what Claim did.
+type ClaimResult struct {
+	// Claimed: the user holds the token below, new (Created) or already held.
+	Claimed   bool
+	Created   bool
+	Token     string
+	ExpiresAt time.Time
+	// Place is where a user who was not ready stands (Claimed false).
+	Place QueuePlace
+}
+
+// Reconciled is what one Reconcile pass did.
+type Reconciled struct {
+	Expired int // tokens past their expiry whose slots it gave back
+	Dropped int // waiting users idle past the timeout it removed from the queue
+}
+
+// RoomStats are an event's waiting-room numbers. Counters (Claims, Expired, Dropped, Released)
+// only grow.
+type RoomStats struct {
+	Waiting        int
+	Admitted       int
+	Slots          int
+	RemainingSlots int
+	// RemainingSeats is the seat counter, a hint the database overrules.
+	RemainingSeats int
+	Claims         int64
+	Expired        int64
+	Dropped        int64
+	Released       int64
+}
+
+// WaitingRoom is the queue of SPEC §3 that both admission modes share: per event, the users
+// waiting in order of first entry, the admitted users' entry tokens with their expiry, the
+// number of slots (users admitted at once), and the remaining-seat counter.
+//
+// Every method acts atomically on one event (each is one Redis script on keys sharing the
+// {eventId} hash tag), so concurrent callers on any number of instances never interleave inside
+// one. Times are the store's own clock (the Redis server's, or the memory store's Clock).
+//
+// Open makes the event's room exist with slots and the seat counter, unless it already does
+// (then nothing changes), and lists the event among Events. Every other per-event method
+// returns ErrRoomNotOpen for a room that does not exist.
+//
+// Enter queues the user at the back, after everyone who entered before (FIFO by a per-event
+// sequence, never by wall-clock time); a user already waiting keeps the original place, and an
+// admitted user is answered Admitted. Either way it records the user's sign of life. A user
+// who left (token released or expired, or dropped as idle) enters at the back again.
+//
+// Position answers the user's place and records a sign of life; for an admitted user it also
+// extends the token's expiry to now+ttl. A user neither waiting nor admitted is ErrNotQueued.
+//
+// Claim admits the user atomically when rank < remaining slots: it stores token with expiry
+// now+ttl, counts a slot taken and removes the user from the queue (Claimed, Created). A user
+// already holding a token gets that token back, its expiry extended (Claimed, not Created). A
+// user not ready gets Claimed false and the place; a user not queued is ErrNotQueued. Tokens
+// alive never exceed slots at any instant.
+//
+// Release gives an admitted user's slot back and deletes the token, once: it reports whether
+// this call freed it. A token whose expiry passes frees its slot exactly once too: expired
+// tokens are reconciled before every count of remaining slots, so an expired token never holds
+// a slot, and Verify never accepts it.
+//
+// Verify reports whether token is the user's live entry token for the event.
+//
+// Reconcile gives back the slots of expired tokens and drops waiting users whose last sign of
+// life is older than idle (0: nobody is dropped). An event with nobody waiting or admitted
+// leaves Events until its next Enter.
+//
+// SetSlots changes the slots of a live event and answers the remaining slots, which is
+// max(0, slots − tokens alive): never a slot leaked, never more users admitted than slots.
+//
+// Stats answers the event's numbers (reconciling expired tokens first). Events lists the events
+// with a room in use, without scanning the keyspace.
+//
+// SeatsLeft answers the remaining-seat counter, TakeSeat decrements it after a committed
+// reservation, and SetSeatsLeft overwrites it with the database's count.
+//
+// Infrastructure failures wrap ErrUnavailable.
+type WaitingRoom interface {
+	Open(ctx context.Context, eventID string, slots, seats int) error
+	Enter(ctx context.Context, eventID, userID string) (QueuePlace, error)
+	Position(ctx context.Context, eventID, userID string, ttl time.Duration) (QueuePlace, error)
+	Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
+	Release(ctx context.Context, eventID, userID string) (bool, error)
+	Verify(ctx context.Context, eventID, userID, token string) (bool, error)
+	Reconcile(ctx context.Context, eventID string, idle time.Duration) (Reconciled, error)
+	SetSlots(ctx context.Context, eventID string, slots int) (int, error)
+	Stats(ctx context.Context, eventID string) (RoomStats, error)
+	Events(ctx context.Context) ([]string, error)
+	SeatsLeft(ctx context.Context, eventID string) (int, error)
+	TakeSeat(ctx context.Context, eventID string) error
+	SetSeatsLeft(ctx context.Context, eventID string, seats int) error
+}
+
+// EventRepository stores events.
+//
+// Get returns waiting.ErrEventNotFound for an unknown id. SaveSlots writes an event's slots,
+// waiting.ErrEventNotFound when there is none.
+type EventRepository interface {
+	Create(ctx context.Context, e *waiting.Event) error
+	Get(ctx context.Context, id string) (*waiting.Event, error)
+	SaveSlots(ctx context.Context, id string, slots int) error
+}
+
+// SeatRepository stores the seats of events.
+//
+// Create inserts seats 1..seats of an event, all unreserved, all or none. GetForUpdate must run
+// inside TxRunner.InTx and locks the seat's row until the transaction ends; an unknown seat
+// (or a seat of another event) is waiting.ErrSeatNotFound. MarkReserved marks a seat reserved.
+// List returns up to limit seats of the event by number, after the seat number `after` (0:
+// from the first). CountFree counts the event's unreserved seats.
+type SeatRepository interface {
+	Create(ctx context.Context, eventID string, seats int) error
+	GetForUpdate(ctx context.Context, eventID string, number int) (*waiting.Seat, error)
+	MarkReserved(ctx context.Context, eventID string, number int) error
+	List(ctx context.Context, eventID string, after, limit int) ([]waiting.Seat, error)
+	CountFree(ctx context.Context, eventID string) (int, error)
+}
+
+// ReservationRepository stores reservations.
+//
+// Add inserts a reservation under UNIQUE(eventId, seat): a seat already reserved, including by
+// a concurrent transaction that committed first, is waiting.ErrSeatAlreadyReserved. Count
+// counts an event's reservations.
+type ReservationRepository interface {
+	Add(ctx context.Context, r waiting.Reservation) error
+	Count(ctx context.Context, eventID string) (int, error)
+}
