@@ -55,6 +55,7 @@ var registry = []registration{
 	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread},
 	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd},
 	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
+	{"cart-herd", "--users adds of one unit to ONE user's cart at once: every add is a transaction on the same cart row", newCartHerd},
 }
 
 // lookup finds the scenario called name.
