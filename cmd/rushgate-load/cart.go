@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -65,18 +64,10 @@ func (s *cartHerd) prepare(ctx context.Context, e *env) error {
 	}
 	s.productIDs = make([]string, s.products)
 	for p := range s.productIDs {
-		a, raw := e.api.post(ctx, p, "/admin/products", map[string]string{"Authorization": "Bearer " + admin},
-			map[string]any{"name": fmt.Sprintf("rushgate-load %s #%d", e.runID, p), "price": 1000, "stock": s.adds})
-		if a.err != nil {
-			return fmt.Errorf("create product: %w", a.err)
+		body := map[string]any{"name": fmt.Sprintf("rushgate-load %s #%d", e.runID, p), "price": 1000, "stock": s.adds}
+		if s.productIDs[p], err = createByAdmin(ctx, e.api, p, admin, "/admin/products", body); err != nil {
+			return fmt.Errorf("create product: %w", err)
 		}
-		var created struct {
-			ID string `json:"id"`
-		}
-		if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.ID == "" {
-			return fmt.Errorf("create product: POST /admin/products answered %d: %s", a.status, snippet(raw))
-		}
-		s.productIDs[p] = created.ID
 	}
 	s.userID = "load-" + e.runID + "-shopper"
 	bearer, err := e.tokens.Mint(s.userID, rghttp.RoleUser, tokenTTL)
