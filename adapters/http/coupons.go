@@ -47,23 +47,12 @@ func (h couponHandlers) createCoupon(c *gin.Context) {
 	c.JSON(stdhttp.StatusCreated, view)
 }
 
-// issueRequest is the optional issue body. userId is accepted only to be checked, as the seed
-// sends it: the acting user always comes from the token.
-type issueRequest struct {
-	UserID *string `json:"userId"`
-}
-
 // issue answers POST /api/coupons/{couponId}/issue; an Idempotency-Key header is honoured but
 // not required.
 func (h couponHandlers) issue(c *gin.Context) {
-	user := principal(c).UserID
-	var req issueRequest
-	if err := decodeJSON(c.Request, &req, true); err != nil {
+	user, err := actingUser(c)
+	if err != nil {
 		respondError(c, err)
-		return
-	}
-	if req.UserID != nil && *req.UserID != user {
-		respondError(c, errForbidden)
 		return
 	}
 	res, err := h.coupons.Issue(c.Request.Context(), appcoupon.IssueCommand{
@@ -71,12 +60,5 @@ func (h couponHandlers) issue(c *gin.Context) {
 		UserID:         user,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res, err)
 }

@@ -71,22 +71,11 @@ func (h crewHandlers) listMembers(c *gin.Context) {
 	c.JSON(stdhttp.StatusOK, page)
 }
 
-// joinRequest is the optional join body. userId is accepted only to be checked: the acting user
-// always comes from the token.
-type joinRequest struct {
-	UserID *string `json:"userId"`
-}
-
 // join answers POST /crews/{crewId}/join, guarded by the Idempotency-Key header.
 func (h crewHandlers) join(c *gin.Context) {
-	user := principal(c).UserID
-	var req joinRequest
-	if err := decodeJSON(c.Request, &req, true); err != nil {
+	user, err := actingUser(c)
+	if err != nil {
 		respondError(c, err)
-		return
-	}
-	if req.UserID != nil && *req.UserID != user {
-		respondError(c, errForbidden)
 		return
 	}
 	res, err := h.crews.Join(c.Request.Context(), appcrew.JoinCommand{
@@ -94,14 +83,7 @@ func (h crewHandlers) join(c *gin.Context) {
 		UserID:         user,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res, err)
 }
 
 // leave answers DELETE /crews/{crewId}/members/me.

@@ -87,14 +87,7 @@ func (h walletHandlers) charge(c *gin.Context) {
 		Amount:         amount,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res, err)
 }
 
 // chargeAmount reads a charge's amount: a JSON number written as an integer that fits int64
