@@ -34,3 +34,21 @@ func TestParse_NamesTheVariableOfEachGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestValidate_CommerceNamesTheVariable: a charge maximum or retry count out of range stops the
+// start with a line naming its variable.
+func TestValidate_CommerceNamesTheVariable(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"RUSHGATE_CHARGE_MAX", "0"},
+		{"RUSHGATE_CHARGE_MAX", "9007199254740993"},
+		{"RUSHGATE_COUPON_ISSUE_RETRIES", "0"},
+	} {
+		cfg, err := parseConfig(env.Options{Environment: map[string]string{tc.name: tc.value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.name+": ") {
+			t.Errorf("%s=%s: want an error naming it, got %v", tc.name, tc.value, err)
+		}
+	}
+}

@@ -139,28 +139,7 @@ func (r *UserCouponRepository) Add(ctx context.Context, userCoupons ...coupon.Us
 
 // Existing returns which of userIDs hold a coupon of couponID, in one SELECT on the unique index.
 func (r *UserCouponRepository) Existing(ctx context.Context, couponID string, userIDs []string) (map[string]bool, error) {
-	existing := make(map[string]bool, len(userIDs))
-	if len(userIDs) == 0 {
-		return existing, nil
-	}
-	query := Bind(r.db.dialect, "SELECT user_id FROM user_coupons WHERE coupon_id = ? AND user_id IN "+tuples(1, len(userIDs)))
-	args := make([]any, 0, 1+len(userIDs))
-	args = append(args, couponID)
-	for _, userID := range userIDs {
-		args = append(args, userID)
-	}
-	err := r.db.query(ctx, errorMeanings{op: "find existing user coupons"}, query, args, func(rows *sql.Rows) error {
-		var userID string
-		if err := rows.Scan(&userID); err != nil {
-			return err
-		}
-		existing[userID] = true
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return existing, nil
+	return r.db.usersAmong(ctx, "find existing user coupons", "user_coupons", "coupon_id", couponID, userIDs)
 }
 
 // Count returns the number of user coupons of couponID.

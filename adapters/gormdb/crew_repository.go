@@ -2,7 +2,6 @@ package gormdb
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/crew"
@@ -147,28 +146,7 @@ func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) 
 
 // Existing returns which of userIDs are members of the crew, in one SELECT on the primary key.
 func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, userIDs []string) (map[string]bool, error) {
-	existing := make(map[string]bool, len(userIDs))
-	if len(userIDs) == 0 {
-		return existing, nil
-	}
-	query := Bind(r.db.dialect, "SELECT user_id FROM crew_members WHERE crew_id = ? AND user_id IN "+tuples(1, len(userIDs)))
-	args := make([]any, 0, 1+len(userIDs))
-	args = append(args, crewID)
-	for _, userID := range userIDs {
-		args = append(args, userID)
-	}
-	err := r.db.query(ctx, errorMeanings{op: "find existing crew members"}, query, args, func(rows *sql.Rows) error {
-		var userID string
-		if err := rows.Scan(&userID); err != nil {
-			return err
-		}
-		existing[userID] = true
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return existing, nil
+	return r.db.usersAmong(ctx, "find existing crew members", "crew_members", "crew_id", crewID, userIDs)
 }
 
 // Remove deletes the member, or returns crew.ErrNotMember when there is none.

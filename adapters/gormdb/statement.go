@@ -89,3 +89,30 @@ func tuples(rows, width int) string {
 	tuple := "(" + strings.Repeat("?, ", width-1) + "?)"
 	return strings.Repeat(tuple+", ", rows-1) + tuple
 }
+
+// usersAmong returns which of userIDs have a row of table whose column equals id, in one SELECT
+// on the table's unique key over column and user_id: a batch's "who is in already" read.
+func (db *DB) usersAmong(ctx context.Context, op, table, column, id string, userIDs []string) (map[string]bool, error) {
+	found := make(map[string]bool, len(userIDs))
+	if len(userIDs) == 0 {
+		return found, nil
+	}
+	query := Bind(db.dialect, "SELECT user_id FROM "+table+" WHERE "+column+" = ? AND user_id IN "+tuples(1, len(userIDs)))
+	args := make([]any, 0, 1+len(userIDs))
+	args = append(args, id)
+	for _, userID := range userIDs {
+		args = append(args, userID)
+	}
+	err := db.query(ctx, errorMeanings{op: op}, query, args, func(rows *sql.Rows) error {
+		var userID string
+		if err := rows.Scan(&userID); err != nil {
+			return err
+		}
+		found[userID] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
+}

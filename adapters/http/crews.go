@@ -80,21 +80,10 @@ func pageLimit(c *gin.Context, maxLimit int) (int, error) {
 	return n, nil
 }
 
-// joinRequest is the optional join body. userId is accepted only to be checked: the acting user
-// always comes from the token.
-type joinRequest struct {
-	UserID *string `json:"userId"`
-}
-
 // join answers POST /crews/{crewId}/join, guarded by the Idempotency-Key header.
 func (h crewHandlers) join(c *gin.Context) {
-	user := principal(c).UserID
-	var req joinRequest
-	if err := decodeJSON(c.Request, &req, true); err != nil {
-		respondError(c, err)
-		return
-	}
-	if err := checkClaimedUser(c, req.UserID); err != nil {
+	user, err := actingUser(c)
+	if err != nil {
 		respondError(c, err)
 		return
 	}
@@ -103,11 +92,7 @@ func (h crewHandlers) join(c *gin.Context) {
 		UserID:         user,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	respondGuarded(c, res)
+	respondGuarded(c, res, err)
 }
 
 // leave answers DELETE /crews/{crewId}/members/me.

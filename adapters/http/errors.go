@@ -119,15 +119,6 @@ func statusOf(outcome guard.Outcome) int {
 	return stdhttp.StatusOK
 }
 
-// respondGuarded answers a guarded call's result with its outcome's status, marked
-// Idempotent-Replayed when it is a stored answer.
-func respondGuarded[T any](c *gin.Context, res guard.Result[T]) {
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
-}
-
 // unavailableRetryAfter is the Retry-After sent with 503 UNAVAILABLE.
 const unavailableRetryAfter = time.Second
 

@@ -35,11 +35,7 @@ func (h orderHandlers) place(c *gin.Context) {
 	res, err := h.orders.Place(c.Request.Context(), apporder.PlaceCommand{
 		UserID: user, CouponID: req.CouponID, IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	respondGuarded(c, res)
+	respondGuarded(c, res, err)
 }
 
 // get answers GET /api/orders/{orderId} for the order's owner or an admin.

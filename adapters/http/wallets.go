@@ -87,11 +87,7 @@ func (h walletHandlers) charge(c *gin.Context) {
 		Amount:         amount,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	respondGuarded(c, res)
+	respondGuarded(c, res, err)
 }
 
 // chargeAmount reads a charge's amount: a JSON number written as an integer that fits int64

@@ -432,23 +432,12 @@ func stampede(instances []*appcrew.Service, crewID string, n int) map[string]int
 	return outcomes
 }
 
-// lossyStore loses every Complete, as a Redis blip right after the commit would.
-type lossyStore struct {
-	*memory.IdempotencyStore
-	lost atomic.Int32
-}
-
-func (s *lossyStore) Complete(context.Context, ports.IdempotencyKey, string, ports.StoredResponse, time.Duration) error {
-	s.lost.Add(1)
-	return fmt.Errorf("redis blip: %w", ports.ErrUnavailable)
-}
-
 // The membership and the join's marker commit together, so a retry whose record was never
 // completed is answered from the marker instead of ALREADY_MEMBER.
 func TestJoin_ARetryAfterALostCompleteIsReplayedFromTheMarker(t *testing.T) {
-	var store *lossyStore
+	var store *guardtest.LostCompletes
 	f := newFixture(t, withFakeTime(), withStore(func(clock ports.Clock) ports.IdempotencyStore {
-		store = &lossyStore{IdempotencyStore: memory.NewIdempotencyStore(clock)}
+		store = &guardtest.LostCompletes{IdempotencyStore: memory.NewIdempotencyStore(clock)}
 		return store
 	}))
 	c := mustCreate(t, f.svc, 5)
@@ -457,8 +446,8 @@ func TestJoin_ARetryAfterALostCompleteIsReplayedFromTheMarker(t *testing.T) {
 	if err != nil || first.Outcome != guard.OutcomeCreated {
 		t.Fatalf("first: %+v, %v", first, err)
 	}
-	if store.lost.Load() != 1 {
-		t.Fatalf("%d Completes lost", store.lost.Load())
+	if store.Lost() != 1 {
+		t.Fatalf("%d Completes lost", store.Lost())
 	}
 	f.clock.(*memory.Clock).Advance(31 * time.Second) // the lease of the never-completed record ends
 	again, err := join(f.svc, c.ID, "u1")

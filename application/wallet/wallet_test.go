@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/guard/guardtest"
 	appwallet "github.com/rushgate/rushgate/application/wallet"
-	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce"
 	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/ports"
@@ -25,19 +24,6 @@ type fixture struct {
 	db      *memory.Database
 	wallets *memory.WalletRepository
 	svc     *appwallet.Service
-	// batches counts the transactions charges ran in.
-	batches atomic.Int32
-}
-
-// countingTx counts the transactions it runs.
-type countingTx struct {
-	ports.TxRunner
-	count *atomic.Int32
-}
-
-func (c countingTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	c.count.Add(1)
-	return c.TxRunner.InTx(ctx, fn)
 }
 
 // newFixture builds the service on clock with store as its idempotency store (a memory one
@@ -51,7 +37,7 @@ func newFixture(t *testing.T, clock ports.Clock, store ports.IdempotencyStore) *
 	}
 	g := guard.New(guard.Deps{
 		Idempotency: store, Locker: memory.NewLocker(clock), Clock: clock, Sleeper: system.Sleeper{},
-		Tx: countingTx{db, &f.batches}, Markers: memory.NewIdempotencyMarkerRepository(db),
+		Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
 	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10})
 	f.svc = appwallet.NewService(appwallet.Deps{Tx: db, Wallets: f.wallets, Guard: g, Clock: clock, IDs: system.UUIDs{}},
 		appwallet.Config{})
@@ -85,17 +71,6 @@ func (f *fixture) assertBalance(t *testing.T, userID string, want int64, entries
 	}
 }
 
-// codeOf names an error by its domain code.
-func codeOf(err error) string {
-	if de, ok := domain.AsError(err); ok {
-		return de.Code
-	}
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
 func TestCreateUser_OpensTheBalanceAsALedgerEntry(t *testing.T) {
 	f := newFixture(t, system.Clock{}, nil)
 	f.createUser(t, "alice", 5000)
@@ -112,7 +87,7 @@ func TestCreateUser_OpensTheBalanceAsALedgerEntry(t *testing.T) {
 		{"has space", 1, "VALIDATION_FAILED"},
 	} {
 		_, err := f.svc.CreateUser(context.Background(), appwallet.CreateUserCommand{ID: tc.id, Balance: tc.balance})
-		if codeOf(err) != tc.code {
+		if guardtest.Code(err) != tc.code {
 			t.Errorf("create %q with %d: %v, want %s", tc.id, tc.balance, err, tc.code)
 		}
 	}
@@ -150,7 +125,7 @@ func TestCharge_BadAmountsAndUnknownUsersChangeNothing(t *testing.T) {
 		{"ghost", 10, "k", "USER_NOT_FOUND"},
 		{"", 10, "k", "VALIDATION_FAILED"},
 	} {
-		if _, err := f.charge(tc.user, tc.amount, tc.key); codeOf(err) != tc.code {
+		if _, err := f.charge(tc.user, tc.amount, tc.key); guardtest.Code(err) != tc.code {
 			t.Errorf("charge %q %d: %v, want %s", tc.user, tc.amount, err, tc.code)
 		}
 	}
@@ -192,8 +167,8 @@ func TestCharge_TheSameKeyChargesOnceAndAnotherPayloadIsRefused(t *testing.T) {
 	f.assertBalance(t, "alice", 250, 2)
 }
 
-// Charges of one user queue on balance:{userId} and are applied in batches, one transaction
-// each; none is lost and the ledger matches.
+// Charges of one user queue on balance:{userId} and are applied in batches; none is lost and
+// the ledger matches.
 func TestCharge_StampedeAddsExactlyAndBatches(t *testing.T) {
 	f := newFixture(t, system.Clock{}, nil)
 	f.createUser(t, "herd", 1000)
@@ -210,30 +185,18 @@ func TestCharge_StampedeAddsExactlyAndBatches(t *testing.T) {
 		}
 	}
 	f.assertBalance(t, "herd", 1000+n*1000, n+1)
-	t.Logf("%d charges in %d transactions", n, f.batches.Load())
-}
-
-// lossyStore loses every Complete, as a Redis blip right after the commit would.
-type lossyStore struct {
-	*memory.IdempotencyStore
-	lost atomic.Int32
-}
-
-func (s *lossyStore) Complete(context.Context, ports.IdempotencyKey, string, ports.StoredResponse, time.Duration) error {
-	s.lost.Add(1)
-	return fmt.Errorf("redis blip: %w", ports.ErrUnavailable)
 }
 
 // The charge and its marker commit together: a retry after the lease of the never-completed
 // record is answered from the database with the first answer, and the balance moves once.
 func TestCharge_ARetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing.T) {
 	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	store := &lossyStore{IdempotencyStore: memory.NewIdempotencyStore(clock)}
+	store := &guardtest.LostCompletes{IdempotencyStore: memory.NewIdempotencyStore(clock)}
 	f := newFixture(t, clock, store)
 	f.createUser(t, "alice", 100)
 	first, err := f.charge("alice", 40, "lost")
-	if err != nil || store.lost.Load() != 1 {
-		t.Fatalf("first: %+v, %v, %d lost", first, err, store.lost.Load())
+	if err != nil || store.Lost() != 1 {
+		t.Fatalf("first: %+v, %v, %d lost", first, err, store.Lost())
 	}
 	if _, err := f.charge("alice", 40, "lost"); !errors.Is(err, guard.ErrInProgress) {
 		t.Fatalf("within the lease: %v", err)

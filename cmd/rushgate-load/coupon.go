@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -67,20 +66,13 @@ func (s *couponHerd) prepare(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	a, raw := e.api.post(ctx, 0, "/admin/coupons", map[string]string{"Authorization": "Bearer " + admin}, map[string]any{
+	s.couponID, err = createByAdmin(ctx, e.api, 0, admin, "/admin/coupons", map[string]any{
 		"name": "rushgate-load " + e.runID, "discountRate": 10, "totalQuantity": s.quantity,
 		"expiresAt": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
 	})
-	if a.err != nil {
-		return fmt.Errorf("create coupon: %w", a.err)
+	if err != nil {
+		return fmt.Errorf("create coupon: %w", err)
 	}
-	var created struct {
-		ID string `json:"id"`
-	}
-	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.ID == "" {
-		return fmt.Errorf("create coupon: POST /admin/coupons answered %d: %s", a.status, snippet(raw))
-	}
-	s.couponID = created.ID
 	s.issues = make([]joinRequest, s.users)
 	for i := range s.issues {
 		user := fmt.Sprintf("load-%s-%d", e.runID, i)

@@ -124,8 +124,8 @@ func (s *crewJoin) prepare(ctx context.Context, e *env) error {
 	s.crewIDs = make([]string, s.crews)
 	for c := range s.crewIDs {
 		name := fmt.Sprintf("rushgate-load %s #%d", e.runID, c)
-		if s.crewIDs[c], err = createCrew(ctx, e.api, c, admin, name, s.capacity); err != nil {
-			return err
+		if s.crewIDs[c], err = createByAdmin(ctx, e.api, c, admin, "/crews", map[string]any{"name": name, "maxMembers": s.capacity}); err != nil {
+			return fmt.Errorf("create crew: %w", err)
 		}
 	}
 	s.joins = make([]joinRequest, s.users)
@@ -147,22 +147,18 @@ func (s *crewJoin) prepare(ctx context.Context, e *env) error {
 	return nil
 }
 
-// createCrew answers the id of a new crew from POST /crews, sent to the instance request i
-// goes to.
-func createCrew(ctx context.Context, api *instances, i int, adminToken, name string, maxMembers int) (string, error) {
-	a, raw := api.post(ctx, i, "/crews", map[string]string{"Authorization": "Bearer " + adminToken},
-		map[string]any{"name": name, "maxMembers": maxMembers})
+// createByAdmin answers the id of what an admin route creates (POST path with body, answered 201
+// with the created object's "id"), sent to the instance request i goes to.
+func createByAdmin(ctx context.Context, api *instances, i int, adminToken, path string, body map[string]any) (string, error) {
+	a, raw := api.post(ctx, i, path, map[string]string{"Authorization": "Bearer " + adminToken}, body)
 	if a.err != nil {
-		return "", fmt.Errorf("create crew: %w", a.err)
-	}
-	if a.status != http.StatusCreated {
-		return "", fmt.Errorf("create crew: POST /crews answered %d: %s", a.status, snippet(raw))
+		return "", fmt.Errorf("POST %s: %w", path, a.err)
 	}
 	var created struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal(raw, &created); err != nil || created.ID == "" {
-		return "", fmt.Errorf("create crew: no id in %s", snippet(raw))
+	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.ID == "" {
+		return "", fmt.Errorf("POST %s answered %d: %s", path, a.status, snippet(raw))
 	}
 	return created.ID, nil
 }

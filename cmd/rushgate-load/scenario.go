@@ -60,6 +60,7 @@ var registry = []registration{
 	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread},
 	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd},
 	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
+	{"cart-herd", "--users adds of one unit to ONE user's cart at once: every add is a transaction on the same cart row", newCartHerd},
 	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
 	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},

@@ -345,3 +345,40 @@ func TestCharge_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestCommerce_TwoInstancesShareOneCouponAndOneBalance: two servers on one database and one
+// Redis split a coupon herd and a charge herd; their lanes meet on the Redis lock and the
+// database, and the coupon sells exactly while every charge lands once.
+func TestCommerce_TwoInstancesShareOneCouponAndOneBalance(t *testing.T) {
+	for _, b := range backends(t)[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			databaseURL, redisURL := b.provision(t)
+			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
+			instances := []*server{startServer(t, shared), startServer(t, shared)}
+			first := instances[0]
+
+			couponID := first.createCoupon(50)
+			counts, answers := fire(400, func(i int) response {
+				return instances[i%2].issue(couponID, fmt.Sprintf("pair-%d", i))
+			})
+			for _, a := range answers {
+				if a.status != http.StatusCreated && a.str("error") != "COUPON_SOLD_OUT" {
+					t.Fatalf("unexpected answer %d %s (all: %v)", a.status, a.raw, counts)
+				}
+			}
+			if counts[http.StatusCreated] != 50 {
+				t.Fatalf("statuses %v", counts)
+			}
+			first.assertIssued(couponID, 50)
+
+			first.createUser("shared", 0)
+			counts, _ = fire(100, func(i int) response {
+				return instances[i%2].charge("shared", "1000", fmt.Sprintf("pair-%d", i))
+			})
+			if counts[http.StatusOK] != 100 {
+				t.Fatalf("statuses %v", counts)
+			}
+			first.assertWallet("shared", 100*1000, 101)
+		})
+	}
+}

@@ -2,20 +2,53 @@
 // it: a Sleeper that parks a lane's head until the lock it waits for is released, and an
 // Observer that tells when a request has joined a lane's queue. Together they let a test hold a
 // lock, queue requests in a known order, release the lock and see them served in one batch.
+// LostCompletes loses every answer after its commit, and Code names an answer's error.
 package guardtest
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
 )
 
 var (
-	_ ports.Sleeper  = Parked{}
-	_ guard.Observer = (*Queues)(nil)
+	_ ports.Sleeper          = Parked{}
+	_ guard.Observer         = (*Queues)(nil)
+	_ ports.IdempotencyStore = (*LostCompletes)(nil)
 )
+
+// LostCompletes is an IdempotencyStore that loses every Complete, as a Redis blip right after
+// the commit would: the record stays IN_PROGRESS until its lease ends, and only a marker
+// committed with the write can answer the retry.
+type LostCompletes struct {
+	ports.IdempotencyStore
+	lost atomic.Int32
+}
+
+// Complete fails with ports.ErrUnavailable and stores nothing.
+func (s *LostCompletes) Complete(context.Context, ports.IdempotencyKey, string, ports.StoredResponse, time.Duration) error {
+	s.lost.Add(1)
+	return fmt.Errorf("guardtest: lost Complete: %w", ports.ErrUnavailable)
+}
+
+// Lost is how many Completes were lost.
+func (s *LostCompletes) Lost() int { return int(s.lost.Load()) }
+
+// Code names err by its domain code: "" for nil, the error's text when it has no code.
+func Code(err error) string {
+	if err == nil {
+		return ""
+	}
+	if de, ok := domain.AsError(err); ok {
+		return de.Code
+	}
+	return err.Error()
+}
 
 // Parked is a ports.Sleeper whose waits end only when their context does: a head waiting for
 // the lock moves only when the key is released or its request gives up. With a clock that moves
