@@ -66,10 +66,8 @@ func (r *ChallengeRepository) read(ctx context.Context, op, query, id string) (c
 	var (
 		c      challenge.Challenge
 		crewID sql.NullString
-		found  bool
 	)
-	err := r.db.query(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
-		found = true
+	found, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
 		return rows.Scan(&c.ID, &crewID, &c.Title, &c.Deadline, &c.CreatedAt)
 	})
 	if err != nil {
@@ -151,10 +149,8 @@ func (r *UploadSessionRepository) read(ctx context.Context, op, query, id string
 		s           challenge.UploadSession
 		challengeID sql.NullString
 		status      string
-		found       bool
 	)
-	err := r.db.query(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
-		found = true
+	found, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
 		return rows.Scan(&s.ID, &s.UserID, &challengeID, &s.ObjectKey, &s.FileName, &s.ContentType, &s.FileSize, &status, &s.RequestedAt)
 	})
 	if err != nil {

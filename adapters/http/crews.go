@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	appcrew "github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 )
 
@@ -103,6 +104,12 @@ func (h crewHandlers) join(c *gin.Context) {
 		UserID:         user,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
+	respondGuarded(c, res, err)
+}
+
+// respondGuarded answers a guarded call: its error, or its value with the status of its outcome
+// and, for a replay, the Idempotent-Replayed header.
+func respondGuarded[T any](c *gin.Context, res guard.Result[T], err error) {
 	if err != nil {
 		respondError(c, err)
 		return
