@@ -71,8 +71,9 @@ type PresignedUpload struct {
 // ObjectStorage holds uploaded objects.
 //
 // PresignPut signs a PUT without calling storage: storage accepts it only for grant.Key, with
-// the Content-Type and Content-Length of the grant, until the expiry; anything else is refused
-// and writes nothing. Stat returns the object's size, or ErrObjectNotFound. ReadHead returns the
+// the Content-Type and Content-Length of the grant, until the expiry, and only while the key
+// holds no object (an uploaded object is never replaced); anything else is refused and writes
+// nothing. Stat returns the object's size, or ErrObjectNotFound. ReadHead returns the
 // object's first n bytes (fewer when it is shorter) with one ranged read, or ErrObjectNotFound.
 // Failures to reach storage wrap ErrUnavailable.
 type ObjectStorage interface {

@@ -18,6 +18,9 @@ var (
 // The challenge flow's statements are all hand-written (statement.go): its verification runs two
 // row locks, an insert and an update per request on the hot path.
 
+// nullIfEmpty stores an optional id: NULL when it is empty.
+func nullIfEmpty(id string) sql.NullString { return sql.NullString{String: id, Valid: id != ""} }
+
 const challengeColumns = "id, crew_id, title, deadline, created_at"
 
 // ChallengeRepository stores challenges; it implements ports.ChallengeRepository.
@@ -39,12 +42,8 @@ func NewChallengeRepository(db *DB) *ChallengeRepository {
 
 // Create inserts a challenge.
 func (r *ChallengeRepository) Create(ctx context.Context, c challenge.Challenge) error {
-	var crewID sql.NullString
-	if c.CrewID != "" {
-		crewID = sql.NullString{String: c.CrewID, Valid: true}
-	}
 	_, err := r.db.exec(ctx, errorMeanings{op: "create challenge"}, r.createSQL,
-		c.ID, crewID, c.Title, c.Deadline.UTC(), c.CreatedAt.UTC())
+		c.ID, nullIfEmpty(c.CrewID), c.Title, c.Deadline.UTC(), c.CreatedAt.UTC())
 	return err
 }
 
@@ -66,10 +65,8 @@ func (r *ChallengeRepository) read(ctx context.Context, op, query, id string) (c
 	var (
 		c      challenge.Challenge
 		crewID sql.NullString
-		found  bool
 	)
-	err := r.db.query(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
-		found = true
+	found, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
 		return rows.Scan(&c.ID, &crewID, &c.Title, &c.Deadline, &c.CreatedAt)
 	})
 	if err != nil {
@@ -123,12 +120,8 @@ func expireStatement(d Dialect) string {
 
 // Create inserts a session.
 func (r *UploadSessionRepository) Create(ctx context.Context, s challenge.UploadSession) error {
-	var challengeID sql.NullString
-	if s.ChallengeID != "" {
-		challengeID = sql.NullString{String: s.ChallengeID, Valid: true}
-	}
 	_, err := r.db.exec(ctx, errorMeanings{op: "create upload session"}, r.createSQL,
-		s.ID, s.UserID, challengeID, s.ObjectKey, s.FileName, s.ContentType, s.FileSize, string(s.Status), s.RequestedAt.UTC())
+		s.ID, s.UserID, nullIfEmpty(s.ChallengeID), s.ObjectKey, s.FileName, s.ContentType, s.FileSize, string(s.Status), s.RequestedAt.UTC())
 	return err
 }
 
@@ -151,10 +144,8 @@ func (r *UploadSessionRepository) read(ctx context.Context, op, query, id string
 		s           challenge.UploadSession
 		challengeID sql.NullString
 		status      string
-		found       bool
 	)
-	err := r.db.query(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
-		found = true
+	found, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
 		return rows.Scan(&s.ID, &s.UserID, &challengeID, &s.ObjectKey, &s.FileName, &s.ContentType, &s.FileSize, &status, &s.RequestedAt)
 	})
 	if err != nil {

@@ -60,6 +60,17 @@ func (db *DB) query(ctx context.Context, m errorMeanings, query string, args []a
 	return translate(rows.Err(), m)
 }
 
+// queryOne runs a hand-written query for at most one row and calls scan on it; it reports
+// whether there was one.
+func (db *DB) queryOne(ctx context.Context, m errorMeanings, query string, args []any, scan func(*sql.Rows) error) (bool, error) {
+	found := false
+	err := db.query(ctx, m, query, args, func(rows *sql.Rows) error {
+		found = true
+		return scan(rows)
+	})
+	return found, err
+}
+
 // Bind rewrites a statement written with "?" placeholders into the dialect's syntax: MySQL
 // takes "?" as written, Postgres wants "$1", "$2", … in order. The statement must not carry a
 // "?" inside a literal. The load tool and the tests use it for their own raw SQL.

@@ -124,14 +124,7 @@ func (h verificationHandlers) verify(c *gin.Context) {
 		UserID: principal(c).UserID, SessionID: req.SessionID, ChallengeID: req.ChallengeID, ImageKey: req.ImageKey,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	if err != nil {
-		respondError(c, err)
-		return
-	}
-	if res.Replayed {
-		c.Header(IdempotentReplayedHeader, "true")
-	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	respondGuarded(c, res, err)
 }
 
 // upload answers PUT /uploads/{key}, the embedded default's signed upload: the URL's signature

@@ -50,31 +50,41 @@ func (r *ChallengeRepository) Create(ctx context.Context, c challenge.Challenge)
 
 // Get returns the challenge or challenge.ErrNotFound.
 func (r *ChallengeRepository) Get(ctx context.Context, id string) (challenge.Challenge, error) {
-	var found challenge.Challenge
-	err := r.db.run(ctx, func(t *tx) error {
-		c, ok := r.db.challenges.get(t, id)
-		if !ok {
-			return challenge.ErrNotFound
-		}
-		found = c
-		return nil
-	})
-	return found, err
+	return readRow(ctx, r.db, r.db.challenges, id, false, challenge.ErrNotFound)
 }
 
 // GetForUpdate locks the challenge's row until ctx's transaction ends, then returns it or
 // challenge.ErrNotFound. It fails outside InTx.
 func (r *ChallengeRepository) GetForUpdate(ctx context.Context, id string) (challenge.Challenge, error) {
-	var found challenge.Challenge
-	err := r.db.runInTx(ctx, func(t *tx) error {
-		c, ok, err := r.db.challenges.getForUpdate(ctx, t, id)
+	return readRow(ctx, r.db, r.db.challenges, id, true, challenge.ErrNotFound)
+}
+
+// readRow reads k's row of tb as one statement, or notFound; forUpdate locks it for the rest of
+// the transaction (SELECT ... FOR UPDATE) and fails outside InTx.
+func readRow[K comparable, V any](ctx context.Context, d *Database, tb *table[K, V], k K, forUpdate bool, notFound error) (V, error) {
+	var found V
+	statement := d.run
+	if forUpdate {
+		statement = d.runInTx
+	}
+	err := statement(ctx, func(t *tx) error {
+		var (
+			row V
+			ok  bool
+			err error
+		)
+		if forUpdate {
+			row, ok, err = tb.getForUpdate(ctx, t, k)
+		} else {
+			row, ok = tb.get(t, k)
+		}
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return challenge.ErrNotFound
+			return notFound
 		}
-		found = c
+		found = row
 		return nil
 	})
 	return found, err
@@ -95,34 +105,13 @@ func (r *UploadSessionRepository) Create(ctx context.Context, s challenge.Upload
 
 // Get returns the session or challenge.ErrInvalidSession.
 func (r *UploadSessionRepository) Get(ctx context.Context, id string) (challenge.UploadSession, error) {
-	var found challenge.UploadSession
-	err := r.db.run(ctx, func(t *tx) error {
-		s, ok := r.db.sessions.get(t, id)
-		if !ok {
-			return challenge.ErrInvalidSession
-		}
-		found = s
-		return nil
-	})
-	return found, err
+	return readRow(ctx, r.db, r.db.sessions, id, false, challenge.ErrInvalidSession)
 }
 
 // GetForUpdate locks the session's row until ctx's transaction ends, then returns it or
 // challenge.ErrInvalidSession. It fails outside InTx.
 func (r *UploadSessionRepository) GetForUpdate(ctx context.Context, id string) (challenge.UploadSession, error) {
-	var found challenge.UploadSession
-	err := r.db.runInTx(ctx, func(t *tx) error {
-		s, ok, err := r.db.sessions.getForUpdate(ctx, t, id)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return challenge.ErrInvalidSession
-		}
-		found = s
-		return nil
-	})
-	return found, err
+	return readRow(ctx, r.db, r.db.sessions, id, true, challenge.ErrInvalidSession)
 }
 
 // Complete turns the PENDING session COMPLETED under its row lock.

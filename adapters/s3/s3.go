@@ -67,14 +67,18 @@ func optional(s string) *string {
 	return &s
 }
 
-// PresignPut signs a PUT of grant's key, content type and length locally (no call to storage);
-// the signed headers other than Host are what the client must send.
+// PresignPut signs a PUT of grant's key, content type and length, only if the key holds no
+// object yet, locally (no call to storage); the signed headers other than Host are what the
+// client must send.
 func (s *Store) PresignPut(ctx context.Context, grant ports.UploadGrant) (ports.PresignedUpload, error) {
 	req, err := s.presign.PresignPutObject(ctx, &awss3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           &grant.Key,
 		ContentType:   &grant.ContentType,
 		ContentLength: &grant.ContentLength,
+		// A conditional write: storage refuses a PUT to a key that already holds an object, so a
+		// checked upload cannot be replaced while its URL still works.
+		IfNoneMatch: aws.String("*"),
 	}, awss3.WithPresignExpires(grant.Expiry))
 	if err != nil {
 		return ports.PresignedUpload{}, fmt.Errorf("s3: presign put %s: %w", grant.Key, err)

@@ -221,3 +221,35 @@ func TestCreateChallenge_RefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestVerify_ConcurrentSubmissionsOfOneSessionVerifyOnce: 50 submissions of one session at once,
+// each with its own key, make one verification; the others hear SESSION_ALREADY_USED.
+func TestVerify_ConcurrentSubmissionsOfOneSessionVerifyOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	challengeID := f.challenge(f.clock.Now().Add(time.Hour))
+	s := f.uploaded("u1")
+	const n = 50
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			_, err := f.verify("u1", s, challengeID)
+			errs <- err
+		}()
+	}
+	close(start)
+	ok := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case !errors.Is(err, challenge.ErrSessionAlreadyUsed):
+			t.Fatalf("unexpected %v", err)
+		}
+	}
+	page, err := f.svc.ListVerifications(context.Background(), verification.ListCommand{ChallengeID: challengeID, Admin: true})
+	if ok != 1 || err != nil || len(page.Items) != 1 {
+		t.Fatalf("%d succeeded, %d stored (%v), want 1", ok, len(page.Items), err)
+	}
+}

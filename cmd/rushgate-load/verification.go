@@ -75,8 +75,11 @@ func (s *verificationFlow) prepare(ctx context.Context, e *env) error {
 	}
 	a, raw := e.api.post(ctx, 0, "/admin/challenges", map[string]string{"Authorization": "Bearer " + admin},
 		map[string]any{"title": "rushgate-load " + e.runID, "deadline": time.Now().Add(24 * time.Hour).Format(time.RFC3339)})
-	if a.err != nil || a.status != http.StatusCreated {
-		return fmt.Errorf("create challenge: %d %v %s", a.status, a.err, snippet(raw))
+	if a.err != nil {
+		return fmt.Errorf("create challenge: %w", a.err)
+	}
+	if a.status != http.StatusCreated {
+		return fmt.Errorf("create challenge: POST /admin/challenges answered %d: %s", a.status, snippet(raw))
 	}
 	var created struct {
 		ID string `json:"id"`
@@ -290,8 +293,11 @@ func (s *verificationFlow) readAPI(ctx context.Context, e *env) (verifications, 
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)
 		_ = resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return 0, 0, fmt.Errorf("list verifications: %d %v", resp.StatusCode, err)
+		if err != nil {
+			return 0, 0, fmt.Errorf("list verifications: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, 0, fmt.Errorf("list verifications: answered %d", resp.StatusCode)
 		}
 		for _, it := range page.Items {
 			verifications++

@@ -13,8 +13,9 @@ import (
 
 // TestObjectStorage checks ports.ObjectStorage through real PUTs to the presigned URLs: a PUT
 // with exactly the required headers stores the object, which Stat and ReadHead then see; a
-// missing key is ErrObjectNotFound; and storage refuses, writing nothing, a PUT with another
-// Content-Type, a longer body, the signature used for another key, and an expired URL. send
+// missing key is ErrObjectNotFound; storage refuses, writing nothing, a PUT with another
+// Content-Type, a longer body, the signature used for another key, and an expired URL; and a
+// second PUT to a key never replaces the object. send
 // makes the PUTs (over HTTP, outside this package, which imports no transport).
 func TestObjectStorage(t *testing.T, open func(t *testing.T) ports.ObjectStorage, send Sender, caps Capabilities) {
 	withSender := func(c func(t *testing.T, e env[ports.ObjectStorage], send Sender)) func(t *testing.T, e env[ports.ObjectStorage]) {
@@ -29,6 +30,7 @@ func TestObjectStorage(t *testing.T, open func(t *testing.T) ports.ObjectStorage
 			p.length++
 		}))},
 		{"RefusesTheSignatureOnAnotherKey", withSender(testObjectRefusesOtherKey)},
+		{"NeverReplacesAnUploadedObject", withSender(testObjectNeverReplaced)},
 		{"RefusesAnExpiredURL", withSender(testObjectRefusesExpired)},
 	})
 }
@@ -136,4 +138,18 @@ func testObjectRefusesExpired(t *testing.T, e env[ports.ObjectStorage], send Sen
 		t.Errorf("status %d, want a refusal", status)
 	}
 	expectAbsent(t, e.impl, key)
+}
+
+func testObjectNeverReplaced(t *testing.T, e env[ports.ObjectStorage], send Sender) {
+	key := newObjectKey()
+	p := presign(t, e.impl, key, time.Minute)
+	expectEqual(t, p.send(t, send), 200, "first upload")
+	again := p
+	again.body = bytes.Repeat([]byte{'x'}, len(objectBody))
+	if status := again.send(t, send); status < 400 || status >= 500 {
+		t.Errorf("second upload to the key: status %d, want a refusal", status)
+	}
+	head, err := e.impl.ReadHead(context.Background(), key, len(objectBody))
+	must(t, err, "read head")
+	expectEqual(t, string(head), string(objectBody), "stored object")
 }

@@ -441,3 +441,30 @@ func regularFiles(t *testing.T, dir string) []string {
 	}
 	return files
 }
+
+// TestVerification_StorageDownAnswers503: with S3 unreachable, the object check answers 503
+// UNAVAILABLE with Retry-After within the storage timeout, and nothing is verified.
+func TestVerification_StorageDownAnswers503(t *testing.T) {
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, testBackends[0], func(cfg *bootstrap.Config) {
+		cfg.Storage.S3Endpoint, cfg.Storage.S3Bucket, cfg.Storage.S3PathStyle = "http://127.0.0.1:"+strconv.Itoa(ports[0]), "down", true
+		cfg.Storage.S3AccessKey, cfg.Storage.S3SecretKey = "key", "secret"
+	})
+	challengeID := s.createChallenge(time.Now().Add(time.Hour))
+	sess, res := s.openSession("u1", "photo.png", "image/png", len(pngImage()))
+	if res.status != http.StatusOK {
+		t.Fatalf("a session needs no call to storage: %d %s", res.status, res.raw)
+	}
+	began := time.Now()
+	down := s.verify("u1", sess.ID, challengeID, sess.Key, "k1")
+	assertError(t, down, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if down.header.Get("Retry-After") == "" || time.Since(began) > 2*time.Second {
+		t.Fatalf("503 after %v with Retry-After %q", time.Since(began), down.header.Get("Retry-After"))
+	}
+	if c := s.verificationCounts(challengeID); c.verifications != 0 {
+		t.Fatalf("stored %+v", c)
+	}
+}

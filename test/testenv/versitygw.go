@@ -72,7 +72,7 @@ func Versitygw(t testing.TB) S3 {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		<-exited //nolint:errcheck // killed: the exit status says only that
 	})
 	if err := waitForListener(addr, exited, 20*time.Second); err != nil {
 		Unreachable(t, "versitygw", fmt.Errorf("%w\n%s", err, logs.String()))
@@ -94,7 +94,7 @@ func waitForListener(addr string, exited <-chan error, limit time.Duration) erro
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("versitygw exited before listening: %v", err)
+			return fmt.Errorf("versitygw exited before listening: %w", err)
 		case <-ctx.Done():
 			return errors.New("versitygw did not listen on " + addr + " in time")
 		case <-tick.C:
