@@ -36,14 +36,12 @@ func newQueuePull(cfg config) (scenario, error) {
 	if cfg.capacity < 1 || cfg.capacity > maxCapacity {
 		return nil, fmt.Errorf("queue-pull: --capacity (the slots) must be 1..%d", maxCapacity)
 	}
-	if cfg.redisURL == "" && !cfg.noCeiling {
-		return nil, errors.New("queue-pull: --redis-url (or RUSHGATE_REDIS_URL) is required for its ceiling, raw ZADD; or pass --no-ceiling")
-	}
-	return &queuePull{users: cfg.users, slots: cfg.capacity}, nil
+	return &queuePull{users: cfg.users, slots: cfg.capacity, needsRedis: !cfg.noCeiling}, nil
 }
 
 type queuePull struct {
 	users, slots int
+	needsRedis   bool // the ceiling runs on the servers' Redis
 
 	// Set by prepare.
 	eventID string
@@ -70,6 +68,9 @@ func (s *queuePull) targets(gormdb.Dialect) []target {
 
 // prepare creates the event and mints every user's token.
 func (s *queuePull) prepare(ctx context.Context, e *env) error {
+	if s.needsRedis && e.redisURL == "" {
+		return errors.New("queue-pull: --redis-url (or RUSHGATE_REDIS_URL) is required for its ceiling, raw ZADD; or pass --no-ceiling")
+	}
 	var err error
 	if s.admin, err = e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
