@@ -95,7 +95,8 @@ type RoomStats struct {
 // tokens are reconciled before every count of remaining slots, so an expired token never holds
 // a slot, and Verify never accepts it.
 //
-// Verify reports whether token is the user's live entry token for the event.
+// Verify reports whether token is the user's live entry token for the event, and answers the
+// seat counter with it (a reservation needs both; one call).
 //
 // Reconcile gives back the slots of expired tokens and drops waiting users whose last sign of
 // life is older than idle (0: nobody is dropped). An event with nobody waiting or admitted
@@ -107,8 +108,11 @@ type RoomStats struct {
 // Stats answers the event's numbers (reconciling expired tokens first). Events lists the events
 // with a room in use, without scanning the keyspace.
 //
-// SeatsLeft answers the remaining-seat counter, TakeSeat decrements it after a committed
-// reservation, and SetSeatsLeft overwrites it with the database's count.
+// SeatsLeft answers the remaining-seat counter, and TakeSeat decrements it after a committed
+// reservation. ResetSeatsLeft sets it to seats only if it still holds from (compare-and-set),
+// and reports whether it did: a repair from the database's count, read after from, never
+// overwrites the decrement of a reservation that committed meanwhile, so a repair can leave the
+// counter low (the database is then asked again) but never high.
 //
 // Infrastructure failures wrap ErrUnavailable.
 type WaitingRoom interface {
@@ -117,14 +121,14 @@ type WaitingRoom interface {
 	Position(ctx context.Context, eventID, userID string, ttl time.Duration) (QueuePlace, error)
 	Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
 	Release(ctx context.Context, eventID, userID string) (bool, error)
-	Verify(ctx context.Context, eventID, userID, token string) (bool, error)
+	Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error)
 	Reconcile(ctx context.Context, eventID string, idle time.Duration) (Reconciled, error)
 	SetSlots(ctx context.Context, eventID string, slots int) (int, error)
 	Stats(ctx context.Context, eventID string) (RoomStats, error)
 	Events(ctx context.Context) ([]string, error)
 	SeatsLeft(ctx context.Context, eventID string) (int, error)
 	TakeSeat(ctx context.Context, eventID string) error
-	SetSeatsLeft(ctx context.Context, eventID string, seats int) error
+	ResetSeatsLeft(ctx context.Context, eventID string, from, seats int) (bool, error)
 }
 
 // EventRepository stores events.

@@ -167,15 +167,14 @@ func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool
 	return freed, err
 }
 
-// Verify reports whether token is the user's live token.
-func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (bool, error) {
-	valid := false
-	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+// Verify reports whether token is the user's live token, and the seat counter.
+func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error) {
+	err = w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		a, ok := r.admitted[userID]
-		valid = ok && a.token == token
+		valid, seatsLeft = ok && a.token == token, r.seats
 		return nil
 	})
-	return valid, err
+	return valid, seatsLeft, err
 }
 
 // Reconcile frees expired tokens' slots (done by do) and drops idle waiting users.
@@ -257,12 +256,16 @@ func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
 	})
 }
 
-// SetSeatsLeft overwrites the seat counter.
-func (w *WaitingRoom) SetSeatsLeft(ctx context.Context, eventID string, seats int) error {
-	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
-		r.seats = seats
+// ResetSeatsLeft sets the seat counter to seats if it still holds from.
+func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, seats int) (bool, error) {
+	reset := false
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		if r.seats == from {
+			r.seats, reset = seats, true
+		}
 		return nil
 	})
+	return reset, err
 }
 
 // remaining is slots minus the tokens alive, never below 0.

@@ -148,11 +148,12 @@ redis.call('HINCRBY', meta, 'released', 1)
 return {'OK', 1}
 `)
 
-// verifyScript answers {'OK', valid}: the user's token equals ARGV[2] and has not expired
-// (the prelude removed it otherwise). ARGV user, token.
+// verifyScript answers {'OK', valid, seats}: valid is 1 when the user's token equals ARGV[2]
+// and has not expired (the prelude removed it otherwise). ARGV user, token.
 var verifyScript = newWaitingScript(`
-if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1} end
-return {'OK', 0}
+local seats = tonumber(redis.call('HGET', meta, 'seats'))
+if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1, seats} end
+return {'OK', 0, seats}
 `)
 
 // reconcileScript answers {'OK', expired, dropped, empty}. ARGV idle ms (0: drop nobody).
@@ -187,14 +188,17 @@ return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumbe
   tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0)}
 `)
 
-// seatsScript answers {'OK', seats} after adding ARGV[1] to the counter, or setting it to
-// ARGV[2] when given.
+// seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.
 var seatsScript = newWaitingScript(`
-if ARGV[2] then
-  redis.call('HSET', meta, 'seats', ARGV[2])
-  return {'OK', tonumber(ARGV[2])}
-end
 return {'OK', redis.call('HINCRBY', meta, 'seats', ARGV[1])}
+`)
+
+// resetSeatsScript answers {'OK', 1} after setting the counter to ARGV[2] if it held ARGV[1],
+// else {'OK', 0}.
+var resetSeatsScript = newWaitingScript(`
+if tonumber(redis.call('HGET', meta, 'seats')) ~= tonumber(ARGV[1]) then return {'OK', 0} end
+redis.call('HSET', meta, 'seats', ARGV[2])
+return {'OK', 1}
 `)
 
 // run runs script for eventID and returns its reply after the state word, or
@@ -286,13 +290,13 @@ func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool
 	return toInt(r[0]) == 1, nil
 }
 
-// Verify reports whether token is the user's live token.
-func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (bool, error) {
+// Verify reports whether token is the user's live token, and the seat counter.
+func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error) {
 	_, r, err := w.run(ctx, "verify entry token", verifyScript, eventID, userID, token)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return toInt(r[0]) == 1, nil
+	return toInt(r[0]) == 1, toInt(r[1]), nil
 }
 
 // Reconcile frees expired tokens' slots and drops idle waiting users; an empty room's event
@@ -366,10 +370,13 @@ func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
 	return err
 }
 
-// SetSeatsLeft overwrites the seat counter.
-func (w *WaitingRoom) SetSeatsLeft(ctx context.Context, eventID string, seats int) error {
-	_, _, err := w.run(ctx, "set seat counter", seatsScript, eventID, 0, seats)
-	return err
+// ResetSeatsLeft sets the seat counter to seats if it still holds from.
+func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, seats int) (bool, error) {
+	_, r, err := w.run(ctx, "reset seat counter", resetSeatsScript, eventID, from, seats)
+	if err != nil {
+		return false, err
+	}
+	return toInt(r[0]) == 1, nil
 }
 
 // toInt reads an integer of a script's reply (Lua numbers arrive as int64).

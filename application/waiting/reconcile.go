@@ -7,6 +7,9 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/waiting"
 )
 
 // Reconcile is one pass of the background work over the events in use (the store's index, no
@@ -30,18 +33,23 @@ func (s *Service) Reconcile(ctx context.Context) error {
 }
 
 func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
-	_, err := s.d.Room.Reconcile(ctx, eventID, s.cfg.IdleTimeout)
-	if err != nil {
+	if _, foreign := s.foreign.Load(eventID); foreign {
+		return nil
+	}
+	if _, err := s.event(ctx, eventID); errors.Is(err, waiting.ErrEventNotFound) || errors.Is(err, domain.ErrValidation) {
+		// A room of another deployment sharing this Redis (or of a test): not ours to touch.
+		s.foreign.Store(eventID, struct{}{})
+		return nil
+	} else if err != nil {
 		return err
 	}
-	free, err := s.d.Seats.CountFree(ctx, eventID)
-	if err != nil {
+	if _, err := s.d.Room.Reconcile(ctx, eventID, s.cfg.IdleTimeout); err != nil {
 		return err
 	}
-	// The database wins: a counter a failed decrement left high, or a repair that raced a
-	// reservation left low, is set to the count of free seats.
-	if err := s.d.Room.SetSeatsLeft(ctx, eventID, free); err != nil {
-		return err
+	if _, sold := s.soldOut.Load(eventID); !sold {
+		if err := s.repairSeatCounter(ctx, eventID); err != nil {
+			return err
+		}
 	}
 	stats, err := s.d.Room.Stats(ctx, eventID)
 	if err != nil {

@@ -56,54 +56,47 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err != nil {
 		return ReservationView{}, err
 	}
-	if err := s.checkToken(ctx, e, cmd.UserID, cmd.Token); err != nil {
+	seatsLeft, err := s.checkToken(ctx, e, cmd.UserID, cmd.Token)
+	if err != nil {
 		return ReservationView{}, err
 	}
 	number, err := waiting.SeatNumber(cmd.SeatID)
 	if err != nil || number > e.Seats() {
 		return ReservationView{}, waiting.ErrSeatNotFound
 	}
-	if err := s.rejectSoldOut(ctx, e); err != nil {
+	if err := s.rejectSoldOut(ctx, e, seatsLeft); err != nil {
 		return ReservationView{}, err
 	}
 	return s.reserves.Do(ctx, "seat:"+e.ID()+":"+cmd.SeatID, reserveInput{eventID: e.ID(), seat: number, userID: cmd.UserID})
 }
 
-// checkToken refuses a missing token, or one that is not this user's live token of this event.
-func (s *Service) checkToken(ctx context.Context, e *waiting.Event, userID, token string) error {
+// checkToken refuses a missing token, or one that is not this user's live token of this
+// event; it answers the seat counter, read in the same call.
+func (s *Service) checkToken(ctx context.Context, e *waiting.Event, userID, token string) (int, error) {
 	if token == "" {
-		return waiting.ErrTokenRequired
+		return 0, waiting.ErrTokenRequired
 	}
-	valid := false
+	valid, seatsLeft := false, 0
 	err := s.inRoom(ctx, e, func() error {
 		var err error
-		valid, err = s.d.Room.Verify(ctx, e.ID(), userID, token)
+		valid, seatsLeft, err = s.d.Room.Verify(ctx, e.ID(), userID, token)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("verify entry token: %w", err)
+		return 0, fmt.Errorf("verify entry token: %w", err)
 	}
 	if !valid {
-		return waiting.ErrTokenRequired
+		return 0, waiting.ErrTokenRequired
 	}
-	return nil
+	return seatsLeft, nil
 }
 
-// rejectSoldOut answers SOLD_OUT without the lock when the seat counter is at 0 and the
-// database agrees. The database wins a disagreement: a counter at 0 with free seats left is
+// rejectSoldOut answers SOLD_OUT without the lock when the seat counter (left) is at 0 and
+// the database agrees. The database wins a disagreement: a counter at 0 with free seats left is
 // repaired to the database's count and the reservation goes on.
-func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event) error {
+func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event, left int) error {
 	if _, sold := s.soldOut.Load(e.ID()); sold {
 		return waiting.ErrSoldOut
-	}
-	var left int
-	err := s.inRoom(ctx, e, func() error {
-		var err error
-		left, err = s.d.Room.SeatsLeft(ctx, e.ID())
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read seat counter: %w", err)
 	}
 	if left > 0 {
 		return nil
@@ -116,10 +109,28 @@ func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event) error {
 		s.soldOut.Store(e.ID(), struct{}{})
 		return waiting.ErrSoldOut
 	}
-	if err := s.d.Room.SetSeatsLeft(ctx, e.ID(), free); err != nil {
+	if _, err := s.d.Room.ResetSeatsLeft(ctx, e.ID(), left, free); err != nil {
 		return fmt.Errorf("repair seat counter: %w", err)
 	}
 	return nil
+}
+
+// repairSeatCounter sets the seat counter to the database's count of free seats: the database
+// wins over a counter a failed decrement left high or an earlier repair left low. The counter
+// is read first and reset only if unchanged, so a reservation's decrement is never overwritten.
+func (s *Service) repairSeatCounter(ctx context.Context, eventID string) error {
+	left, err := s.d.Room.SeatsLeft(ctx, eventID)
+	if err != nil {
+		return err
+	}
+	free, err := s.d.Seats.CountFree(ctx, eventID)
+	if err != nil {
+		return err
+	}
+	if free != left {
+		_, err = s.d.Room.ResetSeatsLeft(ctx, eventID, left, free)
+	}
+	return err
 }
 
 // reserveBatch serves the reservations of one seat queued behind its lock in one transaction:

@@ -80,6 +80,8 @@ type Service struct {
 	// soldOut holds the events the database said were sold out; reservations are never
 	// cancelled, so it stays true.
 	soldOut sync.Map // event id → struct{}
+	// foreign holds the rooms in the shared index whose event this database does not know.
+	foreign sync.Map // event id → struct{}
 	rates   admissionRates
 }
 

@@ -334,9 +334,10 @@ func testExpiryFreesSlot(t *testing.T, e env[ports.WaitingRoom]) {
 
 	waitForSlots(t, e.impl, eventID, 2)
 	expectEqual(t, claim(t, e.impl, eventID, "c", longTokenTTL).Claimed, true, "c after both tokens expired")
-	valid, err := e.impl.Verify(ctx, eventID, "a", a.Token)
+	valid, seats, err := e.impl.Verify(ctx, eventID, "a", a.Token)
 	must(t, err, "verify")
 	expectEqual(t, valid, false, "an expired token verifies")
+	expectEqual(t, seats, 10, "seat counter")
 	freed, err := e.impl.Release(ctx, eventID, "a")
 	must(t, err, "release")
 	expectEqual(t, freed, false, "returning an expired token freed a slot")
@@ -382,7 +383,7 @@ func testPositionRefreshes(t *testing.T, e env[ports.WaitingRoom]) {
 		t.Fatalf("expiry %v not extended past %v", p.ExpiresAt, c.ExpiresAt)
 	}
 	time.Sleep(2 * shortTokenTTL)
-	valid, err := e.impl.Verify(ctx, eventID, "a", c.Token)
+	valid, _, err := e.impl.Verify(ctx, eventID, "a", c.Token)
 	must(t, err, "verify")
 	expectEqual(t, valid, true, "a refreshed token after its first TTL")
 }
@@ -407,7 +408,7 @@ func testVerify(t *testing.T, e env[ports.WaitingRoom]) {
 		{"made up", eventID, "a", "nonsense", false},
 		{"empty", eventID, "a", "", false},
 	} {
-		valid, err := e.impl.Verify(ctx, tc.event, tc.user, tc.token)
+		valid, _, err := e.impl.Verify(ctx, tc.event, tc.user, tc.token)
 		must(t, err, tc.name)
 		expectEqual(t, valid, tc.want, tc.name)
 	}
@@ -486,7 +487,13 @@ func testSeatCounter(t *testing.T, e env[ports.WaitingRoom]) {
 	expectEqual(t, seats(), 3, "seats at open")
 	must(t, e.impl.TakeSeat(ctx, eventID), "take seat")
 	expectEqual(t, seats(), 2, "seats after one taken")
-	must(t, e.impl.SetSeatsLeft(ctx, eventID, 7), "set seats")
+	reset, err := e.impl.ResetSeatsLeft(ctx, eventID, 3, 7)
+	must(t, err, "reset from a stale value")
+	expectEqual(t, reset, false, "reset from a value the counter no longer holds")
+	expectEqual(t, seats(), 2, "seats after a refused reset")
+	reset, err = e.impl.ResetSeatsLeft(ctx, eventID, 2, 7)
+	must(t, err, "reset")
+	expectEqual(t, reset, true, "reset from the value the counter holds")
 	expectEqual(t, seats(), 7, "seats after repair")
 	expectEqual(t, stats(t, e.impl, eventID).RemainingSeats, 7, "stats' seats")
 }

@@ -1,0 +1,78 @@
+package waiting_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/waiting"
+)
+
+// newService returns the use cases on in-memory adapters whose time is clock.
+func newService(clock *memory.Clock) *waiting.Service {
+	stores := memory.NewStores(memory.NewDatabase())
+	coord := memory.NewCoordination(clock)
+	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
+		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
+	return waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
+		Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{}},
+		waiting.Config{})
+}
+
+func TestStatus_EstimatedWaitComesFromTheRecentAdmissionRate(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	svc := newService(clock)
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "rate", Seats: 10, Slots: 2, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if _, _, err := svc.Enter(ctx, event.ID, fmt.Sprint("u", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := svc.Status(ctx, event.ID, "u5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.AheadCount != 4 || before.EstimatedWaitSeconds != nil {
+		t.Fatalf("before any admission: %+v, want aheadCount 4 and no estimate", before)
+	}
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two admissions (claimed, then returned) in one second: 2 per second.
+	for _, u := range []string{"u0", "u1"} {
+		if _, _, err := svc.Claim(ctx, event.ID, u); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Return(ctx, event.ID, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Second)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := svc.Status(ctx, event.ID, "u5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// u5 is 3rd of the waiting with 2 slots free: 2 admissions ahead, at 2/s one second.
+	if after.Status != waiting.StatusWaiting || after.Rank != 3 || after.AheadCount != 2 ||
+		after.EstimatedWaitSeconds == nil || *after.EstimatedWaitSeconds != 1 {
+		t.Fatalf("after: %+v (estimate %v)", after, after.EstimatedWaitSeconds)
+	}
+	queue, err := svc.Queue(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queue.AdmissionRate == nil || *queue.AdmissionRate != 2 || queue.Claims != 2 || queue.Returned != 2 {
+		t.Fatalf("queue: %+v", queue)
+	}
+}
