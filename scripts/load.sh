@@ -27,6 +27,9 @@ export RUSHGATE_JWT_SECRET=${RUSHGATE_JWT_SECRET:-load-secret-load-secret-load-s
 export RUSHGATE_REDIS_URL=${RUSHGATE_REDIS_URL:-redis://127.0.0.1:6379/0}
 # One line per request would make the server's logging the bottleneck being measured.
 export RUSHGATE_LOG_LEVEL=warn
+# queue-pull's crowd waits longer than the default idle timeout before its turn comes; at 2m the
+# tail of 100,000 users would be dropped as abandoned, by design.
+export RUSHGATE_QUEUE_IDLE_TIMEOUT=${RUSHGATE_QUEUE_IDLE_TIMEOUT:-30m}
 
 mkdir -p bin
 if [ -n "${RUSHGATE_BIN:-}" ]; then

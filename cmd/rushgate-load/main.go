@@ -22,8 +22,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -217,7 +219,10 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: rushgate-load [flags] <scenario>\n\nscenarios:\n")
 	for _, r := range registry {
-		fmt.Fprintf(&b, "  %-12s  %s\n", r.name, r.summary)
+		fmt.Fprintf(&b, "  %-17s  %s\n", r.name, r.summary)
+		if defaults := scenarioDefaults[r.name]; len(defaults) > 0 {
+			fmt.Fprintf(&b, "  %-17s  (unless given: %s)\n", "", defaultFlags(defaults))
+		}
 	}
 	b.WriteString("\nflags:\n")
 	return b.String()
@@ -266,6 +271,9 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments after the scenario: %q", fs.Args())
 	}
+	if err := applyScenarioDefaults(fs, cfg.scenario); err != nil {
+		return config{}, err
+	}
 	cfg.urls = urls.urls
 
 	switch {
@@ -279,6 +287,34 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--timeout must be positive")
 	}
 	return cfg, nil
+}
+
+// applyScenarioDefaults sets the flags the command line left out to the scenario's own defaults.
+func applyScenarioDefaults(fs *flag.FlagSet, scenario string) error {
+	if _, err := lookup(scenario); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, value := range scenarioDefaults[scenario] {
+		if given[name] {
+			continue
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("%s's default --%s=%s: %w", scenario, name, value, err)
+		}
+	}
+	return nil
+}
+
+// defaultFlags renders a scenario's defaults as flags, in name order.
+func defaultFlags(defaults map[string]string) string {
+	names := slices.Sorted(maps.Keys(defaults))
+	flags := make([]string, len(names))
+	for i, name := range names {
+		flags[i] = "--" + name + " " + defaults[name]
+	}
+	return strings.Join(flags, " ")
 }
 
 // progress writes a line for the person watching; stderr failing must not stop the run.

@@ -66,6 +66,13 @@ var registry = []registration{
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 }
 
+// scenarioDefaults are flag values (by flag name) a scenario runs with unless the command line
+// gives them: the size its targets are set for, so that `make load` measures that size.
+var scenarioDefaults = map[string]map[string]string{
+	"coupon-herd": {"users": "10000", "capacity": "100"},
+	"queue-pull":  {"users": "100000", "capacity": "100"},
+}
+
 // databaseOptional marks a scenario that also runs against the embedded default: without
 // --database-url it reads its invariant through the API and has no ceiling.
 type databaseOptional interface{ withoutDatabase() }

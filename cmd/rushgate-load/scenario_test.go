@@ -131,6 +131,24 @@ func TestParseArgs_TakesFlagsOnEitherSideOfTheScenarioAndRepeatedURLs(t *testing
 	assert.ErrorContains(t, err, "not an http(s) base URL")
 }
 
+func TestParseArgs_AScenarioRunsAtItsOwnSizeUnlessTheCommandLineGivesOne(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	cfg, err := parseArgs([]string{"--jwt-secret", "s", "coupon-herd"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, 10000, cfg.users, "coupon-herd's own size")
+	assert.Equal(t, 100, cfg.capacity)
+
+	cfg, err = parseArgs([]string{"--jwt-secret", "s", "coupon-herd", "--users", "50"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, 50, cfg.users, "the command line wins")
+
+	cfg, err = parseArgs([]string{"--jwt-secret", "s", "crew-hot"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, 2000, cfg.users, "a scenario without defaults takes the flag's")
+	assert.Contains(t, usage(), "(unless given: --capacity 100 --users 100000)")
+}
+
 func TestRun_ListPrintsTheRegistryWithoutADatabase(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr strings.Builder
