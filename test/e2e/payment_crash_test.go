@@ -27,7 +27,9 @@ var errCrash = errors.New("injected crash")
 // crashingWallets fails Apply, the balance's write, after the stock was deducted.
 type crashingWallets struct{ ports.WalletRepository }
 
-func (crashingWallets) Apply(context.Context, *wallet.Account, ...wallet.Entry) error { return errCrash }
+func (crashingWallets) Apply(context.Context, *wallet.Account, ...wallet.Entry) error {
+	return errCrash
+}
 
 // crashingOutbox fails the last write of a payment.
 type crashingOutbox struct{ ports.OutboxRepository }
