@@ -12,15 +12,16 @@ import (
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
 	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/domain/outbox"
 	"github.com/rushgate/rushgate/ports"
 )
 
-// PaymentModule builds payments and the outbox relay that delivers them to the data platform,
-// and runs the relay's rounds and its immediate senders.
+// PaymentModule builds payments, the outbox relay that delivers them to the data platform and
+// the top products ranking, and runs the relay's rounds and its immediate senders.
 var PaymentModule = fx.Module("payment",
-	fx.Provide(provideDataPlatform, provideNotifier, provideRelay, providePaymentService),
+	fx.Provide(provideDataPlatform, provideNotifier, provideRelay, providePaymentService, provideRanking),
 	fx.Invoke(runOutboxRelay, runOutboxSenders),
 )
 
@@ -66,6 +67,10 @@ func providePaymentService(cfg Config, stores ports.Stores, g *guard.Guard, r *r
 		Clock:       clock,
 		IDs:         ids,
 	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch})
+}
+
+func provideRanking(stores ports.Stores, clock ports.Clock, log *slog.Logger) *ranking.Service {
+	return ranking.NewService(ranking.Deps{Orders: stores.Orders, Clock: clock, Logger: log}, ranking.Config{})
 }
 
 // runOutboxRelay sends the due outbox messages every RUSHGATE_OUTBOX_INTERVAL. Every instance

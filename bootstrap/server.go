@@ -24,6 +24,7 @@ import (
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
 	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/application/verification"
 	"github.com/rushgate/rushgate/application/waiting"
@@ -107,6 +108,7 @@ type routerParams struct {
 	Orders        *order.Service
 	Payments      *payment.Service
 	Relay         *relay.Service
+	Ranking       *ranking.Service
 	Verifications *verification.Service
 	Events        *waiting.Service
 	Uploads       *localblob.Store `optional:"true"`
@@ -126,6 +128,7 @@ func provideRouter(p routerParams) *gin.Engine {
 		Orders:        p.Orders,
 		Payments:      p.Payments,
 		Relay:         p.Relay,
+		Ranking:       p.Ranking,
 		Verifications: p.Verifications,
 		Events:        p.Events,
 		Uploads:       p.Uploads,

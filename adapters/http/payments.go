@@ -6,13 +6,21 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
 	"github.com/rushgate/rushgate/application/relay"
 )
 
-// paymentHandlers serves the payment and outbox routes (SPEC §4).
+// paymentHandlers serves the payment, outbox and top products routes (SPEC §4).
 type paymentHandlers struct {
 	payments *payment.Service
 	relay    *relay.Service
+	ranking  *ranking.Service
+}
+
+// topProducts answers GET /api/products/top: always 200, with an empty list when the read
+// failed.
+func (h paymentHandlers) topProducts(c *gin.Context) {
+	c.JSON(stdhttp.StatusOK, h.ranking.TopProducts(c.Request.Context()))
 }
 
 // payRequest is the optional body of a payment. userId is accepted only to be checked: the

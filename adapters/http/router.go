@@ -18,6 +18,7 @@ import (
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	apporder "github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
 	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/application/verification"
 	appwaiting "github.com/rushgate/rushgate/application/waiting"
@@ -39,6 +40,7 @@ type Deps struct {
 	Orders        *apporder.Service
 	Payments      *payment.Service
 	Relay         *relay.Service
+	Ranking       *ranking.Service
 	Verifications *verification.Service
 	Events        *appwaiting.Service
 	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
@@ -124,7 +126,8 @@ func NewRouter(d Deps) *gin.Engine {
 	orders := orderHandlers{orders: d.Orders}
 	authed.POST("/api/orders", orders.place)
 	authed.GET("/api/orders/:orderId", orders.get)
-	payments := paymentHandlers{payments: d.Payments, relay: d.Relay}
+	payments := paymentHandlers{payments: d.Payments, relay: d.Relay, ranking: d.Ranking}
+	authed.GET("/api/products/top", payments.topProducts)
 	authed.POST("/api/orders/:orderId/payment", payments.pay)
 	authed.GET("/admin/outbox", requireRole(RoleAdmin), payments.listOutbox)
 	authed.POST("/admin/outbox/:messageId/retry", requireRole(RoleAdmin), payments.retryOutbox)

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/outbox"
@@ -248,4 +251,81 @@ func (s *server) outboxStatusCounts() map[outbox.Status]int {
 		s.t.Fatal(err)
 	}
 	return counts
+}
+
+// TestTopProducts_RanksCompletedOrdersOfTheLastThreeDays: units of COMPLETED orders paid in the
+// last 3 days rank products (ties by id), with their revenue; a PENDING order counts for
+// nothing, and, on a database (the only place a payment time can be moved), an order paid just
+// before the 3-day boundary counts nothing while one just after it counts.
+func TestTopProducts_RanksCompletedOrdersOfTheLastThreeDays(t *testing.T) {
+	type sale struct {
+		name         string
+		price, units int
+		pending      bool
+		ageHours     float64 // moved back this far after paying (databases only)
+	}
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b)
+			empty := s.do("GET", "/api/products/top", s.token("u1"), "")
+			if empty.status != http.StatusOK || string(empty.raw) != `{"period":"3days","products":[]}` {
+				t.Fatalf("no sales: %d %s", empty.status, empty.raw)
+			}
+			sales := []sale{
+				{"A", 100, 6, false, 0}, {"B", 1000, 5, false, 0}, {"C", 10, 4, false, 0}, {"D", 20, 4, false, 0},
+				{"E", 7, 1, false, 0}, {"F", 9, 1, false, 0}, {"G", 1, 50, true, 0},
+			}
+			if s.db != nil {
+				sales = append(sales, sale{"old", 5, 40, false, 72 + 1.0/60}, sale{"recent", 3, 2, false, 72 - 1.0/60})
+			}
+			s.createUser("ranker", 1_000_000)
+			type want struct {
+				id             string
+				units, revenue int
+			}
+			var counted []want
+			for i, sl := range sales {
+				id := s.createProduct(sl.name, sl.price, 100)
+				order := s.placeOrder("ranker", id, sl.units, "")
+				if sl.pending {
+					continue
+				}
+				if res := s.pay("ranker", order, fmt.Sprintf("rank%d", i)); res.status != http.StatusOK {
+					t.Fatalf("pay %s: %d %s", sl.name, res.status, res.raw)
+				}
+				if sl.ageHours > 0 {
+					paidAt := time.Now().Add(-time.Duration(sl.ageHours * float64(time.Hour))).UTC()
+					if _, err := s.db.Exec(s.query("UPDATE orders SET paid_at = ? WHERE id = ?"), paidAt, order); err != nil {
+						t.Fatal(err)
+					}
+					if sl.ageHours > 72 {
+						continue
+					}
+				}
+				counted = append(counted, want{id, sl.units, sl.units * sl.price})
+			}
+			slices.SortFunc(counted, func(a, b want) int { return cmp.Or(cmp.Compare(b.units, a.units), cmp.Compare(a.id, b.id)) })
+			counted = counted[:5]
+
+			res := s.do("GET", "/api/products/top", s.token("u1"), "")
+			var top struct {
+				Period   string `json:"period"`
+				Products []struct {
+					Rank       int    `json:"rank"`
+					ProductID  string `json:"productId"`
+					Name       string `json:"name"`
+					SalesCount int    `json:"salesCount"`
+					Revenue    int    `json:"revenue"`
+				} `json:"products"`
+			}
+			if err := json.Unmarshal(res.raw, &top); err != nil || res.status != http.StatusOK || top.Period != "3days" || len(top.Products) != 5 {
+				t.Fatalf("top: %d %s", res.status, res.raw)
+			}
+			for i, p := range top.Products {
+				if w := counted[i]; p.Rank != i+1 || p.ProductID != w.id || p.SalesCount != w.units || p.Revenue != w.revenue || p.Name == "" {
+					t.Fatalf("rank %d: %+v, want %+v (all %s)", i+1, p, w, res.raw)
+				}
+			}
+		})
+	}
 }
