@@ -111,6 +111,9 @@ type CommerceConfig struct {
 	// CouponIssueRetries is how many times a batch of coupon issues is retried after an
 	// optimistic version conflict before its requests hear COUPON_ISSUE_FAILED. Default 3.
 	CouponIssueRetries int `env:"RUSHGATE_COUPON_ISSUE_RETRIES" envDefault:"3"`
+	// TopProductsFreshFor is how long one read of the top products answers every request.
+	// Default 1s.
+	TopProductsFreshFor time.Duration `env:"RUSHGATE_TOP_PRODUCTS_FRESH_FOR" envDefault:"1s"`
 }
 
 // OutboxConfig is the delivery of paid orders to the data platform and the alerts when one
@@ -331,6 +334,7 @@ func (c CommerceConfig) Validate() error {
 	return allPositive(
 		positive{"RUSHGATE_CHARGE_MAX", c.ChargeMax > 0},
 		positive{"RUSHGATE_COUPON_ISSUE_RETRIES", c.CouponIssueRetries > 0},
+		positive{"RUSHGATE_TOP_PRODUCTS_FRESH_FOR", c.TopProductsFreshFor > 0},
 	)
 }
 

@@ -69,8 +69,9 @@ func providePaymentService(cfg Config, stores ports.Stores, g *guard.Guard, r *r
 	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch})
 }
 
-func provideRanking(stores ports.Stores, clock ports.Clock, log *slog.Logger) *ranking.Service {
-	return ranking.NewService(ranking.Deps{Orders: stores.Orders, Clock: clock, Logger: log}, ranking.Config{})
+func provideRanking(cfg Config, stores ports.Stores, clock ports.Clock, log *slog.Logger) *ranking.Service {
+	return ranking.NewService(ranking.Deps{Orders: stores.Orders, Clock: clock, Logger: log},
+		ranking.Config{FreshFor: cfg.Commerce.TopProductsFreshFor})
 }
 
 // runOutboxRelay sends the due outbox messages every RUSHGATE_OUTBOX_INTERVAL. Every instance

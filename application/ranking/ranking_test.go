@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,5 +54,54 @@ func TestTopProducts_AFailedOrSlowReadAnswersAnEmptyListAndLogs(t *testing.T) {
 				t.Fatalf("logs: %s", logs.String())
 			}
 		})
+	}
+}
+
+// countingOrders counts the ranking's reads and holds each until released.
+type countingOrders struct {
+	ports.OrderRepository
+	reads   atomic.Int32
+	release chan struct{}
+}
+
+func (c *countingOrders) TopSelling(ctx context.Context, since time.Time, limit int) ([]order.Sales, error) {
+	c.reads.Add(1)
+	<-c.release
+	return []order.Sales{{ProductID: "p", Name: "n", Units: 3, Revenue: 30}}, nil
+}
+
+// TestTopProducts_ConcurrentCallersShareOneRead: callers arriving while a read runs wait for it
+// and get its answer; one within FreshFor of it too; one after FreshFor reads again.
+func TestTopProducts_ConcurrentCallersShareOneRead(t *testing.T) {
+	clock := memory.NewClock(time.Now())
+	orders := &countingOrders{release: make(chan struct{})}
+	s := ranking.NewService(ranking.Deps{Orders: orders, Clock: clock}, ranking.Config{FreshFor: time.Second})
+	var wg sync.WaitGroup
+	answers := make([]ranking.Top, 50)
+	for i := range answers {
+		wg.Go(func() { answers[i] = s.TopProducts(context.Background()) })
+	}
+	for orders.reads.Load() == 0 {
+		runtime.Gosched()
+	}
+	close(orders.release)
+	wg.Wait()
+	for i, a := range answers {
+		if len(a.Products) != 1 || a.Products[0].SalesCount != 3 || a.Products[0].Rank != 1 {
+			t.Fatalf("caller %d: %+v", i, a)
+		}
+	}
+	first := orders.reads.Load()
+	s.TopProducts(context.Background())
+	if orders.reads.Load() != first {
+		t.Fatal("a caller within FreshFor read again")
+	}
+	clock.Advance(time.Second)
+	s.TopProducts(context.Background())
+	if orders.reads.Load() != first+1 {
+		t.Fatal("a caller after FreshFor did not read")
+	}
+	if first != 1 {
+		t.Fatalf("%d reads for 50 concurrent callers", first)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/outbox"
 )
@@ -266,7 +267,7 @@ func TestTopProducts_RanksCompletedOrdersOfTheLastThreeDays(t *testing.T) {
 	}
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			s := startServer(t, b)
+			s := startServer(t, b, func(cfg *bootstrap.Config) { cfg.Commerce.TopProductsFreshFor = time.Microsecond })
 			empty := s.do("GET", "/api/products/top", s.token("u1"), "")
 			if empty.status != http.StatusOK || string(empty.raw) != `{"period":"3days","products":[]}` {
 				t.Fatalf("no sales: %d %s", empty.status, empty.raw)
