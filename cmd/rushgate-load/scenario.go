@@ -64,6 +64,7 @@ var registry = []registration{
 	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 	{"payment-herd", "--users users each pay an order of ONE product with --capacity units: the stock row is the hot key", newPaymentHerd},
+	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts},
 }
 
 // databaseOptional marks a scenario that also runs against the embedded default: without
