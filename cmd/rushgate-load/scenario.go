@@ -64,6 +64,7 @@ var registry = []registration{
 	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 	{"payment-herd", "--users users each pay an order of ONE product with --capacity units: the stock row is the hot key", newPaymentHerd},
+	{"outbox-drain", "--users PENDING outbox messages drained by two relay workers into a platform failing 10% of calls", newOutboxDrain},
 	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts},
 }
 
