@@ -53,7 +53,6 @@ type outboxDrain struct {
 	platform  *flakyPlatform
 	url       string
 	close     func()
-	elapsed   time.Duration
 }
 
 var _ scenario = (*outboxDrain)(nil)
