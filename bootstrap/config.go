@@ -114,6 +114,9 @@ type CommerceConfig struct {
 	// TopProductsFreshFor is how long one read of the top products answers every request.
 	// Default 1s.
 	TopProductsFreshFor time.Duration `env:"RUSHGATE_TOP_PRODUCTS_FRESH_FOR" envDefault:"1s"`
+	// TopProductsTimeout bounds the top products' read; beyond it the answer is an empty list.
+	// Default 1s.
+	TopProductsTimeout time.Duration `env:"RUSHGATE_TOP_PRODUCTS_TIMEOUT" envDefault:"1s"`
 }
 
 // OutboxConfig is the delivery of paid orders to the data platform and the alerts when one
@@ -335,6 +338,7 @@ func (c CommerceConfig) Validate() error {
 		positive{"RUSHGATE_CHARGE_MAX", c.ChargeMax > 0},
 		positive{"RUSHGATE_COUPON_ISSUE_RETRIES", c.CouponIssueRetries > 0},
 		positive{"RUSHGATE_TOP_PRODUCTS_FRESH_FOR", c.TopProductsFreshFor > 0},
+		positive{"RUSHGATE_TOP_PRODUCTS_TIMEOUT", c.TopProductsTimeout > 0},
 	)
 }
 

@@ -71,7 +71,7 @@ func providePaymentService(cfg Config, stores ports.Stores, g *guard.Guard, r *r
 
 func provideRanking(cfg Config, stores ports.Stores, clock ports.Clock, log *slog.Logger) *ranking.Service {
 	return ranking.NewService(ranking.Deps{Orders: stores.Orders, Clock: clock, Logger: log},
-		ranking.Config{FreshFor: cfg.Commerce.TopProductsFreshFor})
+		ranking.Config{FreshFor: cfg.Commerce.TopProductsFreshFor, Timeout: cfg.Commerce.TopProductsTimeout})
 }
 
 // runOutboxRelay sends the due outbox messages every RUSHGATE_OUTBOX_INTERVAL. Every instance
