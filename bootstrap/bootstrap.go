@@ -16,6 +16,7 @@ func Modules(cfg Config) fx.Option {
 		GuardModule,
 		CrewModule,
 		CommerceModule,
+		PaymentModule,
 		VerificationModule,
 		WaitingModule,
 		WorkersModule,

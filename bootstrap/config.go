@@ -29,6 +29,7 @@ type Config struct {
 	Auth     AuthConfig
 	Guard    GuardConfig
 	Commerce CommerceConfig
+	Outbox   OutboxConfig
 	Storage  StorageConfig
 	Upload   UploadConfig
 	Queue    QueueConfig
@@ -110,6 +111,29 @@ type CommerceConfig struct {
 	// CouponIssueRetries is how many times a batch of coupon issues is retried after an
 	// optimistic version conflict before its requests hear COUPON_ISSUE_FAILED. Default 3.
 	CouponIssueRetries int `env:"RUSHGATE_COUPON_ISSUE_RETRIES" envDefault:"3"`
+	// TopProductsFreshFor is how long one read of the top products answers every request.
+	// Default 1s.
+	TopProductsFreshFor time.Duration `env:"RUSHGATE_TOP_PRODUCTS_FRESH_FOR" envDefault:"1s"`
+	// TopProductsTimeout bounds the top products' read; beyond it the answer is an empty list.
+	// Default 1s.
+	TopProductsTimeout time.Duration `env:"RUSHGATE_TOP_PRODUCTS_TIMEOUT" envDefault:"1s"`
+}
+
+// OutboxConfig is the delivery of paid orders to the data platform and the alerts when one
+// cannot be delivered.
+type OutboxConfig struct {
+	// DataPlatformURL receives each paid order as a JSON POST. Unset: a platform that logs and
+	// accepts.
+	DataPlatformURL string `env:"RUSHGATE_DATAPLATFORM_URL"`
+	// DataPlatformTimeout bounds one delivery. Default 3s.
+	DataPlatformTimeout time.Duration `env:"RUSHGATE_DATAPLATFORM_TIMEOUT" envDefault:"3s"`
+	// Interval is how often the relay sends the due messages. Default 1m.
+	Interval time.Duration `env:"RUSHGATE_OUTBOX_INTERVAL" envDefault:"1m"`
+	// Backoff is the waits before retries 1, 2 and 3 (comma-separated); a message failing once
+	// more is FAILED. Default 1m,5m,30m.
+	Backoff []time.Duration `env:"RUSHGATE_OUTBOX_BACKOFF" envDefault:"1m,5m,30m" envSeparator:","`
+	// AlertWebhookURL receives alerts as JSON POSTs. Unset: alerts go to the log.
+	AlertWebhookURL string `env:"RUSHGATE_ALERT_WEBHOOK_URL"`
 }
 
 // StorageConfig is where uploaded photos go: an S3 bucket when RUSHGATE_S3_BUCKET is set, else
@@ -202,6 +226,9 @@ func parseConfig(opts env.Options) (Config, error) {
 	if cfg.Commerce, err = parseGroup[CommerceConfig](opts); err != nil {
 		return Config{}, err
 	}
+	if cfg.Outbox, err = parseGroup[OutboxConfig](opts); err != nil {
+		return Config{}, err
+	}
 	if cfg.Storage, err = parseGroup[StorageConfig](opts); err != nil {
 		return Config{}, err
 	}
@@ -226,7 +253,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 
 // Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
-	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Storage, c.Upload, c.Queue} {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Outbox, c.Storage, c.Upload, c.Queue} {
 		if err := group.Validate(); err != nil {
 			return err
 		}
@@ -310,6 +337,34 @@ func (c CommerceConfig) Validate() error {
 	return allPositive(
 		positive{"RUSHGATE_CHARGE_MAX", c.ChargeMax > 0},
 		positive{"RUSHGATE_COUPON_ISSUE_RETRIES", c.CouponIssueRetries > 0},
+		positive{"RUSHGATE_TOP_PRODUCTS_FRESH_FOR", c.TopProductsFreshFor > 0},
+		positive{"RUSHGATE_TOP_PRODUCTS_TIMEOUT", c.TopProductsTimeout > 0},
+	)
+}
+
+// Validate checks the outbox settings.
+func (c OutboxConfig) Validate() error {
+	for _, u := range []struct{ name, value string }{
+		{"RUSHGATE_DATAPLATFORM_URL", c.DataPlatformURL}, {"RUSHGATE_ALERT_WEBHOOK_URL", c.AlertWebhookURL},
+	} {
+		if u.value == "" {
+			continue
+		}
+		if parsed, err := url.Parse(u.value); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+			return fmt.Errorf("%s: %q is not an http(s) URL", u.name, u.value)
+		}
+	}
+	if len(c.Backoff) == 0 {
+		return errors.New("RUSHGATE_OUTBOX_BACKOFF: must list at least one wait")
+	}
+	for _, d := range c.Backoff {
+		if d <= 0 {
+			return fmt.Errorf("RUSHGATE_OUTBOX_BACKOFF: %v is not a positive wait", d)
+		}
+	}
+	return allPositive(
+		positive{"RUSHGATE_DATAPLATFORM_TIMEOUT", c.DataPlatformTimeout > 0},
+		positive{"RUSHGATE_OUTBOX_INTERVAL", c.Interval > 0},
 	)
 }
 

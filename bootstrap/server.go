@@ -23,6 +23,9 @@ import (
 	"github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
+	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/application/verification"
 	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/application/wallet"
@@ -103,6 +106,9 @@ type routerParams struct {
 	Coupons       *coupon.Service
 	Products      *catalog.Service
 	Orders        *order.Service
+	Payments      *payment.Service
+	Relay         *relay.Service
+	Ranking       *ranking.Service
 	Verifications *verification.Service
 	Events        *waiting.Service
 	Uploads       *localblob.Store `optional:"true"`
@@ -120,6 +126,9 @@ func provideRouter(p routerParams) *gin.Engine {
 		Coupons:       p.Coupons,
 		Products:      p.Products,
 		Orders:        p.Orders,
+		Payments:      p.Payments,
+		Relay:         p.Relay,
+		Ranking:       p.Ranking,
 		Verifications: p.Verifications,
 		Events:        p.Events,
 		Uploads:       p.Uploads,

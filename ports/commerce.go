@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"time"
 
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/order"
@@ -44,8 +45,35 @@ type CartRepository interface {
 // OrderRepository stores orders with their items.
 //
 // Create inserts the order and its items together, all or none, also outside InTx. Get returns
-// the order with its items in the order they were placed, or order.ErrNotFound.
+// the order with its items in the order they were placed, or order.ErrNotFound. GetForUpdate
+// does the same but must run inside TxRunner.InTx and locks the order's row until that
+// transaction ends: concurrent payments of one order run one after another, each seeing the
+// previous one's committed status. MarkPaid turns a PENDING order COMPLETED at paidAt in one
+// conditional statement, or returns order.ErrNotPayable, changing nothing, when it is unknown or
+// not PENDING.
+//
+// TopSelling returns up to limit products by units sold in COMPLETED orders paid at or after
+// since, most units first (ties by product id), with their revenue (Σ line subtotals) and
+// current names.
 type OrderRepository interface {
 	Create(ctx context.Context, o *order.Order) error
 	Get(ctx context.Context, id string) (*order.Order, error)
+	GetForUpdate(ctx context.Context, id string) (*order.Order, error)
+	MarkPaid(ctx context.Context, id string, paidAt time.Time) error
+	TopSelling(ctx context.Context, since time.Time, limit int) ([]order.Sales, error)
+}
+
+// StockRepository changes stock on hand and keeps its history.
+//
+// Deduct takes n units of productID in one optimistic statement, UPDATE stock SET quantity =
+// quantity - n, version = version + 1 WHERE product_id = ? AND version = ? AND quantity >= n: it
+// applies only when the stored version still equals version and the stock still covers n, and
+// otherwise changes nothing and returns ErrVersionConflict (the caller re-reads and decides
+// again in a fresh transaction). Of concurrent Deduct calls with one version at most one
+// applies. AddMovements inserts stock history rows in one statement, all or none; Movements
+// returns a product's history, oldest first.
+type StockRepository interface {
+	Deduct(ctx context.Context, productID string, version, n int64) error
+	AddMovements(ctx context.Context, movements ...catalog.Movement) error
+	Movements(ctx context.Context, productID string) ([]catalog.Movement, error)
 }

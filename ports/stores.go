@@ -16,6 +16,8 @@ type Stores struct {
 	Products    ProductRepository
 	Carts       CartRepository
 	Orders      OrderRepository
+	Stock       StockRepository
+	Outbox      OutboxRepository
 	// The challenge verification flow's aggregates.
 	Challenges     ChallengeRepository
 	UploadSessions UploadSessionRepository

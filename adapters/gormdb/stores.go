@@ -16,6 +16,8 @@ func NewStores(db *DB) ports.Stores {
 		Products:       NewProductRepository(db),
 		Carts:          NewCartRepository(db),
 		Orders:         NewOrderRepository(db),
+		Stock:          NewStockRepository(db),
+		Outbox:         NewOutboxRepository(db),
 		Challenges:     NewChallengeRepository(db),
 		UploadSessions: NewUploadSessionRepository(db),
 		Verifications:  NewVerificationRepository(db),

@@ -21,6 +21,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/domain/outbox"
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -82,6 +83,11 @@ var statusByCode = map[string]int{
 	order.ErrEmptyCart.Code:              stdhttp.StatusBadRequest,
 	order.ErrNotFound.Code:               stdhttp.StatusNotFound,
 	coupon.ErrInvalid.Code:               stdhttp.StatusBadRequest,
+	order.ErrNotPayable.Code:             stdhttp.StatusBadRequest,
+	wallet.CodeInsufficientBalance:       stdhttp.StatusBadRequest,
+	catalog.CodeStockDeductionFailed:     stdhttp.StatusConflict,
+	outbox.ErrNotFound.Code:              stdhttp.StatusNotFound,
+	outbox.ErrNotFailed.Code:             stdhttp.StatusConflict,
 	challenge.ErrNotFound.Code:           stdhttp.StatusNotFound,
 	challenge.ErrUnsupportedFile.Code:    stdhttp.StatusBadRequest,
 	challenge.ErrInvalidSession.Code:     stdhttp.StatusBadRequest,

@@ -17,6 +17,9 @@ import (
 	appcoupon "github.com/rushgate/rushgate/application/coupon"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	apporder "github.com/rushgate/rushgate/application/order"
+	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
+	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/application/verification"
 	appwaiting "github.com/rushgate/rushgate/application/waiting"
 	appwallet "github.com/rushgate/rushgate/application/wallet"
@@ -35,6 +38,9 @@ type Deps struct {
 	Coupons       *appcoupon.Service
 	Products      *appcatalog.Service
 	Orders        *apporder.Service
+	Payments      *payment.Service
+	Relay         *relay.Service
+	Ranking       *ranking.Service
 	Verifications *verification.Service
 	Events        *appwaiting.Service
 	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
@@ -120,6 +126,11 @@ func NewRouter(d Deps) *gin.Engine {
 	orders := orderHandlers{orders: d.Orders}
 	authed.POST("/api/orders", orders.place)
 	authed.GET("/api/orders/:orderId", orders.get)
+	payments := paymentHandlers{payments: d.Payments, relay: d.Relay, ranking: d.Ranking}
+	authed.GET("/api/products/top", payments.topProducts)
+	authed.POST("/api/orders/:orderId/payment", payments.pay)
+	authed.GET("/admin/outbox", requireRole(RoleAdmin), payments.listOutbox)
+	authed.POST("/admin/outbox/:messageId/retry", requireRole(RoleAdmin), payments.retryOutbox)
 
 	events := eventHandlers{events: d.Events}
 	authed.POST("/admin/events", requireRole(RoleAdmin), events.create)

@@ -57,6 +57,8 @@ type Database struct {
 	carts         *table[string, order.Cart]
 	cartItems     *table[cartItemKey, order.CartItem]
 	orders        *table[string, order.Order]
+	movements     *table[movementKey, catalog.Movement]
+	outbox        *table[string, outboxRow]
 	challenges    *table[string, challenge.Challenge]
 	sessions      *table[string, challenge.UploadSession]
 	verifications *table[verificationKey, challenge.Verification]
@@ -82,6 +84,8 @@ func NewDatabase() *Database {
 	d.carts = newTable(d, "carts", cartKeyOf)
 	d.cartItems = newPartitionedTable(d, "cart_items", cartItemKeyOf, cartItemKey.cart)
 	d.orders = newTable(d, "orders", orderKeyOf)
+	d.movements = newPartitionedTable(d, "stock_history", movementKeyOf, movementKey.product)
+	d.outbox = newTable(d, "outbox", outboxKeyOf)
 	d.challenges = newTable(d, "challenges", challengeKeyOf)
 	d.sessions = newTable(d, "upload_sessions", sessionKeyOf)
 	d.verifications = newPartitionedTable(d, "verifications", verificationKeyOf, verificationKey.challenge)

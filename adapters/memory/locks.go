@@ -107,3 +107,17 @@ func (m *lockManager) releaseAll(t *tx) {
 	}
 	delete(m.held, t)
 }
+
+// tryAcquire locks key for t if no other transaction holds it, and reports whether t holds it
+// now, without waiting: FOR UPDATE SKIP LOCKED.
+func (m *lockManager) tryAcquire(t *tx, key rowKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	holder, taken := m.locks[key]
+	if taken {
+		return holder.owner == t
+	}
+	m.locks[key] = &rowLock{owner: t, released: make(chan struct{})}
+	m.held[t] = append(m.held[t], key)
+	return true
+}

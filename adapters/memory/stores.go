@@ -16,6 +16,8 @@ func NewStores(d *Database) ports.Stores {
 		Products:       NewProductRepository(d),
 		Carts:          NewCartRepository(d),
 		Orders:         NewOrderRepository(d),
+		Stock:          NewStockRepository(d),
+		Outbox:         NewOutboxRepository(d),
 		Challenges:     NewChallengeRepository(d),
 		UploadSessions: NewUploadSessionRepository(d),
 		Verifications:  NewVerificationRepository(d),

@@ -203,3 +203,9 @@ func (tb *table[K, V]) filter(t *tx, keep func(V) bool) []V {
 	}
 	return rows
 }
+
+// tryLock takes the row lock of k for the rest of t unless another transaction holds it, and
+// reports whether t holds it: a row a SKIP LOCKED read passes over when it does not.
+func (tb *table[K, V]) tryLock(t *tx, k K) bool {
+	return tb.db.locks.tryAcquire(t, rowKey{table: tb.name, key: k})
+}

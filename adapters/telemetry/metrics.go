@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -22,6 +23,7 @@ import (
 var (
 	_ guard.Observer   = (*Metrics)(nil)
 	_ waiting.Observer = (*Metrics)(nil)
+	_ relay.Observer   = (*Metrics)(nil)
 )
 
 // Metrics holds the server's Prometheus collectors: request latency, and the guard's lock waits,
@@ -39,6 +41,9 @@ type Metrics struct {
 	// The waiting rooms, per event, as the last reconciliation pass read them from the shared
 	// store: gauges, so every instance reports the same deployment-wide numbers.
 	queueWaiting, queueAdmitted, queueClaims, queueExpired, queueDropped *prometheus.GaugeVec
+	// The outbox, as the last relay round counted it, and the messages given up on.
+	outboxPending, outboxFailed prometheus.Gauge
+	outboxGaveUp                prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them on reg; it panics if one is already
@@ -101,6 +106,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.queueClaims = room("queue_claims", "Entry tokens claimed for an event since it opened (admissions).")
 	m.queueExpired = room("queue_expired_reconciled", "Entry tokens of an event that expired and gave their slot back.")
 	m.queueDropped = room("queue_dropped_idle", "Waiting users of an event dropped for not polling.")
+	m.outboxPending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "outbox_pending",
+		Help: "Outbox messages waiting to be delivered, as the last relay round counted them."})
+	m.outboxFailed = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "outbox_failed",
+		Help: "Outbox messages given up on (FAILED), as the last relay round counted them."})
+	m.outboxGaveUp = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "rushgate", Name: "outbox_gave_up_total",
+		Help: "Outbox messages this instance turned FAILED after every retry."})
+	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
 		m.queueWaiting, m.queueAdmitted, m.queueClaims, m.queueExpired, m.queueDropped)
 	return m
@@ -141,6 +153,15 @@ func (m *Metrics) RoomObserved(eventID string, s ports.RoomStats) {
 	m.queueExpired.WithLabelValues(eventID).Set(float64(s.Expired))
 	m.queueDropped.WithLabelValues(eventID).Set(float64(s.Dropped))
 }
+
+// OutboxCounted records the outbox's PENDING and FAILED messages.
+func (m *Metrics) OutboxCounted(pending, failed int) {
+	m.outboxPending.Set(float64(pending))
+	m.outboxFailed.Set(float64(failed))
+}
+
+// OutboxGaveUp counts a message turned FAILED.
+func (m *Metrics) OutboxGaveUp() { m.outboxGaveUp.Inc() }
 
 // Replayed counts an idempotent replay.
 func (m *Metrics) Replayed() { m.idempotentHits.Inc() }

@@ -49,6 +49,12 @@ type LaneConfig struct {
 	LockTTL  time.Duration
 	LockWait time.Duration
 	Busy     *domain.Error
+	// ConflictRetries, when positive, re-runs a batch whose function failed with an error
+	// wrapping ports.ErrVersionConflict (an optimistic write found its row changed) in a fresh
+	// transaction, up to that many times; after the last, every request of the batch answers
+	// that error, which should therefore also wrap the domain error the client is to hear. Only a
+	// fresh transaction is sure to see the row anew (on MySQL a transaction reads one snapshot).
+	ConflictRetries int
 }
 
 // Lane serialises one kind of guarded operation per lock key, and combines. Requests for the
@@ -338,7 +344,7 @@ func (l *Lane[In, Out]) wait(ctx context.Context, d time.Duration, released <-ch
 
 // serve answers a batch: all together, or, when that fails as a whole, each request alone.
 func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []answer[Out] {
-	answers, err := l.attempt(ctx, batch, false)
+	answers, err := l.attemptRetrying(ctx, batch, false)
 	if err == nil {
 		return answers
 	}
@@ -346,7 +352,7 @@ func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []a
 	// may be a request answered before (a marker conflict, or a unique key its first run wrote).
 	answers = make([]answer[Out], len(batch))
 	for i := range batch {
-		one, err := l.attempt(ctx, batch[i:i+1], true)
+		one, err := l.attemptRetrying(ctx, batch[i:i+1], true)
 		if err != nil {
 			answers[i] = answer[Out]{err: err}
 			continue
@@ -354,6 +360,24 @@ func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []a
 		answers[i] = one[0]
 	}
 	return answers
+}
+
+// attemptRetrying is attempt, run again after a version conflict as LaneConfig.ConflictRetries
+// says; the conflict that outlasts the retries answers every request of the batch.
+func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In, Out], findFirst bool) ([]answer[Out], error) {
+	for retry := 0; ; retry++ {
+		answers, err := l.attempt(ctx, batch, findFirst)
+		if l.cfg.ConflictRetries <= 0 || !errors.Is(err, ports.ErrVersionConflict) {
+			return answers, err
+		}
+		if retry == l.cfg.ConflictRetries {
+			answers = make([]answer[Out], len(batch))
+			for i := range answers {
+				answers[i].err = err
+			}
+			return answers, nil
+		}
+	}
 }
 
 // attempt runs the batch function once for batch, inside a transaction that also commits the

@@ -222,6 +222,51 @@ func TestLane_AFailedBatchIsRerunOneByOneSoOnlyTheBadRequestFails(t *testing.T) 
 	}
 }
 
+// TestLane_AConflictingBatchIsRerunWholeThenAnswersTheConflict: a batch failing with a version
+// conflict runs again whole, in a fresh transaction, up to ConflictRetries times; one that
+// stops conflicting answers normally, one that never does answers every request the conflict
+// error, whose domain error the client hears, and drops their keys.
+func TestLane_AConflictingBatchIsRerunWholeThenAnswersTheConflict(t *testing.T) {
+	errStale := fmt.Errorf("%w: %w", ports.ErrVersionConflict, errThingFull)
+	for _, tc := range []struct {
+		name      string
+		conflicts int
+		want      string
+	}{
+		{"conflicts twice then succeeds", 2, "[[0 1] [0 1] [0 1]]"},
+		{"conflicts through every retry", 100, "[[0 1] [0 1] [0 1] [0 1]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			runs := 0
+			r := &recorder{fail: func([]int) error {
+				if runs++; runs <= tc.conflicts {
+					return errStale
+				}
+				return nil
+			}}
+			lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: true, ConflictRetries: 3}, r.serve)
+			outcomes := serveQueued(t, f, lane, 0, 1)
+			if got := r.calls(); got != tc.want {
+				t.Fatalf("batches %s, want %s", got, tc.want)
+			}
+			for i, o := range outcomes {
+				if tc.conflicts > 3 {
+					if !errors.Is(o.err, errThingFull) || !errors.Is(o.err, ports.ErrVersionConflict) {
+						t.Fatalf("request %d: %+v, %v; want the conflict", i, o.res, o.err)
+					}
+					assertKeyFree(t, f, request(key(i)))
+					continue
+				}
+				if o.err != nil || o.res.Value.N != i {
+					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+				}
+			}
+			assertLockFree(t, f, lockKey)
+		})
+	}
+}
+
 func TestLane_ARejectedRequestDropsOnlyItsOwnKey(t *testing.T) {
 	f := newFixture(t)
 	r := &recorder{answer: func(in int) guard.Answer[answer] {

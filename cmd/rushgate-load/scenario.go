@@ -64,13 +64,17 @@ var registry = []registration{
 	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
 	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
+	{"payment-herd", "--users users each pay an order of ONE product with --capacity units: the stock row is the hot key", newPaymentHerd},
+	{"outbox-drain", "--users PENDING outbox messages drained by two relay workers into a platform failing 10% of calls", newOutboxDrain},
+	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts},
 }
 
 // scenarioDefaults are flag values (by flag name) a scenario runs with unless the command line
 // gives them: the size its targets are set for, so that `make load` measures that size.
 var scenarioDefaults = map[string]map[string]string{
-	"coupon-herd": {"users": "10000", "capacity": "100"},
-	"queue-pull":  {"users": "100000", "capacity": "100"},
+	"coupon-herd":  {"users": "10000", "capacity": "100"},
+	"queue-pull":   {"users": "100000", "capacity": "100"},
+	"outbox-drain": {"users": "10000"},
 }
 
 // databaseOptional marks a scenario that also runs against the embedded default: without

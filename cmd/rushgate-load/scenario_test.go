@@ -11,11 +11,11 @@ import (
 )
 
 // defaults are the flags' defaults.
-var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200}
+var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200, orderItems: 100000}
 
 func TestRegistry_EveryScenarioHasAUniqueNameAndBuildsFromTheDefaults(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "seat-herd"}, scenarioNames())
+	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "seat-herd", "payment-herd", "outbox-drain", "top-products"}, scenarioNames())
 	seen := map[string]bool{}
 	for _, r := range registry {
 		assert.False(t, seen[r.name], "%s registered twice", r.name)

@@ -60,3 +60,8 @@ func TestEventRepositories(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestEventRepositories)
 }
+
+func TestPaymentRepositories(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, storesOf, porttest.TestPaymentRepositories)
+}

@@ -83,3 +83,56 @@ func NewStock(productID string, quantity int64) (Stock, error) {
 
 // Covers reports whether the stock holds at least quantity units.
 func (s Stock) Covers(quantity int64) bool { return quantity <= s.Quantity }
+
+// CodeStockDeductionFailed is the code of DeductionFailed's error.
+const CodeStockDeductionFailed = "STOCK_DEDUCTION_FAILED"
+
+// ErrStockDeductionFailed matches every DeductionFailed error with errors.Is.
+var ErrStockDeductionFailed = domain.NewError(CodeStockDeductionFailed, "the stock could not be deducted")
+
+// DeductionFailed refuses a payment whose stock deduction of productID failed: the stock no
+// longer covers the order, or concurrent payments kept changing it through every retry.
+func DeductionFailed(productID, reason string) error {
+	return &domain.Error{
+		Code:    CodeStockDeductionFailed,
+		Message: "the stock of product " + productID + " could not be deducted: " + reason,
+		Details: map[string]any{"productId": productID},
+	}
+}
+
+// MovementType says whether a stock movement added or removed units.
+type MovementType string
+
+// Movement types.
+const (
+	MovementIn  MovementType = "IN"
+	MovementOut MovementType = "OUT"
+)
+
+// RefOrder is the reference type of a movement an order's payment caused.
+const RefOrder = "ORDER"
+
+// Movement is one row of a product's stock history: the quantity before and after a change
+// and what caused it.
+type Movement struct {
+	ID        string
+	ProductID string
+	Type      MovementType
+	Before    int64
+	After     int64
+	RefType   string
+	RefID     string
+	CreatedAt time.Time
+}
+
+// Take removes n units (1..Quantity) from s for the reference refID and returns the movement.
+// The caller writes the stock with the optimistic version check of the version it read.
+func (s *Stock) Take(n int64, movementID, refType, refID string, now time.Time) (Movement, bool) {
+	if n < 1 || n > s.Quantity {
+		return Movement{}, false
+	}
+	m := Movement{ID: movementID, ProductID: s.ProductID, Type: MovementOut, Before: s.Quantity, After: s.Quantity - n,
+		RefType: refType, RefID: refID, CreatedAt: now}
+	s.Quantity -= n
+	return m, true
+}

@@ -11,6 +11,8 @@ import (
 var (
 	ErrEmptyCart = domain.NewError("EMPTY_CART", "the cart is empty")
 	ErrNotFound  = domain.NewError("ORDER_NOT_FOUND", "order not found")
+	// ErrNotPayable refuses paying an order that is not PENDING (already paid).
+	ErrNotPayable = domain.NewError("ORDER_NOT_PAYABLE", "the order is not awaiting payment")
 )
 
 // Status is where an order is in its life.
@@ -107,3 +109,20 @@ func (o *Order) CreatedAt() time.Time { return o.createdAt }
 
 // PaidAt is when the order was paid, nil while it is PENDING.
 func (o *Order) PaidAt() *time.Time { return o.paidAt }
+
+// Pay marks a PENDING order COMPLETED at now, or returns ErrNotPayable and leaves it unchanged.
+func (o *Order) Pay(now time.Time) error {
+	if o.status != StatusPending {
+		return ErrNotPayable
+	}
+	o.status, o.paidAt = StatusCompleted, &now
+	return nil
+}
+
+// Sales is one product's units sold and revenue over a period, for the top products.
+type Sales struct {
+	ProductID string
+	Name      string
+	Units     int64
+	Revenue   int64
+}

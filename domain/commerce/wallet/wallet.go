@@ -96,3 +96,30 @@ func (a *Account) Charge(amount, maxCharge int64, entryID, reference string, now
 	return Entry{ID: entryID, UserID: a.userID, Kind: Charge, Amount: amount, BalanceAfter: balance,
 		Reference: reference, CreatedAt: now}, nil
 }
+
+// CodeInsufficientBalance is the code of InsufficientBalance's error.
+const CodeInsufficientBalance = "INSUFFICIENT_BALANCE"
+
+// ErrInsufficientBalance matches every InsufficientBalance error with errors.Is.
+var ErrInsufficientBalance = domain.NewError(CodeInsufficientBalance, "the balance does not cover the amount")
+
+// InsufficientBalance refuses a payment of required with only current on the account, naming
+// both so the client knows how much to charge.
+func InsufficientBalance(current, required int64) error {
+	return &domain.Error{
+		Code:    CodeInsufficientBalance,
+		Message: "the balance does not cover the amount",
+		Details: map[string]any{"currentBalance": current, "required": required},
+	}
+}
+
+// Pay takes amount (≥ 0) from the balance and returns the ledger entry (a negative amount), or
+// InsufficientBalance and leaves the account unchanged.
+func (a *Account) Pay(amount int64, entryID, reference string, now time.Time) (Entry, error) {
+	if amount < 0 || amount > a.balance {
+		return Entry{}, InsufficientBalance(a.balance, amount)
+	}
+	a.balance, a.updatedAt = a.balance-amount, now
+	return Entry{ID: entryID, UserID: a.userID, Kind: Payment, Amount: -amount, BalanceAfter: a.balance,
+		Reference: reference, CreatedAt: now}, nil
+}

@@ -1,0 +1,65 @@
+package http
+
+import (
+	stdhttp "net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rushgate/rushgate/application/payment"
+	"github.com/rushgate/rushgate/application/ranking"
+	"github.com/rushgate/rushgate/application/relay"
+)
+
+// paymentHandlers serves the payment, outbox and top products routes (SPEC §4).
+type paymentHandlers struct {
+	payments *payment.Service
+	relay    *relay.Service
+	ranking  *ranking.Service
+}
+
+// topProducts answers GET /api/products/top: always 200, with an empty list when the read
+// failed.
+func (h paymentHandlers) topProducts(c *gin.Context) {
+	c.JSON(stdhttp.StatusOK, h.ranking.TopProducts(c.Request.Context()))
+}
+
+// pay answers POST /api/orders/{orderId}/payment, guarded by the Idempotency-Key header.
+func (h paymentHandlers) pay(c *gin.Context) {
+	user, err := actingUser(c)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	res, err := h.payments.Pay(c.Request.Context(), payment.PayCommand{
+		OrderID: c.Param("orderId"), UserID: user, IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
+	})
+	respondGuarded(c, res, err)
+}
+
+// listOutbox answers GET /admin/outbox?status= (admin).
+func (h paymentHandlers) listOutbox(c *gin.Context) {
+	limit, err := pageLimit(c, relay.MaxPageLimit)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	page, err := h.relay.List(c.Request.Context(), c.Query("status"), limit, c.Query("cursor"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, page)
+}
+
+// retryOutbox answers POST /admin/outbox/{messageId}/retry (admin).
+func (h paymentHandlers) retryOutbox(c *gin.Context) {
+	if !noBody(c) {
+		return
+	}
+	view, err := h.relay.Retry(c.Request.Context(), c.Param("messageId"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}

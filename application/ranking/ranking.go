@@ -1,0 +1,143 @@
+// Package ranking answers the best sellers: the top products by units sold in completed orders
+// of a recent period, read live from the orders. A failing or slow read answers an empty list,
+// never an error: the ranking is decoration, not a reason for a page to fail. It depends on
+// ports only.
+package ranking
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Defaults of Config.
+const (
+	DefaultPeriod  = 72 * time.Hour
+	DefaultLimit   = 5
+	DefaultTimeout = time.Second
+	// DefaultFreshFor keeps a herd of readers to one aggregate a second: a ranking over three
+	// days does not change meaningfully faster.
+	DefaultFreshFor = time.Second
+	// PeriodName names DefaultPeriod in the answer.
+	PeriodName = "3days"
+)
+
+// Config tunes the ranking. The zero value of a field takes its default.
+type Config struct {
+	// Timeout bounds the read; DefaultTimeout.
+	Timeout time.Duration
+	// FreshFor is how long a ranking read is answered again without reading; DefaultFreshFor.
+	FreshFor time.Duration
+}
+
+// Deps are the ports the ranking reads. Logger may be nil.
+type Deps struct {
+	Orders ports.OrderRepository
+	Clock  ports.Clock
+	Logger *slog.Logger
+}
+
+// Service answers the top products. Concurrent callers share one read (combining), and a
+// successful read answers for FreshFor.
+type Service struct {
+	d   Deps
+	cfg Config
+
+	mu       sync.Mutex
+	inFlight *read // the read callers now wait for; nil when none
+	last     *read // the last successful read
+}
+
+// read is one aggregate and its answer; done is closed once top is set.
+type read struct {
+	at   time.Time
+	top  Top
+	ok   bool
+	done chan struct{}
+}
+
+// NewService returns the ranking.
+func NewService(d Deps, cfg Config) *Service {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.FreshFor <= 0 {
+		cfg.FreshFor = DefaultFreshFor
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return &Service{d: d, cfg: cfg}
+}
+
+// Ranked is one product of the ranking.
+type Ranked struct {
+	Rank       int    `json:"rank"`
+	ProductID  string `json:"productId"`
+	Name       string `json:"name"`
+	SalesCount int64  `json:"salesCount"`
+	Revenue    int64  `json:"revenue"`
+}
+
+// Top is the ranking of a period.
+type Top struct {
+	Period   string   `json:"period"`
+	Products []Ranked `json:"products"`
+}
+
+// TopProducts returns the DefaultLimit products sold most (units) in COMPLETED orders paid in
+// the last DefaultPeriod, with their revenue; ties go to the smaller product id. A read that
+// fails or outlasts the timeout is logged and answers an empty list. A caller arriving while a
+// read runs waits for it; one within FreshFor of a successful read gets its answer.
+func (s *Service) TopProducts(ctx context.Context) Top {
+	now := s.d.Clock.Now()
+	s.mu.Lock()
+	if s.last != nil && now.Sub(s.last.at) < s.cfg.FreshFor {
+		top := s.last.top
+		s.mu.Unlock()
+		return top
+	}
+	r := s.inFlight
+	if r == nil {
+		r = &read{at: now, done: make(chan struct{})}
+		s.inFlight = r
+		s.mu.Unlock()
+		// The read serves every waiter, so no single caller's cancellation ends it.
+		r.top, r.ok = s.aggregate(context.WithoutCancel(ctx), now)
+		s.mu.Lock()
+		s.inFlight = nil
+		if r.ok {
+			s.last = r
+		}
+		s.mu.Unlock()
+		close(r.done)
+		return r.top
+	}
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.top
+	case <-ctx.Done():
+		return Top{Period: PeriodName, Products: []Ranked{}}
+	}
+}
+
+// aggregate reads the ranking as of now, or logs the failure and answers an empty list.
+func (s *Service) aggregate(ctx context.Context, now time.Time) (Top, bool) {
+	top := Top{Period: PeriodName, Products: []Ranked{}}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	sales, err := s.d.Orders.TopSelling(ctx, now.Add(-DefaultPeriod), DefaultLimit)
+	if err != nil {
+		s.d.Logger.ErrorContext(ctx, "failed to query popular products; answering an empty list", "error", err)
+		return top, false
+	}
+	for i, sale := range sales {
+		top.Products = append(top.Products, Ranked{Rank: i + 1, ProductID: sale.ProductID, Name: sale.Name,
+			SalesCount: sale.Units, Revenue: sale.Revenue})
+	}
+	return top, true
+}

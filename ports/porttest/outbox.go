@@ -1,0 +1,223 @@
+package porttest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/domain/outbox"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// TestPaymentRepositories checks what a payment writes beyond Commerce I's ports:
+// ports.StockRepository (Deduct applies only at the read version and while the stock covers it,
+// and of concurrent deductions at one version one applies; movements round-trip oldest first),
+// OrderRepository.MarkPaid (once; a second is order.ErrNotPayable) and ports.OutboxRepository
+// (messages round-trip; a claim takes due PENDING messages and leases them; concurrent claims
+// never take one message twice; Record needs the claim's token; Retry turns only a FAILED
+// message PENDING).
+func TestPaymentRepositories(t *testing.T, newStores func(t *testing.T) ports.Stores, caps Capabilities) {
+	run(t, newStores, caps, []testCase[ports.Stores]{
+		{"Stock/DeductAppliesAtTheReadVersionWhileTheStockCovers", testStockDeduct},
+		{"Stock/ConcurrentDeductsAtOneVersionApplyOnce", testStockConcurrentDeducts},
+		{"Stock/MovementsRoundTripOldestFirst", testStockMovements},
+		{"Order/MarkPaidOnce", testOrderMarkPaidOnce},
+		{"Outbox/AddThenGetRoundTrips", testOutboxRoundTrip},
+		{"Outbox/ClaimLeasesUntilItsEnd", testOutboxClaimLeases},
+		{"Outbox/ConcurrentClaimsNeverShareAMessage", testOutboxConcurrentClaims},
+		{"Outbox/RecordNeedsTheClaimsToken", testOutboxRecordNeedsToken},
+		{"Outbox/RetryTurnsOnlyFailedPending", testOutboxRetry},
+	})
+}
+
+func testStockDeduct(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	p := createProduct(t, e.impl, 100, 5)
+	_, st, err := e.impl.Products.Get(ctx, p.ID())
+	must(t, err, "get")
+	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version+1, 1), ports.ErrVersionConflict, "a stale version")
+	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version, 6), ports.ErrVersionConflict, "more than the stock")
+	must(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version, 5), "deduct all")
+	_, after, err := e.impl.Products.Get(ctx, p.ID())
+	must(t, err, "get after")
+	expectEqual(t, after.Quantity, int64(0), "quantity")
+	expectEqual(t, after.Version, st.Version+1, "version")
+	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), after.Version, 1), ports.ErrVersionConflict, "an empty stock")
+}
+
+func testStockConcurrentDeducts(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	p := createProduct(t, e.impl, 100, 1000)
+	_, st, err := e.impl.Products.Get(ctx, p.ID())
+	must(t, err, "get")
+	errs := startTogether(20, func(int) error { return e.impl.Stock.Deduct(ctx, p.ID(), st.Version, 1) })
+	expectOneWinner(t, errs, ports.ErrVersionConflict)
+	_, after, err := e.impl.Products.Get(ctx, p.ID())
+	must(t, err, "get after")
+	expectEqual(t, after.Quantity, int64(999), "quantity")
+}
+
+func testStockMovements(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	p := createProduct(t, e.impl, 100, 10)
+	at := now()
+	second := catalog.Movement{ID: randomID(), ProductID: p.ID(), Type: catalog.MovementOut, Before: 8, After: 5,
+		RefType: catalog.RefOrder, RefID: randomID(), CreatedAt: at.Add(time.Second)}
+	first := catalog.Movement{ID: randomID(), ProductID: p.ID(), Type: catalog.MovementOut, Before: 10, After: 8,
+		RefType: catalog.RefOrder, RefID: randomID(), CreatedAt: at}
+	must(t, e.impl.Stock.AddMovements(ctx, second, first), "add movements")
+	got, err := e.impl.Stock.Movements(ctx, p.ID())
+	must(t, err, "movements")
+	if len(got) != 2 || got[0] != first || got[1] != second {
+		t.Fatalf("movements %+v, want %+v then %+v", got, first, second)
+	}
+}
+
+func testOrderMarkPaidOnce(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	o := placeOrder(t, newUserID(), order.Discount{}, createProduct(t, e.impl, 100, 10))
+	must(t, e.impl.Orders.Create(ctx, o), "create order")
+	errs := startTogether(10, func(int) error { return e.impl.Orders.MarkPaid(ctx, o.ID(), now()) })
+	expectOneWinner(t, errs, order.ErrNotPayable)
+	got, err := e.impl.Orders.Get(ctx, o.ID())
+	must(t, err, "get")
+	expectEqual(t, string(got.Status()), "COMPLETED", "status")
+	if got.PaidAt() == nil {
+		t.Error("paidAt not set")
+	}
+}
+
+func newMessage(at time.Time) outbox.Message {
+	return outbox.New(randomID(), []byte(`{"k":"`+randomID()+`"}`), at)
+}
+
+func testOutboxRoundTrip(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	m := newMessage(now())
+	must(t, e.impl.Outbox.Add(ctx, m), "add")
+	got, err := e.impl.Outbox.Get(ctx, m.ID)
+	must(t, err, "get")
+	if got.ID != m.ID || string(got.Payload) != string(m.Payload) || got.Status != outbox.Pending ||
+		!got.NextAttemptAt.Equal(m.NextAttemptAt) || !got.CreatedAt.Equal(m.CreatedAt) || got.SentAt != nil {
+		t.Fatalf("got %+v, want %+v", got, m)
+	}
+	_, err = e.impl.Outbox.Get(ctx, randomID())
+	expectIs(t, err, outbox.ErrNotFound, "an unknown message")
+}
+
+func testOutboxClaimLeases(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	at := now()
+	m := newMessage(at)
+	must(t, e.impl.Outbox.Add(ctx, m), "add")
+	claim := ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID}
+	got, err := e.impl.Outbox.Claim(ctx, claim)
+	must(t, err, "claim")
+	expectEqual(t, len(got), 1, "claimed")
+	again, err := e.impl.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at.Add(59 * time.Second),
+		Until: at.Add(2 * time.Minute), Limit: 1, ID: m.ID})
+	must(t, err, "claim during the lease")
+	expectEqual(t, len(again), 0, "claimed during the lease")
+	after, err := e.impl.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at.Add(time.Minute),
+		Until: at.Add(2 * time.Minute), Limit: 1, ID: m.ID})
+	must(t, err, "claim after the lease")
+	expectEqual(t, len(after), 1, "claimed after the lease")
+}
+
+func testOutboxConcurrentClaims(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	at := now()
+	mine := map[string]bool{}
+	var messages []outbox.Message
+	for i := range 60 {
+		// Older than every other case's messages, so the claims take these first.
+		m := newMessage(at.Add(-time.Hour * 24 * 365 * 20).Add(time.Duration(i) * time.Millisecond))
+		mine[m.ID] = true
+		messages = append(messages, m)
+	}
+	must(t, e.impl.Outbox.Add(ctx, messages...), "add")
+	var (
+		mu      sync.Mutex
+		claimed = map[string]int{}
+	)
+	for round := 0; round < 20 && countIn(claimed, mine) < len(mine); round++ {
+		errs := startTogether(6, func(int) error {
+			got, err := e.impl.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Hour), Limit: 7})
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range got {
+				claimed[m.ID]++
+			}
+			return err
+		})
+		for _, err := range errs {
+			must(t, err, "claim")
+		}
+	}
+	for id, n := range claimed {
+		if n > 1 {
+			t.Fatalf("message %s claimed %d times within its lease", id, n)
+		}
+	}
+	expectEqual(t, countIn(claimed, mine), len(mine), "this case's messages claimed")
+}
+
+func countIn(claimed map[string]int, mine map[string]bool) int {
+	n := 0
+	for id := range claimed {
+		if mine[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func testOutboxRecordNeedsToken(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	at := now()
+	m := newMessage(at)
+	must(t, e.impl.Outbox.Add(ctx, m), "add")
+	claim := ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID}
+	got, err := e.impl.Outbox.Claim(ctx, claim)
+	must(t, err, "claim")
+	expectEqual(t, len(got), 1, "claimed")
+	sent := got[0]
+	sent.MarkSent(at)
+	ok, err := e.impl.Outbox.Record(ctx, sent, randomID())
+	must(t, err, "record with another token")
+	expectEqual(t, ok, false, "recorded with another token")
+	ok, err = e.impl.Outbox.Record(ctx, sent, claim.Token)
+	must(t, err, "record")
+	expectEqual(t, ok, true, "recorded")
+	stored, err := e.impl.Outbox.Get(ctx, m.ID)
+	must(t, err, "get")
+	expectEqual(t, stored.Status, outbox.Sent, "status")
+	ok, err = e.impl.Outbox.Record(ctx, sent, claim.Token)
+	must(t, err, "record again")
+	expectEqual(t, ok, false, "recorded a SENT message again")
+}
+
+func testOutboxRetry(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	at := now()
+	m := newMessage(at)
+	must(t, e.impl.Outbox.Add(ctx, m), "add")
+	expectIs(t, e.impl.Outbox.Retry(ctx, m.ID, at), outbox.ErrNotFailed, "retry of a PENDING message")
+	expectIs(t, e.impl.Outbox.Retry(ctx, randomID(), at), outbox.ErrNotFound, "retry of an unknown message")
+	claim := ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID}
+	got, err := e.impl.Outbox.Claim(ctx, claim)
+	must(t, err, "claim")
+	failed := got[0]
+	failed.MarkFailed("boom", at, outbox.Schedule{})
+	_, err = e.impl.Outbox.Record(ctx, failed, claim.Token)
+	must(t, err, "record")
+	must(t, e.impl.Outbox.Retry(ctx, m.ID, at.Add(time.Hour)), "retry")
+	stored, err := e.impl.Outbox.Get(ctx, m.ID)
+	must(t, err, "get")
+	if stored.Status != outbox.Pending || stored.Attempts != 0 || !stored.NextAttemptAt.Equal(at.Add(time.Hour)) || stored.LastError != "boom" {
+		t.Fatalf("after retry: %+v", stored)
+	}
+}

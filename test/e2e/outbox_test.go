@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/domain/outbox"
+)
+
+// dataPlatform is a fake platform: it accepts while accepting is set, else answers 500, and keeps
+// each body it receives by its Idempotency-Key.
+type dataPlatform struct {
+	accepting atomic.Bool
+	mu        sync.Mutex
+	received  map[string][]string
+}
+
+func startDataPlatform(t *testing.T, accepting bool) (*dataPlatform, string) {
+	p := &dataPlatform{received: map[string][]string{}}
+	p.accepting.Store(accepting)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		p.mu.Lock()
+		p.received[r.Header.Get("Idempotency-Key")] = append(p.received[r.Header.Get("Idempotency-Key")], string(body))
+		p.mu.Unlock()
+		if !p.accepting.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return p, srv.URL
+}
+
+func (p *dataPlatform) bodies(id string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.received[id]...)
+}
+
+// alertHook keeps the alerts posted to it.
+type alertHook struct {
+	mu     sync.Mutex
+	alerts []string
+}
+
+func startAlertHook(t *testing.T) (*alertHook, string) {
+	h := &alertHook{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.alerts = append(h.alerts, string(body))
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return h, srv.URL
+}
+
+func (h *alertHook) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.alerts)
+}
+
+// TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert runs the whole delivery with the
+// schedule shortened by the settings: a paid order reaches the platform at once with its
+// messageId as Idempotency-Key; with the platform down, a message is tried 4 times on the
+// schedule, turns FAILED and posts one alert to the webhook; operators list it by status and
+// retry it (404, 409 and 403 where due), and the retried message is delivered once the platform
+// is back.
+func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			platform, platformURL := startDataPlatform(t, true)
+			hook, hookURL := startAlertHook(t)
+			s := startServer(t, b, func(cfg *bootstrap.Config) {
+				cfg.Outbox.DataPlatformURL, cfg.Outbox.AlertWebhookURL = platformURL, hookURL
+				cfg.Outbox.Interval = 50 * time.Millisecond
+				cfg.Outbox.Backoff = []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
+			})
+			p := s.createProduct("delivered", 100, 10)
+			s.createUser("deliver", 10_000)
+			if res := s.pay("deliver", s.placeOrder("deliver", p, 1, ""), "d1"); res.status != http.StatusOK {
+				t.Fatalf("pay: %d %s", res.status, res.raw)
+			}
+			admin := s.adminToken()
+			var sent struct {
+				Items []struct {
+					MessageID string          `json:"messageId"`
+					Status    string          `json:"status"`
+					Attempts  int             `json:"attempts"`
+					Payload   json.RawMessage `json:"payload"`
+				} `json:"items"`
+			}
+			waitUntil(t, 10*time.Second, "the paid order is SENT", func() bool {
+				_ = json.Unmarshal(s.do("GET", "/admin/outbox?status=SENT", admin, "").raw, &sent)
+				return len(sent.Items) == 1
+			})
+			first := sent.Items[0]
+			if got := platform.bodies(first.MessageID); len(got) != 1 || got[0] != string(first.Payload) {
+				t.Fatalf("the platform received %v for %s, want its payload %s", got, first.MessageID, first.Payload)
+			}
+
+			platform.accepting.Store(false)
+			if res := s.pay("deliver", s.placeOrder("deliver", p, 1, ""), "d2"); res.status != http.StatusOK {
+				t.Fatalf("pay: %d %s", res.status, res.raw)
+			}
+			var failed struct {
+				Items []struct {
+					MessageID string  `json:"messageId"`
+					Attempts  int     `json:"attempts"`
+					LastError *string `json:"lastError"`
+				} `json:"items"`
+				NextCursor *string `json:"nextCursor"`
+			}
+			waitUntil(t, 20*time.Second, "the undeliverable message is FAILED", func() bool {
+				_ = json.Unmarshal(s.do("GET", "/admin/outbox?status=FAILED", admin, "").raw, &failed)
+				return len(failed.Items) == 1
+			})
+			gone := failed.Items[0]
+			if gone.Attempts != 4 || gone.LastError == nil || len(platform.bodies(gone.MessageID)) != 4 || failed.NextCursor != nil {
+				t.Fatalf("FAILED message %+v after %d sends", gone, len(platform.bodies(gone.MessageID)))
+			}
+			waitUntil(t, 5*time.Second, "one alert", func() bool { return hook.count() == 1 })
+			if counts := s.outboxStatusCounts(); counts[outbox.Failed] != 1 || counts[outbox.Pending] != 0 {
+				t.Fatalf("stored counts %v", counts)
+			}
+
+			assertError(t, s.do("GET", "/admin/outbox", s.token("deliver"), ""), http.StatusForbidden, "FORBIDDEN")
+			assertError(t, s.do("GET", "/admin/outbox?status=LOST", admin, ""), http.StatusBadRequest, "VALIDATION_FAILED")
+			assertError(t, s.do("POST", "/admin/outbox/"+absentID+"/retry", admin, ""), http.StatusNotFound, "OUTBOX_MESSAGE_NOT_FOUND")
+			assertError(t, s.do("POST", "/admin/outbox/"+first.MessageID+"/retry", admin, ""), http.StatusConflict, "OUTBOX_MESSAGE_NOT_FAILED")
+			platform.accepting.Store(true)
+			retried := s.do("POST", "/admin/outbox/"+gone.MessageID+"/retry", admin, "")
+			if retried.status != http.StatusOK || retried.str("status") != "PENDING" || retried.num("attempts") != 0 {
+				t.Fatalf("retry: %d %s", retried.status, retried.raw)
+			}
+			waitUntil(t, 10*time.Second, "the retried message is SENT", func() bool {
+				m, err := s.stores.Outbox.Get(context.Background(), gone.MessageID)
+				return err == nil && m.Status == outbox.Sent
+			})
+			if hook.count() != 1 {
+				t.Fatalf("%d alerts", hook.count())
+			}
+			page := s.do("GET", "/admin/outbox?limit=1", admin, "")
+			if page.status != http.StatusOK || page.str("nextCursor") == "" {
+				t.Fatalf("first page of one: %s", page.raw)
+			}
+			if next := s.do("GET", "/admin/outbox?limit=1&cursor="+page.str("nextCursor"), admin, ""); next.status != http.StatusOK ||
+				next.body["nextCursor"] != nil {
+				t.Fatalf("second page: %s", next.raw)
+			}
+		})
+	}
+}
