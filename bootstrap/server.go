@@ -105,6 +105,7 @@ type routerParams struct {
 	Orders        *order.Service
 	Verifications *verification.Service
 	Events        *waiting.Service
+	Broker        *waiting.Broker
 	Uploads       *localblob.Store `optional:"true"`
 	Tokens        *rghttp.Tokens
 	Metrics       *telemetry.Metrics
@@ -122,6 +123,8 @@ func provideRouter(p routerParams) *gin.Engine {
 		Orders:        p.Orders,
 		Verifications: p.Verifications,
 		Events:        p.Events,
+		Broker:        p.Broker,
+		SSEHeartbeat:  p.Config.Queue.SSEHeartbeat,
 		Uploads:       p.Uploads,
 		Tokens:        p.Tokens,
 		Metrics:       p.Metrics,
@@ -131,7 +134,8 @@ func provideRouter(p routerParams) *gin.Engine {
 	})
 }
 
-func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *listenAddress, log *slog.Logger) *Server {
+func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *listenAddress, broker *waiting.Broker,
+	log *slog.Logger) *Server {
 	server := &Server{}
 	httpServer := &stdhttp.Server{
 		Handler:           router,
@@ -139,6 +143,10 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
+	}
+	if broker != nil {
+		// Shutdown waits for handlers, and an SSE handler returns only when its stream ends.
+		httpServer.RegisterOnShutdown(broker.Close)
 	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {

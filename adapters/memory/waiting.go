@@ -21,6 +21,10 @@ type WaitingRoom struct {
 	rooms map[string]*room
 	// active is the index of events in use (ports.WaitingRoom.Events).
 	active map[string]bool
+	// dispatch is each broker's dispatch stream, brokers each broker's heartbeat deadline
+	// (ports.PushQueue, push.go).
+	dispatch map[string]*stream
+	brokers  map[string]time.Time
 }
 
 // room is one event's waiting room.
@@ -31,6 +35,9 @@ type room struct {
 	waiting      map[string]int       // waiting user → sequence number
 	seen         map[string]time.Time // waiting user → last sign of life
 	admitted     map[string]admission
+	// owners is the push mode's user → connection owner; entry its stream of promotions.
+	owners map[string]string
+	entry  *stream
 	// earliest is at or before every admitted token's expiry, so pruning can skip the scan
 	// until then.
 	earliest                           time.Time
@@ -46,7 +53,8 @@ type admission struct {
 
 // NewWaitingRoom returns an empty store whose token expiries run on clock.
 func NewWaitingRoom(clock ports.Clock) *WaitingRoom {
-	return &WaitingRoom{clock: clock, rooms: make(map[string]*room), active: make(map[string]bool)}
+	return &WaitingRoom{clock: clock, rooms: make(map[string]*room), active: make(map[string]bool),
+		dispatch: make(map[string]*stream), brokers: make(map[string]time.Time)}
 }
 
 // do runs fn on eventID's room under the mutex, or fails with ports.ErrRoomNotOpen.
@@ -74,7 +82,8 @@ func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int
 	defer w.mu.Unlock()
 	if w.rooms[eventID] == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
-			seen: make(map[string]time.Time), admitted: make(map[string]admission)}
+			seen: make(map[string]time.Time), admitted: make(map[string]admission),
+			owners: make(map[string]string), entry: newStream()}
 	}
 	w.active[eventID] = true
 	return nil
@@ -172,7 +181,7 @@ func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string)
 	valid := false
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		a, ok := r.admitted[userID]
-		valid = ok && a.token == token
+		valid = ok && a.token != "" && a.token == token
 		return nil
 	})
 	return valid, err
@@ -218,7 +227,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		s = ports.RoomStats{Waiting: len(r.waiting), Admitted: len(r.admitted), Slots: r.slots,
 			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
-			Expired: r.expired, Dropped: r.dropped, Released: r.released}
+			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners)}
 		return nil
 	})
 	return s, err

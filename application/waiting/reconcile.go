@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/rushgate/rushgate/domain/waiting"
 )
 
 // Reconcile is one pass of the background work over the events in use (the store's index, no
@@ -30,7 +32,13 @@ func (s *Service) Reconcile(ctx context.Context) error {
 }
 
 func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
-	_, err := s.d.Room.Reconcile(ctx, eventID, s.cfg.IdleTimeout)
+	// Push users show life by staying connected, not by polling: they leave by the disconnect
+	// rules, never as idle.
+	idle := s.cfg.IdleTimeout
+	if e, err := s.event(ctx, eventID); err == nil && e.Mode() == waiting.ModePush {
+		idle = 0
+	}
+	_, err := s.d.Room.Reconcile(ctx, eventID, idle)
 	if err != nil {
 		return err
 	}
