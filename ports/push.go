@@ -6,11 +6,13 @@ import (
 )
 
 // Promotion is one promoted user: a message of an event's entry stream, or of the dispatch
-// stream of the broker holding the user's connection. MessageID is the stream's id of it.
+// stream of the broker holding the user's connection. MessageID is the stream's id of it;
+// PromotedAt is when the promotion script ran (the store's clock), to measure delivery lag.
 type Promotion struct {
-	MessageID string
-	EventID   string
-	UserID    string
+	MessageID  string
+	EventID    string
+	UserID     string
+	PromotedAt time.Time
 }
 
 // QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	stdhttp "net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -84,9 +85,9 @@ func (h pushHandlers) wait(c *gin.Context) {
 		case <-sub.Done():
 			return
 		case p := <-sub.Positions():
-			ok = h.event(c, "position", p)
-		case t := <-sub.Admitted():
-			ok = h.event(c, "admitted", t)
+			ok = h.event(c, "position", p.Tick, p.PositionView)
+		case a := <-sub.Admitted():
+			ok = h.event(c, "admitted", a.PromotedAt, a.TokenView)
 		case <-heartbeat.C:
 			ok = h.send(c, ": heartbeat\n\n")
 		}
@@ -96,12 +97,18 @@ func (h pushHandlers) wait(c *gin.Context) {
 	}
 }
 
-func (h pushHandlers) event(c *gin.Context, name string, data any) bool {
+// event writes one event; its id is at (unix ms: the tick of a position, the promotion of an
+// admission), so clients can measure how late it arrived. Zero at writes no id.
+func (h pushHandlers) event(c *gin.Context, name string, at time.Time, data any) bool {
 	body, err := json.Marshal(data)
 	if err != nil {
 		return false
 	}
-	return h.send(c, "event: "+name+"\ndata: "+string(body)+"\n\n")
+	frame := "event: " + name + "\ndata: " + string(body) + "\n\n"
+	if !at.IsZero() {
+		frame = "id: " + strconv.FormatInt(at.UnixMilli(), 10) + "\n" + frame
+	}
+	return h.send(c, frame)
 }
 
 // send writes and flushes; false once the client is gone.

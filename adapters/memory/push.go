@@ -138,7 +138,7 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 		for _, user := range head {
 			r.leave(user)
 			r.admitted[user] = admission{expiresAt: expiresAt}
-			r.entry.append(ports.Promotion{EventID: eventID, UserID: user})
+			r.entry.append(ports.Promotion{EventID: eventID, UserID: user, PromotedAt: now})
 		}
 		if len(r.admitted) == len(head) || expiresAt.Before(r.earliest) {
 			r.earliest = expiresAt

@@ -157,7 +157,9 @@ func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string,
 	out := make([]ports.Promotion, 0, len(msgs))
 	for _, m := range msgs {
 		user, _ := m.Values["user"].(string)
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user})
+		// An entry's id is "<ms of the Redis clock at XADD>-<seq>": the promotion's time.
+		at, _, _ := strings.Cut(m.ID, "-")
+		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, PromotedAt: fromMillis(at)})
 	}
 	return out, nil
 }
@@ -235,7 +237,7 @@ func (w *WaitingRoom) Owner(ctx context.Context, eventID, userID string) (string
 // Dispatch appends the promotion to the broker's dispatch stream.
 func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Promotion) error {
 	err := w.client.XAdd(ctx, &goredis.XAddArgs{Stream: w.dispatchKey(brokerID),
-		Values: []any{"event", p.EventID, "user", p.UserID}}).Err()
+		Values: []any{"event", p.EventID, "user", p.UserID, "at", p.PromotedAt.UnixMilli()}}).Err()
 	if err != nil {
 		return unavailable("dispatch promotion", err)
 	}
@@ -256,7 +258,7 @@ func promotions(msgs []goredis.XMessage) []ports.Promotion {
 	for _, m := range msgs {
 		event, _ := m.Values["event"].(string)
 		user, _ := m.Values["user"].(string)
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: event, UserID: user})
+		out = append(out, ports.Promotion{MessageID: m.ID, EventID: event, UserID: user, PromotedAt: fromMillis(m.Values["at"])})
 	}
 	return out
 }

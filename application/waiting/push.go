@@ -82,6 +82,19 @@ type PositionView struct {
 	EstimatedWaitSeconds *int `json:"estimatedWaitSeconds"`
 }
 
+// Position is a position event and the tick it belongs to.
+type Position struct {
+	PositionView
+	Tick time.Time
+}
+
+// Admission is an admitted event and when its promotion ran (zero for an admission sent again
+// on a reconnect).
+type Admission struct {
+	TokenView
+	PromotedAt time.Time
+}
+
 // Subscription is one SSE connection of a user to an event's queue. Positions carries the
 // latest place (older ones are dropped for a newer one), Admitted the entry token, and Done is
 // closed when the broker ends the connection (shutdown, or the same user connected again here).
@@ -90,17 +103,17 @@ type Subscription struct {
 	UserID  string
 	owner   string
 
-	positions chan PositionView
-	admitted  chan TokenView
+	positions chan Position
+	admitted  chan Admission
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
 // Positions delivers the user's place every tick while waiting.
-func (s *Subscription) Positions() <-chan PositionView { return s.positions }
+func (s *Subscription) Positions() <-chan Position { return s.positions }
 
 // Admitted delivers the entry token once admitted (again after a reconnect).
-func (s *Subscription) Admitted() <-chan TokenView { return s.admitted }
+func (s *Subscription) Admitted() <-chan Admission { return s.admitted }
 
 // Done is closed when the broker ends the connection.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
@@ -108,7 +121,7 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 func (s *Subscription) end() { s.closeOnce.Do(func() { close(s.done) }) }
 
 // sendPosition replaces an undelivered position with the newer one.
-func (s *Subscription) sendPosition(p PositionView) {
+func (s *Subscription) sendPosition(p Position) {
 	select {
 	case <-s.positions:
 	default:
@@ -119,7 +132,7 @@ func (s *Subscription) sendPosition(p PositionView) {
 	}
 }
 
-func (s *Subscription) sendAdmitted(t TokenView) {
+func (s *Subscription) sendAdmitted(t Admission) {
 	select {
 	case <-s.admitted:
 	default:
@@ -177,7 +190,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscriptio
 	}
 	sub := &Subscription{EventID: eventID, UserID: userID,
 		owner:     b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
-		positions: make(chan PositionView, 1), admitted: make(chan TokenView, 1), done: make(chan struct{})}
+		positions: make(chan Position, 1), admitted: make(chan Admission, 1), done: make(chan struct{})}
 	if err := b.register(sub); err != nil {
 		return nil, err
 	}
@@ -191,7 +204,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscriptio
 		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
 	if place.Admitted {
-		if err := b.deliver(ctx, e, sub); err != nil {
+		if err := b.deliver(ctx, e, sub, time.Time{}); err != nil {
 			b.unregister(sub)
 			return nil, err
 		}
@@ -277,13 +290,13 @@ func (b *Broker) Leave(sub *Subscription) {
 }
 
 // deliver issues the admitted user's token (the same one on a repeat) and sends it.
-func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscription) error {
+func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscription, promotedAt time.Time) error {
 	res, err := b.q.Issue(ctx, e.ID(), sub.UserID, rand.Text(), e.TokenTTL())
 	if err != nil {
 		return fmt.Errorf("issue entry token: %w", err)
 	}
 	if res.Claimed {
-		sub.sendAdmitted(TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt})
+		sub.sendAdmitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
 		if b.obs != nil {
 			b.obs.Delivered(e.ID())
 		}
@@ -342,8 +355,8 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	for rank, userID := range snap.Waiting {
 		if sub := users[userID]; sub != nil {
 			ahead := max(0, rank-snap.RemainingSlots+1)
-			sub.sendPosition(PositionView{Rank: rank, AheadCount: ahead, QueueSize: len(snap.Waiting),
-				EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)})
+			sub.sendPosition(Position{Tick: start, PositionView: PositionView{Rank: rank, AheadCount: ahead,
+				QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
 		}
 	}
 	b.mu.Unlock()
@@ -381,7 +394,7 @@ func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
 	if err != nil {
 		return err
 	}
-	return b.deliver(ctx, e, sub)
+	return b.deliver(ctx, e, sub, p.PromotedAt)
 }
 
 // Close ends every connection and drops the pending disconnects: those users reconnect to

@@ -34,7 +34,7 @@ func rushgateBinary(t *testing.T) string {
 		binary = filepath.Join(dir, "rushgate")
 		out, err := exec.Command("go", "build", "-o", binary, "../../cmd/rushgate").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
