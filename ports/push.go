@@ -64,7 +64,8 @@ const (
 // Owner answers the user's connection owner, "" when none.
 //
 // Dispatch appends a promotion to brokerID's dispatch stream; ReadDispatch reads brokerID's
-// stream (waiting up to block for a message); AckDispatch acknowledges and deletes one.
+// stream: first the messages it read but did not acknowledge for retryAfter (a delivery that
+// failed), then new ones, waiting up to block for one; AckDispatch acknowledges and deletes one.
 //
 // Issue gives the admitted user an entry token: the one already issued (the same admission
 // again) or token, with the expiry extended to now+ttl. Admitted is false when the user is no
@@ -87,7 +88,7 @@ type PushQueue interface {
 	AckEntry(ctx context.Context, eventID, messageID string) error
 	Owner(ctx context.Context, eventID, userID string) (string, error)
 	Dispatch(ctx context.Context, brokerID string, p Promotion) error
-	ReadDispatch(ctx context.Context, brokerID string, count int, block time.Duration) ([]Promotion, error)
+	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
 	AckDispatch(ctx context.Context, brokerID, messageID string) error
 	Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
 	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) error

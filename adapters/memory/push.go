@@ -199,14 +199,15 @@ func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Pro
 	return nil
 }
 
-// ReadDispatch reads the broker's dispatch stream, waiting up to block for a message.
-func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block time.Duration) ([]ports.Promotion, error) {
+// ReadDispatch retries the broker's unacknowledged messages, then reads new ones, waiting up to
+// block for one.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
 	timer := time.NewTimer(block)
 	defer timer.Stop()
 	for {
 		w.mu.Lock()
 		s := w.dispatchStream(brokerID)
-		out := s.read(brokerID, count, 0, w.clock.Now())
+		out := s.read(brokerID, count, retryAfter, w.clock.Now())
 		added := s.added
 		w.mu.Unlock()
 		if len(out) > 0 || block <= 0 {

@@ -244,9 +244,9 @@ func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Pro
 	return nil
 }
 
-// ReadDispatch reads the broker's dispatch stream.
-func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block time.Duration) ([]ports.Promotion, error) {
-	msgs, err := w.readGroup(ctx, w.dispatchKey(brokerID), dispatchGroup, brokerID, count, 0, block)
+// ReadDispatch retries the broker's unacknowledged messages, then reads new ones.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
+	msgs, err := w.readGroup(ctx, w.dispatchKey(brokerID), dispatchGroup, brokerID, count, retryAfter, block)
 	if err != nil {
 		return nil, unavailable("read dispatch stream", err)
 	}

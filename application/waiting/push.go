@@ -369,16 +369,17 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 // gets the token; one whose user is gone is left to the disconnect rule already pending.
 func (b *Broker) serveDispatch(ctx context.Context) {
 	for ctx.Err() == nil {
-		batch, err := b.q.ReadDispatch(ctx, b.id, routeBatch, b.cfg.Tick)
+		// A delivery that failed (Redis slow or down) stays unacknowledged and is read again a
+		// tick later; the promoted user's slot is held meanwhile, never lost.
+		batch, err := b.q.ReadDispatch(ctx, b.id, routeBatch, b.cfg.Tick, b.cfg.Tick)
 		if err != nil {
 			sleep(ctx, b.cfg.Tick)
 			continue
 		}
 		for _, p := range batch {
-			if b.handleDispatch(ctx, p) != nil {
-				break // unacknowledged: read again after the reaper, or by this broker's retry
+			if b.handleDispatch(ctx, p) == nil {
+				_ = b.q.AckDispatch(ctx, b.id, p.MessageID)
 			}
-			_ = b.q.AckDispatch(ctx, b.id, p.MessageID)
 		}
 	}
 }

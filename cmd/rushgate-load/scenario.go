@@ -62,6 +62,7 @@ var registry = []registration{
 	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
 	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
 	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
+	{"queue-push", "--users SSE clients wait in ONE push event of --capacity slots; each leaves once admitted (needs RUSHGATE_RECONNECT_GRACE=0)", newQueuePush},
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 }
 

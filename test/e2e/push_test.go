@@ -338,16 +338,21 @@ func TestPush_WaitingUserWhoLeavesIsRemoved(t *testing.T) {
 	}
 }
 
-// Heartbeat comments keep an idle stream alive.
+// Heartbeat comments keep an idle stream alive, past the server's read timeout too.
 func TestPush_HeartbeatsKeepTheStreamAlive(t *testing.T) {
-	s := startServer(t, backends(t)[0], pushConfig(0))
+	s := startServer(t, backends(t)[0], pushConfig(0), func(cfg *bootstrap.Config) { cfg.Server.ReadTimeout = 300 * time.Millisecond })
 	eventID := s.createEvent(`{"name":"beat","seats":1,"slots":1,"mode":"push"}`)
 	c := s.openStream(eventID, "beat-user")
-	eventually(t, 3*time.Second, "heartbeats", func() bool {
+	eventually(t, 5*time.Second, "heartbeats", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.comments >= 3
+		return c.comments >= 8
 	})
+	select {
+	case <-c.ended:
+		t.Fatal("the stream ended")
+	default:
+	}
 }
 
 // Bad requests to the SSE route answer the SPEC's JSON errors and queue nobody.
