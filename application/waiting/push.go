@@ -309,15 +309,20 @@ func (b *Broker) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.serveDispatch(ctx) })
 	b.Tick(ctx)
-	ticker := time.NewTicker(b.cfg.Tick)
+	onEveryTick(ctx, b.cfg.Tick, func() { b.Tick(ctx) })
+	wg.Wait()
+}
+
+// onEveryTick runs fn every period until ctx ends.
+func onEveryTick(ctx context.Context, period time.Duration, fn func()) {
+	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			wg.Wait()
 			return
 		case <-ticker.C:
-			b.Tick(ctx)
+			fn()
 		}
 	}
 }
@@ -450,17 +455,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		})
 	}
-	ticker := time.NewTicker(d.cfg.Tick)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return
-		case <-ticker.C:
-			_ = d.Tick(ctx)
-		}
-	}
+	onEveryTick(ctx, d.cfg.Tick, func() { _ = d.Tick(ctx) })
+	wg.Wait()
 }
 
 func (d *Dispatcher) observeBacklog() {
