@@ -64,17 +64,16 @@ func (s *stream) ack(messageID string) {
 
 // Connect enters the user and makes owner the user's connection.
 func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
-	place, err := w.Enter(ctx, eventID, userID)
-	if err != nil {
-		return place, err
-	}
-	// Enter and this update are two critical sections; no other call can observe the gap in a
-	// way that matters: a promotion between them leaves the user admitted with no owner yet,
-	// and the owner set here makes the dispatcher route it to this connection.
-	return place, w.do(ctx, eventID, func(r *room, _ time.Time) error {
+	var place ports.QueuePlace
+	// One critical section, as one script on Redis: a promotion never sees the user queued
+	// without an owner to route the admission to.
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		w.active[eventID] = true
 		r.owners[userID] = owner
+		place = r.enter(userID, now)
 		return nil
 	})
+	return place, err
 }
 
 // Disconnect applies the disconnect rule if owner still holds the user.

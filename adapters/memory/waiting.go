@@ -94,21 +94,27 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		w.active[eventID] = true
-		if a, ok := r.admitted[userID]; ok {
-			place = ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
-			return nil
-		}
-		if _, ok := r.waiting[userID]; !ok {
-			r.seq++
-			r.waiting[userID] = r.seq
-			r.order.add(r.seq, 1, r.waiting)
-			place.Created = true
-		}
-		r.seen[userID] = now
-		place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
+		place = r.enter(userID, now)
 		return nil
 	})
 	return place, err
+}
+
+// enter queues the user at the back unless already waiting or admitted.
+func (r *room) enter(userID string, now time.Time) ports.QueuePlace {
+	if a, ok := r.admitted[userID]; ok {
+		return ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
+	}
+	var place ports.QueuePlace
+	if _, ok := r.waiting[userID]; !ok {
+		r.seq++
+		r.waiting[userID] = r.seq
+		r.order.add(r.seq, 1, r.waiting)
+		place.Created = true
+	}
+	r.seen[userID] = now
+	place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
+	return place
 }
 
 // Position answers the user's place, refreshing an admitted user's token.
