@@ -20,6 +20,7 @@ func Modules(cfg Config) fx.Option {
 		VerificationModule,
 		WaitingModule,
 		WorkersModule,
+		PushModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),
 		fx.StopTimeout(cfg.Server.ShutdownTimeout),

@@ -183,7 +183,32 @@ type QueueConfig struct {
 	// PollInterval is the status poll period clients are asked for (refreshIntervalSeconds);
 	// shorter than IdleTimeout. Default 2s.
 	PollInterval time.Duration `env:"RUSHGATE_QUEUE_POLL_INTERVAL" envDefault:"2s"`
+	// Role is what this instance runs of the push mode: "all" (default), "broker" (the SSE
+	// connections) or "dispatcher" (promotion and routing). `rushgate serve --role` sets it.
+	Role string `env:"RUSHGATE_ROLE" envDefault:"all"`
+	// ReconnectGrace is how long a disconnected push user keeps the place or the admission;
+	// 0 applies the seed's disconnect rules at once. Default 10s.
+	ReconnectGrace time.Duration `env:"RUSHGATE_RECONNECT_GRACE" envDefault:"10s"`
+	// BrokerHeartbeatTimeout: a broker silent this long is dead, and its users' slots come
+	// back. Default 10s.
+	BrokerHeartbeatTimeout time.Duration `env:"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT" envDefault:"10s"`
+	// SSEHeartbeat is the period of the comment lines that keep proxies from closing an SSE
+	// stream. Default 15s.
+	SSEHeartbeat time.Duration `env:"RUSHGATE_SSE_HEARTBEAT" envDefault:"15s"`
+	// PromotionWorkers promote events in parallel on a dispatcher. Default 4.
+	PromotionWorkers int `env:"RUSHGATE_PROMOTION_WORKERS" envDefault:"4"`
 }
+
+// Roles of an instance (QueueConfig.Role).
+const (
+	RoleAll        = "all"
+	RoleBroker     = "broker"
+	RoleDispatcher = "dispatcher"
+)
+
+// runsBroker and runsDispatcher tell what the instance's role runs.
+func (c QueueConfig) runsBroker() bool     { return c.Role != RoleDispatcher }
+func (c QueueConfig) runsDispatcher() bool { return c.Role != RoleBroker }
 
 // DefaultConfig is every setting at its default, as with an empty environment.
 func DefaultConfig() Config {
@@ -402,6 +427,12 @@ func (c UploadConfig) Validate() error {
 
 // Validate checks the waiting-room settings.
 func (c QueueConfig) Validate() error {
+	if c.Role != RoleAll && c.Role != RoleBroker && c.Role != RoleDispatcher {
+		return fmt.Errorf("RUSHGATE_ROLE: %q is not all, broker or dispatcher", c.Role)
+	}
+	if c.ReconnectGrace < 0 {
+		return fmt.Errorf("RUSHGATE_RECONNECT_GRACE: must not be negative")
+	}
 	if c.PollInterval >= c.IdleTimeout {
 		return fmt.Errorf("RUSHGATE_QUEUE_POLL_INTERVAL: %v is not shorter than RUSHGATE_QUEUE_IDLE_TIMEOUT %v", c.PollInterval, c.IdleTimeout)
 	}
@@ -409,6 +440,9 @@ func (c QueueConfig) Validate() error {
 		positive{"RUSHGATE_QUEUE_TICK", c.Tick > 0},
 		positive{"RUSHGATE_QUEUE_IDLE_TIMEOUT", c.IdleTimeout > 0},
 		positive{"RUSHGATE_QUEUE_POLL_INTERVAL", c.PollInterval > 0},
+		positive{"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT", c.BrokerHeartbeatTimeout > 0},
+		positive{"RUSHGATE_SSE_HEARTBEAT", c.SSEHeartbeat > 0},
+		positive{"RUSHGATE_PROMOTION_WORKERS", c.PromotionWorkers > 0},
 	)
 }
 

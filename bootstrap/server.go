@@ -111,6 +111,7 @@ type routerParams struct {
 	Ranking       *ranking.Service
 	Verifications *verification.Service
 	Events        *waiting.Service
+	Broker        *waiting.Broker
 	Uploads       *localblob.Store `optional:"true"`
 	Tokens        *rghttp.Tokens
 	Metrics       *telemetry.Metrics
@@ -131,6 +132,8 @@ func provideRouter(p routerParams) *gin.Engine {
 		Ranking:       p.Ranking,
 		Verifications: p.Verifications,
 		Events:        p.Events,
+		Broker:        p.Broker,
+		SSEHeartbeat:  p.Config.Queue.SSEHeartbeat,
 		Uploads:       p.Uploads,
 		Tokens:        p.Tokens,
 		Metrics:       p.Metrics,
@@ -140,7 +143,8 @@ func provideRouter(p routerParams) *gin.Engine {
 	})
 }
 
-func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *listenAddress, log *slog.Logger) *Server {
+func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *listenAddress, broker *waiting.Broker,
+	log *slog.Logger) *Server {
 	server := &Server{}
 	httpServer := &stdhttp.Server{
 		Handler:           router,
@@ -148,6 +152,10 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
+	}
+	if broker != nil {
+		// Shutdown waits for handlers, and an SSE handler returns only when its stream ends.
+		httpServer.RegisterOnShutdown(broker.Close)
 	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {

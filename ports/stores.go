@@ -35,4 +35,7 @@ type Coordination struct {
 	Idempotency IdempotencyStore
 	// WaitingRoom is the events' queues and entry tokens (SPEC §3).
 	WaitingRoom WaitingRoom
+	// PushQueue is the push admission mode's view of the same rooms: connections, promotion
+	// and the entry and dispatch streams (SPEC §3 push).
+	PushQueue PushQueue
 }

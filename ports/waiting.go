@@ -62,6 +62,9 @@ type RoomStats struct {
 	Expired        int64
 	Dropped        int64
 	Released       int64
+	// Connected counts push users held by an SSE connection (or in their reconnect grace),
+	// across every broker.
+	Connected int
 }
 
 // WaitingRoom is the queue of SPEC §3 that both admission modes share: per event, the users

@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"log/slog"
 	stdhttp "net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -43,6 +44,11 @@ type Deps struct {
 	Ranking       *ranking.Service
 	Verifications *verification.Service
 	Events        *appwaiting.Service
+	// Broker holds the push mode's SSE connections; nil on an instance that runs no broker,
+	// whose SSE route then answers 503.
+	Broker *appwaiting.Broker
+	// SSEHeartbeat is the heartbeat comment period of SSE streams; 0 means DefaultSSEHeartbeat.
+	SSEHeartbeat time.Duration
 	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
 	// the upload route then answers 404.
 	Uploads *localblob.Store
@@ -142,5 +148,14 @@ func NewRouter(d Deps) *gin.Engine {
 	authed.GET("/events/:eventId/queue/status", events.status)
 	authed.POST("/events/:eventId/queue/token", events.claim)
 	authed.DELETE("/events/:eventId/queue/token", events.giveBack)
+
+	heartbeat := d.SSEHeartbeat
+	if heartbeat <= 0 {
+		heartbeat = DefaultSSEHeartbeat
+	}
+	push := pushHandlers{broker: d.Broker, heartbeat: heartbeat}
+	browser := r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens))
+	browser.GET("/events/:eventId/tickets/waiting", push.wait)
+	browser.GET("/events/:eventId/waiting-room", push.page)
 	return r
 }

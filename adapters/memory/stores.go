@@ -30,9 +30,11 @@ func NewStores(d *Database) ports.Stores {
 // NewCoordination returns an in-process Locker, IdempotencyStore and WaitingRoom whose TTLs run on clock,
 // for a single instance (several instances need a shared backend such as Redis).
 func NewCoordination(clock ports.Clock) ports.Coordination {
+	room := NewWaitingRoom(clock)
 	return ports.Coordination{
 		Locker:      NewLocker(clock),
 		Idempotency: NewIdempotencyStore(clock),
-		WaitingRoom: NewWaitingRoom(clock),
+		WaitingRoom: room,
+		PushQueue:   room,
 	}
 }

@@ -21,6 +21,10 @@ type WaitingRoom struct {
 	rooms map[string]*room
 	// active is the index of events in use (ports.WaitingRoom.Events).
 	active map[string]bool
+	// dispatch is each broker's dispatch stream, brokers each broker's heartbeat deadline
+	// (ports.PushQueue, push.go).
+	dispatch map[string]*stream
+	brokers  map[string]time.Time
 }
 
 // room is one event's waiting room.
@@ -31,6 +35,9 @@ type room struct {
 	waiting      map[string]int       // waiting user → sequence number
 	seen         map[string]time.Time // waiting user → last sign of life
 	admitted     map[string]admission
+	// owners is the push mode's user → connection owner; entry its stream of promotions.
+	owners map[string]string
+	entry  *stream
 	// earliest is at or before every admitted token's expiry, so pruning can skip the scan
 	// until then.
 	earliest                           time.Time
@@ -46,7 +53,8 @@ type admission struct {
 
 // NewWaitingRoom returns an empty store whose token expiries run on clock.
 func NewWaitingRoom(clock ports.Clock) *WaitingRoom {
-	return &WaitingRoom{clock: clock, rooms: make(map[string]*room), active: make(map[string]bool)}
+	return &WaitingRoom{clock: clock, rooms: make(map[string]*room), active: make(map[string]bool),
+		dispatch: make(map[string]*stream), brokers: make(map[string]time.Time)}
 }
 
 // do runs fn on eventID's room under the mutex, or fails with ports.ErrRoomNotOpen.
@@ -74,7 +82,8 @@ func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int
 	defer w.mu.Unlock()
 	if w.rooms[eventID] == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
-			seen: make(map[string]time.Time), admitted: make(map[string]admission)}
+			seen: make(map[string]time.Time), admitted: make(map[string]admission),
+			owners: make(map[string]string), entry: newStream()}
 	}
 	w.active[eventID] = true
 	return nil
@@ -85,21 +94,27 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		w.active[eventID] = true
-		if a, ok := r.admitted[userID]; ok {
-			place = ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
-			return nil
-		}
-		if _, ok := r.waiting[userID]; !ok {
-			r.seq++
-			r.waiting[userID] = r.seq
-			r.order.add(r.seq, 1, r.waiting)
-			place.Created = true
-		}
-		r.seen[userID] = now
-		place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
+		place = r.enter(userID, now)
 		return nil
 	})
 	return place, err
+}
+
+// enter queues the user at the back unless already waiting or admitted.
+func (r *room) enter(userID string, now time.Time) ports.QueuePlace {
+	if a, ok := r.admitted[userID]; ok {
+		return ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
+	}
+	var place ports.QueuePlace
+	if _, ok := r.waiting[userID]; !ok {
+		r.seq++
+		r.waiting[userID] = r.seq
+		r.order.add(r.seq, 1, r.waiting)
+		place.Created = true
+	}
+	r.seen[userID] = now
+	place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
+	return place
 }
 
 // Position answers the user's place, refreshing an admitted user's token.
@@ -171,7 +186,7 @@ func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool
 func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error) {
 	err = w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		a, ok := r.admitted[userID]
-		valid, seatsLeft = ok && a.token == token, r.seats
+		valid, seatsLeft = ok && a.token != "" && a.token == token, r.seats
 		return nil
 	})
 	return valid, seatsLeft, err
@@ -217,7 +232,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		s = ports.RoomStats{Waiting: len(r.waiting), Admitted: len(r.admitted), Slots: r.slots,
 			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
-			Expired: r.expired, Dropped: r.dropped, Released: r.released}
+			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners)}
 		return nil
 	})
 	return s, err

@@ -14,9 +14,11 @@ const IdempotencyKeyPrefix = "rushgate:idem:"
 // it at stop, before closing c, which stays its owner's.
 func NewCoordination(c goredis.UniversalClient) (ports.Coordination, func() error) {
 	locker := NewLocker(c)
+	room := NewWaitingRoom(c, WaitingRoomKeyPrefix)
 	return ports.Coordination{
 		Locker:      locker,
 		Idempotency: NewIdempotencyStore(c, IdempotencyKeyPrefix),
-		WaitingRoom: NewWaitingRoom(c, WaitingRoomKeyPrefix),
+		WaitingRoom: room,
+		PushQueue:   room,
 	}, locker.Close
 }

@@ -16,8 +16,9 @@ var _ ports.WaitingRoom = (*WaitingRoom)(nil)
 // WaitingRoomKeyPrefix starts the keys of the waiting rooms NewCoordination keeps.
 const WaitingRoomKeyPrefix = "rushgate:wr:"
 
-// WaitingRoom is a ports.WaitingRoom on Redis. Each event's state lives in five keys that share
-// the hash tag {eventId}, so every script touches one cluster slot:
+// WaitingRoom is a ports.WaitingRoom (and a ports.PushQueue, push.go) on Redis. Each event's
+// state lives in seven keys that share the hash tag {eventId}, so every script touches one
+// cluster slot:
 //
 //	…{E}:meta      hash  slots, seats (the seat counter), seq (the last entry's sequence
 //	                     number), claims, expired, dropped, released
@@ -25,6 +26,8 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 //	…{E}:seen      zset  waiting user → last sign of life, ms of the Redis clock
 //	…{E}:admitted  zset  admitted user → token expiry, ms of the Redis clock
 //	…{E}:tokens    hash  admitted user → token
+//	…{E}:owners    hash  push mode: user → the SSE connection holding the user
+//	…{E}:entry     stream push mode: the promoted users, read by the dispatchers' group
 //
 // Slots taken are ZCARD(admitted), so there is no counter to drift: a token's slot comes back
 // when its member leaves the admitted set, which happens once, atomically, whether the user
@@ -50,7 +53,8 @@ func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 // keys are an event's keys in the order every script takes them.
 func (w *WaitingRoom) keys(eventID string) []string {
 	base := w.prefix + "{" + eventID + "}:"
-	return []string{base + "meta", base + "queue", base + "seen", base + "admitted", base + "tokens"}
+	return []string{base + "meta", base + "queue", base + "seen", base + "admitted", base + "tokens",
+		base + "owners", base + "entry"}
 }
 
 func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
@@ -86,9 +90,9 @@ redis.call('HSETNX', KEYS[1], 'seats', ARGV[2])
 return 1
 `)
 
-// enterScript answers {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining,
+// enterBody answers {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining,
 // created, wasEmpty}. ARGV user.
-var enterScript = newWaitingScript(`
+const enterBody = `
 local user = ARGV[1]
 local expiry = redis.call('ZSCORE', admitted, user)
 if expiry then return {'ENTERED', remaining(), expiry} end
@@ -101,7 +105,9 @@ if not redis.call('ZSCORE', queue, user) then
 end
 redis.call('ZADD', seen, now, user)
 return {'WAITING', redis.call('ZRANK', queue, user), remaining(), created, wasEmpty}
-`)
+`
+
+var enterScript = newWaitingScript(enterBody)
 
 // positionScript answers {'ENTERED', remaining, expiresAt}, {'WAITING', rank, remaining} or
 // {'NOT_QUEUED'}. ARGV user, ttl ms.
@@ -181,11 +187,12 @@ return {'OK', remaining()}
 `)
 
 // statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
-// dropped, released}.
+// dropped, released, connected}.
 var statsScript = newWaitingScript(`
 local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released')
 return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
-  tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0)}
+  tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0),
+  redis.call('HLEN', KEYS[6])}
 `)
 
 // seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.
@@ -238,7 +245,12 @@ func (w *WaitingRoom) index(ctx context.Context, eventID string) error {
 
 // Enter queues the user at the back unless already waiting or admitted.
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
-	state, r, err := w.run(ctx, "enter waiting room", enterScript, eventID, userID)
+	return w.enter(ctx, "enter waiting room", enterScript, eventID, userID)
+}
+
+// enter runs a script ending in enterBody and indexes a room it found empty.
+func (w *WaitingRoom) enter(ctx context.Context, op string, script *goredis.Script, eventID string, args ...any) (ports.QueuePlace, error) {
+	state, r, err := w.run(ctx, op, script, eventID, args...)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
@@ -342,7 +354,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	return ports.RoomStats{
 		Waiting: toInt(r[0]), Admitted: toInt(r[1]), Slots: toInt(r[2]), RemainingSlots: toInt(r[3]),
 		RemainingSeats: toInt(r[4]), Claims: int64(toInt(r[5])), Expired: int64(toInt(r[6])),
-		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])),
+		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]),
 	}, nil
 }
 

@@ -36,14 +36,21 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if _, foreign := s.foreign.Load(eventID); foreign {
 		return nil
 	}
-	if _, err := s.event(ctx, eventID); errors.Is(err, waiting.ErrEventNotFound) || errors.Is(err, domain.ErrValidation) {
+	e, err := s.event(ctx, eventID)
+	if errors.Is(err, waiting.ErrEventNotFound) || errors.Is(err, domain.ErrValidation) {
 		// A room of another deployment sharing this Redis (or of a test): not ours to touch.
 		s.foreign.Store(eventID, struct{}{})
 		return nil
 	} else if err != nil {
 		return err
 	}
-	if _, err := s.d.Room.Reconcile(ctx, eventID, s.cfg.IdleTimeout); err != nil {
+	// Push users show life by staying connected, not by polling: they leave by the disconnect
+	// rules, never as idle.
+	idle := s.cfg.IdleTimeout
+	if e.Mode() == waiting.ModePush {
+		idle = 0
+	}
+	if _, err := s.d.Room.Reconcile(ctx, eventID, idle); err != nil {
 		return err
 	}
 	if _, sold := s.soldOut.Load(eventID); !sold {

@@ -385,6 +385,9 @@ type QueueView struct {
 	DroppedIdle       int64    `json:"droppedIdle"`
 	Returned          int64    `json:"returned"`
 	AdmissionRate     *float64 `json:"admissionRate"`
+	// Connections counts push users held by an SSE connection, or in their reconnect grace,
+	// across every broker.
+	Connections int `json:"connections"`
 }
 
 // Queue answers the operators' view; remaining seats are the database's count.
@@ -407,7 +410,7 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	}
 	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
-		Returned: st.Released, AdmissionRate: s.rates.perSecond(eventID)}, nil
+		Returned: st.Released, AdmissionRate: s.rates.perSecond(eventID), Connections: st.Connected}, nil
 }
 
 // SeatView is one seat as clients see it.

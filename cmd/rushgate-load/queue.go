@@ -233,7 +233,7 @@ func (s *queuePull) admit(ctx context.Context, e *env, order []int) admissionPha
 	}
 	stop := make(chan struct{})
 	sampled := make(chan int)
-	go func() { sampled <- s.sampleAlive(ctx, e, stop) }()
+	go func() { sampled <- sampleAdmitted(ctx, e, s.admin, s.eventID, stop) }()
 	start := time.Now()
 	for range min(e.concurrency, len(order)) {
 		wg.Go(func() {
@@ -307,13 +307,13 @@ func (s *queuePull) admit(ctx context.Context, e *env, order []int) admissionPha
 	return phase
 }
 
-// sampleAlive reads the operators' view every 50 ms until stop and answers the most tokens it
-// saw alive.
-func (s *queuePull) sampleAlive(ctx context.Context, e *env, stop <-chan struct{}) int {
+// sampleAdmitted reads an event's operators' view every 50 ms until stop and answers the most
+// users it saw admitted at once.
+func sampleAdmitted(ctx context.Context, e *env, adminToken, eventID string, stop <-chan struct{}) int {
 	peak := 0
-	headers := map[string]string{"Authorization": "Bearer " + s.admin}
+	headers := map[string]string{"Authorization": "Bearer " + adminToken}
 	for {
-		a, raw := e.api.send(ctx, 0, http.MethodGet, "/admin/events/"+url.PathEscape(s.eventID)+"/queue", headers, nil)
+		a, raw := e.api.send(ctx, 0, http.MethodGet, "/admin/events/"+url.PathEscape(eventID)+"/queue", headers, nil)
 		var view struct {
 			Admitted int `json:"admitted"`
 		}

@@ -63,6 +63,7 @@ var registry = []registration{
 	{"cart-herd", "--users adds of one unit to ONE user's cart at once: every add is a transaction on the same cart row", newCartHerd},
 	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
 	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
+	{"queue-push", "--users SSE clients wait in ONE push event of --capacity slots; each leaves once admitted (needs RUSHGATE_RECONNECT_GRACE=0)", newQueuePush},
 	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
 	{"payment-herd", "--users users each pay an order of ONE product with --capacity units: the stock row is the hot key", newPaymentHerd},
 	{"outbox-drain", "--users PENDING outbox messages drained by two relay workers into a platform failing 10% of calls", newOutboxDrain},

@@ -50,10 +50,11 @@ type command struct {
 var commands = []command{
 	{
 		name:        "serve",
-		synopsis:    "rushgate serve",
+		synopsis:    "rushgate serve [--role all|broker|dispatcher]",
 		description: "Run the HTTP server: in-memory adapters unless RUSHGATE_DATABASE_URL and RUSHGATE_REDIS_URL are set.",
-		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
-			return func(ctx context.Context, _, stderr io.Writer) error { return serve(ctx, stderr) }
+		prepare: func(fs *flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+			role := fs.String("role", "", "push-mode role: all, broker or dispatcher (default RUSHGATE_ROLE, else all)")
+			return func(ctx context.Context, _, stderr io.Writer) error { return serve(ctx, stderr, *role) }
 		},
 	},
 	{
@@ -193,10 +194,16 @@ func printHelp(w io.Writer, cmd command, fs *flag.FlagSet) {
 
 // serve runs the server until ctx ends, then stops it gracefully. The tokens of a generated
 // secret go to stderr.
-func serve(ctx context.Context, stderr io.Writer) error {
+func serve(ctx context.Context, stderr io.Writer, role string) error {
 	cfg, err := bootstrap.LoadConfig()
 	if err != nil {
 		return err
+	}
+	if role != "" {
+		cfg.Queue.Role = role
+		if err := cfg.Queue.Validate(); err != nil {
+			return &usageError{problem: "--role: " + err.Error(), synopsis: "rushgate serve [--role all|broker|dispatcher]"}
+		}
 	}
 	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}))
 	if err := app.Err(); err != nil {

@@ -34,17 +34,19 @@ type backend struct {
 	locker      suite[ports.Locker]
 	idempotency suite[ports.IdempotencyStore]
 	waitingRoom suite[ports.WaitingRoom]
+	pushQueue   suite[porttest.PushRoom]
 }
 
 // backends lists every implementation rushgate ships.
 var backends = []backend{
-	{name: "memory", stores: memoryStores, locker: memoryLocker, idempotency: memoryIdempotency, waitingRoom: memoryWaitingRoom},
+	{name: "memory", stores: memoryStores, locker: memoryLocker, idempotency: memoryIdempotency, waitingRoom: memoryWaitingRoom,
+		pushQueue: memoryPushQueue},
 	{name: "postgres", stores: sqlStores(testenv.Postgres)},
 	{name: "mysql", stores: sqlStores(testenv.MySQL)},
 	{name: "redis", locker: redisLocker(redisURL), idempotency: redisIdempotency(redisURL),
-		waitingRoom: redisWaitingRoom(redisURL)},
+		waitingRoom: redisWaitingRoom(redisURL), pushQueue: redisPushQueue(redisURL)},
 	{name: "redis-cluster", locker: redisLocker(testenv.RedisCluster), idempotency: redisIdempotency(testenv.RedisCluster),
-		waitingRoom: redisWaitingRoom(testenv.RedisCluster)},
+		waitingRoom: redisWaitingRoom(testenv.RedisCluster), pushQueue: redisPushQueue(testenv.RedisCluster)},
 }
 
 // runOnBackends runs a porttest suite, in parallel, on every backend implementing the port that
@@ -68,6 +70,13 @@ func storesOf(b backend) suite[ports.Stores]                { return b.stores }
 func lockerOf(b backend) suite[ports.Locker]                { return b.locker }
 func idempotencyOf(b backend) suite[ports.IdempotencyStore] { return b.idempotency }
 func waitingRoomOf(b backend) suite[ports.WaitingRoom]      { return b.waitingRoom }
+func pushQueueOf(b backend) suite[porttest.PushRoom]        { return b.pushQueue }
+
+// memoryPushQueue gives every caller the one store of the suite, on the wall clock.
+func memoryPushQueue(*testing.T) (func(*testing.T) porttest.PushRoom, porttest.Capabilities) {
+	room := memory.NewWaitingRoom(system.Clock{})
+	return func(*testing.T) porttest.PushRoom { return room }, porttest.Capabilities{}
+}
 
 // memoryStores gives every caller the stores of one in-memory database.
 func memoryStores(*testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
@@ -147,13 +156,23 @@ func redisIdempotency(server func(testing.TB) string) suite[ports.IdempotencySto
 func redisWaitingRoom(server func(testing.TB) string) suite[ports.WaitingRoom] {
 	return func(t *testing.T) (func(*testing.T) ports.WaitingRoom, porttest.Capabilities) {
 		url := server(t)
-		return func(t *testing.T) ports.WaitingRoom {
-			// The suite runs 1,000 callers at once through one client of 64 connections: on a
-			// busy machine a caller may wait longer than the default 500 ms for a connection.
-			client, err := rgredis.NewClient(url, rgredis.Options{ReadTimeout: 10 * time.Second})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = client.Close() })
-			return rgredis.NewWaitingRoom(client, rgredis.WaitingRoomKeyPrefix)
-		}, porttest.Capabilities{SharedInstances: true}
+		return func(t *testing.T) ports.WaitingRoom { return newRedisWaitingRoom(t, url) }, porttest.Capabilities{SharedInstances: true}
 	}
+}
+
+// redisPushQueue runs the PushQueue suite on the same store as redisWaitingRoom.
+func redisPushQueue(server func(testing.TB) string) suite[porttest.PushRoom] {
+	return func(t *testing.T) (func(*testing.T) porttest.PushRoom, porttest.Capabilities) {
+		url := server(t)
+		return func(t *testing.T) porttest.PushRoom { return newRedisWaitingRoom(t, url) }, porttest.Capabilities{SharedInstances: true}
+	}
+}
+
+func newRedisWaitingRoom(t *testing.T, url string) *rgredis.WaitingRoom {
+	// The suite runs 1,000 callers at once through one client of 64 connections: on a busy
+	// machine a caller may wait longer than the default 500 ms for a connection.
+	client, err := rgredis.NewClient(url, rgredis.Options{ReadTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	return rgredis.NewWaitingRoom(client, rgredis.WaitingRoomKeyPrefix)
 }

@@ -56,6 +56,11 @@ func TestWaitingRoom(t *testing.T) {
 	runOnBackends(t, waitingRoomOf, porttest.TestWaitingRoom)
 }
 
+func TestPushQueue(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, pushQueueOf, porttest.TestPushQueue)
+}
+
 func TestEventRepositories(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestEventRepositories)

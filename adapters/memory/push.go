@@ -1,0 +1,316 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+var _ ports.PushQueue = (*WaitingRoom)(nil)
+
+// stream is an in-process stream read by one consumer group: messages in order, each delivered
+// to one consumer until acknowledged, reclaimable by another once idle long enough.
+type stream struct {
+	seq  int
+	msgs []streamMessage
+	// added is closed and replaced on every append, waking blocked readers.
+	added chan struct{}
+}
+
+type streamMessage struct {
+	p           ports.Promotion
+	delivered   bool
+	consumer    string
+	deliveredAt time.Time
+}
+
+func newStream() *stream { return &stream{added: make(chan struct{})} }
+
+func (s *stream) append(p ports.Promotion) {
+	s.seq++
+	p.MessageID = strconv.Itoa(s.seq)
+	s.msgs = append(s.msgs, streamMessage{p: p})
+	close(s.added)
+	s.added = make(chan struct{})
+}
+
+// read reclaims up to count messages delivered at least reclaimIdle ago (when positive), then
+// delivers new ones, all to consumer.
+func (s *stream) read(consumer string, count int, reclaimIdle time.Duration, now time.Time) []ports.Promotion {
+	var out []ports.Promotion
+	for pass := range 2 {
+		for i := range s.msgs {
+			m := &s.msgs[i]
+			if len(out) == count {
+				return out
+			}
+			reclaim := pass == 0 && reclaimIdle > 0 && m.delivered && now.Sub(m.deliveredAt) >= reclaimIdle
+			if reclaim || (pass == 1 && !m.delivered) {
+				m.delivered, m.consumer, m.deliveredAt = true, consumer, now
+				out = append(out, m.p)
+			}
+		}
+	}
+	return out
+}
+
+func (s *stream) ack(messageID string) {
+	s.msgs = slices.DeleteFunc(s.msgs, func(m streamMessage) bool { return m.p.MessageID == messageID })
+}
+
+// Connect enters the user and makes owner the user's connection.
+func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
+	var place ports.QueuePlace
+	// One critical section, as one script on Redis: a promotion never sees the user queued
+	// without an owner to route the admission to.
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		w.active[eventID] = true
+		r.owners[userID] = owner
+		place = r.enter(userID, now)
+		return nil
+	})
+	return place, err
+}
+
+// Disconnect applies the disconnect rule if owner still holds the user.
+func (w *WaitingRoom) Disconnect(ctx context.Context, eventID, userID, owner string) (ports.Departure, error) {
+	departed := ports.Stayed
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		if held, ok := r.owners[userID]; ok && strings.HasPrefix(held, owner) {
+			departed = r.depart(userID)
+		}
+		return nil
+	})
+	return departed, err
+}
+
+// depart removes the user's owner and applies the disconnect rule.
+func (r *room) depart(userID string) ports.Departure {
+	delete(r.owners, userID)
+	if _, ok := r.admitted[userID]; ok {
+		delete(r.admitted, userID)
+		r.released++
+		return ports.Released
+	}
+	if _, ok := r.waiting[userID]; ok {
+		r.leave(userID)
+		return ports.Removed
+	}
+	return ports.Stayed
+}
+
+// Snapshot answers the waiting line.
+func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.QueueSnapshot, error) {
+	var snap ports.QueueSnapshot
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		snap.Waiting, snap.RemainingSlots = r.line(), r.remaining()
+		return nil
+	})
+	return snap, err
+}
+
+// line is the waiting users in order of entry.
+func (r *room) line() []string {
+	users := make([]string, 0, len(r.waiting))
+	for u := range r.waiting {
+		users = append(users, u)
+	}
+	slices.SortFunc(users, func(a, b string) int { return r.waiting[a] - r.waiting[b] })
+	return users
+}
+
+// Promote moves the head into the admitted set and the entry stream.
+func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error) {
+	n := 0
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		left := r.remaining()
+		if left == 0 || len(r.waiting) == 0 {
+			return nil
+		}
+		head := r.line()
+		head = head[:min(left, len(head))]
+		expiresAt := now.Add(ttl)
+		for _, user := range head {
+			r.leave(user)
+			r.admitted[user] = admission{expiresAt: expiresAt}
+			r.entry.append(ports.Promotion{EventID: eventID, UserID: user, PromotedAt: now})
+		}
+		if len(r.admitted) == len(head) || expiresAt.Before(r.earliest) {
+			r.earliest = expiresAt
+		}
+		r.claims += int64(len(head))
+		n = len(head)
+		return nil
+	})
+	return n, err
+}
+
+// ReadEntries reclaims entries idle past reclaimIdle, then reads new ones.
+func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
+	var out []ports.Promotion
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		out = r.entry.read(consumer, count, reclaimIdle, now)
+		return nil
+	})
+	return out, err
+}
+
+// AckEntry acknowledges and deletes an entry message.
+func (w *WaitingRoom) AckEntry(ctx context.Context, eventID, messageID string) error {
+	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.entry.ack(messageID)
+		return nil
+	})
+}
+
+// Owner answers the user's connection owner.
+func (w *WaitingRoom) Owner(ctx context.Context, eventID, userID string) (string, error) {
+	owner := ""
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		owner = r.owners[userID]
+		return nil
+	})
+	return owner, err
+}
+
+// dispatchStream is brokerID's dispatch stream, created on first use; under w.mu.
+func (w *WaitingRoom) dispatchStream(brokerID string) *stream {
+	s := w.dispatch[brokerID]
+	if s == nil {
+		s = newStream()
+		w.dispatch[brokerID] = s
+	}
+	return s
+}
+
+// Dispatch appends the promotion to the broker's dispatch stream.
+func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Promotion) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dispatchStream(brokerID).append(p)
+	return nil
+}
+
+// ReadDispatch retries the broker's unacknowledged messages, then reads new ones, waiting up to
+// block for one.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
+	timer := time.NewTimer(block)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		s := w.dispatchStream(brokerID)
+		out := s.read(brokerID, count, retryAfter, w.clock.Now())
+		added := s.added
+		w.mu.Unlock()
+		if len(out) > 0 || block <= 0 {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, nil
+		case <-added:
+		}
+	}
+}
+
+// AckDispatch acknowledges and deletes a dispatch message.
+func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID, messageID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dispatchStream(brokerID).ack(messageID)
+	return nil
+}
+
+// Issue gives the admitted user the token already issued, or token.
+func (w *WaitingRoom) Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
+	var res ports.ClaimResult
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		a, ok := r.admitted[userID]
+		if !ok {
+			return nil
+		}
+		res.Created = a.token == ""
+		if res.Created {
+			a.token = token
+		}
+		a.expiresAt = now.Add(ttl)
+		r.admitted[userID] = a
+		res.Claimed, res.Token, res.ExpiresAt = true, a.token, a.expiresAt
+		return nil
+	})
+	return res, err
+}
+
+// Heartbeat marks the broker alive for ttl.
+func (w *WaitingRoom) Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.brokers[brokerID] = w.clock.Now().Add(ttl)
+	return nil
+}
+
+// DeadBrokers lists the brokers whose heartbeat lapsed.
+func (w *WaitingRoom) DeadBrokers(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	var dead []string
+	for b, until := range w.brokers {
+		if !now.Before(until) {
+			dead = append(dead, b)
+		}
+	}
+	slices.Sort(dead)
+	return dead, nil
+}
+
+// ReapBroker reclaims a dead broker's messages and users and forgets it.
+func (w *WaitingRoom) ReapBroker(ctx context.Context, brokerID string, events []string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prefix := brokerID + "|"
+	freed := 0
+	depart := func(r *room, userID string) {
+		if held, ok := r.owners[userID]; ok && strings.HasPrefix(held, prefix) && r.depart(userID) == ports.Released {
+			freed++
+		}
+	}
+	if s := w.dispatch[brokerID]; s != nil {
+		for _, m := range s.msgs {
+			if r := w.rooms[m.p.EventID]; r != nil {
+				depart(r, m.p.UserID)
+			}
+		}
+	}
+	for _, eventID := range events {
+		if r := w.rooms[eventID]; r != nil {
+			for userID := range r.owners {
+				depart(r, userID)
+			}
+		}
+	}
+	delete(w.dispatch, brokerID)
+	delete(w.brokers, brokerID)
+	return freed, nil
+}

@@ -1,0 +1,562 @@
+package waiting
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// Defaults of PushConfig's zero fields.
+const (
+	DefaultTick             = time.Second
+	DefaultHeartbeatTimeout = 10 * time.Second
+	DefaultPromotionWorkers = 4
+	DefaultPromotionBacklog = 64
+	// routeBatch bounds one read of an entry or dispatch stream.
+	routeBatch = 256
+)
+
+// PushConfig tunes the push mode (SPEC §3 push).
+type PushConfig struct {
+	// Tick is the position broadcast and promotion period.
+	Tick time.Duration
+	// ReconnectGrace is how long a disconnected user keeps the place or the admission; 0 applies
+	// the seed's rules at once.
+	ReconnectGrace time.Duration
+	// HeartbeatTimeout: a broker silent this long is dead; its users' slots come back and its
+	// messages are reclaimed. Entry messages a dispatcher read and left unacknowledged this long
+	// are reclaimed by another.
+	HeartbeatTimeout time.Duration
+	// PromotionWorkers promote events in parallel; PromotionBacklog events may wait for them,
+	// beyond which the dispatcher's own tick promotes (back-pressure).
+	PromotionWorkers int
+	PromotionBacklog int
+}
+
+func (c PushConfig) withDefaults() PushConfig {
+	if c.Tick <= 0 {
+		c.Tick = DefaultTick
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if c.PromotionWorkers <= 0 {
+		c.PromotionWorkers = DefaultPromotionWorkers
+	}
+	if c.PromotionBacklog <= 0 {
+		c.PromotionBacklog = DefaultPromotionBacklog
+	}
+	return c
+}
+
+// PushObserver receives the push mode's numbers, for metrics. It must be cheap and safe for
+// concurrent use.
+type PushObserver interface {
+	// Promoted: one promotion script of an event ran for took and promoted n users.
+	Promoted(eventID string, n int, took time.Duration)
+	// PromotionBacklog is how many events wait for a promotion worker.
+	PromotionBacklog(n int)
+	// Connections is this broker's SSE connections to an event.
+	Connections(eventID string, n int)
+	// Broadcast: one tick's positions of an event reached every local connection after took.
+	Broadcast(eventID string, took time.Duration)
+	// Delivered: an entry token was handed to a connection.
+	Delivered(eventID string)
+}
+
+// PositionView is a push `position` event (SPEC §3).
+type PositionView struct {
+	Rank                 int  `json:"rank"`
+	AheadCount           int  `json:"aheadCount"`
+	QueueSize            int  `json:"queueSize"`
+	EstimatedWaitSeconds *int `json:"estimatedWaitSeconds"`
+}
+
+// Position is a position event and the tick it belongs to.
+type Position struct {
+	PositionView
+	Tick time.Time
+}
+
+// Admission is an admitted event and when its promotion ran (zero for an admission sent again
+// on a reconnect).
+type Admission struct {
+	TokenView
+	PromotedAt time.Time
+}
+
+// Subscription is one SSE connection of a user to an event's queue. Positions carries the
+// latest place (older ones are dropped for a newer one), Admitted the entry token, and Done is
+// closed when the broker ends the connection (shutdown, or the same user connected again here).
+type Subscription struct {
+	EventID string
+	UserID  string
+	owner   string
+
+	positions chan Position
+	admitted  chan Admission
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Positions delivers the user's place every tick while waiting.
+func (s *Subscription) Positions() <-chan Position { return s.positions }
+
+// Admitted delivers the entry token once admitted (again after a reconnect).
+func (s *Subscription) Admitted() <-chan Admission { return s.admitted }
+
+// Done is closed when the broker ends the connection.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+func (s *Subscription) end() { s.closeOnce.Do(func() { close(s.done) }) }
+
+// sendPosition replaces an undelivered position with the newer one.
+func (s *Subscription) sendPosition(p Position) {
+	select {
+	case <-s.positions:
+	default:
+	}
+	select {
+	case s.positions <- p:
+	default:
+	}
+}
+
+func (s *Subscription) sendAdmitted(t Admission) {
+	select {
+	case <-s.admitted:
+	default:
+	}
+	select {
+	case s.admitted <- t:
+	default:
+	}
+}
+
+// Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
+// their positions every tick from one snapshot per event, reads its own dispatch stream, issues
+// entry tokens to its users and applies the disconnect rules after the reconnect grace.
+type Broker struct {
+	svc *Service
+	q   ports.PushQueue
+	id  string
+	cfg PushConfig
+	obs PushObserver
+
+	conns atomic.Uint64
+
+	mu     sync.Mutex
+	subs   map[string]map[string]*Subscription // event → user → connection
+	leaves map[*time.Timer]struct{}
+	closed bool
+}
+
+// NewBroker returns the broker brokerID (unique per process: a restarted process is a new
+// broker). obs may be nil.
+func NewBroker(svc *Service, q ports.PushQueue, brokerID string, cfg PushConfig, obs PushObserver) *Broker {
+	return &Broker{svc: svc, q: q, id: brokerID, cfg: cfg.withDefaults(), obs: obs,
+		subs: make(map[string]map[string]*Subscription), leaves: make(map[*time.Timer]struct{})}
+}
+
+// ID is the broker's id, the name of its dispatch stream.
+func (b *Broker) ID() string { return b.id }
+
+// ErrBrokerClosed: the broker is shutting down; the client reconnects to another instance.
+var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailable)
+
+// Join enters the user into a push event's queue over a new connection (a reconnect keeps the
+// place, or gets the same admission again). Errors: validation, waiting.ErrEventNotFound,
+// waiting.ErrWrongMode, unavailability.
+func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscription, error) {
+	if err := domain.ValidateUserID("userId", userID); err != nil {
+		return nil, err
+	}
+	e, err := b.svc.event(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	if e.Mode() != waiting.ModePush {
+		return nil, waiting.ErrWrongMode
+	}
+	sub := &Subscription{EventID: eventID, UserID: userID,
+		owner:     b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
+		positions: make(chan Position, 1), admitted: make(chan Admission, 1), done: make(chan struct{})}
+	if err := b.register(sub); err != nil {
+		return nil, err
+	}
+	var place ports.QueuePlace
+	err = b.svc.inRoom(ctx, e, func() error {
+		place, err = b.q.Connect(ctx, eventID, userID, sub.owner)
+		return err
+	})
+	if err != nil {
+		b.unregister(sub)
+		return nil, fmt.Errorf("connect to queue: %w", err)
+	}
+	if place.Admitted {
+		if err := b.deliver(ctx, e, sub, time.Time{}); err != nil {
+			b.unregister(sub)
+			return nil, err
+		}
+	}
+	return sub, nil
+}
+
+// register makes sub the user's connection on this broker, ending an older one.
+func (b *Broker) register(sub *Subscription) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrBrokerClosed
+	}
+	users := b.subs[sub.EventID]
+	if users == nil {
+		users = make(map[string]*Subscription)
+		b.subs[sub.EventID] = users
+	}
+	if old := users[sub.UserID]; old != nil {
+		old.end()
+	}
+	users[sub.UserID] = sub
+	b.observeConnections(sub.EventID)
+	return nil
+}
+
+// unregister forgets sub unless a newer connection replaced it; it reports whether it did.
+func (b *Broker) unregister(sub *Subscription) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	users := b.subs[sub.EventID]
+	if users[sub.UserID] != sub {
+		return false
+	}
+	delete(users, sub.UserID)
+	if len(users) == 0 {
+		delete(b.subs, sub.EventID)
+	}
+	b.observeConnections(sub.EventID)
+	return true
+}
+
+func (b *Broker) observeConnections(eventID string) {
+	if b.obs != nil {
+		b.obs.Connections(eventID, len(b.subs[eventID]))
+	}
+}
+
+// Leave ends the connection: after the reconnect grace, unless the user connected again
+// (anywhere) meanwhile, an admitted user's slot comes back and the token is deleted, a waiting
+// user leaves the queue.
+func (b *Broker) Leave(sub *Subscription) {
+	sub.end()
+	b.unregister(sub)
+	disconnect := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.HeartbeatTimeout)
+		defer cancel()
+		// A failure leaves the user to the reaper once this broker's heartbeat stops, or to
+		// the token's expiry; nothing leaks.
+		_, _ = b.q.Disconnect(ctx, sub.EventID, sub.UserID, sub.owner)
+	}
+	if b.cfg.ReconnectGrace <= 0 {
+		disconnect()
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	var timer *time.Timer
+	timer = time.AfterFunc(b.cfg.ReconnectGrace, func() {
+		b.mu.Lock()
+		_, pending := b.leaves[timer]
+		delete(b.leaves, timer)
+		b.mu.Unlock()
+		if pending {
+			disconnect()
+		}
+	})
+	b.leaves[timer] = struct{}{}
+}
+
+// deliver issues the admitted user's token (the same one on a repeat) and sends it.
+func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscription, promotedAt time.Time) error {
+	res, err := b.q.Issue(ctx, e.ID(), sub.UserID, rand.Text(), e.TokenTTL())
+	if err != nil {
+		return fmt.Errorf("issue entry token: %w", err)
+	}
+	if res.Claimed {
+		sub.sendAdmitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
+		if b.obs != nil {
+			b.obs.Delivered(e.ID())
+		}
+	}
+	return nil
+}
+
+// Run heartbeats, broadcasts positions every tick and serves the dispatch stream until ctx ends.
+func (b *Broker) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { b.serveDispatch(ctx) })
+	b.Tick(ctx)
+	onEveryTick(ctx, b.cfg.Tick, func() { b.Tick(ctx) })
+	wg.Wait()
+}
+
+// onEveryTick runs fn every period until ctx ends.
+func onEveryTick(ctx context.Context, period time.Duration, fn func()) {
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			fn()
+		}
+	}
+}
+
+// Tick heartbeats and sends every local waiting user's position: one snapshot per event.
+func (b *Broker) Tick(ctx context.Context) {
+	_ = b.q.Heartbeat(ctx, b.id, b.cfg.HeartbeatTimeout)
+	b.mu.Lock()
+	events := make([]string, 0, len(b.subs))
+	for eventID := range b.subs {
+		events = append(events, eventID)
+	}
+	b.mu.Unlock()
+	for _, eventID := range events {
+		b.broadcast(ctx, eventID)
+	}
+}
+
+func (b *Broker) broadcast(ctx context.Context, eventID string) {
+	start := time.Now()
+	e, err := b.svc.event(ctx, eventID)
+	if err != nil {
+		return
+	}
+	var snap ports.QueueSnapshot
+	err = b.svc.inRoom(ctx, e, func() error {
+		snap, err = b.q.Snapshot(ctx, eventID)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	users := b.subs[eventID]
+	for rank, userID := range snap.Waiting {
+		if sub := users[userID]; sub != nil {
+			ahead := max(0, rank-snap.RemainingSlots+1)
+			sub.sendPosition(Position{Tick: start, PositionView: PositionView{Rank: rank, AheadCount: ahead,
+				QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
+		}
+	}
+	b.mu.Unlock()
+	if b.obs != nil {
+		b.obs.Broadcast(eventID, time.Since(start))
+	}
+}
+
+// serveDispatch reads this broker's dispatch stream: each promotion of a user connected here
+// gets the token; one whose user is gone is left to the disconnect rule already pending.
+func (b *Broker) serveDispatch(ctx context.Context) {
+	for ctx.Err() == nil {
+		// A delivery that failed (Redis slow or down) stays unacknowledged and is read again a
+		// tick later; the promoted user's slot is held meanwhile, never lost.
+		batch, err := b.q.ReadDispatch(ctx, b.id, routeBatch, b.cfg.Tick, b.cfg.Tick)
+		if err != nil {
+			sleep(ctx, b.cfg.Tick)
+			continue
+		}
+		for _, p := range batch {
+			if b.handleDispatch(ctx, p) == nil {
+				_ = b.q.AckDispatch(ctx, b.id, p.MessageID)
+			}
+		}
+	}
+}
+
+func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
+	b.mu.Lock()
+	sub := b.subs[p.EventID][p.UserID]
+	b.mu.Unlock()
+	if sub == nil {
+		return nil
+	}
+	e, err := b.svc.event(ctx, p.EventID)
+	if err != nil {
+		return err
+	}
+	return b.deliver(ctx, e, sub, p.PromotedAt)
+}
+
+// Close ends every connection and drops the pending disconnects: those users reconnect to
+// another instance, or the reaper applies the rules once this broker's heartbeat stops.
+func (b *Broker) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for timer := range b.leaves {
+		timer.Stop()
+	}
+	clear(b.leaves)
+	for _, users := range b.subs {
+		for _, sub := range users {
+			sub.end()
+		}
+	}
+}
+
+// Dispatcher promotes the head of every push event's queue into its entry stream each tick,
+// in a bounded pool, routes each promotion to the dispatch stream of the broker holding the
+// user, and reaps dead brokers. Any number of dispatchers may run at once.
+type Dispatcher struct {
+	svc   *Service
+	q     ports.PushQueue
+	id    string
+	cfg   PushConfig
+	obs   PushObserver
+	tasks chan string
+}
+
+// NewDispatcher returns the dispatcher dispatcherID (its consumer name; unique per process).
+// obs may be nil.
+func NewDispatcher(svc *Service, q ports.PushQueue, dispatcherID string, cfg PushConfig, obs PushObserver) *Dispatcher {
+	cfg = cfg.withDefaults()
+	return &Dispatcher{svc: svc, q: q, id: dispatcherID, cfg: cfg, obs: obs, tasks: make(chan string, cfg.PromotionBacklog)}
+}
+
+// Run promotes every tick until ctx ends, then waits for its workers.
+func (d *Dispatcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range d.cfg.PromotionWorkers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case eventID := <-d.tasks:
+					d.observeBacklog()
+					_ = d.Promote(ctx, eventID)
+				}
+			}
+		})
+	}
+	onEveryTick(ctx, d.cfg.Tick, func() { _ = d.Tick(ctx) })
+	wg.Wait()
+}
+
+func (d *Dispatcher) observeBacklog() {
+	if d.obs != nil {
+		d.obs.PromotionBacklog(len(d.tasks))
+	}
+}
+
+// Tick reaps dead brokers, then hands every push event to the pool; when the pool's backlog is
+// full the event is promoted here, which slows the ticks down instead of queueing without
+// bound. It returns the first error.
+func (d *Dispatcher) Tick(ctx context.Context) error {
+	events, err := d.svc.d.Room.Events(ctx)
+	if err != nil {
+		return fmt.Errorf("list waiting rooms: %w", err)
+	}
+	dead, err := d.q.DeadBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("list dead brokers: %w", err)
+	}
+	var errs []error
+	for _, brokerID := range dead {
+		if _, err := d.q.ReapBroker(ctx, brokerID, events); err != nil {
+			errs = append(errs, fmt.Errorf("reap broker %s: %w", brokerID, err))
+		}
+	}
+	for _, eventID := range events {
+		e, err := d.svc.event(ctx, eventID)
+		if err != nil || e.Mode() != waiting.ModePush {
+			continue
+		}
+		select {
+		case d.tasks <- eventID:
+			d.observeBacklog()
+		default:
+			if err := d.Promote(ctx, eventID); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Promote runs the event's promotion script once, then routes its entry stream.
+func (d *Dispatcher) Promote(ctx context.Context, eventID string) error {
+	e, err := d.svc.event(ctx, eventID)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var n int
+	err = d.svc.inRoom(ctx, e, func() error {
+		n, err = d.q.Promote(ctx, eventID, e.TokenTTL())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("promote event %s: %w", eventID, err)
+	}
+	if d.obs != nil {
+		d.obs.Promoted(eventID, n, time.Since(start))
+	}
+	return d.route(ctx, eventID)
+}
+
+// route sends each entry message to the broker holding its user and acknowledges it; a user
+// with no connection owner already departed (its slot came back then).
+func (d *Dispatcher) route(ctx context.Context, eventID string) error {
+	for {
+		batch, err := d.q.ReadEntries(ctx, eventID, d.id, routeBatch, d.cfg.HeartbeatTimeout)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		for _, p := range batch {
+			owner, err := d.q.Owner(ctx, eventID, p.UserID)
+			if err != nil {
+				return err
+			}
+			if owner != "" {
+				if err := d.q.Dispatch(ctx, brokerOf(owner), p); err != nil {
+					return err
+				}
+			}
+			if err := d.q.AckEntry(ctx, eventID, p.MessageID); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// brokerOf is the broker id of a connection owner "<brokerID>|<connection>|".
+func brokerOf(owner string) string {
+	brokerID, _, _ := strings.Cut(owner, "|")
+	return brokerID
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

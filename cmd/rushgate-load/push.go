@@ -1,0 +1,415 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/gormdb"
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+)
+
+// queue-push: the waiting room's push mode (SPEC §3) under a crowd of SSE clients. The timed
+// run opens --users streams (GET /events/{id}/tickets/waiting) and holds them; the first
+// --capacity users are admitted at once and hold their slot until everyone is connected. Then
+// every admitted client leaves the moment its token arrives (the simulated checkout), so the
+// dispatcher keeps promoting until the whole crowd is through. Reported: connections held,
+// broker memory per connection (heap + stacks from the broker's /metrics, before and after the
+// crowd connected), position lag (the event's id is its tick; receipt − tick), admitted
+// delivery lag (id = the promotion), promotions/s. Invariant: each user admitted exactly once
+// with one token, never more admitted than slots (sampled), FIFO within the slot window,
+// positions never rising. The servers must run with RUSHGATE_RECONNECT_GRACE=0, so a leaving
+// client's slot comes back at once. The ceiling is a bare GET /healthz on the same instances at
+// the same concurrency: what opening a stream costs beyond an HTTP round trip.
+
+// Targets of the issue, checked as report rows.
+const (
+	pushLagTarget       = time.Second
+	pushMemoryTarget    = 20 << 10
+	pushAdmissionBudget = 10 * time.Minute
+)
+
+func newQueuePush(cfg config) (scenario, error) {
+	if cfg.capacity < 1 || cfg.capacity > maxCapacity {
+		return nil, fmt.Errorf("queue-push: --capacity (the slots) must be 1..%d", maxCapacity)
+	}
+	if err := raiseFileLimit(); err != nil {
+		return nil, fmt.Errorf("queue-push: raise the file descriptor limit: %w", err)
+	}
+	return &queuePush{users: cfg.users, slots: cfg.capacity}, nil
+}
+
+// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard one: one descriptor per stream.
+func raiseFileLimit() error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	lim.Cur = lim.Max
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+}
+
+type queuePush struct {
+	users, slots int
+
+	// Set by prepare.
+	eventID string
+	admin   string
+	bearers []map[string]string
+	client  *http.Client
+	// memBefore is each instance's heap + stack bytes before the crowd connected.
+	memBefore []float64
+
+	// Set by run.
+	streams []*pushStream
+	open    atomic.Int64
+	maxOpen atomic.Int64
+	// release lets admitted clients leave; closed once everyone connected.
+	release chan struct{}
+
+	mu           sync.Mutex
+	positionLags []time.Duration
+	deliveryLags []time.Duration
+	admittedSeq  []int // users in order of admission
+}
+
+// pushStream is one client's stream.
+type pushStream struct {
+	cancel   context.CancelFunc
+	ended    chan struct{}
+	tokens   map[string]bool
+	lastRank int
+	rose     bool
+}
+
+var _ scenario = (*queuePush)(nil)
+
+func (s *queuePush) shape() string {
+	return fmt.Sprintf("%d SSE clients → 1 push event of %d slots", s.users, s.slots)
+}
+
+func (s *queuePush) targets(gormdb.Dialect) []target {
+	return []target{{measure: measureP99, bound: atMost, limit: 1000}}
+}
+
+func (s *queuePush) prepare(ctx context.Context, e *env) error {
+	var err error
+	if s.admin, err = e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL); err != nil {
+		return fmt.Errorf("mint admin token: %w", err)
+	}
+	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
+		"name": "rushgate-load push " + e.runID, "seats": s.slots, "slots": s.slots, "mode": "push",
+	})
+	if err != nil {
+		return err
+	}
+	if s.bearers, err = mintUsers(e, s.users); err != nil {
+		return err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = -1
+	s.client = &http.Client{Transport: transport}
+	s.streams = make([]*pushStream, s.users)
+	s.release = make(chan struct{})
+	for k := range e.api.urls {
+		mem, err := brokerMemory(ctx, e.api.urls[k])
+		if err != nil {
+			return err
+		}
+		s.memBefore = append(s.memBefore, mem)
+	}
+	return nil
+}
+
+// brokerMemory reads heap in use + stacks in use off an instance's /metrics.
+func brokerMemory(ctx context.Context, base string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("read %s/metrics: %w", base, err)
+	}
+	defer res.Body.Close()
+	total := 0.0
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if ok && (name == "go_memstats_heap_inuse_bytes" || name == "go_memstats_stack_inuse_bytes") {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", name, err)
+			}
+			total += v
+		}
+	}
+	return total, sc.Err()
+}
+
+// run opens every stream; one succeeds when the server answers 200 and the stream starts.
+func (s *queuePush) run(e *env) work {
+	path := "/events/" + url.PathEscape(s.eventID) + "/tickets/waiting"
+	return work{n: s.users, do: func(_ context.Context, i int) attempt {
+		k, base := e.api.pick(i)
+		a := attempt{instance: k}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", s.bearers[i]["Authorization"])
+		start := time.Now()
+		res, err := s.client.Do(req)
+		a.latency = time.Since(start)
+		if err != nil {
+			cancel()
+			a.err = err
+			return a
+		}
+		a.status = res.StatusCode
+		if res.StatusCode != http.StatusOK {
+			raw, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+			_ = res.Body.Close()
+			cancel()
+			a.detail = snippet(raw)
+			return a
+		}
+		a.ok = true
+		st := &pushStream{cancel: cancel, ended: make(chan struct{}), tokens: map[string]bool{}, lastRank: -1}
+		s.streams[i] = st
+		for n := s.open.Add(1); ; {
+			if peak := s.maxOpen.Load(); n <= peak || s.maxOpen.CompareAndSwap(peak, n) {
+				break
+			}
+		}
+		go s.read(i, st, res.Body)
+		return a
+	}}
+}
+
+// read consumes one stream until it ends.
+func (s *queuePush) read(i int, st *pushStream, body io.ReadCloser) {
+	defer close(st.ended)
+	defer s.open.Add(-1)
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	var name, data string
+	var id int64
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		case line == "" && name != "":
+			now := time.Now()
+			var lag time.Duration
+			if id > 0 {
+				lag = now.Sub(time.UnixMilli(id))
+			}
+			if s.event(i, st, name, data, lag) {
+				<-s.release
+				st.cancel()
+			}
+			name, data, id = "", "", 0
+		}
+	}
+}
+
+// event records one event; it answers true for an admission, after which the client leaves.
+func (s *queuePush) event(i int, st *pushStream, name, data string, lag time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch name {
+	case "position":
+		var p struct {
+			Rank int `json:"rank"`
+		}
+		_ = json.Unmarshal([]byte(data), &p)
+		if st.lastRank >= 0 && p.Rank > st.lastRank {
+			st.rose = true
+		}
+		st.lastRank = p.Rank
+		s.positionLags = append(s.positionLags, lag)
+	case "admitted":
+		var t struct {
+			Token string `json:"token"`
+		}
+		_ = json.Unmarshal([]byte(data), &t)
+		if len(st.tokens) == 0 {
+			s.admittedSeq = append(s.admittedSeq, i)
+		}
+		st.tokens[t.Token] = true
+		if lag > 0 {
+			s.deliveryLags = append(s.deliveryLags, lag)
+		}
+		return true
+	}
+	return false
+}
+
+// invariant measures memory with the crowd connected, lets the admitted leave, waits until
+// everyone was admitted, and checks the run.
+func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (invariantResult, error) {
+	var res invariantResult
+	add := func(label string, value int, text string) {
+		res.rows = append(res.rows, invariantRow{label: label, value: value, text: text})
+	}
+	connected := 0
+	for _, a := range attempts {
+		if a.ok {
+			connected++
+		}
+	}
+	add("connections opened (200)", connected, "")
+	add("connections held at once (clients)", int(s.maxOpen.Load()), "")
+	view, err := s.queueView(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	add("connections the server counts", view.Connections, "")
+	for k := range e.api.urls {
+		after, err := brokerMemory(ctx, e.api.urls[k])
+		if err != nil {
+			return res, err
+		}
+		held := 0
+		for i, a := range attempts {
+			if a.ok && i%len(e.api.urls) == k {
+				held++
+			}
+		}
+		perConn := (after - s.memBefore[k]) / float64(max(held, 1))
+		add(fmt.Sprintf("broker %d memory per connection", k), int(perConn),
+			fmt.Sprintf("%.1f KiB (heap+stacks Δ over %d streams; target < 20 KiB: %s)", perConn/1024, held, passMiss(perConn < pushMemoryTarget)))
+	}
+
+	stop := make(chan struct{})
+	sampled := make(chan int)
+	go func() { sampled <- sampleAdmitted(ctx, e, s.admin, s.eventID, stop) }()
+	start := time.Now()
+	close(s.release)
+	deadline := time.Now().Add(pushAdmissionBudget)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s.mu.Lock()
+		done := len(s.admittedSeq)
+		s.mu.Unlock()
+		if done >= connected {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(start)
+	close(stop)
+	maxAdmitted := <-sampled
+	for _, st := range s.streams {
+		if st != nil {
+			st.cancel()
+			<-st.ended
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	admitted := len(s.admittedSeq)
+	add("admitted", admitted, "")
+	add("admitted at once at most (sampled)", maxAdmitted, "")
+	// The first slots were admitted during the run and waited for the release.
+	rate := float64(admitted-min(admitted, s.slots)) / took.Seconds()
+	add("promotions per second", int(rate), fmt.Sprintf("%.0f/s after the release (%d in %v)", rate, admitted-min(admitted, s.slots), took.Round(time.Millisecond)))
+	posLag := summarizeLatencies(s.positionLags)
+	add("position lag p50 ms", int(posLag.p50.Milliseconds()), "")
+	add("position lag p99 ms", int(posLag.p99.Milliseconds()),
+		fmt.Sprintf("%d ms over %d events (target < 1 s: %s)", posLag.p99.Milliseconds(), len(s.positionLags), passMiss(posLag.p99 < pushLagTarget)))
+	delLag := summarizeLatencies(s.deliveryLags)
+	add("admitted delivery lag p99 ms", int(delLag.p99.Milliseconds()),
+		fmt.Sprintf("%d ms after promotion over %d (target < 1 s: %s)", delLag.p99.Milliseconds(), len(s.deliveryLags), passMiss(delLag.p99 < pushLagTarget)))
+
+	if admitted != connected {
+		res.violations = append(res.violations, fmt.Sprintf("%d of %d connected users were admitted within %v", admitted, connected, pushAdmissionBudget))
+	}
+	if maxAdmitted > s.slots {
+		res.violations = append(res.violations, fmt.Sprintf("%d admitted at once, more than %d slots", maxAdmitted, s.slots))
+	}
+	twice, rose := 0, 0
+	for _, st := range s.streams {
+		if st == nil {
+			continue
+		}
+		if len(st.tokens) > 1 {
+			twice++
+		}
+		if st.rose {
+			rose++
+		}
+	}
+	if twice > 0 {
+		res.violations = append(res.violations, fmt.Sprintf("%d users got more than one token", twice))
+	}
+	if rose > 0 {
+		res.violations = append(res.violations, fmt.Sprintf("%d users saw their rank rise", rose))
+	}
+	// FIFO: entry order is connection order up to the requests in flight; admission may not
+	// overtake by more than the slot window and the in-flight connects.
+	outOfOrder := 0
+	for pos, i := range s.admittedSeq {
+		if i > pos+s.slots+e.concurrency {
+			outOfOrder++
+		}
+	}
+	if outOfOrder > 0 {
+		res.violations = append(res.violations, fmt.Sprintf("%d users admitted ahead of the slot window", outOfOrder))
+	}
+	final, err := s.queueView(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	if final.Claims != admitted {
+		res.violations = append(res.violations, fmt.Sprintf("the server counts %d promotions for %d admitted users", final.Claims, admitted))
+	}
+	return res, nil
+}
+
+func passMiss(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+type pushQueueView struct {
+	Connections int `json:"connections"`
+	Claims      int `json:"claims"`
+}
+
+func (s *queuePush) queueView(ctx context.Context, e *env) (pushQueueView, error) {
+	a, raw := e.api.send(ctx, 0, http.MethodGet, "/admin/events/"+url.PathEscape(s.eventID)+"/queue",
+		map[string]string{"Authorization": "Bearer " + s.admin}, nil)
+	var v pushQueueView
+	if a.err != nil {
+		return v, fmt.Errorf("queue view: %w", a.err)
+	}
+	if a.status != http.StatusOK || json.Unmarshal(raw, &v) != nil {
+		return v, fmt.Errorf("queue view: %d %s", a.status, snippet(raw))
+	}
+	return v, nil
+}
+
+func (s *queuePush) ceiling(_ context.Context, e *env) (work, error) {
+	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
+		a, _ := e.api.send(ctx, i, http.MethodGet, "/healthz", nil, nil)
+		a.ok = a.status == http.StatusOK
+		return a
+	}}, nil
+}
+
+// withoutDatabase: queue-push reads everything through the API and the streams.
+func (s *queuePush) withoutDatabase() {}

@@ -1,0 +1,234 @@
+package porttest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// PushRoom is a store implementing both views of the waiting rooms, as the adapters do.
+type PushRoom interface {
+	ports.WaitingRoom
+	ports.PushQueue
+}
+
+// pushRetry is how long an unacknowledged message waits before it is read again in the suite.
+const pushRetry = 200 * time.Millisecond
+
+// TestPushQueue checks ports.PushQueue: concurrent promotions admit exactly the remaining
+// slots' worth of users from the head, each once, into the entry stream in order; entries a
+// consumer left unacknowledged are reclaimed by another after the idle time; Issue answers the
+// same token again; Disconnect applies the seed's rules only for the current owner; dispatch
+// messages round-trip and are read again until acknowledged; a dead broker is reaped, giving
+// back its users' slots.
+func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
+	run(t, newRoom, caps, []testCase[PushRoom]{
+		{"Promote_ConcurrentPromotersAdmitTheHeadOnce", testPromoteOnce},
+		{"Entries_ReclaimedAfterIdle", testEntriesReclaimed},
+		{"Issue_SameTokenAgain", testIssueSameToken},
+		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
+		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
+		{"ReapBroker_GivesBackItsUsersSlots", testReapBroker},
+	})
+}
+
+func connect(t *testing.T, q PushRoom, eventID, userID, owner string) {
+	t.Helper()
+	_, err := q.Connect(context.Background(), eventID, userID, owner)
+	must(t, err, "connect "+userID)
+}
+
+func userIDs(ps []ports.Promotion) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.UserID
+	}
+	return out
+}
+
+func testPromoteOnce(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 3, 10)
+	for _, u := range users(5) {
+		connect(t, e.impl, eventID, u, "b|"+u+"|")
+	}
+	var (
+		mu    sync.Mutex
+		total int
+	)
+	errs := startTogether(20, func(int) error {
+		n, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return err
+	})
+	for _, err := range errs {
+		must(t, err, "promote")
+	}
+	if total != 3 {
+		t.Fatalf("promoted %d, want the 3 slots", total)
+	}
+	snap, err := e.impl.Snapshot(ctx, eventID)
+	must(t, err, "snapshot")
+	if !slices.Equal(snap.Waiting, users(5)[3:]) || snap.RemainingSlots != 0 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	entries, err := e.impl.ReadEntries(ctx, eventID, "c1", 10, 0)
+	must(t, err, "read entries")
+	if !slices.Equal(userIDs(entries), users(5)[:3]) {
+		t.Fatalf("entries %v, want the head in order", userIDs(entries))
+	}
+	if st := stats(t, e.impl, eventID); st.Admitted != 3 || st.Waiting != 2 || st.Claims != 3 || st.Connected != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testEntriesReclaimed(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 2, 10)
+	for _, u := range users(2) {
+		connect(t, e.impl, eventID, u, "b|"+u+"|")
+	}
+	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	must(t, err, "promote")
+	dead, err := e.impl.ReadEntries(ctx, eventID, "dead", 10, pushRetry)
+	must(t, err, "read as the dying consumer")
+	if len(dead) != 2 {
+		t.Fatalf("dying consumer read %d", len(dead))
+	}
+	early, err := e.impl.ReadEntries(ctx, eventID, "live", 10, pushRetry)
+	must(t, err, "read at once")
+	if len(early) != 0 {
+		t.Fatalf("reclaimed %d before the idle time", len(early))
+	}
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	live, err := e.impl.ReadEntries(ctx, eventID, "live", 10, pushRetry)
+	must(t, err, "reclaim")
+	if !slices.Equal(userIDs(live), users(2)) {
+		t.Fatalf("reclaimed %v", userIDs(live))
+	}
+	for _, p := range live {
+		must(t, e.impl.AckEntry(ctx, eventID, p.MessageID), "ack")
+	}
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	left, err := e.impl.ReadEntries(ctx, eventID, "other", 10, pushRetry)
+	must(t, err, "read after ack")
+	if len(left) != 0 {
+		t.Fatalf("%d entries left after acknowledging", len(left))
+	}
+}
+
+func testIssueSameToken(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	connect(t, e.impl, eventID, "u1", "b|1|")
+	connect(t, e.impl, eventID, "u2", "b|2|")
+	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	must(t, err, "promote")
+	if ok, _, err := e.impl.Verify(ctx, eventID, "u1", ""); err != nil || ok {
+		t.Fatalf("a promoted user without a token verifies an empty one: %v %v", ok, err)
+	}
+	first, err := e.impl.Issue(ctx, eventID, "u1", "tok-a", longTokenTTL)
+	must(t, err, "issue")
+	again, err := e.impl.Issue(ctx, eventID, "u1", "tok-b", longTokenTTL)
+	must(t, err, "issue again")
+	if !first.Claimed || !first.Created || first.Token != "tok-a" || !again.Claimed || again.Created || again.Token != "tok-a" {
+		t.Fatalf("issue %+v, again %+v", first, again)
+	}
+	if ok, _, err := e.impl.Verify(ctx, eventID, "u1", "tok-a"); err != nil || !ok {
+		t.Fatalf("issued token does not verify: %v %v", ok, err)
+	}
+	waiting, err := e.impl.Issue(ctx, eventID, "u2", "tok-c", longTokenTTL)
+	must(t, err, "issue to a waiting user")
+	if waiting.Claimed {
+		t.Fatalf("a waiting user got a token: %+v", waiting)
+	}
+}
+
+func testDisconnectOwner(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	connect(t, e.impl, eventID, "admitted", "b|1|")
+	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	must(t, err, "promote")
+	_, err = e.impl.Issue(ctx, eventID, "admitted", "tok", longTokenTTL)
+	must(t, err, "issue")
+	connect(t, e.impl, eventID, "waiter", "b|2|")
+	connect(t, e.impl, eventID, "waiter", "b|3|") // reconnect: the newer connection owns the user
+	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|2|"); err != nil || d != ports.Stayed {
+		t.Fatalf("stale owner's disconnect: %v %v", d, err)
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|3|"); err != nil || d != ports.Removed {
+		t.Fatalf("waiting user's disconnect: %v %v", d, err)
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "admitted", "b|1|"); err != nil || d != ports.Released {
+		t.Fatalf("admitted user's disconnect: %v %v", d, err)
+	}
+	if ok, _, _ := e.impl.Verify(ctx, eventID, "admitted", "tok"); ok {
+		t.Fatal("a departed user's token still verifies")
+	}
+	if st := stats(t, e.impl, eventID); st.Waiting != 0 || st.Admitted != 0 || st.RemainingSlots != 1 || st.Connected != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testDispatchRetry(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	broker := "broker-" + randomID()
+	at := time.Now().Truncate(time.Millisecond)
+	must(t, e.impl.Dispatch(ctx, broker, ports.Promotion{EventID: "e1", UserID: "u1", PromotedAt: at}), "dispatch")
+	got, err := e.impl.ReadDispatch(ctx, broker, 10, time.Second, pushRetry)
+	must(t, err, "read")
+	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) {
+		t.Fatalf("read %+v", got)
+	}
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	again, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry)
+	must(t, err, "read again")
+	if len(again) != 1 || again[0].MessageID != got[0].MessageID {
+		t.Fatalf("unacknowledged message not read again: %+v", again)
+	}
+	must(t, e.impl.AckDispatch(ctx, broker, got[0].MessageID), "ack")
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	if left, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry); err != nil || len(left) != 0 {
+		t.Fatalf("after ack: %+v %v", left, err)
+	}
+}
+
+func testReapBroker(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	dead, live := "dead-"+randomID(), "live-"+randomID()
+	eventID := openRoom(t, e.impl, 2, 10)
+	connect(t, e.impl, eventID, "d1", dead+"|1|")
+	connect(t, e.impl, eventID, "l1", live+"|1|")
+	connect(t, e.impl, eventID, "d2", dead+"|2|")
+	_, err := e.impl.Promote(ctx, eventID, longTokenTTL) // d1 and l1 admitted; d2 waits
+	must(t, err, "promote")
+	must(t, e.impl.Dispatch(ctx, dead, ports.Promotion{EventID: eventID, UserID: "d1"}), "dispatch")
+	must(t, e.impl.Heartbeat(ctx, dead, pushRetry), "heartbeat dead")
+	must(t, e.impl.Heartbeat(ctx, live, time.Minute), "heartbeat live")
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	brokers, err := e.impl.DeadBrokers(ctx)
+	must(t, err, "dead brokers")
+	if !slices.Contains(brokers, dead) || slices.Contains(brokers, live) {
+		t.Fatalf("dead brokers %v", brokers)
+	}
+	freed, err := e.impl.ReapBroker(ctx, dead, []string{eventID})
+	must(t, err, "reap")
+	if freed != 1 {
+		t.Fatalf("reaping freed %d slots, want d1's", freed)
+	}
+	if st := stats(t, e.impl, eventID); st.Admitted != 1 || st.Waiting != 0 || st.Connected != 1 || st.RemainingSlots != 1 {
+		t.Fatalf("after reaping: %+v", st)
+	}
+	brokers, err = e.impl.DeadBrokers(ctx)
+	must(t, err, "dead brokers after reaping")
+	if slices.Contains(brokers, dead) {
+		t.Fatal("a reaped broker is still listed")
+	}
+}

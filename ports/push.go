@@ -1,0 +1,97 @@
+package ports
+
+import (
+	"context"
+	"time"
+)
+
+// Promotion is one promoted user: a message of an event's entry stream, or of the dispatch
+// stream of the broker holding the user's connection. MessageID is the stream's id of it;
+// PromotedAt is when the promotion script ran (the store's clock), to measure delivery lag.
+type Promotion struct {
+	MessageID  string
+	EventID    string
+	UserID     string
+	PromotedAt time.Time
+}
+
+// QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is
+// the rank) and the remaining slots.
+type QueueSnapshot struct {
+	Waiting        []string
+	RemainingSlots int
+}
+
+// Departure is what Disconnect did.
+type Departure int
+
+// Departures.
+const (
+	// Stayed: the user's connection is owned by another (newer) connection, or nothing was held.
+	Stayed Departure = iota
+	// Released: the user was admitted (promoted, token issued or not); the slot came back and
+	// the token was deleted.
+	Released
+	// Removed: the user was waiting and left the queue.
+	Removed
+)
+
+// PushQueue is the push admission mode (SPEC §3 push) on the very queue of WaitingRoom: the same
+// waiting users, slots and entry tokens, plus which broker connection holds each user, the
+// per-event entry stream the dispatchers consume as one consumer group, the per-broker dispatch
+// streams and the brokers' heartbeats.
+//
+// An owner names one SSE connection: "<brokerID>|<connectionID>|". Owner prefixes of the form
+// "<brokerID>|" name every connection of a broker.
+//
+// Connect enters the user as WaitingRoom.Enter does (same place if already waiting, Admitted if
+// admitted) and makes owner the user's connection, replacing an older one (a reconnect).
+//
+// Disconnect applies the seed's rules to a user whose connection owner still is owner (or, for
+// an owner prefix, starts with it): admitted → slot back and token deleted (Released); waiting
+// → out of the queue (Removed). A user reconnected meanwhile is left alone (Stayed).
+//
+// Snapshot answers the waiting line in one store call (O(queue)), for broadcasting positions.
+//
+// Promote atomically moves up to the remaining slots' worth of users from the head into the
+// admitted set (token pending, expiry now+ttl, one claim counted each) and appends each to the
+// event's entry stream, in order. A user is promoted once: only a waiting user can be.
+//
+// ReadEntries reads up to count entry messages for consumer: first those another consumer
+// read but did not acknowledge for reclaimIdle (a dispatcher that died), then new ones.
+// AckEntry acknowledges and deletes one.
+//
+// Owner answers the user's connection owner, "" when none.
+//
+// Dispatch appends a promotion to brokerID's dispatch stream; ReadDispatch reads brokerID's
+// stream: first the messages it read but did not acknowledge for retryAfter (a delivery that
+// failed), then new ones, waiting up to block for one; AckDispatch acknowledges and deletes one.
+//
+// Issue gives the admitted user an entry token: the one already issued (the same admission
+// again) or token, with the expiry extended to now+ttl. Admitted is false when the user is no
+// longer admitted (released or expired).
+//
+// Heartbeat records that brokerID is alive for ttl. DeadBrokers lists the brokers that
+// heartbeat once and stopped. ReapBroker reclaims a dead broker's unacknowledged and unread
+// dispatch messages (XAUTOCLAIM on Redis), applies Disconnect with the broker's owner prefix to
+// their users and to every user of events it still owns, and forgets the broker. It answers the
+// slots it gave back.
+//
+// Infrastructure failures wrap ErrUnavailable; an event's room that does not exist is
+// ErrRoomNotOpen.
+type PushQueue interface {
+	Connect(ctx context.Context, eventID, userID, owner string) (QueuePlace, error)
+	Disconnect(ctx context.Context, eventID, userID, owner string) (Departure, error)
+	Snapshot(ctx context.Context, eventID string) (QueueSnapshot, error)
+	Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error)
+	ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]Promotion, error)
+	AckEntry(ctx context.Context, eventID, messageID string) error
+	Owner(ctx context.Context, eventID, userID string) (string, error)
+	Dispatch(ctx context.Context, brokerID string, p Promotion) error
+	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
+	AckDispatch(ctx context.Context, brokerID, messageID string) error
+	Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
+	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) error
+	DeadBrokers(ctx context.Context) ([]string, error)
+	ReapBroker(ctx context.Context, brokerID string, events []string) (int, error)
+}

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// rushgateBinary builds cmd/rushgate once per test binary, for tests that need separate
+// processes (kill -9 must kill a process, not an fx app in the test's own).
+func rushgateBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rushgate-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "rushgate")
+		out, err := exec.Command("go", "build", "-o", binary, "../../cmd/rushgate").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// process is one `rushgate serve` of a test.
+type process struct {
+	url string
+	cmd *exec.Cmd
+}
+
+// processEnv is what every process of one test shares: one database, one Redis, one secret, and
+// the short push timings.
+func processEnv(t *testing.T) []string {
+	return []string{
+		"RUSHGATE_DATABASE_URL=" + testenv.Postgres(t).URL,
+		"RUSHGATE_REDIS_URL=" + redisURL(t),
+		"RUSHGATE_JWT_SECRET=" + jwtSecret,
+		"RUSHGATE_LOG_LEVEL=error",
+		"RUSHGATE_QUEUE_TICK=" + pushTick.String(),
+		"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT=1s",
+		"RUSHGATE_RECONNECT_GRACE=0s",
+		"RUSHGATE_DATA_DIR=" + t.TempDir(),
+		"PATH=" + os.Getenv("PATH"),
+	}
+}
+
+// startProcess runs `rushgate serve --role role` and waits until it answers /healthz.
+func startProcess(t *testing.T, env []string, name, role string) *process {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(rushgateBinary(t), "serve", "--role", role)
+	cmd.Env = append(append([]string{}, env...), "RUSHGATE_ADDR="+addr, "RUSHGATE_INSTANCE_ID="+name)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{url: "http://" + addr, cmd: cmd}
+	t.Cleanup(p.kill)
+	waitUntil(t, 30*time.Second, name+" answers /healthz", func() bool {
+		res, err := http.Get(p.url + "/healthz")
+		if err == nil {
+			_ = res.Body.Close()
+		}
+		return err == nil && res.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// kill is kill -9: no shutdown hook runs.
+func (p *process) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		_ = p.cmd.Wait()
+	}
+}
+
+// freeze and thaw stop and continue the process (SIGSTOP, SIGCONT): it holds its connections
+// but does nothing.
+func (p *process) freeze() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// client is a server client for a process, sharing the test's secret.
+func (p *process) client(t *testing.T) *server {
+	return &server{t: t, url: p.url, tokens: rghttp.NewTokens([]byte(jwtSecret)),
+		http: &http.Client{Timeout: 10 * time.Second}, run: fmt.Sprintf("%d-", time.Now().UnixNano())}
+}
+
+// TestPush_TwoBrokersOneDispatcherAsProcesses: users spread over two broker processes are each
+// admitted exactly once, through their own broker's stream, FIFO, never more than the slots
+// at once, while one dispatcher process promotes and routes.
+func TestPush_TwoBrokersOneDispatcherAsProcesses(t *testing.T) {
+	env := processEnv(t)
+	startProcess(t, env, "dispatcher", "dispatcher")
+	brokers := []*server{
+		startProcess(t, env, "broker-a", "broker").client(t),
+		startProcess(t, env, "broker-b", "broker").client(t),
+	}
+	const users, slots = 24, 4
+	admin := brokers[0]
+	eventID := admin.createEvent(fmt.Sprintf(`{"name":"two brokers","seats":%d,"slots":%d,"mode":"push"}`, users, slots))
+	clients := make([]*sseClient, users)
+	for i := range clients {
+		clients[i] = brokers[i%2].openStream(eventID, fmt.Sprintf("multi-%s%d", admin.run, i))
+	}
+	next := 0 // the next user to be admitted, in FIFO order
+	for next < users {
+		eventually(t, 10*time.Second, fmt.Sprintf("user %d admitted", next), func() bool { return clients[next].token() != "" })
+		view := admin.queueView(eventID)
+		if view.num("admitted") > slots {
+			t.Fatalf("more admitted than slots: %s", view.raw)
+		}
+		for i := next + slots; i < users; i++ {
+			if clients[i].token() != "" {
+				t.Fatalf("user %d admitted before user %d left a slot", i, next)
+			}
+		}
+		res := brokers[next%2].reserve(eventID, fmt.Sprint(next+1), clients[next].user, clients[next].token())
+		if res.status != http.StatusCreated {
+			t.Fatalf("user %d reserves: %d %s", next, res.status, res.raw)
+		}
+		clients[next].close()
+		next++
+	}
+	for i, c := range clients {
+		c.checkRanksNeverRise()
+		if c.distinctTokens() != 1 {
+			t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
+		}
+	}
+	eventually(t, 5*time.Second, "the room empties", func() bool {
+		v := admin.queueView(eventID)
+		return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("connections") == 0
+	})
+	if v := admin.queueView(eventID); v.num("claims") != users || v.num("remainingSeats") != 0 {
+		t.Fatalf("claims: %s", v.raw)
+	}
+}
+
+// TestPush_KilledBrokerGivesEverySlotBack: broker A holds an admitted user, a promoted user
+// whose admission it never delivered (A is frozen, then killed with kill -9) and a waiting user.
+// After the heartbeat timeout both slots are back, A's waiting user is gone, and broker B's
+// user is admitted.
+func TestPush_KilledBrokerGivesEverySlotBack(t *testing.T) {
+	env := processEnv(t)
+	startProcess(t, env, "dispatcher", "dispatcher")
+	procA := startProcess(t, env, "broker-a", "broker")
+	a, b := procA.client(t), startProcess(t, env, "broker-b", "broker").client(t)
+	eventID := a.createEvent(`{"name":"kill broker","seats":5,"slots":2,"mode":"push"}`)
+
+	b0 := b.openStream(eventID, "b0-"+a.run)
+	eventually(t, 5*time.Second, "b0 admitted", func() bool { return b0.token() != "" })
+	a0 := a.openStream(eventID, "a0-"+a.run)
+	eventually(t, 5*time.Second, "a0 admitted", func() bool { return a0.token() != "" })
+	a1 := a.openStream(eventID, "a1-"+a.run)
+	a.openStream(eventID, "a2-"+a.run)
+	b1 := b.openStream(eventID, "b1-"+a.run)
+	eventually(t, 3*time.Second, "three waiting", func() bool { return a.queueView(eventID).num("waiting") == 3 })
+
+	// A stops reading its dispatch stream; b0 leaves, so a1 is promoted and routed to A, which
+	// never delivers it.
+	procA.freeze()
+	b0.close()
+	eventually(t, 5*time.Second, "a1 promoted", func() bool {
+		v := b.queueView(eventID)
+		return v.num("admitted") == 2 && v.num("waiting") == 2
+	})
+	if a1.token() != "" {
+		t.Fatal("a frozen broker delivered an admission")
+	}
+	procA.kill()
+
+	eventually(t, 10*time.Second, "b1 admitted after A's slots came back", func() bool { return b1.token() != "" })
+	eventually(t, 5*time.Second, "A's users gone", func() bool {
+		v := b.queueView(eventID)
+		return v.num("admitted") == 1 && v.num("waiting") == 0 && v.num("connections") == 1 && v.num("remainingSlots") == 1
+	})
+	if res := b.reserve(eventID, "1", a0.user, a0.token()); res.status != http.StatusForbidden {
+		t.Fatalf("dead broker's admitted user still reserves: %d %s", res.status, res.raw)
+	}
+	if v := b.queueView(eventID); v.num("claims") != 4 {
+		t.Fatalf("claims (b0, a0, a1, b1): %s", v.raw)
+	}
+}
+
+// TestPush_KilledDispatcherPromotesNobodyTwice: dispatchers are killed with kill -9 again and
+// again while users stream in and leave; their successors resume from the pending entries, and
+// every user is admitted exactly once, with one token.
+func TestPush_KilledDispatcherPromotesNobodyTwice(t *testing.T) {
+	env := processEnv(t)
+	broker := startProcess(t, env, "broker", "broker").client(t)
+	const users, slots = 40, 5
+	eventID := broker.createEvent(fmt.Sprintf(`{"name":"kill dispatcher","seats":%d,"slots":%d,"mode":"push"}`, users, slots))
+	clients := make([]*sseClient, users)
+	for i := range clients {
+		clients[i] = broker.openStream(eventID, fmt.Sprintf("kd-%s%d", broker.run, i))
+	}
+	// Admitted users leave at once, so promotions keep coming while dispatchers die.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for left := 0; left < users; {
+			left = 0
+			for _, c := range clients {
+				if c.token() != "" {
+					c.close()
+					left++
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	for round := 0; ; round++ {
+		d := startProcess(t, env, fmt.Sprintf("dispatcher-%d", round), "dispatcher")
+		select {
+		case <-done:
+			d.kill()
+		case <-time.After(time.Duration(150+round*37%200) * time.Millisecond):
+			d.kill()
+			if round < 200 {
+				continue
+			}
+			t.Fatal("users still waiting after 200 dispatchers")
+		}
+		break
+	}
+	for i, c := range clients {
+		if c.distinctTokens() != 1 {
+			t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
+		}
+	}
+	if v := broker.queueView(eventID); v.num("claims") != users {
+		t.Fatalf("promotions %d for %d users: %s", v.num("claims"), users, v.raw)
+	}
+}
