@@ -189,8 +189,8 @@ func NewOrderRepository(db *DB) *OrderRepository {
 }
 
 // Create inserts the order and, in one multi-row INSERT, its items, and rolls a COMPLETED one up
-// as MarkPaid does, in one transaction (the caller's, when ctx carries one). An order holds at most order.MaxCartLines items, far below
-// the databases' limit of parameters per statement.
+// as MarkPaid does, in one transaction (the caller's, when ctx carries one). An order holds at
+// most order.MaxCartLines items, far below the databases' limit of parameters per statement.
 func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 	m := errorMeanings{op: "create order", notFound: catalog.ErrProductNotFound}
 	var couponID sql.NullString

@@ -250,7 +250,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user); coupon-herd: the coupon's quantity; queue-pull: the slots; seat-herd: the seats")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
-	fs.IntVar(&cfg.orderItems, "order-items", 1000000, "top-products: order lines written before the reads (1000000 takes minutes)")
+	fs.IntVar(&cfg.orderItems, "order-items", 100000, "top-products: order lines written before the reads (1000000 takes minutes)")
 	fs.BoolVar(&cfg.list, "list", false, "print the scenario names, one per line, and exit")
 	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the database/sql ceiling run (ratios are then not judged)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "per request (and per ceiling transaction)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
+	domainorder "github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/outbox"
 )
 
@@ -239,6 +240,17 @@ func TestPayment_StampedeSellsExactlyTheStock(t *testing.T) {
 			s.assertWallet("clicker", 980, 2)
 			if q, out := s.stockOf(q); q != 48 || out != 2 {
 				t.Fatalf("stock %d, out %d", q, out)
+			}
+
+			// What the ranking reads counts every sold unit once, however the payments raced.
+			top, err := s.stores.Orders.TopSelling(context.Background(), time.Now().Add(-time.Hour), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []domainorder.Sales{{ProductID: p, Name: "scarce", Units: stock, Revenue: stock * price},
+				{ProductID: q, Name: "double-clicked", Units: 2, Revenue: 20}}
+			if !slices.Equal(top, want) {
+				t.Fatalf("top selling %+v, want %+v", top, want)
 			}
 		})
 	}
