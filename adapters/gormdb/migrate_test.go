@@ -59,16 +59,11 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 // and PENDING orders gets, from migration 8, the hourly rollup of exactly its COMPLETED lines,
 // and the ranking read on it is the live aggregate.
 func TestMigrate_RollsUpTheSalesAnUpgradedDatabaseHolds(t *testing.T) {
-	for name, fresh := range map[string]func(testing.TB) testenv.Database{
-		"postgres": testenv.Postgres,
-		"mysql":    testenv.MySQL,
-	} {
+	for name, fresh := range dialects {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db, err := gormdb.Open(ctx, fresh(t).URL, gormdb.Options{})
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, db.Close()) })
+			db := openFresh(t, fresh, gormdb.Options{})
 			require.NoError(t, gormdb.MigrateTo(ctx, db, 7))
 
 			hour := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
