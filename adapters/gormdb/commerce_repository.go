@@ -188,9 +188,9 @@ func NewOrderRepository(db *DB) *OrderRepository {
 	}
 }
 
-// Create inserts the order and, in one multi-row INSERT, its items, in one transaction (the
-// caller's, when ctx carries one). An order holds at most order.MaxCartLines items, far below
-// the databases' limit of parameters per statement.
+// Create inserts the order and, in one multi-row INSERT, its items, and rolls a COMPLETED one up
+// as MarkPaid does, in one transaction (the caller's, when ctx carries one). An order holds at
+// most order.MaxCartLines items, far below the databases' limit of parameters per statement.
 func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 	m := errorMeanings{op: "create order", notFound: catalog.ErrProductNotFound}
 	var couponID sql.NullString
@@ -199,7 +199,7 @@ func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 	}
 	var paidAt sql.NullTime
 	if at := o.PaidAt(); at != nil {
-		paidAt = sql.NullTime{Time: at.UTC(), Valid: true}
+		paidAt = sql.NullTime{Time: at.UTC().Truncate(time.Microsecond), Valid: true}
 	}
 	items := o.Items()
 	insertItems := Bind(r.db.dialect, "INSERT INTO order_items (order_id, line, product_id, name, quantity, unit_price, subtotal) VALUES "+
@@ -214,8 +214,10 @@ func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 		if err != nil || len(items) == 0 {
 			return err
 		}
-		_, err = r.db.exec(ctx, m, insertItems, args...)
-		return err
+		if _, err = r.db.exec(ctx, m, insertItems, args...); err != nil || !paidAt.Valid {
+			return err
+		}
+		return r.rollUpSales(ctx, o.ID(), paidAt.Time)
 	})
 }
 

@@ -1,6 +1,9 @@
 package gormdb
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Exec runs a raw statement ("?" placeholders on both dialects) the way the repositories do: on
 // the transaction ctx carries, else on the pool. Its error goes through translate.
@@ -15,3 +18,16 @@ func Translate(err error) error { return translate(err, errorMeanings{op: "test"
 
 // ErrCheckViolation is the error a CHECK constraint's refusal maps to.
 var ErrCheckViolation = errCheckViolation
+
+// MigrateTo applies db's migrations up to and including version, as a database last upgraded to
+// that version has them.
+func MigrateTo(ctx context.Context, db *DB, version int64) error {
+	provider, err := migrationProvider(db)
+	if err != nil {
+		return err
+	}
+	if _, err := provider.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate to %d: %w", version, err)
+	}
+	return nil
+}

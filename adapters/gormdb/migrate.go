@@ -27,23 +27,32 @@ const (
 // Migrate applies the pending migrations of db's dialect. Several instances may call it at once:
 // a database lock lets one apply them while the others wait, then find nothing left to do.
 func Migrate(ctx context.Context, db *DB) error {
-	files, err := fs.Sub(migrations, "migrations/"+string(db.dialect))
+	provider, err := migrationProvider(db)
 	if err != nil {
-		return fmt.Errorf("gormdb: migrations for %s: %w", db.dialect, err)
-	}
-	dialect, locking, err := migrationSetup(db.dialect)
-	if err != nil {
-		return fmt.Errorf("gormdb: migration lock for %s: %w", db.dialect, err)
-	}
-	// Not closed: Provider.Close would close db's pool.
-	provider, err := goose.NewProvider(dialect, db.sql, files, locking)
-	if err != nil {
-		return fmt.Errorf("gormdb: load %s migrations: %w", db.dialect, err)
+		return err
 	}
 	if _, err := provider.Up(ctx); err != nil {
 		return translate(err, errorMeanings{op: "migrate " + string(db.dialect)})
 	}
 	return nil
+}
+
+// migrationProvider is goose's provider of db's dialect's migrations, under the migration lock.
+func migrationProvider(db *DB) (*goose.Provider, error) {
+	files, err := fs.Sub(migrations, "migrations/"+string(db.dialect))
+	if err != nil {
+		return nil, fmt.Errorf("gormdb: migrations for %s: %w", db.dialect, err)
+	}
+	dialect, locking, err := migrationSetup(db.dialect)
+	if err != nil {
+		return nil, fmt.Errorf("gormdb: migration lock for %s: %w", db.dialect, err)
+	}
+	// Not closed: Provider.Close would close db's pool.
+	provider, err := goose.NewProvider(dialect, db.sql, files, locking)
+	if err != nil {
+		return nil, fmt.Errorf("gormdb: load %s migrations: %w", db.dialect, err)
+	}
+	return provider, nil
 }
 
 // migrationSetup returns goose's dialect and the lock that serialises concurrent migration runs:

@@ -4,11 +4,13 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
+	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -49,6 +51,75 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 				require.NoError(t, dbs[0].SQL().QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&rows))
 				assert.Zero(t, rows, table)
 			}
+		})
+	}
+}
+
+// TestMigrate_RollsUpTheSalesAnUpgradedDatabaseHolds: a database at version 7 holding COMPLETED
+// and PENDING orders gets, from migration 8, the hourly rollup of exactly its COMPLETED lines,
+// and the ranking read on it is the live aggregate.
+func TestMigrate_RollsUpTheSalesAnUpgradedDatabaseHolds(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := openFresh(t, fresh, gormdb.Options{})
+			require.NoError(t, gormdb.MigrateTo(ctx, db, 7))
+
+			hour := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+			exec := func(query string, args ...any) {
+				t.Helper()
+				_, err := db.SQL().ExecContext(ctx, gormdb.Bind(db.Dialect(), query), args...)
+				require.NoError(t, err)
+			}
+			exec("INSERT INTO products (id, name, price, created_at) VALUES ('pa', 'A', 10, ?), ('pb', 'B', 7, ?)", hour, hour)
+			type line struct {
+				product  string
+				quantity int64
+			}
+			for id, o := range map[string]struct {
+				paidAt *time.Time
+				lines  []line
+			}{
+				"o1": {new(hour.Add(15*time.Minute + 500*time.Millisecond)), []line{{"pa", 2}, {"pb", 1}}},
+				"o2": {new(hour.Add(time.Hour - time.Microsecond)), []line{{"pa", 3}}},
+				"o3": {new(hour.Add(time.Hour)), []line{{"pb", 4}}},
+				"o4": {nil, []line{{"pa", 100}}},
+			} {
+				status := "PENDING"
+				if o.paidAt != nil {
+					status = "COMPLETED"
+				}
+				exec("INSERT INTO orders (id, user_id, subtotal_amount, discount_amount, total_amount, status, created_at, paid_at) "+
+					"VALUES (?, 'u', 0, 0, 0, ?, ?, ?)", id, status, hour, o.paidAt)
+				for n, l := range o.lines {
+					price := map[string]int64{"pa": 10, "pb": 7}[l.product]
+					exec("INSERT INTO order_items (order_id, line, product_id, name, quantity, unit_price, subtotal) "+
+						"VALUES (?, ?, ?, 'x', ?, ?, ?)", id, n, l.product, l.quantity, price, price*l.quantity)
+				}
+			}
+			require.NoError(t, gormdb.Migrate(ctx, db))
+
+			type rolled struct {
+				product        string
+				hour           time.Time
+				units, revenue int64
+			}
+			var got []rolled
+			rows, err := db.SQL().QueryContext(ctx, "SELECT product_id, hour_start, units, revenue FROM product_sales_hourly ORDER BY product_id, hour_start")
+			require.NoError(t, err)
+			for rows.Next() {
+				var r rolled
+				require.NoError(t, rows.Scan(&r.product, &r.hour, &r.units, &r.revenue))
+				r.hour = r.hour.UTC()
+				got = append(got, r)
+			}
+			require.NoError(t, rows.Err())
+			assert.Equal(t, []rolled{{"pa", hour, 5, 50}, {"pb", hour, 1, 7}, {"pb", hour.Add(time.Hour), 4, 28}}, got)
+
+			top, err := gormdb.NewOrderRepository(db).TopSelling(ctx, hour.Add(30*time.Minute), 5)
+			require.NoError(t, err)
+			assert.Equal(t, []order.Sales{{ProductID: "pb", Name: "B", Units: 4, Revenue: 28}, {ProductID: "pa", Name: "A", Units: 3, Revenue: 30}}, top)
 		})
 	}
 }

@@ -28,11 +28,17 @@ var dialects = map[string]func(testing.TB) testenv.Database{
 // openMigrated opens a fresh, migrated database with opts.
 func openMigrated(t *testing.T, fresh func(testing.TB) testenv.Database, opts gormdb.Options) *gormdb.DB {
 	t.Helper()
-	ctx := context.Background()
-	db, err := gormdb.Open(ctx, fresh(t).URL, opts)
+	db := openFresh(t, fresh, opts)
+	require.NoError(t, gormdb.Migrate(context.Background(), db))
+	return db
+}
+
+// openFresh opens a fresh, empty database with opts, closed when the test ends.
+func openFresh(t *testing.T, fresh func(testing.TB) testenv.Database, opts gormdb.Options) *gormdb.DB {
+	t.Helper()
+	db, err := gormdb.Open(context.Background(), fresh(t).URL, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
-	require.NoError(t, gormdb.Migrate(ctx, db))
 	return db
 }
 

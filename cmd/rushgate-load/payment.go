@@ -279,14 +279,15 @@ func queryRows(ctx context.Context, db *sql.DB, query string, args []any, scan f
 // The ceiling is the same one-transaction payment through database/sql, one payment per
 // transaction and no lock or combining: the order and the balance FOR UPDATE, the stock read,
 // the optimistic deduction (retried in a fresh transaction up to 3 times on a conflict, as
-// rushgate does), the history row, the order COMPLETED, the balance and its ledger entry, and
-// the outbox row.
+// rushgate does), the history row, the order COMPLETED and its line rolled up into the top
+// products' product_sales_hourly, the balance and its ledger entry, and the outbox row.
 const (
 	lockOrderSQL        = `SELECT status, total_amount FROM orders WHERE id = ? FOR UPDATE`
 	readStockVersionSQL = `SELECT quantity, version FROM stock WHERE product_id = ?`
 	deductStockSQL      = `UPDATE stock SET quantity = quantity - 1, version = version + 1 WHERE product_id = ? AND version = ? AND quantity >= 1`
 	insertHistorySQL    = `INSERT INTO stock_history (id, product_id, type, before_quantity, after_quantity, ref_type, ref_id, created_at) VALUES (?, ?, 'OUT', ?, ?, 'ORDER', ?, ?)`
 	payOrderSQL         = `UPDATE orders SET status = 'COMPLETED', paid_at = ? WHERE id = ? AND status = 'PENDING'`
+	rollUpSaleSQL       = `INSERT INTO product_sales_hourly (product_id, hour_start, units, revenue) VALUES (?, ?, 1, ?) `
 	insertOutboxSQL     = `INSERT INTO outbox (id, payload, status, attempts, next_attempt_at, last_error, created_at) VALUES (?, ?, 'PENDING', 0, ?, '', ?)`
 	ceilingRetries      = 3
 )
@@ -295,7 +296,7 @@ var errStockConflict = errors.New("stock version conflict")
 
 // paymentStatements are the payment transaction's statements in one dialect.
 type paymentStatements struct {
-	lockOrder, lockBalance, readStock, deductStock, insertHistory, payOrder, updateBalance, insertLedger, insertOutbox string
+	lockOrder, lockBalance, readStock, deductStock, insertHistory, payOrder, rollUpSale, updateBalance, insertLedger, insertOutbox string
 }
 
 func (s *paymentHerd) ceiling(ctx context.Context, e *env) (work, error) {
@@ -307,6 +308,7 @@ func (s *paymentHerd) ceiling(ctx context.Context, e *env) (work, error) {
 	stmts := paymentStatements{
 		lockOrder: gormdb.Bind(d, lockOrderSQL), lockBalance: gormdb.Bind(d, lockBalanceSQL), readStock: gormdb.Bind(d, readStockVersionSQL),
 		deductStock: gormdb.Bind(d, deductStockSQL), insertHistory: gormdb.Bind(d, insertHistorySQL), payOrder: gormdb.Bind(d, payOrderSQL),
+		rollUpSale:    gormdb.Bind(d, rollUpSaleSQL+rollUpSaleConflict(d)),
 		updateBalance: gormdb.Bind(d, updateBalanceSQL), insertLedger: gormdb.Bind(d, insertLedgerSQL), insertOutbox: gormdb.Bind(d, insertOutboxSQL),
 	}
 	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
@@ -323,6 +325,15 @@ func (s *paymentHerd) ceiling(ctx context.Context, e *env) (work, error) {
 		}
 		return attempt{latency: time.Since(start), ok: code == "" && err == nil, code: code, err: err}
 	}}, nil
+}
+
+// rollUpSaleConflict adds a sale to the product's row of the hour when there is one.
+func rollUpSaleConflict(d gormdb.Dialect) string {
+	if d == gormdb.Postgres {
+		return "ON CONFLICT (product_id, hour_start) DO UPDATE SET units = product_sales_hourly.units + EXCLUDED.units, " +
+			"revenue = product_sales_hourly.revenue + EXCLUDED.revenue"
+	}
+	return "ON DUPLICATE KEY UPDATE units = units + VALUES(units), revenue = revenue + VALUES(revenue)"
 }
 
 // payTx pays orderID of userID for one unit of productID in one transaction; it returns the
@@ -372,6 +383,7 @@ func payTx(ctx context.Context, db *sql.DB, stmts paymentStatements, productID, 
 	}{
 		{stmts.insertHistory, []any{uuid.NewString(), productID, left, left - 1, orderID, now}},
 		{stmts.payOrder, []any{now, orderID}},
+		{stmts.rollUpSale, []any{productID, now.Truncate(time.Hour), total}},
 		{stmts.updateBalance, []any{balance - total, now, userID}},
 		{stmts.insertLedger, []any{uuid.NewString(), userID, "PAYMENT", -total, balance - total, "order:" + orderID, now}},
 		{stmts.insertOutbox, []any{messageID, string(payload), now, now}},

@@ -15,7 +15,9 @@ import (
 // TestPaymentRepositories checks what a payment writes beyond Commerce I's ports:
 // ports.StockRepository (Deduct applies only at the read version and while the stock covers it,
 // and of concurrent deductions at one version one applies; movements round-trip oldest first),
-// OrderRepository.MarkPaid (once; a second is order.ErrNotPayable) and ports.OutboxRepository
+// OrderRepository.MarkPaid (once; a second is order.ErrNotPayable), TopSelling (exactly the
+// aggregate of the orders paid since a time, from any time, also under concurrent payments) and
+// ports.OutboxRepository
 // (messages round-trip; a claim takes due PENDING messages and leases them; concurrent claims
 // never take one message twice; Record needs the claim's token; Retry turns only a FAILED
 // message PENDING).
@@ -25,6 +27,8 @@ func TestPaymentRepositories(t *testing.T, newStores func(t *testing.T) ports.St
 		{"Stock/ConcurrentDeductsAtOneVersionApplyOnce", testStockConcurrentDeducts},
 		{"Stock/MovementsRoundTripOldestFirst", testStockMovements},
 		{"Order/MarkPaidOnce", testOrderMarkPaidOnce},
+		{"Order/TopSellingIsTheLiveAggregateAroundHours", testTopSellingAroundHours},
+		{"Order/ConcurrentPaymentsRollUpEveryLine", testConcurrentPaymentsRollUpEveryLine},
 		{"Outbox/AddThenGetRoundTrips", testOutboxRoundTrip},
 		{"Outbox/ClaimLeasesUntilItsEnd", testOutboxClaimLeases},
 		{"Outbox/ConcurrentClaimsNeverShareAMessage", testOutboxConcurrentClaims},
