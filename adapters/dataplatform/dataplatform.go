@@ -3,14 +3,13 @@
 package dataplatform
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/rushgate/rushgate/adapters/httppost"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -33,20 +32,8 @@ func New(url string, timeout time.Duration) *Client {
 
 // Send posts payload once.
 func (c *Client) Send(ctx context.Context, messageID string, payload []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(payload))
-	if err != nil {
+	if err := httppost.JSON(ctx, c.client, c.url, payload, http.Header{"Idempotency-Key": {messageID}}); err != nil {
 		return fmt.Errorf("dataplatform: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", messageID)
-	res, err := c.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("dataplatform: %w", err)
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return fmt.Errorf("dataplatform: answered %s", res.Status)
 	}
 	return nil
 }

@@ -3,15 +3,14 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/rushgate/rushgate/adapters/httppost"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -53,19 +52,8 @@ func (w *Webhook) Notify(ctx context.Context, a ports.Alert) error {
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := w.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return fmt.Errorf("notify: webhook answered %s", res.Status)
+	if err := httppost.JSON(ctx, w.client, w.url, body, nil); err != nil {
+		return fmt.Errorf("notify: webhook: %w", err)
 	}
 	return nil
 }
