@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/order"
 )
@@ -58,7 +57,7 @@ func (s *cartHerd) targets(gormdb.Dialect) []target {
 // prepare creates the products, with a unit of stock for every add, through the API and mints
 // the user's token.
 func (s *cartHerd) prepare(ctx context.Context, e *env) error {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
@@ -70,7 +69,7 @@ func (s *cartHerd) prepare(ctx context.Context, e *env) error {
 		}
 	}
 	s.userID = "load-" + e.runID + "-shopper"
-	bearer, err := e.tokens.Mint(s.userID, rghttp.RoleUser, tokenTTL)
+	bearer, err := e.userToken(s.userID)
 	if err != nil {
 		return fmt.Errorf("mint token for %s: %w", s.userID, err)
 	}

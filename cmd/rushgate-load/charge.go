@@ -53,7 +53,7 @@ func (s *chargeHerd) targets(gormdb.Dialect) []target {
 
 // prepare creates the user, with a zero balance, through the API and mints its token.
 func (s *chargeHerd) prepare(ctx context.Context, e *env) error {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
@@ -66,7 +66,7 @@ func (s *chargeHerd) prepare(ctx context.Context, e *env) error {
 	if a.status != http.StatusCreated {
 		return fmt.Errorf("create user: POST /admin/users answered %d: %s", a.status, snippet(raw))
 	}
-	bearer, err := e.tokens.Mint(s.userID, rghttp.RoleUser, tokenTTL)
+	bearer, err := e.userToken(s.userID)
 	if err != nil {
 		return fmt.Errorf("mint token for %s: %w", s.userID, err)
 	}

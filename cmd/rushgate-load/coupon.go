@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
 
 // The coupon herd: --users distinct users each ask once for a coupon of quantity --capacity,
@@ -62,7 +61,7 @@ func (s *couponHerd) targets(gormdb.Dialect) []target {
 
 // prepare creates the coupon through the API and mints one token per user.
 func (s *couponHerd) prepare(ctx context.Context, e *env) error {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
@@ -76,7 +75,7 @@ func (s *couponHerd) prepare(ctx context.Context, e *env) error {
 	s.issues = make([]joinRequest, s.users)
 	for i := range s.issues {
 		user := fmt.Sprintf("load-%s-%d", e.runID, i)
-		bearer, err := e.tokens.Mint(user, rghttp.RoleUser, tokenTTL)
+		bearer, err := e.userToken(user)
 		if err != nil {
 			return fmt.Errorf("mint token for %s: %w", user, err)
 		}

@@ -117,7 +117,7 @@ func (s *crewJoin) targets(d gormdb.Dialect) []target { return s.judgedOn(d) }
 
 // prepare creates the crews through the API and mints one token per user.
 func (s *crewJoin) prepare(ctx context.Context, e *env) error {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
@@ -131,7 +131,7 @@ func (s *crewJoin) prepare(ctx context.Context, e *env) error {
 	s.joins = make([]joinRequest, s.users)
 	for i := range s.joins {
 		user := fmt.Sprintf("load-%s-%d", e.runID, i)
-		bearer, err := e.tokens.Mint(user, rghttp.RoleUser, tokenTTL)
+		bearer, err := e.userToken(user)
 		if err != nil {
 			return fmt.Errorf("mint token for %s: %w", user, err)
 		}

@@ -141,7 +141,7 @@ func (s *paymentHerd) prepare(ctx context.Context, e *env) error {
 	s.productID = sh.productID
 	s.payments = make([]payment, s.users)
 	for i := range s.payments {
-		bearer, err := e.tokens.Mint(sh.userIDs[i], rghttp.RoleUser, tokenTTL)
+		bearer, err := e.userToken(sh.userIDs[i])
 		if err != nil {
 			return fmt.Errorf("mint token for %s: %w", sh.userIDs[i], err)
 		}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
 
 // queue-push: the waiting room's push mode (SPEC §3) under a crowd of SSE clients. The timed
@@ -104,7 +103,7 @@ func (s *queuePush) targets(gormdb.Dialect) []target {
 
 func (s *queuePush) prepare(ctx context.Context, e *env) error {
 	var err error
-	if s.admin, err = e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL); err != nil {
+	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
 	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{

@@ -18,7 +18,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	rghttp "github.com/rushgate/rushgate/adapters/http"
 	rgredis "github.com/rushgate/rushgate/adapters/redis"
 )
 
@@ -76,7 +75,7 @@ func (s *queuePull) prepare(ctx context.Context, e *env) error {
 		return errors.New("queue-pull: --redis-url (or RUSHGATE_REDIS_URL) is required for its ceiling, raw ZADD; or pass --no-ceiling")
 	}
 	var err error
-	if s.admin, err = e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL); err != nil {
+	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
 	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
@@ -112,7 +111,7 @@ func mintUsers(e *env, n int) ([]map[string]string, error) {
 	bearers := make([]map[string]string, n)
 	for i := range bearers {
 		user := fmt.Sprintf("load-%s-%d", e.runID, i)
-		bearer, err := e.tokens.Mint(user, rghttp.RoleUser, tokenTTL)
+		bearer, err := e.userToken(user)
 		if err != nil {
 			return nil, fmt.Errorf("mint token for %s: %w", user, err)
 		}

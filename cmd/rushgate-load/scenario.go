@@ -46,6 +46,16 @@ type env struct {
 	stderr      io.Writer // progress lines for the person watching
 }
 
+// adminToken mints this run's admin token, for the routes that create what a run needs.
+func (e *env) adminToken() (string, error) {
+	return e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+}
+
+// userToken mints a user's token for the timed requests.
+func (e *env) userToken(userID string) (string, error) {
+	return e.tokens.Mint(userID, rghttp.RoleUser, tokenTTL)
+}
+
 // registration names a scenario and builds it from the command line.
 type registration struct {
 	name    string

@@ -61,7 +61,7 @@ func (s *seatHerd) seatOf(user int) int { return user%s.seats + 1 }
 // prepare creates the event with a slot per user and admits every user (enter, claim), at the
 // run's concurrency, keeping their entry tokens.
 func (s *seatHerd) prepare(ctx context.Context, e *env) error {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
 
 // The top products read: --users GET /api/products/top against --order-items order lines
@@ -150,7 +149,7 @@ func (s *topProducts) prepare(ctx context.Context, e *env) error {
 	}
 	progress(e.stderr, "run %s: %d order items prepared in %v\n", e.runID, s.items, time.Since(started).Round(time.Millisecond))
 	var err error
-	s.bearer, err = e.tokens.Mint("load-"+e.runID+"-reader", rghttp.RoleUser, tokenTTL)
+	s.bearer, err = e.userToken("load-" + e.runID + "-reader")
 	return err
 }
 

@@ -69,7 +69,7 @@ func (s *verificationFlow) targets(gormdb.Dialect) []target {
 
 // prepare creates the challenge, mints the users' tokens and draws the image.
 func (s *verificationFlow) prepare(ctx context.Context, e *env) error {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
@@ -90,7 +90,7 @@ func (s *verificationFlow) prepare(ctx context.Context, e *env) error {
 	s.challengeID = created.ID
 	s.tokens = make([]string, s.users)
 	for i := range s.tokens {
-		if s.tokens[i], err = e.tokens.Mint(s.userID(e, i), rghttp.RoleUser, tokenTTL); err != nil {
+		if s.tokens[i], err = e.userToken(s.userID(e, i)); err != nil {
 			return fmt.Errorf("mint token: %w", err)
 		}
 	}
@@ -264,7 +264,7 @@ func (s *verificationFlow) readDatabase(ctx context.Context, e *env) (verificati
 
 // readAPI pages through the challenge's verifications as an admin.
 func (s *verificationFlow) readAPI(ctx context.Context, e *env) (verifications, users int, err error) {
-	admin, err := e.tokens.Mint("load-admin-"+e.runID, rghttp.RoleAdmin, tokenTTL)
+	admin, err := e.adminToken()
 	if err != nil {
 		return 0, 0, err
 	}
