@@ -54,7 +54,7 @@ func (h crewHandlers) get(c *gin.Context) {
 
 // listMembers answers GET /crews/{crewId}/members?limit=&cursor=.
 func (h crewHandlers) listMembers(c *gin.Context) {
-	limit, err := pageLimit(c, appcrew.MaxPageLimit)
+	limit, err := pageLimit(c)
 	if err != nil {
 		respondError(c, err)
 		return
@@ -68,14 +68,14 @@ func (h crewHandlers) listMembers(c *gin.Context) {
 }
 
 // pageLimit reads the optional ?limit= of a paged list: 0 (the service's default) when absent.
-func pageLimit(c *gin.Context, maxLimit int) (int, error) {
+func pageLimit(c *gin.Context) (int, error) {
 	raw, present := c.GetQuery("limit")
 	if !present {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 {
-		return 0, domain.Invalid("limit", "must be an integer between 1 and %d", maxLimit)
+		return 0, domain.Invalid("limit", "must be an integer between 1 and %d", domain.MaxPageLimit)
 	}
 	return n, nil
 }

@@ -90,7 +90,7 @@ func (h eventHandlers) queue(c *gin.Context) {
 
 // seats answers GET /events/{eventId}/seats?limit=&cursor=.
 func (h eventHandlers) seats(c *gin.Context) {
-	limit, err := pageLimit(c, appwaiting.MaxPageLimit)
+	limit, err := pageLimit(c)
 	if err != nil {
 		respondError(c, err)
 		return

@@ -38,7 +38,7 @@ func (h paymentHandlers) pay(c *gin.Context) {
 
 // listOutbox answers GET /admin/outbox?status= (admin).
 func (h paymentHandlers) listOutbox(c *gin.Context) {
-	limit, err := pageLimit(c, relay.MaxPageLimit)
+	limit, err := pageLimit(c)
 	if err != nil {
 		respondError(c, err)
 		return

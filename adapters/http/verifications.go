@@ -67,7 +67,7 @@ func (h verificationHandlers) getChallenge(c *gin.Context) {
 // listVerifications answers GET /challenges/{challengeId}/verifications?limit=&cursor=: the
 // caller's own, or everyone's for an admin.
 func (h verificationHandlers) listVerifications(c *gin.Context) {
-	limit, err := pageLimit(c, verification.MaxPageLimit)
+	limit, err := pageLimit(c)
 	if err != nil {
 		respondError(c, err)
 		return

@@ -17,12 +17,6 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// Page bounds for member listing (SPEC §0).
-const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 500
-)
-
 // DefaultFullHintTTL is how long an instance trusts that a crew it saw full is still full when
 // Config.FullHintTTL is zero.
 const DefaultFullHintTTL = time.Second
@@ -126,16 +120,14 @@ type MemberPage struct {
 	NextCursor *string      `json:"nextCursor"`
 }
 
-// ListMembers pages through a crew's members in join order. limit 0 means DefaultPageLimit.
+// ListMembers pages through a crew's members in join order. limit 0 means domain.DefaultPageLimit.
 func (s *Service) ListMembers(ctx context.Context, crewID string, limit int, cursor string) (MemberPage, error) {
 	if err := ValidateCrewID(crewID); err != nil {
 		return MemberPage{}, err
 	}
-	if limit == 0 {
-		limit = DefaultPageLimit
-	}
-	if limit < 1 || limit > MaxPageLimit {
-		return MemberPage{}, domain.Invalid("limit", "must be between 1 and %d", MaxPageLimit)
+	limit, err := domain.PageLimit(limit)
+	if err != nil {
+		return MemberPage{}, err
 	}
 	after, err := decodeCursor(cursor)
 	if err != nil {

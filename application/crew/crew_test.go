@@ -165,7 +165,7 @@ func assertSeated(t *testing.T, f *fixture, crewID string, want int) {
 		t.Fatal(err)
 	}
 	count, _ := f.table.Count(ctx, crewID)
-	members, _ := f.table.List(ctx, crewID, nil, appcrew.MaxPageLimit)
+	members, _ := f.table.List(ctx, crewID, nil, domain.MaxPageLimit)
 	users := map[string]bool{}
 	for _, m := range members {
 		if users[m.UserID] {

@@ -24,8 +24,6 @@ const (
 	DefaultSendTimeout = 3 * time.Second
 	DefaultSenders     = 8
 	DefaultQueue       = 1024
-	DefaultPageLimit   = 50
-	MaxPageLimit       = 500
 )
 
 // DefaultBackoff is the seed's schedule: retries after 1, 5 and 30 minutes.
@@ -282,7 +280,7 @@ type Page struct {
 	NextCursor *string `json:"nextCursor"`
 }
 
-// List pages the messages of status ("" for all) in id order; limit 0 means DefaultPageLimit.
+// List pages the messages of status ("" for all) in id order; limit 0 means domain.DefaultPageLimit.
 func (s *Service) List(ctx context.Context, status string, limit int, cursor string) (Page, error) {
 	var st outbox.Status
 	if status != "" {
@@ -291,11 +289,9 @@ func (s *Service) List(ctx context.Context, status string, limit int, cursor str
 			return Page{}, err
 		}
 	}
-	if limit == 0 {
-		limit = DefaultPageLimit
-	}
-	if limit < 1 || limit > MaxPageLimit {
-		return Page{}, domain.Invalid("limit", "must be between 1 and %d", MaxPageLimit)
+	limit, err := domain.PageLimit(limit)
+	if err != nil {
+		return Page{}, err
 	}
 	if cursor != "" {
 		if err := domain.ValidateUUID("cursor", cursor); err != nil {

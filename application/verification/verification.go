@@ -20,12 +20,6 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// Page bounds for verification listing (SPEC §0).
-const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 500
-)
-
 // Defaults of Config's durations (SPEC §7).
 const (
 	DefaultUploadURLExpiry = 5 * time.Minute
@@ -382,7 +376,7 @@ type VerificationPage struct {
 }
 
 // ListCommand asks for a page of a challenge's verifications: the caller's own, or everyone's
-// for an admin. Limit 0 means DefaultPageLimit.
+// for an admin. Limit 0 means domain.DefaultPageLimit.
 type ListCommand struct {
 	ChallengeID string
 	UserID      string
@@ -397,11 +391,9 @@ func (s *Service) ListVerifications(ctx context.Context, cmd ListCommand) (Verif
 		return VerificationPage{}, err
 	}
 	limit := cmd.Limit
-	if limit == 0 {
-		limit = DefaultPageLimit
-	}
-	if limit < 1 || limit > MaxPageLimit {
-		return VerificationPage{}, domain.Invalid("limit", "must be between 1 and %d", MaxPageLimit)
+	limit, err := domain.PageLimit(limit)
+	if err != nil {
+		return VerificationPage{}, err
 	}
 	after, err := decodeCursor(cmd.Cursor)
 	if err != nil {

@@ -23,12 +23,6 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// Page bounds for seat listing (SPEC §0).
-const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 500
-)
-
 // Defaults for Config's zero fields.
 const (
 	DefaultIdleTimeout  = 2 * time.Minute
@@ -426,13 +420,11 @@ type SeatPage struct {
 }
 
 // ListSeats pages through an event's seats by number; the cursor is the last seat id of the
-// previous page. limit 0 means DefaultPageLimit.
+// previous page. limit 0 means domain.DefaultPageLimit.
 func (s *Service) ListSeats(ctx context.Context, eventID string, limit int, cursor string) (SeatPage, error) {
-	if limit == 0 {
-		limit = DefaultPageLimit
-	}
-	if limit < 1 || limit > MaxPageLimit {
-		return SeatPage{}, domain.Invalid("limit", "must be between 1 and %d", MaxPageLimit)
+	limit, err := domain.PageLimit(limit)
+	if err != nil {
+		return SeatPage{}, err
 	}
 	after := 0
 	if cursor != "" {
