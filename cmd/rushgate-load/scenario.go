@@ -86,6 +86,7 @@ var scenarioDefaults = map[string]map[string]string{
 	"coupon-herd":  {"users": "10000", "capacity": "100"},
 	"queue-pull":   {"users": "100000", "capacity": "100"},
 	"outbox-drain": {"users": "10000"},
+	"queue-push":   {"users": "10000", "capacity": "1000", "concurrency": "128"},
 }
 
 // databaseOptional marks a scenario that also runs against the embedded default: without
