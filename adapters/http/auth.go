@@ -2,13 +2,14 @@ package http
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/rushgate/rushgate/domain"
@@ -80,14 +81,9 @@ func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, erro
 
 // Verify checks raw's HS256 signature (any other algorithm, including "none", is rejected), its
 // expiry, and that it names a valid user and role.
-//
-// Claims are read by their exact names (sub, role, exp) only, and a token naming one claim twice
-// in any letter case ("role" and "ROLE") is refused: encoding/json matches struct fields
-// case-insensitively and keeps the last repeated name, so such a token could be read as one
-// user or role here and as another by the next reader.
 func (t *Tokens) Verify(raw string) (Principal, error) {
-	claims := jwt.MapClaims{}
-	_, err := jwt.ParseWithClaims(raw, claims,
+	var c verifiedClaims
+	_, err := jwt.ParseWithClaims(raw, &c,
 		func(*jwt.Token) (any, error) { return t.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -95,70 +91,91 @@ func (t *Tokens) Verify(raw string) (Principal, error) {
 	if err != nil {
 		return Principal{}, fmt.Errorf("verify token: %w", err)
 	}
-	if err := refuseAmbiguousClaims(raw); err != nil {
+	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
 		return Principal{}, fmt.Errorf("verify token: %w", err)
 	}
-	sub, err := claims.GetSubject()
-	if err != nil {
-		return Principal{}, fmt.Errorf("verify token: %w", err)
+	if !c.role.valid() {
+		return Principal{}, fmt.Errorf("verify token: unknown role %q", c.role)
 	}
-	if err := domain.ValidateUserID("sub", sub); err != nil {
-		return Principal{}, fmt.Errorf("verify token: %w", err)
-	}
-	role, _ := claims["role"].(string)
-	if !Role(role).valid() {
-		return Principal{}, fmt.Errorf("verify token: unknown role %q", role)
-	}
-	return Principal{UserID: sub, Role: Role(role)}, nil
+	return Principal{UserID: c.Subject, Role: c.role}, nil
 }
 
-// refuseAmbiguousClaims fails when two claim names of the token's payload are equal under
-// strings.EqualFold, exact repeats included. Call it on a token whose signature checked out.
-func refuseAmbiguousClaims(raw string) error {
-	parts := strings.Split(raw, ".")
-	if len(parts) != 3 {
-		return errors.New("token is not three segments")
+// verifiedClaims are the claims Verify reads — sub, role, exp, and nbf for golang-jwt's check
+// — decoded by their exact names only. A payload naming one claim twice in any letter case
+// ("role" and "ROLE", or "role" repeated) is refused: encoding/json matches struct fields
+// case-insensitively and keeps the last repeated name, so such a token could be read as one
+// user or role here and as another by the next reader. A claim of the wrong JSON type is
+// refused too (a numeric-looking string is no exp).
+type verifiedClaims struct {
+	jwt.RegisteredClaims
+	role Role
+}
+
+// UnmarshalJSON reads the payload's top-level members in one pass of a streaming tokenizer.
+func (c *verifiedClaims) UnmarshalJSON(payload []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(payload), jsontext.AllowDuplicateNames(true))
+	if open, err := dec.ReadToken(); err != nil || open.Kind() != '{' {
+		return errors.New("claims are not a JSON object")
 	}
-	payload, err := jwt.NewParser().DecodeSegment(parts[1])
-	if err != nil {
-		return fmt.Errorf("decode claims: %w", err)
-	}
-	names, err := claimNames(payload)
-	if err != nil {
-		return err
-	}
-	// Quadratic, but only over the claims of a token we signed ourselves.
-	for i, name := range names {
-		for _, other := range names[i+1:] {
+	var names []string
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return fmt.Errorf("read claims: %w", err)
+		}
+		name := tok.String()
+		for _, other := range names {
 			if strings.EqualFold(name, other) {
-				return fmt.Errorf("claim %q is named twice (as %q)", name, other)
+				return fmt.Errorf("claim %q is named twice (as %q)", other, name)
 			}
 		}
+		names = append(names, name)
+		if err := c.read(dec, name); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("read claims: %w", err)
 	}
 	return nil
 }
 
-// claimNames lists the top-level member names of a JSON object in order, repeats included,
-// which decoding into a map would hide.
-func claimNames(payload []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	if open, err := dec.Token(); err != nil || open != json.Delim('{') {
-		return nil, errors.New("claims are not a JSON object")
-	}
-	var names []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("read claims: %w", err)
+// read decodes the value of the member name, skipping the claims Verify does not read.
+func (c *verifiedClaims) read(dec *jsontext.Decoder, name string) error {
+	switch name {
+	case "sub", "role", "exp", "nbf":
+	default:
+		if err := dec.SkipValue(); err != nil {
+			return fmt.Errorf("read claim %q: %w", name, err)
 		}
-		name, _ := tok.(string)
-		names = append(names, name)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, fmt.Errorf("read claim %q: %w", name, err)
+		return nil
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return fmt.Errorf("read claim %q: %w", name, err)
+	}
+	wantKind := jsontext.Kind('"')
+	if name == "exp" || name == "nbf" {
+		wantKind = '0'
+	}
+	if tok.Kind() != wantKind {
+		return fmt.Errorf("claim %q is a JSON %s, want %s", name, tok.Kind(), wantKind)
+	}
+	switch name {
+	case "sub":
+		c.Subject = tok.String()
+	case "role":
+		c.role = Role(tok.String())
+	default:
+		whole, fraction := math.Modf(tok.Float()) // as golang-jwt reads a NumericDate
+		at := jwt.NewNumericDate(time.Unix(int64(whole), int64(fraction*float64(time.Second))))
+		if name == "exp" {
+			c.ExpiresAt = at
+		} else {
+			c.NotBefore = at
 		}
 	}
-	return names, nil
+	return nil
 }
 
 const principalKey = "rushgate.principal"

@@ -211,3 +211,17 @@ func TestTokens_VerifyReadsExactClaimNames(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rhttp.Principal{UserID: "u1", Role: rhttp.RoleUser}, p)
 }
+
+func BenchmarkTokens_Verify(b *testing.B) {
+	tokens := rhttp.NewTokens([]byte("bench-secret-bench-secret-bench-secret"))
+	raw, err := tokens.Mint("load-run-12345", rhttp.RoleUser, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tokens.Verify(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

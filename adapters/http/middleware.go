@@ -20,12 +20,13 @@ const RequestIDHeader = "X-Request-ID"
 
 const (
 	loggerKey          = "rushgate.logger"
+	requestIDKey       = "rushgate.requestId"
 	maxRequestIDLength = 128
 	unmatchedRoute     = "unmatched"
 )
 
 // requestID adopts a sane incoming X-Request-ID or generates one, echoes it in the response and
-// stores a logger that stamps it on every line logged for the request.
+// stores it with the logger; requestLogger stamps it on every line logged for the request.
 func requestID(logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id := c.GetHeader(RequestIDHeader)
@@ -33,7 +34,8 @@ func requestID(logger *slog.Logger) gin.HandlerFunc {
 			id = uuid.NewString()
 		}
 		c.Header(RequestIDHeader, id)
-		c.Set(loggerKey, logger.With(slog.String("requestId", id)))
+		c.Set(loggerKey, logger)
+		c.Set(requestIDKey, id)
 		c.Next()
 	}
 }
@@ -54,14 +56,14 @@ func saneRequestID(id string) bool {
 	return true
 }
 
-// requestLogger is the request's logger that requestID stored.
+// requestLogger is the logger requestID stored, stamping the request id. It is built when a
+// line is to be written, not for every request: most requests log nothing at the usual levels.
 func requestLogger(c *gin.Context) *slog.Logger {
-	if l, ok := c.Get(loggerKey); ok {
-		if logger, ok := l.(*slog.Logger); ok {
-			return logger
-		}
+	logger, ok := c.Value(loggerKey).(*slog.Logger)
+	if !ok {
+		return slog.Default()
 	}
-	return slog.Default()
+	return logger.With(slog.String("requestId", c.GetString(requestIDKey)))
 }
 
 // observe writes one structured access-log line per request and records its latency.
@@ -78,6 +80,9 @@ func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 		method := metricMethod(c.Request.Method)
 		status := c.Writer.Status()
 		metrics.ObserveRequest(method, route, status, latency)
+		if logger, ok := c.Value(loggerKey).(*slog.Logger); !ok || !logger.Enabled(c.Request.Context(), slog.LevelInfo) {
+			return
+		}
 
 		attrs := []slog.Attr{
 			slog.String("method", method),

@@ -60,7 +60,10 @@ local function owns(held, owner) return held and string.sub(held, 1, #owner) == 
 func newPushScript(body string) *goredis.Script { return newWaitingScript(departLua + body) }
 
 // connectScript records the owner, then enters as Enter does. ARGV user, owner.
-var connectScript = newPushScript(`redis.call('HSET', owners, ARGV[1], ARGV[2])` + enterBody)
+var connectScript = newPushScript(enterLua + `
+redis.call('HSET', owners, ARGV[1], ARGV[2])
+return enter(ARGV[1])
+`)
 
 // disconnectScript answers {'OK', departure}. ARGV user, owner (or owner prefix).
 var disconnectScript = newPushScript(`
@@ -112,7 +115,11 @@ return {'ISSUED', ARGV[2], expiresAt}
 
 // Connect enters the user and makes owner the user's connection.
 func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
-	return w.enter(ctx, "connect to waiting room", connectScript, eventID, userID, owner)
+	state, r, err := w.run(ctx, "connect to waiting room", connectScript, eventID, userID, owner)
+	if err != nil {
+		return ports.QueuePlace{}, err
+	}
+	return w.entered(ctx, eventID, state, r)
 }
 
 // Disconnect applies the disconnect rule if owner still holds the user.

@@ -40,14 +40,32 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // another slot): Enter adds the event when it found the room empty, and Reconcile removes an
 // empty room's event first and then puts it back if the room turned out not to be empty, so a
 // concurrent Enter is never lost from the index.
+//
+// Enter and Position calls on one event are combined: the calls that arrive while one script
+// call of the event is in flight go out together in the next (combine.go).
 type WaitingRoom struct {
-	client goredis.UniversalClient
-	prefix string
+	client    goredis.UniversalClient
+	prefix    string
+	entries   *combiner[string, string, []any]      // event → entering users
+	positions *combiner[positionKey, string, []any] // event and token TTL → polling users
+}
+
+// positionKey groups Position calls that one script call can serve.
+type positionKey struct {
+	eventID string
+	ttl     time.Duration
 }
 
 // NewWaitingRoom returns a store whose keys start with prefix (e.g. WaitingRoomKeyPrefix).
 func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
-	return &WaitingRoom{client: c, prefix: prefix}
+	w := &WaitingRoom{client: c, prefix: prefix}
+	w.entries = newCombiner(func(ctx context.Context, eventID string, users []string) ([][]any, error) {
+		return w.runEach(ctx, "enter waiting room", enterScript, eventID, nil, users)
+	})
+	w.positions = newCombiner(func(ctx context.Context, k positionKey, users []string) ([][]any, error) {
+		return w.runEach(ctx, "read queue position", positionScript, k.eventID, []any{k.ttl.Milliseconds()}, users)
+	})
+	return w
 }
 
 // keys are an event's keys in the order every script takes them.
@@ -90,38 +108,51 @@ redis.call('HSETNX', KEYS[1], 'seats', ARGV[2])
 return 1
 `)
 
-// enterBody answers {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining,
-// created, wasEmpty}. ARGV user.
-const enterBody = `
-local user = ARGV[1]
-local expiry = redis.call('ZSCORE', admitted, user)
-if expiry then return {'ENTERED', remaining(), expiry} end
-local created = 0
-local wasEmpty = 0
-if not redis.call('ZSCORE', queue, user) then
-  if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
+// enterLua defines enter(user), which answers {'ENTERED', remaining, expiresAt} or {'WAITING',
+// rank, remaining, created, wasEmpty}. Entering never admits anyone, so the remaining slots are
+// read once per script call, however many users it enters; a new entry's sequence number is
+// the highest, so its rank is the line's length before it.
+const enterLua = `
+local left = remaining()
+local function enter(user)
+  local expiry = redis.call('ZSCORE', admitted, user)
+  if expiry then return {'ENTERED', left, expiry} end
+  redis.call('ZADD', seen, now, user)
+  local rank = redis.call('ZRANK', queue, user)
+  if rank then return {'WAITING', rank, left, 0, 0} end
+  local waiting = redis.call('ZCARD', queue)
+  local wasEmpty = 0
+  if waiting == 0 and redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
   redis.call('ZADD', queue, redis.call('HINCRBY', meta, 'seq', 1), user)
-  created = 1
+  return {'WAITING', waiting, left, 1, wasEmpty}
 end
-redis.call('ZADD', seen, now, user)
-return {'WAITING', redis.call('ZRANK', queue, user), remaining(), created, wasEmpty}
 `
 
-var enterScript = newWaitingScript(enterBody)
+// enterScript enters ARGV's users in order; answers {'OK', {enter's answer per user}}.
+var enterScript = newWaitingScript(enterLua + `
+local answers = {}
+for i = 1, #ARGV do answers[i] = enter(ARGV[i]) end
+return {'OK', answers}
+`)
 
-// positionScript answers {'ENTERED', remaining, expiresAt}, {'WAITING', rank, remaining} or
-// {'NOT_QUEUED'}. ARGV user, ttl ms.
+// positionScript answers {'OK', {answer per user}}, each {'ENTERED', remaining, expiresAt},
+// {'WAITING', rank, remaining} or {'NOT_QUEUED'}. ARGV ttl ms, then the users.
 var positionScript = newWaitingScript(`
-local user = ARGV[1]
-if redis.call('ZSCORE', admitted, user) then
-  local expiresAt = now + tonumber(ARGV[2])
-  redis.call('ZADD', admitted, expiresAt, user)
-  return {'ENTERED', remaining(), expiresAt}
+local ttl = tonumber(ARGV[1])
+local function position(user)
+  if redis.call('ZSCORE', admitted, user) then
+    local expiresAt = now + ttl
+    redis.call('ZADD', admitted, expiresAt, user)
+    return {'ENTERED', remaining(), expiresAt}
+  end
+  local rank = redis.call('ZRANK', queue, user)
+  if not rank then return {'NOT_QUEUED'} end
+  redis.call('ZADD', seen, now, user)
+  return {'WAITING', rank, remaining()}
 end
-local rank = redis.call('ZRANK', queue, user)
-if not rank then return {'NOT_QUEUED'} end
-redis.call('ZADD', seen, now, user)
-return {'WAITING', rank, remaining()}
+local answers = {}
+for i = 2, #ARGV do answers[i - 1] = position(ARGV[i]) end
+return {'OK', answers}
 `)
 
 // claimScript answers {'HELD', token, expiresAt}, {'CLAIMED', token, expiresAt},
@@ -215,6 +246,12 @@ func (w *WaitingRoom) run(ctx context.Context, op string, script *goredis.Script
 	if err != nil {
 		return "", nil, unavailable(op, err)
 	}
+	return stateOf(op, reply)
+}
+
+// stateOf splits one answer into its state word and the rest, or ports.ErrRoomNotOpen /
+// ports.ErrNotQueued.
+func stateOf(op string, reply []any) (string, []any, error) {
 	if len(reply) == 0 {
 		return "", nil, fmt.Errorf("redis: %s: empty reply", op)
 	}
@@ -226,6 +263,29 @@ func (w *WaitingRoom) run(ctx context.Context, op string, script *goredis.Script
 		return "", nil, ports.ErrNotQueued
 	}
 	return state, reply[1:], nil
+}
+
+// runEach runs a script that serves each user of ARGV after args and answers {'OK', {one
+// answer per user}}; it returns the answers in the users' order.
+func (w *WaitingRoom) runEach(ctx context.Context, op string, script *goredis.Script, eventID string, args []any, users []string) ([][]any, error) {
+	argv := make([]any, 0, len(args)+len(users))
+	argv = append(argv, args...)
+	for _, user := range users {
+		argv = append(argv, user)
+	}
+	_, r, err := w.run(ctx, op, script, eventID, argv...)
+	if err != nil {
+		return nil, err
+	}
+	items, _ := r[0].([]any)
+	if len(items) != len(users) {
+		return nil, fmt.Errorf("redis: %s: %d answers for %d users", op, len(items), len(users))
+	}
+	answers := make([][]any, len(items))
+	for i, item := range items {
+		answers[i], _ = item.([]any)
+	}
+	return answers, nil
 }
 
 // Open creates the room unless it exists and lists the event. See ports.WaitingRoom.
@@ -245,15 +305,19 @@ func (w *WaitingRoom) index(ctx context.Context, eventID string) error {
 
 // Enter queues the user at the back unless already waiting or admitted.
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
-	return w.enter(ctx, "enter waiting room", enterScript, eventID, userID)
-}
-
-// enter runs a script ending in enterBody and indexes a room it found empty.
-func (w *WaitingRoom) enter(ctx context.Context, op string, script *goredis.Script, eventID string, args ...any) (ports.QueuePlace, error) {
-	state, r, err := w.run(ctx, op, script, eventID, args...)
+	answer, err := w.entries.do(ctx, eventID, userID)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
+	state, r, err := stateOf("enter waiting room", answer)
+	if err != nil {
+		return ports.QueuePlace{}, err
+	}
+	return w.entered(ctx, eventID, state, r)
+}
+
+// entered reads enter's answer, and indexes a room it found empty.
+func (w *WaitingRoom) entered(ctx context.Context, eventID, state string, r []any) (ports.QueuePlace, error) {
 	if state == "ENTERED" {
 		return ports.QueuePlace{Admitted: true, RemainingSlots: toInt(r[0]), ExpiresAt: fromMillis(r[1])}, nil
 	}
@@ -267,7 +331,11 @@ func (w *WaitingRoom) enter(ctx context.Context, op string, script *goredis.Scri
 
 // Position answers the user's place, refreshing an admitted user's token.
 func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
-	state, r, err := w.run(ctx, "read queue position", positionScript, eventID, userID, ttl.Milliseconds())
+	answer, err := w.positions.do(ctx, positionKey{eventID: eventID, ttl: ttl}, userID)
+	if err != nil {
+		return ports.QueuePlace{}, err
+	}
+	state, r, err := stateOf("read queue position", answer)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}

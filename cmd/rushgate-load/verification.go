@@ -9,10 +9,11 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"io"
+	"maps"
+
 	"net/http"
 	"slices"
-	"strconv"
+
 	"time"
 
 	"github.com/google/uuid"
@@ -148,29 +149,13 @@ func (s *verificationFlow) run(e *env) work {
 	}}
 }
 
-// upload PUTs the image to url with the required headers.
+// upload PUTs the image to url with the required headers (the client sets Content-Length
+// from the body).
 func (s *verificationFlow) upload(ctx context.Context, e *env, url string, headers map[string]string) attempt {
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(s.image))
-	if err != nil {
-		return attempt{err: err}
-	}
-	for name, value := range headers {
-		if name == "Content-Length" {
-			n, _ := strconv.ParseInt(value, 10, 64)
-			req.ContentLength = n
-			continue
-		}
-		req.Header.Set(name, value)
-	}
-	resp, err := e.api.client.Do(req)
-	if err != nil {
-		return attempt{latency: time.Since(start), err: err}
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	a := attempt{latency: time.Since(start), status: resp.StatusCode}
-	if resp.StatusCode != http.StatusOK {
+	headers = maps.Clone(headers)
+	delete(headers, "Content-Length")
+	a, raw := e.api.exchange(ctx, http.MethodPut, url, headers, s.image)
+	if a.err == nil && a.status != http.StatusOK {
 		a.code, a.detail = "UPLOAD_REFUSED", snippet(raw)
 	}
 	return a
@@ -275,15 +260,12 @@ func (s *verificationFlow) readAPI(ctx context.Context, e *env) (verifications, 
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
-		_, base := e.api.pick(0)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		if err != nil {
-			return 0, 0, err
+		a, raw := e.api.send(ctx, 0, http.MethodGet, path, map[string]string{"Authorization": "Bearer " + admin}, nil)
+		if a.err != nil {
+			return 0, 0, fmt.Errorf("list verifications: %w", a.err)
 		}
-		req.Header.Set("Authorization", "Bearer "+admin)
-		resp, err := e.api.client.Do(req)
-		if err != nil {
-			return 0, 0, fmt.Errorf("list verifications: %w", err)
+		if a.status != http.StatusOK {
+			return 0, 0, fmt.Errorf("list verifications: answered %d: %s", a.status, snippet(raw))
 		}
 		var page struct {
 			Items []struct {
@@ -291,13 +273,8 @@ func (s *verificationFlow) readAPI(ctx context.Context, e *env) (verifications, 
 			} `json:"items"`
 			NextCursor *string `json:"nextCursor"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&page)
-		_ = resp.Body.Close()
-		if err != nil {
+		if err := json.Unmarshal(raw, &page); err != nil {
 			return 0, 0, fmt.Errorf("list verifications: %w", err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			return 0, 0, fmt.Errorf("list verifications: answered %d", resp.StatusCode)
 		}
 		for _, it := range page.Items {
 			verifications++

@@ -1,0 +1,149 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gatedRun is a combiner run that records its batches and holds the first one until released,
+// so the calls that arrive meanwhile must wait and go out together.
+type gatedRun struct {
+	mu      sync.Mutex
+	batches [][]int
+	release chan struct{}
+	fail    error
+}
+
+func (g *gatedRun) run(_ context.Context, key string, batch []int) ([]string, error) {
+	g.mu.Lock()
+	first := len(g.batches) == 0
+	g.batches = append(g.batches, append([]int(nil), batch...))
+	g.mu.Unlock()
+	if first {
+		<-g.release
+	}
+	if g.fail != nil {
+		return nil, g.fail
+	}
+	out := make([]string, len(batch))
+	for i, in := range batch {
+		out[i] = fmt.Sprintf("%s:%d", key, in)
+	}
+	return out, nil
+}
+
+func (g *gatedRun) recorded() [][]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.batches
+}
+
+// waitFor polls cond until it holds, failing the test after a second.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 1s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued is how many calls of key wait behind the batch in flight.
+func queued[K comparable, In, Out any](c *combiner[K, In, Out], key K) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.lines[key])
+}
+
+func TestCombiner_CallsArrivingDuringABatchGoOutTogetherInOrder(t *testing.T) {
+	g := &gatedRun{release: make(chan struct{})}
+	c := newCombiner(g.run)
+
+	answers := make([]string, 6)
+	var wg sync.WaitGroup
+	wg.Go(func() { answers[0], _ = c.do(context.Background(), "e", 0) })
+	waitFor(t, func() bool { return len(g.recorded()) == 1 })
+	for i := 1; i < 6; i++ { // one at a time, so their arrival order is known
+		wg.Go(func() { answers[i], _ = c.do(context.Background(), "e", i) })
+		waitFor(t, func() bool { return queued(c, "e") == i })
+	}
+	close(g.release)
+	wg.Wait()
+
+	batches := g.recorded()
+	if len(batches) != 2 || fmt.Sprint(batches[1]) != "[1 2 3 4 5]" {
+		t.Fatalf("batches = %v, want [[0] [1 2 3 4 5]]", batches)
+	}
+	for i, got := range answers {
+		if want := fmt.Sprintf("e:%d", i); got != want {
+			t.Errorf("call %d answered %q, want %q", i, got, want)
+		}
+	}
+	if queued(c, "e") != 0 || len(c.lines) != 0 {
+		t.Errorf("the idle key was not retired: %v", c.lines)
+	}
+}
+
+func TestCombiner_KeysDoNotWaitForEachOther(t *testing.T) {
+	g := &gatedRun{release: make(chan struct{})}
+	c := newCombiner(g.run)
+	go func() { _, _ = c.do(context.Background(), "held", 0) }()
+	waitFor(t, func() bool { return len(g.recorded()) == 1 })
+
+	got, err := c.do(context.Background(), "other", 7)
+	if err != nil || got != "other:7" {
+		t.Fatalf("other key answered %q, %v while the first key's batch was held", got, err)
+	}
+	close(g.release)
+}
+
+func TestCombiner_ABatchErrorAnswersEveryCallOfIt(t *testing.T) {
+	down := errors.New("redis down")
+	g := &gatedRun{release: make(chan struct{}), fail: down}
+	c := newCombiner(g.run)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, errs[0] = c.do(context.Background(), "e", 0) })
+	waitFor(t, func() bool { return len(g.recorded()) == 1 })
+	for i := 1; i < 3; i++ {
+		wg.Go(func() { _, errs[i] = c.do(context.Background(), "e", i) })
+	}
+	waitFor(t, func() bool { return queued(c, "e") == 2 })
+	close(g.release)
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, down) {
+			t.Errorf("call %d: err = %v, want the batch's error", i, err)
+		}
+	}
+}
+
+func TestCombiner_ACallerGivingUpDoesNotFailItsBatch(t *testing.T) {
+	g := &gatedRun{release: make(chan struct{})}
+	c := newCombiner(g.run)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.do(context.Background(), "e", 0) })
+	waitFor(t, func() bool { return len(g.recorded()) == 1 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	impatient := make(chan error, 1)
+	go func() { _, err := c.do(ctx, "e", 1); impatient <- err }()
+	var patient string
+	wg.Go(func() { patient, _ = c.do(context.Background(), "e", 2) })
+	waitFor(t, func() bool { return queued(c, "e") == 2 })
+	cancel()
+	if err := <-impatient; !errors.Is(err, context.Canceled) { // answered while its batch waits
+		t.Errorf("the caller that gave up answered %v, want context.Canceled", err)
+	}
+	close(g.release)
+	wg.Wait()
+	if patient != "e:2" {
+		t.Errorf("its neighbour answered %q, want e:2", patient)
+	}
+}
