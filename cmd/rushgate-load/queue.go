@@ -22,10 +22,11 @@ import (
 )
 
 // queue-pull: the waiting room's pull mode (SPEC §3) under a crowd. The timed run is the
-// entries: every user POSTs /events/{id}/queue once. The admission phase follows, at the same
-// concurrency: users in order of their place poll their status, claim a token when ready and
-// return it at once (the simulated checkout), until the whole crowd is admitted. Its polls/s,
-// the p50/p99 of each call and the time to admit everyone are reported beside the invariant:
+// entries: every user POSTs /events/{id}/queue once. Then every user polls their status once,
+// at the same concurrency: the crowd waiting and polling, timed as the entries are. The
+// admission phase follows: users in order of their place poll their status, claim a token when
+// ready and return it at once (the simulated checkout), until the whole crowd is admitted. The
+// rates, the p50/p99 of each call and the time to admit everyone are reported beside the invariant:
 // never more tokens alive than slots (sampled from the operators' view), nobody admitted
 // twice, admission in FIFO order up to the slot window. The ceiling is raw ZADD on the same
 // Redis at the same concurrency through go-redis, and redis-benchmark's ZADD is printed too.
@@ -172,17 +173,27 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return s.ranks[a] - s.ranks[b] })
+	polling := s.pollOnce(ctx, e, order)
 	phase := s.admit(ctx, e, order)
 
 	var res invariantResult
 	add := func(label string, value int) { res.rows = append(res.rows, invariantRow{label: label, value: value}) }
+	rate := func(label string, perSecond float64) {
+		res.rows = append(res.rows, invariantRow{label: label, value: int(perSecond),
+			text: fmt.Sprintf("%.0f (target ≥ %d: %s)", perSecond, queueRateTarget, passMiss(perSecond >= queueRateTarget))})
+	}
 	add("entered (201)", entered)
+	rate("entries per second", s.entriesPerSecond)
+	rate("status polls per second (every user once)", polling.perSecond)
+	pollLatency := summarizeLatencies(polling.latencies)
+	add("  status poll p50 µs", int(pollLatency.p50.Microseconds()))
+	add("  status poll p99 µs", int(pollLatency.p99.Microseconds()))
 	add("admitted (token claimed once)", phase.admitted)
 	add("tokens alive at most (sampled)", phase.maxAlive)
 	add("tokens held at most (clients)", int(phase.maxHeld))
-	add("status polls", len(phase.polls))
-	add("status polls per second", int(float64(len(phase.polls))/phase.duration.Seconds()))
-	add("claims per second", int(float64(len(phase.claims))/phase.duration.Seconds()))
+	add("admission: status polls", len(phase.polls))
+	add("admission: status polls per second", int(float64(len(phase.polls))/phase.duration.Seconds()))
+	add("admission: claims per second", int(float64(len(phase.claims))/phase.duration.Seconds()))
 	for _, l := range []struct {
 		name    string
 		samples []time.Duration
@@ -206,8 +217,45 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 	if phase.outOfOrder > 0 {
 		res.violations = append(res.violations, fmt.Sprintf("%d users were admitted ahead of someone more than the slot window and the in-flight requests before them", phase.outOfOrder))
 	}
+	res.violations = append(res.violations, polling.failures...)
 	res.violations = append(res.violations, phase.failures...)
 	return res, nil
+}
+
+// queueRateTarget is issue 10's target for entries/s and status polls/s on one instance.
+const queueRateTarget = 20_000
+
+// pollingPhase is what the every-user-polls-once phase measured.
+type pollingPhase struct {
+	perSecond float64
+	latencies []time.Duration
+	failures  []string
+}
+
+// pollOnce has every entered user, in order of place, poll their status once at the run's
+// concurrency; each must answer 200 waiting or ready (nobody has claimed yet).
+func (s *queuePull) pollOnce(ctx context.Context, e *env, order []int) pollingPhase {
+	path := "/events/" + url.PathEscape(s.eventID) + "/queue/status"
+	var phase pollingPhase
+	var mu sync.Mutex
+	attempts, elapsed := runConcurrently(ctx, work{n: len(order), do: func(ctx context.Context, k int) attempt {
+		i := order[k]
+		a, raw := e.api.send(ctx, i, http.MethodGet, path, s.bearers[i], nil)
+		var p queuePlace
+		if a.status != http.StatusOK || json.Unmarshal(raw, &p) != nil || (p.Status != "waiting" && p.Status != "ready") {
+			mu.Lock()
+			if len(phase.failures) < 10 {
+				phase.failures = append(phase.failures, fmt.Sprintf("status of user %d before admission: %d %v %s", i, a.status, a.err, snippet(raw)))
+			}
+			mu.Unlock()
+		}
+		return a
+	}}, e.concurrency)
+	phase.perSecond = float64(len(attempts)) / elapsed.Seconds()
+	for _, a := range attempts {
+		phase.latencies = append(phase.latencies, a.latency)
+	}
+	return phase
 }
 
 // admit runs the admission phase over the entered users in order of place.
