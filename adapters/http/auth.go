@@ -36,6 +36,8 @@ type Principal struct {
 // required.
 type Tokens struct {
 	secret []byte
+	key    any // secret as the jwt.Keyfunc answers it, boxed once
+	parser *jwt.Parser
 }
 
 // NewTokens returns Tokens signing with secret. An empty secret would make every token forgeable,
@@ -44,7 +46,15 @@ func NewTokens(secret []byte) *Tokens {
 	if len(secret) == 0 {
 		panic("http: NewTokens: empty JWT secret")
 	}
-	return &Tokens{secret: append([]byte(nil), secret...)}
+	secret = append([]byte(nil), secret...)
+	return &Tokens{
+		secret: secret,
+		key:    secret,
+		parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+			jwt.WithExpirationRequired(),
+		),
+	}
 }
 
 type claims struct {
@@ -83,12 +93,7 @@ func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, erro
 // expiry, and that it names a valid user and role.
 func (t *Tokens) Verify(raw string) (Principal, error) {
 	var c verifiedClaims
-	_, err := jwt.ParseWithClaims(raw, &c,
-		func(*jwt.Token) (any, error) { return t.secret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-	)
-	if err != nil {
+	if _, err := t.parser.ParseWithClaims(raw, &c, t.keyOf); err != nil {
 		return Principal{}, fmt.Errorf("verify token: %w", err)
 	}
 	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
@@ -99,6 +104,9 @@ func (t *Tokens) Verify(raw string) (Principal, error) {
 	}
 	return Principal{UserID: c.Subject, Role: c.role}, nil
 }
+
+// keyOf is the jwt.Keyfunc of every token: one secret, whatever the token says.
+func (t *Tokens) keyOf(*jwt.Token) (any, error) { return t.key, nil }
 
 // verifiedClaims are the claims Verify reads — sub, role, exp, and nbf for golang-jwt's check
 // — decoded by their exact names only. A payload naming one claim twice in any letter case
