@@ -95,53 +95,30 @@ type Admission struct {
 	PromotedAt time.Time
 }
 
-// Subscription is one SSE connection of a user to an event's queue. Positions carries the
-// latest place (older ones are dropped for a newer one), Admitted the entry token, and Done is
-// closed when the broker ends the connection (shutdown, or the same user connected again here).
+// Stream is where the broker sends one connection's events: the driving adapter's side of a
+// Subscription. The broker calls it with its own lock held, so no method may block or call
+// back into the broker; a newer position replaces one not yet sent.
+type Stream interface {
+	// Position is the user's place at a tick, while waiting.
+	Position(Position)
+	// Admitted is the entry token once admitted (again after a reconnect).
+	Admitted(Admission)
+	// End: the broker ended the connection (shutdown, or the same user connected again here).
+	// The adapter closes the connection and then calls Broker.Leave as for any other end.
+	End()
+}
+
+// Subscription is one SSE connection of a user to an event's queue.
 type Subscription struct {
 	EventID string
 	UserID  string
 	owner   string
 
-	positions chan Position
-	admitted  chan Admission
-	done      chan struct{}
+	stream    Stream
 	closeOnce sync.Once
 }
 
-// Positions delivers the user's place every tick while waiting.
-func (s *Subscription) Positions() <-chan Position { return s.positions }
-
-// Admitted delivers the entry token once admitted (again after a reconnect).
-func (s *Subscription) Admitted() <-chan Admission { return s.admitted }
-
-// Done is closed when the broker ends the connection.
-func (s *Subscription) Done() <-chan struct{} { return s.done }
-
-func (s *Subscription) end() { s.closeOnce.Do(func() { close(s.done) }) }
-
-// sendPosition replaces an undelivered position with the newer one.
-func (s *Subscription) sendPosition(p Position) {
-	select {
-	case <-s.positions:
-	default:
-	}
-	select {
-	case s.positions <- p:
-	default:
-	}
-}
-
-func (s *Subscription) sendAdmitted(t Admission) {
-	select {
-	case <-s.admitted:
-	default:
-	}
-	select {
-	case s.admitted <- t:
-	default:
-	}
-}
+func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
 
 // Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
@@ -174,10 +151,11 @@ func (b *Broker) ID() string { return b.id }
 // ErrBrokerClosed: the broker is shutting down; the client reconnects to another instance.
 var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailable)
 
-// Join enters the user into a push event's queue over a new connection (a reconnect keeps the
-// place, or gets the same admission again). Errors: validation, waiting.ErrEventNotFound,
-// waiting.ErrWrongMode, unavailability.
-func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscription, error) {
+// Join enters the user into a push event's queue over a new connection whose events go to
+// stream (a reconnect keeps the place, or gets the same admission again). Errors: validation,
+// waiting.ErrEventNotFound, waiting.ErrWrongMode, unavailability; on an error stream is not
+// used.
+func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream) (*Subscription, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
@@ -189,8 +167,8 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscriptio
 		return nil, waiting.ErrWrongMode
 	}
 	sub := &Subscription{EventID: eventID, UserID: userID,
-		owner:     b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
-		positions: make(chan Position, 1), admitted: make(chan Admission, 1), done: make(chan struct{})}
+		owner:  b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
+		stream: stream}
 	if err := b.register(sub); err != nil {
 		return nil, err
 	}
@@ -296,7 +274,7 @@ func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscriptio
 		return fmt.Errorf("issue entry token: %w", err)
 	}
 	if res.Claimed {
-		sub.sendAdmitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
+		sub.stream.Admitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
 		if b.obs != nil {
 			b.obs.Delivered(e.ID())
 		}
@@ -360,7 +338,7 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	for rank, userID := range snap.Waiting {
 		if sub := users[userID]; sub != nil {
 			ahead := max(0, rank-snap.RemainingSlots+1)
-			sub.sendPosition(Position{Tick: start, PositionView: PositionView{Rank: rank, AheadCount: ahead,
+			sub.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: rank, AheadCount: ahead,
 				QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
 		}
 	}
