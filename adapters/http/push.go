@@ -1,8 +1,8 @@
 package http
 
 import (
-	_ "embed"
 	"bytes"
+	_ "embed"
 	"fmt"
 	stdhttp "net/http"
 	"time"

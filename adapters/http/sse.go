@@ -27,22 +27,28 @@ const (
 )
 
 // sseWriters is the bounded pool writing the frames of taken-over streams: a stream with frames
-// to send is queued once, and up to limit goroutines, started on demand and gone once the queue
-// is empty, drain it.
+// to send is queued, and up to limit goroutines, started on demand and gone once the queues are
+// empty, drain them. Admissions have their own queue, served first: an entry token must not
+// wait behind a tick's positions to every other stream.
 type sseWriters struct {
 	limit int
 
-	mu      sync.Mutex
-	queue   []*sseStream
-	running int
+	mu         sync.Mutex
+	admissions []*sseStream
+	others     []*sseStream
+	running    int
 }
 
 func newSSEWriters(limit int) *sseWriters { return &sseWriters{limit: limit} }
 
-func (w *sseWriters) enqueue(s *sseStream) {
+func (w *sseWriters) enqueue(s *sseStream, admission bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.queue = append(w.queue, s)
+	if admission {
+		w.admissions = append(w.admissions, s)
+	} else {
+		w.others = append(w.others, s)
+	}
 	if w.running < w.limit {
 		w.running++
 		go w.drain()
@@ -52,18 +58,34 @@ func (w *sseWriters) enqueue(s *sseStream) {
 func (w *sseWriters) drain() {
 	var buf []byte // reused for every frame this writer builds
 	for {
-		w.mu.Lock()
-		if len(w.queue) == 0 {
-			w.running--
-			w.mu.Unlock()
+		s, admission := w.next()
+		if s == nil {
 			return
 		}
-		s := w.queue[0]
-		w.queue[0] = nil
-		w.queue = w.queue[1:]
-		w.mu.Unlock()
-		buf = s.flush(buf)
+		buf = s.flush(buf, admission)
 	}
+}
+
+// next takes the next stream to write, admissions first; nil when both queues are empty, and
+// the writer then ends.
+func (w *sseWriters) next() (s *sseStream, admission bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case len(w.admissions) > 0:
+		return pop(&w.admissions), true
+	case len(w.others) > 0:
+		return pop(&w.others), false
+	}
+	w.running--
+	return nil, false
+}
+
+func pop(queue *[]*sseStream) *sseStream {
+	s := (*queue)[0]
+	(*queue)[0] = nil
+	*queue = (*queue)[1:]
+	return s
 }
 
 // pendingFrame flags what a stream has to send.
@@ -88,11 +110,13 @@ type sseStream struct {
 	pending   pendingFrame
 	position  appwaiting.Position
 	admission appwaiting.Admission
-	// queued: in the writers' queue or being written; it is queued once at a time, so its
-	// frames keep their order.
-	queued bool
-	ended  bool
-	beat   *time.Timer
+	// A stream is in each of the writers' queues once at most (an admission may overtake it
+	// into the other), and written by one writer at a time, who writes until nothing is
+	// pending, so its frames keep their order.
+	inAdmissions, inOthers, writing bool
+
+	ended bool
+	beat  *time.Timer // the heartbeat, from the take-over
 }
 
 var _ appwaiting.Stream = (*sseStream)(nil)
@@ -160,34 +184,49 @@ func (s *sseStream) pendingLocked(f pendingFrame) {
 	s.scheduleLocked()
 }
 
-// scheduleLocked queues the stream for a writer when it has frames, a connection, and is not
-// queued already.
+// scheduleLocked queues the stream for a writer when it has frames and a connection, unless a
+// writer is on it already or it waits in the queue its frames belong to.
 func (s *sseStream) scheduleLocked() {
-	if s.pending == 0 || s.conn == nil || s.queued || s.ended {
+	if s.pending == 0 || s.conn == nil || s.writing || s.ended {
 		return
 	}
-	s.queued = true
-	s.writers.enqueue(s)
+	switch admission := s.pending&pendingAdmission != 0; {
+	case admission && !s.inAdmissions:
+		s.inAdmissions = true
+		s.writers.enqueue(s, true)
+	case !admission && !s.inOthers:
+		s.inOthers = true
+		s.writers.enqueue(s, false)
+	}
 }
 
-// flush writes the pending frames until none are left, in buf (returned for reuse); a write
-// that fails or times out ends the stream.
-func (s *sseStream) flush(buf []byte) []byte {
-	for {
-		s.mu.Lock()
-		if s.pending == 0 || s.ended {
-			s.queued = false
-			s.mu.Unlock()
-			return buf
-		}
+// flush, for a writer that took the stream off a queue, writes the pending frames until none
+// are left, in buf (returned for reuse); a write that fails or times out ends the stream.
+func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
+	s.mu.Lock()
+	if fromAdmissions {
+		s.inAdmissions = false
+	} else {
+		s.inOthers = false
+	}
+	if s.writing {
+		s.mu.Unlock()
+		return buf
+	}
+	s.writing = true
+	for s.pending != 0 && !s.ended {
 		buf = s.framesLocked(buf[:0])
 		conn := s.conn
 		s.mu.Unlock()
-		if err := writeWithin(conn, s.writeTimeout, buf); err != nil {
+		err := writeWithin(conn, s.writeTimeout, buf)
+		if err != nil {
 			s.close()
-			return buf
 		}
+		s.mu.Lock()
 	}
+	s.writing = false
+	s.mu.Unlock()
+	return buf
 }
 
 // framesLocked appends the pending frames to buf and clears them.

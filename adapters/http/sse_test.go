@@ -132,3 +132,16 @@ func TestSSEStream_EndedBeforeTheTakeOverLeavesAtOnce(t *testing.T) {
 	s := newStartedStream(t, time.Hour, time.Second, func(st *sseStream) { st.End() })
 	s.requireLeft(t, "ended before start")
 }
+
+func TestSSEWriters_ServeAdmissionsFirst(t *testing.T) {
+	w := newSSEWriters(0) // no writer starts: the test takes from the queues itself
+	waiting, admitted := &sseStream{}, &sseStream{}
+	w.enqueue(waiting, false)
+	w.enqueue(admitted, true)
+	if s, admission := w.next(); s != admitted || !admission {
+		t.Fatal("the admission is not written first")
+	}
+	if s, admission := w.next(); s != waiting || admission {
+		t.Fatal("the position is not written next")
+	}
+}
