@@ -244,19 +244,22 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	return buf
 }
 
-// close ends the stream once: no more writes, the heartbeat stops, the connection closes.
+// close ends the stream once: no more writes, the heartbeat stops, the connection closes
+// (outside the lock: closing waits for a write in progress to give up).
 func (s *sseStream) close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ended {
+		s.mu.Unlock()
 		return
 	}
 	s.ended = true
 	if s.beat != nil {
 		s.beat.Stop()
 	}
-	if s.conn != nil {
-		_ = s.conn.Close()
+	conn := s.conn
+	s.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
 	}
 }
 

@@ -96,8 +96,9 @@ type Admission struct {
 }
 
 // Stream is where the broker sends one connection's events: the driving adapter's side of a
-// Subscription. The broker calls it with its own lock held, so no method may block or call
-// back into the broker; a newer position replaces one not yet sent.
+// Subscription. The broker may call it with its own lock held, so no method may block or call
+// back into the broker; a newer position replaces one not yet sent. A stream that ended
+// ignores what it is sent.
 type Stream interface {
 	// Position is the user's place at a tick, while waiting.
 	Position(Position)
@@ -333,16 +334,25 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	if err != nil {
 		return
 	}
+	type update struct {
+		stream Stream
+		rank   int
+	}
+	// The streams are told after the lock is released: dispatches and leaves need it meanwhile.
 	b.mu.Lock()
 	users := b.subs[eventID]
+	updates := make([]update, 0, len(users))
 	for rank, userID := range snap.Waiting {
 		if sub := users[userID]; sub != nil {
-			ahead := max(0, rank-snap.RemainingSlots+1)
-			sub.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: rank, AheadCount: ahead,
-				QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
+			updates = append(updates, update{stream: sub.stream, rank: rank})
 		}
 	}
 	b.mu.Unlock()
+	for _, u := range updates {
+		ahead := max(0, u.rank-snap.RemainingSlots+1)
+		u.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
+			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
+	}
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))
 	}
