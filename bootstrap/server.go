@@ -154,7 +154,8 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 		IdleTimeout:       2 * time.Minute,
 	}
 	if broker != nil {
-		// Shutdown waits for handlers, and an SSE handler returns only when its stream ends.
+		// SSE streams are taken over from net/http, whose Shutdown does not see them: the
+		// broker ends them.
 		httpServer.RegisterOnShutdown(broker.Close)
 	}
 	lc.Append(fx.Hook{

@@ -145,8 +145,8 @@ func (s *sseStream) Admitted(a appwaiting.Admission) {
 func (s *sseStream) End() { s.close() }
 
 // start sends events over conn, whose response head is written, until it ends; then leave runs
-// once. The client sends nothing after its request, so a read that returns means it left (or
-// the stream was closed).
+// once. The client has nothing more to send, so a failing read means it left (or the stream was
+// closed); whatever it sends anyway is discarded.
 func (s *sseStream) start(conn net.Conn, leave func()) {
 	s.mu.Lock()
 	s.conn = conn

@@ -24,6 +24,10 @@ const (
 	DefaultPromotionBacklog = 64
 	// routeBatch bounds one read of an entry or dispatch stream.
 	routeBatch = 256
+	// routeParallelism is how many messages of a batch are routed or delivered at once: each
+	// takes a few round trips to the queue, which one after another would make the last of a
+	// 1,000-user promotion wait for thousands of them.
+	routeParallelism = 8
 )
 
 // PushConfig tunes the push mode (SPEC §3 push).
@@ -369,11 +373,12 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 			sleep(ctx, b.cfg.Tick)
 			continue
 		}
-		for _, p := range batch {
-			if b.handleDispatch(ctx, p) == nil {
-				_ = b.q.AckDispatch(ctx, b.id, p.MessageID)
+		_ = eachAtOnce(batch, func(p ports.Promotion) error {
+			if err := b.handleDispatch(ctx, p); err != nil {
+				return err
 			}
-		}
+			return b.q.AckDispatch(ctx, b.id, p.MessageID)
+		})
 	}
 }
 
@@ -517,7 +522,7 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 		if err != nil || len(batch) == 0 {
 			return err
 		}
-		for _, p := range batch {
+		err = eachAtOnce(batch, func(p ports.Promotion) error {
 			owner, err := d.q.Owner(ctx, eventID, p.UserID)
 			if err != nil {
 				return err
@@ -527,11 +532,29 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 					return err
 				}
 			}
-			if err := d.q.AckEntry(ctx, eventID, p.MessageID); err != nil {
-				return err
-			}
+			return d.q.AckEntry(ctx, eventID, p.MessageID)
+		})
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// eachAtOnce runs fn for every promotion, routeParallelism at a time, and joins their errors. A
+// message whose fn failed stays unacknowledged and is read again later.
+func eachAtOnce(batch []ports.Promotion, fn func(ports.Promotion) error) error {
+	errs := make([]error, len(batch))
+	slots := make(chan struct{}, routeParallelism)
+	var wg sync.WaitGroup
+	for i, p := range batch {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = fn(p)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // brokerOf is the broker id of a connection owner "<brokerID>|<connection>|".
