@@ -136,6 +136,8 @@ type Broker struct {
 	obs PushObserver
 
 	conns atomic.Uint64
+	// live counts the connections registered and not yet left, for Close to wait on.
+	live sync.WaitGroup
 
 	mu     sync.Mutex
 	subs   map[string]map[string]*Subscription // event → user → connection
@@ -177,19 +179,22 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	if err := b.register(sub); err != nil {
 		return nil, err
 	}
+	fail := func(err error) (*Subscription, error) {
+		b.unregister(sub)
+		b.live.Done()
+		return nil, err
+	}
 	var place ports.QueuePlace
 	err = b.svc.inRoom(ctx, e, func() error {
 		place, err = b.q.Connect(ctx, eventID, userID, sub.owner)
 		return err
 	})
 	if err != nil {
-		b.unregister(sub)
-		return nil, fmt.Errorf("connect to queue: %w", err)
+		return fail(fmt.Errorf("connect to queue: %w", err))
 	}
 	if place.Admitted {
 		if err := b.deliver(ctx, e, sub, time.Time{}); err != nil {
-			b.unregister(sub)
-			return nil, err
+			return fail(err)
 		}
 	}
 	return sub, nil
@@ -211,6 +216,7 @@ func (b *Broker) register(sub *Subscription) error {
 		old.end()
 	}
 	users[sub.UserID] = sub
+	b.live.Add(1)
 	b.observeConnections(sub.EventID)
 	return nil
 }
@@ -237,10 +243,11 @@ func (b *Broker) observeConnections(eventID string) {
 	}
 }
 
-// Leave ends the connection: after the reconnect grace, unless the user connected again
-// (anywhere) meanwhile, an admitted user's slot comes back and the token is deleted, a waiting
-// user leaves the queue.
+// Leave ends the connection, once per subscription Join returned: after the reconnect grace,
+// unless the user connected again (anywhere) meanwhile, an admitted user's slot comes back and
+// the token is deleted, a waiting user leaves the queue.
 func (b *Broker) Leave(sub *Subscription) {
+	defer b.live.Done()
 	sub.end()
 	b.unregister(sub)
 	disconnect := func() {
@@ -397,10 +404,10 @@ func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
 }
 
 // Close ends every connection and drops the pending disconnects: those users reconnect to
-// another instance, or the reaper applies the rules once this broker's heartbeat stops.
-func (b *Broker) Close() {
+// another instance, or the reaper applies the rules once this broker's heartbeat stops. Then it
+// waits, until ctx ends, for every connection to have left.
+func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.closed = true
 	for timer := range b.leaves {
 		timer.Stop()
@@ -410,6 +417,18 @@ func (b *Broker) Close() {
 		for _, sub := range users {
 			sub.end()
 		}
+	}
+	b.mu.Unlock()
+	left := make(chan struct{})
+	go func() {
+		b.live.Wait()
+		close(left)
+	}()
+	select {
+	case <-left:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the push connections to leave: %w", ctx.Err())
 	}
 }
 
