@@ -78,12 +78,11 @@ func (h pushHandlers) wait(c *gin.Context) {
 		respondError(c, fmt.Errorf("take over the SSE connection: %w", err))
 		return
 	}
-	head := []byte("HTTP/1.1 200 OK\r\n")
-	var headers bytes.Buffer
-	_ = header.Write(&headers)
-	head = append(head, headers.Bytes()...)
-	head = append(head, "\r\n: connected\n\n"...)
-	if err := writeWithin(conn, h.writeTimeout, head); err != nil {
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = header.Write(&head)
+	head.WriteString("\r\n: connected\n\n")
+	if err := writeWithin(conn, h.writeTimeout, head.Bytes()); err != nil {
 		_ = conn.Close()
 		h.broker.Leave(sub)
 		return

@@ -17,13 +17,12 @@ import (
 // a small read (to see the client leave) and a heartbeat timer; a bounded pool of writers sends
 // every stream's frames.
 
-// Defaults of the SSE writers.
 const (
-	// DefaultSSEWriters bounds the goroutines writing frames to every held stream at once.
-	DefaultSSEWriters = 32
-	// DefaultSSEWriteTimeout bounds one write: a client that takes longer to accept its frames
-	// cannot keep up and is dropped, so it holds a writer that long at most.
-	DefaultSSEWriteTimeout = 5 * time.Second
+	// sseWriterLimit bounds the goroutines writing frames to every held stream at once.
+	sseWriterLimit = 32
+	// sseWriteTimeout bounds one write: a client that takes longer to accept its frames cannot
+	// keep up and is dropped, so it holds a writer that long at most.
+	sseWriteTimeout = 5 * time.Second
 )
 
 // sseWriters is the bounded pool writing the frames of taken-over streams: a stream with frames
