@@ -153,10 +153,6 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 	}
-	if broker != nil {
-		// Shutdown waits for handlers, and an SSE handler returns only when its stream ends.
-		httpServer.RegisterOnShutdown(broker.Close)
-	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			ln, err := net.Listen("tcp", cfg.Server.Addr)
@@ -179,7 +175,13 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 		},
 		OnStop: func(ctx context.Context) error {
 			// In-flight requests finish (and release their locks) before this returns.
-			return httpServer.Shutdown(ctx)
+			err := httpServer.Shutdown(ctx)
+			if broker != nil {
+				// SSE streams are taken over from net/http, whose Shutdown does not see them:
+				// the broker ends them, and their users have left when this returns.
+				err = errors.Join(err, broker.Close(ctx))
+			}
+			return err
 		},
 	})
 	return server

@@ -1,11 +1,10 @@
 package http
 
 import (
+	"bytes"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	stdhttp "net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,8 +24,10 @@ var errNoBroker = fmt.Errorf("this instance runs no broker: %w", ports.ErrUnavai
 
 // pushHandlers serves the push mode's SSE stream and the waiting page (SPEC §3).
 type pushHandlers struct {
-	broker    *appwaiting.Broker
-	heartbeat time.Duration
+	broker       *appwaiting.Broker
+	heartbeat    time.Duration
+	writeTimeout time.Duration
+	writers      *sseWriters
 }
 
 // queryToken lets a request without an Authorization header authenticate with ?access_token=,
@@ -50,72 +51,41 @@ func (h pushHandlers) page(c *gin.Context) {
 
 // wait answers GET /events/{eventId}/tickets/waiting: it enters the queue and streams
 // `position` events every tick, `admitted` with the entry token, and heartbeat comments, until
-// the client leaves or the server shuts down.
+// the client leaves or the server shuts down. Once the user is in, the connection is taken
+// over (sse.go says why): the response is HTTP/1.1 delimited by the connection's close.
 func (h pushHandlers) wait(c *gin.Context) {
 	if h.broker == nil {
 		respondError(c, errNoBroker)
 		return
 	}
-	ctx := c.Request.Context()
-	sub, err := h.broker.Join(ctx, c.Param("eventId"), principal(c).UserID)
+	stream := newSSEStream(h.writers, h.heartbeat, h.writeTimeout)
+	sub, err := h.broker.Join(c.Request.Context(), c.Param("eventId"), principal(c).UserID, stream)
 	if err != nil {
 		respondError(c, err)
 		return
 	}
-	defer h.broker.Leave(sub)
-	// The stream outlives the server's read timeout, whose expiry would cancel the request.
-	rc := stdhttp.NewResponseController(c.Writer)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
+	c.Status(stdhttp.StatusOK) // for the access log and metrics
 	header := c.Writer.Header()
 	header.Set("Content-Type", "text/event-stream")
 	header.Set("Cache-Control", "no-store")
 	header.Set("X-Accel-Buffering", "no")
-	c.Status(stdhttp.StatusOK)
-	if !h.send(c, ": connected\n\n") {
+	header.Set("Connection", "close")
+	header.Set("Date", time.Now().UTC().Format(stdhttp.TimeFormat))
+	// The request was read whole (a GET), so what net/http buffered is not needed.
+	conn, _, err := stdhttp.NewResponseController(c.Writer).Hijack()
+	if err != nil {
+		h.broker.Leave(sub)
+		respondError(c, fmt.Errorf("take over the SSE connection: %w", err))
 		return
 	}
-	heartbeat := time.NewTicker(h.heartbeat)
-	defer heartbeat.Stop()
-	for {
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return
-		case <-sub.Done():
-			return
-		case p := <-sub.Positions():
-			ok = h.event(c, "position", p.Tick, p.PositionView)
-		case a := <-sub.Admitted():
-			ok = h.event(c, "admitted", a.PromotedAt, a.TokenView)
-		case <-heartbeat.C:
-			ok = h.send(c, ": heartbeat\n\n")
-		}
-		if !ok {
-			return
-		}
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = header.Write(&head)
+	head.WriteString("\r\n: connected\n\n")
+	if err := writeWithin(conn, h.writeTimeout, head.Bytes()); err != nil {
+		_ = conn.Close()
+		h.broker.Leave(sub)
+		return
 	}
-}
-
-// event writes one event; its id is at (unix ms: the tick of a position, the promotion of an
-// admission), so clients can measure how late it arrived. Zero at writes no id.
-func (h pushHandlers) event(c *gin.Context, name string, at time.Time, data any) bool {
-	body, err := json.Marshal(data)
-	if err != nil {
-		return false
-	}
-	frame := "event: " + name + "\ndata: " + string(body) + "\n\n"
-	if !at.IsZero() {
-		frame = "id: " + strconv.FormatInt(at.UnixMilli(), 10) + "\n" + frame
-	}
-	return h.send(c, frame)
-}
-
-// send writes and flushes; false once the client is gone.
-func (h pushHandlers) send(c *gin.Context, frame string) bool {
-	if _, err := c.Writer.WriteString(frame); err != nil {
-		return false
-	}
-	c.Writer.Flush()
-	return true
+	stream.start(conn, func() { h.broker.Leave(sub) })
 }

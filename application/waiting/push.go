@@ -24,6 +24,10 @@ const (
 	DefaultPromotionBacklog = 64
 	// routeBatch bounds one read of an entry or dispatch stream.
 	routeBatch = 256
+	// routeParallelism is how many messages of a batch are routed or delivered at once: each
+	// takes a few round trips to the queue, which one after another would make the last of a
+	// 1,000-user promotion wait for thousands of them.
+	routeParallelism = 8
 )
 
 // PushConfig tunes the push mode (SPEC §3 push).
@@ -95,53 +99,31 @@ type Admission struct {
 	PromotedAt time.Time
 }
 
-// Subscription is one SSE connection of a user to an event's queue. Positions carries the
-// latest place (older ones are dropped for a newer one), Admitted the entry token, and Done is
-// closed when the broker ends the connection (shutdown, or the same user connected again here).
+// Stream is where the broker sends one connection's events: the driving adapter's side of a
+// Subscription. The broker may call it with its own lock held, so no method may block or call
+// back into the broker; a newer position replaces one not yet sent. A stream that ended
+// ignores what it is sent.
+type Stream interface {
+	// Position is the user's place at a tick, while waiting.
+	Position(Position)
+	// Admitted is the entry token once admitted (again after a reconnect).
+	Admitted(Admission)
+	// End: the broker ended the connection (shutdown, or the same user connected again here).
+	// The adapter closes the connection and then calls Broker.Leave as for any other end.
+	End()
+}
+
+// Subscription is one SSE connection of a user to an event's queue.
 type Subscription struct {
 	EventID string
 	UserID  string
 	owner   string
 
-	positions chan Position
-	admitted  chan Admission
-	done      chan struct{}
+	stream    Stream
 	closeOnce sync.Once
 }
 
-// Positions delivers the user's place every tick while waiting.
-func (s *Subscription) Positions() <-chan Position { return s.positions }
-
-// Admitted delivers the entry token once admitted (again after a reconnect).
-func (s *Subscription) Admitted() <-chan Admission { return s.admitted }
-
-// Done is closed when the broker ends the connection.
-func (s *Subscription) Done() <-chan struct{} { return s.done }
-
-func (s *Subscription) end() { s.closeOnce.Do(func() { close(s.done) }) }
-
-// sendPosition replaces an undelivered position with the newer one.
-func (s *Subscription) sendPosition(p Position) {
-	select {
-	case <-s.positions:
-	default:
-	}
-	select {
-	case s.positions <- p:
-	default:
-	}
-}
-
-func (s *Subscription) sendAdmitted(t Admission) {
-	select {
-	case <-s.admitted:
-	default:
-	}
-	select {
-	case s.admitted <- t:
-	default:
-	}
-}
+func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
 
 // Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
@@ -154,6 +136,8 @@ type Broker struct {
 	obs PushObserver
 
 	conns atomic.Uint64
+	// live counts the connections registered and not yet left, for Close to wait on.
+	live sync.WaitGroup
 
 	mu     sync.Mutex
 	subs   map[string]map[string]*Subscription // event → user → connection
@@ -174,10 +158,11 @@ func (b *Broker) ID() string { return b.id }
 // ErrBrokerClosed: the broker is shutting down; the client reconnects to another instance.
 var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailable)
 
-// Join enters the user into a push event's queue over a new connection (a reconnect keeps the
-// place, or gets the same admission again). Errors: validation, waiting.ErrEventNotFound,
-// waiting.ErrWrongMode, unavailability.
-func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscription, error) {
+// Join enters the user into a push event's queue over a new connection whose events go to
+// stream (a reconnect keeps the place, or gets the same admission again). Errors: validation,
+// waiting.ErrEventNotFound, waiting.ErrWrongMode, unavailability; on an error stream is not
+// used.
+func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream) (*Subscription, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
@@ -189,9 +174,14 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscriptio
 		return nil, waiting.ErrWrongMode
 	}
 	sub := &Subscription{EventID: eventID, UserID: userID,
-		owner:     b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
-		positions: make(chan Position, 1), admitted: make(chan Admission, 1), done: make(chan struct{})}
+		owner:  b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
+		stream: stream}
 	if err := b.register(sub); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Subscription, error) {
+		b.unregister(sub)
+		b.live.Done()
 		return nil, err
 	}
 	var place ports.QueuePlace
@@ -200,13 +190,11 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string) (*Subscriptio
 		return err
 	})
 	if err != nil {
-		b.unregister(sub)
-		return nil, fmt.Errorf("connect to queue: %w", err)
+		return fail(fmt.Errorf("connect to queue: %w", err))
 	}
 	if place.Admitted {
 		if err := b.deliver(ctx, e, sub, time.Time{}); err != nil {
-			b.unregister(sub)
-			return nil, err
+			return fail(err)
 		}
 	}
 	return sub, nil
@@ -228,6 +216,7 @@ func (b *Broker) register(sub *Subscription) error {
 		old.end()
 	}
 	users[sub.UserID] = sub
+	b.live.Add(1)
 	b.observeConnections(sub.EventID)
 	return nil
 }
@@ -254,10 +243,11 @@ func (b *Broker) observeConnections(eventID string) {
 	}
 }
 
-// Leave ends the connection: after the reconnect grace, unless the user connected again
-// (anywhere) meanwhile, an admitted user's slot comes back and the token is deleted, a waiting
-// user leaves the queue.
+// Leave ends the connection, once per subscription Join returned: after the reconnect grace,
+// unless the user connected again (anywhere) meanwhile, an admitted user's slot comes back and
+// the token is deleted, a waiting user leaves the queue.
 func (b *Broker) Leave(sub *Subscription) {
+	defer b.live.Done()
 	sub.end()
 	b.unregister(sub)
 	disconnect := func() {
@@ -296,7 +286,7 @@ func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscriptio
 		return fmt.Errorf("issue entry token: %w", err)
 	}
 	if res.Claimed {
-		sub.sendAdmitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
+		sub.stream.Admitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
 		if b.obs != nil {
 			b.obs.Delivered(e.ID())
 		}
@@ -355,16 +345,25 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	if err != nil {
 		return
 	}
+	type update struct {
+		stream Stream
+		rank   int
+	}
+	// The streams are told after the lock is released: dispatches and leaves need it meanwhile.
 	b.mu.Lock()
 	users := b.subs[eventID]
+	updates := make([]update, 0, len(users))
 	for rank, userID := range snap.Waiting {
 		if sub := users[userID]; sub != nil {
-			ahead := max(0, rank-snap.RemainingSlots+1)
-			sub.sendPosition(Position{Tick: start, PositionView: PositionView{Rank: rank, AheadCount: ahead,
-				QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
+			updates = append(updates, update{stream: sub.stream, rank: rank})
 		}
 	}
 	b.mu.Unlock()
+	for _, u := range updates {
+		ahead := max(0, u.rank-snap.RemainingSlots+1)
+		u.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
+			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
+	}
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))
 	}
@@ -381,11 +380,12 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 			sleep(ctx, b.cfg.Tick)
 			continue
 		}
-		for _, p := range batch {
-			if b.handleDispatch(ctx, p) == nil {
-				_ = b.q.AckDispatch(ctx, b.id, p.MessageID)
+		_ = eachAtOnce(batch, func(p ports.Promotion) error {
+			if err := b.handleDispatch(ctx, p); err != nil {
+				return err
 			}
-		}
+			return b.q.AckDispatch(ctx, b.id, p.MessageID)
+		})
 	}
 }
 
@@ -404,10 +404,10 @@ func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
 }
 
 // Close ends every connection and drops the pending disconnects: those users reconnect to
-// another instance, or the reaper applies the rules once this broker's heartbeat stops.
-func (b *Broker) Close() {
+// another instance, or the reaper applies the rules once this broker's heartbeat stops. Then it
+// waits, until ctx ends, for every connection to have left.
+func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.closed = true
 	for timer := range b.leaves {
 		timer.Stop()
@@ -417,6 +417,18 @@ func (b *Broker) Close() {
 		for _, sub := range users {
 			sub.end()
 		}
+	}
+	b.mu.Unlock()
+	left := make(chan struct{})
+	go func() {
+		b.live.Wait()
+		close(left)
+	}()
+	select {
+	case <-left:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the push connections to leave: %w", ctx.Err())
 	}
 }
 
@@ -529,7 +541,7 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 		if err != nil || len(batch) == 0 {
 			return err
 		}
-		for _, p := range batch {
+		err = eachAtOnce(batch, func(p ports.Promotion) error {
 			owner, err := d.q.Owner(ctx, eventID, p.UserID)
 			if err != nil {
 				return err
@@ -539,11 +551,29 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 					return err
 				}
 			}
-			if err := d.q.AckEntry(ctx, eventID, p.MessageID); err != nil {
-				return err
-			}
+			return d.q.AckEntry(ctx, eventID, p.MessageID)
+		})
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// eachAtOnce runs fn for every promotion, routeParallelism at a time, and joins their errors. A
+// message whose fn failed stays unacknowledged and is read again later.
+func eachAtOnce(batch []ports.Promotion, fn func(ports.Promotion) error) error {
+	errs := make([]error, len(batch))
+	slots := make(chan struct{}, routeParallelism)
+	var wg sync.WaitGroup
+	for i, p := range batch {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = fn(p)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // brokerOf is the broker id of a connection owner "<brokerID>|<connection>|".

@@ -10,23 +10,25 @@ import (
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/waiting"
+	"github.com/rushgate/rushgate/ports"
 )
 
-// newService returns the use cases on in-memory adapters whose time is clock.
-func newService(clock *memory.Clock) *waiting.Service {
+// newService returns the use cases on in-memory adapters whose time is clock, and their
+// coordination adapters.
+func newService(clock *memory.Clock) (*waiting.Service, ports.Coordination) {
 	stores := memory.NewStores(memory.NewDatabase())
 	coord := memory.NewCoordination(clock)
 	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
 		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	return waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
 		Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{}},
-		waiting.Config{})
+		waiting.Config{}), coord
 }
 
 func TestStatus_EstimatedWaitComesFromTheRecentAdmissionRate(t *testing.T) {
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	svc := newService(clock)
+	svc, _ := newService(clock)
 	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "rate", Seats: 10, Slots: 2, Mode: "pull"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/bootstrap"
 )
 
@@ -392,4 +396,37 @@ func TestPush_WaitingPageIsServed(t *testing.T) {
 		t.Fatal("the page must open the stream and load nothing from elsewhere")
 	}
 	assertError(t, s.do("GET", "/events/"+eventID+"/waiting-room", "", ""), http.StatusUnauthorized, "UNAUTHORIZED")
+}
+
+// Stopping the server ends the streams it holds, though they are no longer net/http's to
+// close, and does not wait for its shutdown timeout to do so.
+func TestPush_StopClosesTheStreams(t *testing.T) {
+	cfg := testConfig(backend{name: "memory"})
+	pushConfig(0)(&cfg)
+	cfg.Server.ShutdownTimeout = time.Minute
+	var srv *bootstrap.Server
+	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv))
+	app.RequireStart()
+	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}
+	eventID := s.createEvent(`{"name":"stop","seats":2,"slots":1,"mode":"push"}`)
+	admitted := s.openStream(eventID, "stop-admitted")
+	waiting := s.openStream(eventID, "stop-waiting")
+	eventually(t, 5*time.Second, "one admitted, one waiting", func() bool {
+		return admitted.token() != "" && waiting.lastRank() == 0
+	})
+
+	start := time.Now()
+	if err := app.Stop(context.Background()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, c := range []*sseClient{admitted, waiting} {
+		select {
+		case <-c.ended:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: stream still open after the server stopped", c.user)
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("stop took %v", took)
+	}
 }

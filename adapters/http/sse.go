@@ -1,0 +1,291 @@
+package http
+
+import (
+	"encoding/json"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
+)
+
+// A held SSE connection costs what it keeps: net/http's handler goroutine (its stack grown by
+// the middleware chain), its background reader, and 4 KiB read, 4 KiB write and 2 KiB chunking
+// buffers come to ~37 KiB each. So the push route takes the connection over once the user is
+// in the queue and lets the handler return: what stays is an sseStream, one goroutine blocked in
+// a small read (to see the client leave) and a heartbeat timer; a bounded pool of writers sends
+// every stream's frames.
+
+const (
+	// sseWriterLimit bounds the goroutines writing frames to every held stream at once.
+	sseWriterLimit = 32
+	// sseWriteTimeout bounds one write: a client that takes longer to accept its frames cannot
+	// keep up and is dropped, so it holds a writer that long at most.
+	sseWriteTimeout = 5 * time.Second
+)
+
+// sseWriters is the bounded pool writing the frames of taken-over streams: a stream with frames
+// to send is queued, and up to limit goroutines, started on demand and gone once the queues are
+// empty, drain them. Admissions have their own queue, served first: an entry token must not
+// wait behind a tick's positions to every other stream.
+type sseWriters struct {
+	limit int
+
+	mu         sync.Mutex
+	admissions []*sseStream
+	others     []*sseStream
+	running    int
+}
+
+func newSSEWriters(limit int) *sseWriters { return &sseWriters{limit: limit} }
+
+func (w *sseWriters) enqueue(s *sseStream, admission bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if admission {
+		w.admissions = append(w.admissions, s)
+	} else {
+		w.others = append(w.others, s)
+	}
+	if w.running < w.limit {
+		w.running++
+		go w.drain()
+	}
+}
+
+func (w *sseWriters) drain() {
+	var buf []byte // reused for every frame this writer builds
+	for {
+		s, admission := w.next()
+		if s == nil {
+			return
+		}
+		buf = s.flush(buf, admission)
+	}
+}
+
+// next takes the next stream to write, admissions first; nil when both queues are empty, and
+// the writer then ends.
+func (w *sseWriters) next() (s *sseStream, admission bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case len(w.admissions) > 0:
+		return pop(&w.admissions), true
+	case len(w.others) > 0:
+		return pop(&w.others), false
+	}
+	w.running--
+	return nil, false
+}
+
+func pop(queue *[]*sseStream) *sseStream {
+	s := (*queue)[0]
+	(*queue)[0] = nil
+	*queue = (*queue)[1:]
+	return s
+}
+
+// pendingFrame flags what a stream has to send.
+type pendingFrame uint8
+
+const (
+	pendingPosition pendingFrame = 1 << iota
+	pendingAdmission
+	pendingHeartbeat
+)
+
+// sseStream is one push connection, the broker's appwaiting.Stream: events the broker sends
+// are kept (the latest position, the admission, a due heartbeat) until a writer sends them.
+// Events sent before the connection is taken over wait for it.
+type sseStream struct {
+	writers      *sseWriters
+	heartbeat    time.Duration
+	writeTimeout time.Duration
+
+	mu        sync.Mutex
+	conn      net.Conn // nil until taken over
+	pending   pendingFrame
+	position  appwaiting.Position
+	admission appwaiting.Admission
+	// A stream is in each of the writers' queues once at most (an admission may overtake it
+	// into the other), and written by one writer at a time, who writes until nothing is
+	// pending, so its frames keep their order.
+	inAdmissions, inOthers, writing bool
+
+	ended bool
+	beat  *time.Timer // the heartbeat, from the take-over
+}
+
+var _ appwaiting.Stream = (*sseStream)(nil)
+
+func newSSEStream(writers *sseWriters, heartbeat, writeTimeout time.Duration) *sseStream {
+	return &sseStream{writers: writers, heartbeat: heartbeat, writeTimeout: writeTimeout}
+}
+
+// Position keeps the newest place for the next write.
+func (s *sseStream) Position(p appwaiting.Position) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.position = p
+	s.pendingLocked(pendingPosition)
+}
+
+// Admitted keeps the entry token for the next write.
+func (s *sseStream) Admitted(a appwaiting.Admission) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.admission = a
+	s.pendingLocked(pendingAdmission)
+}
+
+// End closes the connection; its reader then sees it and leaves.
+func (s *sseStream) End() { s.close() }
+
+// start sends events over conn, whose response head is written, until it ends; then leave runs
+// once. The client has nothing more to send, so a failing read means it left (or the stream was
+// closed); whatever it sends anyway is discarded.
+func (s *sseStream) start(conn net.Conn, leave func()) {
+	s.mu.Lock()
+	s.conn = conn
+	if s.ended {
+		_ = conn.Close()
+	} else {
+		s.beat = time.AfterFunc(s.heartbeat, s.heartbeatDue)
+		s.scheduleLocked()
+	}
+	s.mu.Unlock()
+	go func() {
+		var discard [16]byte
+		for {
+			if _, err := conn.Read(discard[:]); err != nil {
+				break
+			}
+		}
+		s.close()
+		leave()
+	}()
+}
+
+func (s *sseStream) heartbeatDue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return
+	}
+	s.pendingLocked(pendingHeartbeat)
+	s.beat.Reset(s.heartbeat)
+}
+
+func (s *sseStream) pendingLocked(f pendingFrame) {
+	s.pending |= f
+	s.scheduleLocked()
+}
+
+// scheduleLocked queues the stream for a writer when it has frames and a connection, unless a
+// writer is on it already or it waits in the queue its frames belong to.
+func (s *sseStream) scheduleLocked() {
+	if s.pending == 0 || s.conn == nil || s.writing || s.ended {
+		return
+	}
+	switch admission := s.pending&pendingAdmission != 0; {
+	case admission && !s.inAdmissions:
+		s.inAdmissions = true
+		s.writers.enqueue(s, true)
+	case !admission && !s.inOthers:
+		s.inOthers = true
+		s.writers.enqueue(s, false)
+	}
+}
+
+// flush, for a writer that took the stream off a queue, writes the pending frames until none
+// are left, in buf (returned for reuse); a write that fails or times out ends the stream.
+func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
+	s.mu.Lock()
+	if fromAdmissions {
+		s.inAdmissions = false
+	} else {
+		s.inOthers = false
+	}
+	if s.writing {
+		s.mu.Unlock()
+		return buf
+	}
+	s.writing = true
+	for s.pending != 0 && !s.ended {
+		buf = s.framesLocked(buf[:0])
+		conn := s.conn
+		s.mu.Unlock()
+		err := writeWithin(conn, s.writeTimeout, buf)
+		if err != nil {
+			s.close()
+		}
+		s.mu.Lock()
+	}
+	s.writing = false
+	s.mu.Unlock()
+	return buf
+}
+
+// framesLocked appends the pending frames to buf and clears them.
+func (s *sseStream) framesLocked(buf []byte) []byte {
+	if s.pending&pendingPosition != 0 {
+		buf = appendEvent(buf, "position", s.position.Tick, s.position.PositionView)
+	}
+	if s.pending&pendingAdmission != 0 {
+		buf = appendEvent(buf, "admitted", s.admission.PromotedAt, s.admission.TokenView)
+	}
+	if s.pending&pendingHeartbeat != 0 {
+		buf = append(buf, ": heartbeat\n\n"...)
+	}
+	s.pending = 0
+	return buf
+}
+
+// close ends the stream once: no more writes, the heartbeat stops, the connection closes
+// (outside the lock: closing waits for a write in progress to give up).
+func (s *sseStream) close() {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	if s.beat != nil {
+		s.beat.Stop()
+	}
+	conn := s.conn
+	s.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// appendEvent appends one event; its id is at (unix ms: the tick of a position, the promotion
+// of an admission), so clients can measure how late it arrived. Zero at writes no id.
+func appendEvent(buf []byte, name string, at time.Time, data any) []byte {
+	body, err := json.Marshal(data)
+	if err != nil {
+		return buf // the views are plain structs: never happens
+	}
+	if !at.IsZero() {
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendInt(buf, at.UnixMilli(), 10)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "event: "...)
+	buf = append(buf, name...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, body...)
+	return append(buf, "\n\n"...)
+}
+
+// writeWithin writes b to conn, failing if the client does not take it within timeout.
+func writeWithin(conn net.Conn, timeout time.Duration, b []byte) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	_, err := conn.Write(b)
+	return err
+}

@@ -1,0 +1,147 @@
+package http
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
+)
+
+// startedStream is an sseStream taken over on one end of a pipe; client is the other end, and
+// left is closed when the stream calls its leave.
+type startedStream struct {
+	stream *sseStream
+	client net.Conn
+	left   chan struct{}
+}
+
+// newStartedStream starts a stream after before ran on it (events sent ahead of the take-over).
+func newStartedStream(t *testing.T, heartbeat, writeTimeout time.Duration, before func(*sseStream)) startedStream {
+	t.Helper()
+	server, client := net.Pipe()
+	t.Cleanup(func() { _ = client.Close() })
+	s := startedStream{stream: newSSEStream(newSSEWriters(2), heartbeat, writeTimeout), client: client,
+		left: make(chan struct{})}
+	if before != nil {
+		before(s.stream)
+	}
+	s.stream.start(server, func() { close(s.left) })
+	return s
+}
+
+func (s startedStream) requireLeft(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case <-s.left:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: the stream did not leave", why)
+	}
+}
+
+// readFrames reads n frames (up to their blank line) off the client end.
+func readFrames(t *testing.T, client net.Conn, n int) string {
+	t.Helper()
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(client)
+	var got []byte
+	for frames := 0; frames < n; {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("read frame %d: %v (so far %q)", frames, err, got)
+		}
+		got = append(got, line...)
+		if string(line) == "\n" {
+			frames++
+		}
+	}
+	return string(got)
+}
+
+func position(rank int, tick time.Time) appwaiting.Position {
+	wait := 3
+	return appwaiting.Position{Tick: tick, PositionView: appwaiting.PositionView{Rank: rank, AheadCount: rank,
+		QueueSize: 10, EstimatedWaitSeconds: &wait}}
+}
+
+func TestSSEStream_SendsTheLatestEventsInTheirFormat(t *testing.T) {
+	tick := time.UnixMilli(1_700_000_000_123)
+	promoted := time.UnixMilli(1_700_000_001_456)
+	s := newStartedStream(t, time.Hour, time.Second, func(st *sseStream) {
+		// Before the take-over: the older position is replaced by the newer one.
+		st.Position(position(5, tick.Add(-time.Second)))
+		st.Position(position(4, tick))
+	})
+	want := "id: 1700000000123\nevent: position\ndata: {\"rank\":4,\"aheadCount\":4,\"queueSize\":10,\"estimatedWaitSeconds\":3}\n\n"
+	if got := readFrames(t, s.client, 1); got != want {
+		t.Fatalf("first frame %q, want %q", got, want)
+	}
+	expires := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	s.stream.Admitted(appwaiting.Admission{TokenView: appwaiting.TokenView{Token: "tok", ExpiresAt: expires},
+		PromotedAt: promoted})
+	want = "id: 1700000001456\nevent: admitted\ndata: {\"token\":\"tok\",\"expiresAt\":\"2026-11-21T09:00:00Z\"}\n\n"
+	if got := readFrames(t, s.client, 1); got != want {
+		t.Fatalf("admitted frame %q, want %q", got, want)
+	}
+	// A repeated admission (a reconnect) has no promotion time, so no id.
+	s.stream.Admitted(appwaiting.Admission{TokenView: appwaiting.TokenView{Token: "tok", ExpiresAt: expires}})
+	want = "event: admitted\ndata: {\"token\":\"tok\",\"expiresAt\":\"2026-11-21T09:00:00Z\"}\n\n"
+	if got := readFrames(t, s.client, 1); got != want {
+		t.Fatalf("repeated admitted frame %q, want %q", got, want)
+	}
+}
+
+func TestSSEStream_SendsHeartbeats(t *testing.T) {
+	s := newStartedStream(t, 10*time.Millisecond, time.Second, nil)
+	if got, want := readFrames(t, s.client, 3), ": heartbeat\n\n: heartbeat\n\n: heartbeat\n\n"; got != want {
+		t.Fatalf("frames %q, want %q", got, want)
+	}
+}
+
+func TestSSEStream_LeavesWhenTheClientDisconnects(t *testing.T) {
+	s := newStartedStream(t, time.Hour, time.Second, nil)
+	_ = s.client.Close()
+	s.requireLeft(t, "client closed")
+}
+
+func TestSSEStream_DropsAClientThatStopsReading(t *testing.T) {
+	// A pipe buffers nothing: the unread position blocks its write until the write timeout.
+	s := newStartedStream(t, time.Hour, 50*time.Millisecond, nil)
+	s.stream.Position(position(1, time.Now()))
+	s.requireLeft(t, "client not reading")
+	_ = s.client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := s.client.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after the drop: %v, want EOF (connection closed)", err)
+	}
+}
+
+func TestSSEStream_EndClosesTheConnectionAndLeaves(t *testing.T) {
+	s := newStartedStream(t, time.Hour, time.Second, nil)
+	s.stream.End()
+	s.requireLeft(t, "ended by the broker")
+	_ = s.client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := s.client.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after End: %v, want EOF", err)
+	}
+}
+
+func TestSSEStream_EndedBeforeTheTakeOverLeavesAtOnce(t *testing.T) {
+	s := newStartedStream(t, time.Hour, time.Second, func(st *sseStream) { st.End() })
+	s.requireLeft(t, "ended before start")
+}
+
+func TestSSEWriters_ServeAdmissionsFirst(t *testing.T) {
+	w := newSSEWriters(0) // no writer starts: the test takes from the queues itself
+	waiting, admitted := &sseStream{}, &sseStream{}
+	w.enqueue(waiting, false)
+	w.enqueue(admitted, true)
+	if s, admission := w.next(); s != admitted || !admission {
+		t.Fatal("the admission is not written first")
+	}
+	if s, admission := w.next(); s != waiting || admission {
+		t.Fatal("the position is not written next")
+	}
+}
