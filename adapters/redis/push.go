@@ -62,7 +62,7 @@ func newPushScript(body string) *goredis.Script { return newWaitingScript(depart
 // connectScript records the owner, then enters as Enter does. ARGV user, owner.
 var connectScript = newPushScript(enterLua + `
 redis.call('HSET', owners, ARGV[1], ARGV[2])
-return enter(ARGV[1])
+return enterAll({ARGV[1]})[1]
 `)
 
 // disconnectScript answers {'OK', departure}. ARGV user, owner (or owner prefix).

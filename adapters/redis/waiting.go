@@ -108,50 +108,83 @@ redis.call('HSETNX', KEYS[1], 'seats', ARGV[2])
 return 1
 `)
 
-// enterLua defines enter(user), which answers {'ENTERED', remaining, expiresAt} or {'WAITING',
-// rank, remaining, created, wasEmpty}. Entering never admits anyone, so the remaining slots are
-// read once per script call, however many users it enters; a new entry's sequence number is
-// the highest, so its rank is the line's length before it.
+// enterLua defines enterAll(users), which enters users in order and answers, for each,
+// {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining, created, wasEmpty} — what
+// that many single entries in a row would answer. It costs a handful of commands per call, not
+// per user: the users are looked up with ZMSCORE, and the new entries and signs of life are
+// written with one ZADD each. Entering never admits anyone, so the remaining slots hold for
+// the whole call; a new entry's sequence number is the highest, so its rank is the line's
+// length before it.
 const enterLua = `
 local left = remaining()
-local function enter(user)
-  local expiry = redis.call('ZSCORE', admitted, user)
-  if expiry then return {'ENTERED', left, expiry} end
-  redis.call('ZADD', seen, now, user)
-  local rank = redis.call('ZRANK', queue, user)
-  if rank then return {'WAITING', rank, left, 0, 0} end
+local function enterAll(users)
+  local expiries = redis.call('ZMSCORE', admitted, unpack(users))
+  local queued = redis.call('ZMSCORE', queue, unpack(users))
   local waiting = redis.call('ZCARD', queue)
+  local seq = tonumber(redis.call('HGET', meta, 'seq') or 0)
   local wasEmpty = 0
   if waiting == 0 and redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
-  redis.call('ZADD', queue, redis.call('HINCRBY', meta, 'seq', 1), user)
-  return {'WAITING', waiting, left, 1, wasEmpty}
+  local answers, added, alive, placed = {}, {}, {}, {}
+  for i, user in ipairs(users) do
+    if expiries[i] then
+      answers[i] = {'ENTERED', left, expiries[i]}
+    else
+      alive[#alive + 1] = now
+      alive[#alive + 1] = user
+      if placed[user] then
+        answers[i] = {'WAITING', placed[user], left, 0, 0}
+      elseif queued[i] then
+        answers[i] = {'WAITING', redis.call('ZRANK', queue, user), left, 0, 0}
+      else
+        seq = seq + 1
+        added[#added + 1] = seq
+        added[#added + 1] = user
+        placed[user] = waiting
+        answers[i] = {'WAITING', waiting, left, 1, wasEmpty}
+        wasEmpty = 0
+        waiting = waiting + 1
+      end
+    end
+  end
+  if #added > 0 then
+    redis.call('ZADD', queue, unpack(added))
+    redis.call('HSET', meta, 'seq', seq)
+  end
+  if #alive > 0 then redis.call('ZADD', seen, unpack(alive)) end
+  return answers
 end
 `
 
-// enterScript enters ARGV's users in order; answers {'OK', {enter's answer per user}}.
-var enterScript = newWaitingScript(enterLua + `
-local answers = {}
-for i = 1, #ARGV do answers[i] = enter(ARGV[i]) end
-return {'OK', answers}
-`)
+// enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}.
+var enterScript = newWaitingScript(enterLua + `return {'OK', enterAll(ARGV)}`)
 
 // positionScript answers {'OK', {answer per user}}, each {'ENTERED', remaining, expiresAt},
-// {'WAITING', rank, remaining} or {'NOT_QUEUED'}. ARGV ttl ms, then the users.
+// {'WAITING', rank, remaining} or {'NOT_QUEUED'}, and records the waiting users' sign of life
+// and refreshes the admitted users' tokens, one ZADD each. ARGV ttl ms, then the users.
 var positionScript = newWaitingScript(`
-local ttl = tonumber(ARGV[1])
-local function position(user)
-  if redis.call('ZSCORE', admitted, user) then
-    local expiresAt = now + ttl
-    redis.call('ZADD', admitted, expiresAt, user)
-    return {'ENTERED', remaining(), expiresAt}
+local expiresAt = now + tonumber(ARGV[1])
+local users = {unpack(ARGV, 2)}
+local left = remaining()
+local expiries = redis.call('ZMSCORE', admitted, unpack(users))
+local answers, refreshed, alive = {}, {}, {}
+for i, user in ipairs(users) do
+  if expiries[i] then
+    refreshed[#refreshed + 1] = expiresAt
+    refreshed[#refreshed + 1] = user
+    answers[i] = {'ENTERED', left, expiresAt}
+  else
+    local rank = redis.call('ZRANK', queue, user)
+    if rank then
+      alive[#alive + 1] = now
+      alive[#alive + 1] = user
+      answers[i] = {'WAITING', rank, left}
+    else
+      answers[i] = {'NOT_QUEUED'}
+    end
   end
-  local rank = redis.call('ZRANK', queue, user)
-  if not rank then return {'NOT_QUEUED'} end
-  redis.call('ZADD', seen, now, user)
-  return {'WAITING', rank, remaining()}
 end
-local answers = {}
-for i = 2, #ARGV do answers[i - 1] = position(ARGV[i]) end
+if #refreshed > 0 then redis.call('ZADD', admitted, 'XX', unpack(refreshed)) end
+if #alive > 0 then redis.call('ZADD', seen, unpack(alive)) end
 return {'OK', answers}
 `)
 

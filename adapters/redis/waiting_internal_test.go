@@ -1,0 +1,85 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+// The combined scripts must answer a batch exactly as that many single calls in a row would,
+// whatever the batch mixes: new users, a user already waiting, an admitted user, one user twice.
+func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
+	ctx := context.Background()
+	client, err := NewClient("redis://"+testenv.RedisAddr(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	w := NewWaitingRoom(client, "rushgate:test:"+uuid.NewString()+":")
+	event := uuid.NewString()
+	if err := w.Open(ctx, event, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Enter(ctx, event, "admitted"); err != nil {
+		t.Fatal(err)
+	}
+	if claim, err := w.Claim(ctx, event, "admitted", "tok", time.Minute); err != nil || !claim.Claimed {
+		t.Fatalf("claim = %+v, %v", claim, err)
+	}
+	if _, err := w.Enter(ctx, event, "waiting"); err != nil {
+		t.Fatal(err)
+	}
+
+	entered, err := w.runEach(ctx, "enter", enterScript, event, nil, []string{"a", "waiting", "a", "admitted", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// state, rank, remaining, created (remaining is 0: the one slot is taken).
+	want := []string{"WAITING 1 0 1", "WAITING 0 0 0", "WAITING 1 0 0", "ENTERED", "WAITING 2 0 1"}
+	for i, answer := range entered {
+		state, r, err := stateOf("enter", answer)
+		if err != nil {
+			t.Fatalf("user %d: %v", i, err)
+		}
+		got := state
+		if state == "WAITING" {
+			got = fmt.Sprintf("%s %v %v %v", state, r[0], r[1], r[2])
+		}
+		if got != want[i] {
+			t.Errorf("enter answer %d = %q, want %q", i, got, want[i])
+		}
+	}
+
+	polled, err := w.runEach(ctx, "position", positionScript, event, []any{time.Hour.Milliseconds()}, []string{"b", "admitted", "nobody", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPolled := []string{"WAITING 2", "ENTERED", "NOT_QUEUED", "WAITING 1"}
+	for i, answer := range polled {
+		state, r, err := stateOf("position", answer)
+		got := state
+		switch {
+		case err != nil:
+			got = "NOT_QUEUED"
+		case state == "WAITING":
+			got = fmt.Sprintf("%s %v", state, r[0])
+		case state == "ENTERED" && fromMillis(r[1]).Before(time.Now().Add(59*time.Minute)):
+			got = "ENTERED without the refreshed expiry"
+		}
+		if got != wantPolled[i] {
+			t.Errorf("position answer %d = %q, want %q", i, got, wantPolled[i])
+		}
+	}
+	stats, err := w.Stats(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Waiting != 3 || stats.Admitted != 1 {
+		t.Errorf("room holds %d waiting and %d admitted, want 3 and 1", stats.Waiting, stats.Admitted)
+	}
+}
