@@ -71,6 +71,13 @@ func signedPayload(payload string) string {
 	return unsigned + "." + enc.EncodeToString(mac.Sum(nil))
 }
 
+// swapPayload replaces the payload of a signed token, keeping its header and signature.
+func swapPayload(token, payload string) string {
+	parts := strings.Split(token, ".")
+	parts[1] = base64.RawURLEncoding.EncodeToString([]byte(payload))
+	return strings.Join(parts, ".")
+}
+
 // badCredentials are Authorization headers the server must answer 401, each named. Every token
 // but the forged ones is signed with the server's own secret, so only the claims or the
 // algorithm are at fault.
@@ -98,6 +105,10 @@ func badCredentials(t *testing.T) []struct{ name, authorization string } {
 		{"RS256", "Bearer " + signed(t, jwt.SigningMethodRS256, valid, rsaKey)},
 		{"HS512 with the right secret", "Bearer " + signed(t, jwt.SigningMethodHS512, valid, testSecret)},
 		{"payload not an object", "Bearer " + signedPayload(`["sub","u1"]`)},
+		{"claims going on after their object", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d} {"role":"admin"}`, future))},
+		{"payload swapped after signing", "Bearer " + swapPayload(signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d}`, future)),
+			fmt.Sprintf(`{"sub":"u1","role":"admin","exp":%d}`, future))},
+		{"a fourth segment", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d}`, future)) + ".e30"},
 
 		{"expired", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "exp": past})},
 		{"no exp", hs256(jwt.MapClaims{"sub": "u1", "role": "user"})},
@@ -223,5 +234,34 @@ func BenchmarkTokens_Verify(b *testing.B) {
 		if _, err := tokens.Verify(raw); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A token rushgate signed and one with another header (read by golang-jwt's parser) answer the
+// same: valid while fresh, jwt.ErrTokenExpired once expired (the 401 says so).
+func TestTokens_VerifyReadsEveryHeaderAlike(t *testing.T) {
+	t.Parallel()
+	tokens := rhttp.NewTokens(testSecret)
+	withKid := func(claims jwt.MapClaims) string {
+		token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+		token.Header["kid"] = "k1"
+		raw, err := token.SignedString(testSecret)
+		require.NoError(t, err)
+		return raw
+	}
+	minted := func(claims jwt.MapClaims) string { return signed(t, jwt.SigningMethodHS256, claims, testSecret) }
+	for name, sign := range map[string]func(jwt.MapClaims) string{"minted header": minted, "header with a kid": withKid} {
+		fresh := sign(jwt.MapClaims{"sub": "u1", "role": "admin", "exp": time.Now().Add(time.Hour).Unix()})
+		p, err := tokens.Verify(fresh)
+		require.NoError(t, err, name)
+		assert.Equal(t, rhttp.Principal{UserID: "u1", Role: rhttp.RoleAdmin}, p, name)
+
+		expired := sign(jwt.MapClaims{"sub": "u1", "role": "admin", "exp": time.Now().Add(-time.Minute).Unix()})
+		_, err = tokens.Verify(expired)
+		assert.ErrorIs(t, err, jwt.ErrTokenExpired, name)
+
+		early := sign(jwt.MapClaims{"sub": "u1", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(), "nbf": time.Now().Add(time.Minute).Unix()})
+		_, err = tokens.Verify(early)
+		assert.ErrorIs(t, err, jwt.ErrTokenNotValidYet, name)
 	}
 }
