@@ -6,25 +6,39 @@ import (
 	"sync"
 )
 
-// maxCombined bounds one combined script call: long enough to carry a crowd's burst in one
-// round trip, short enough that the script never blocks Redis for long (~100 µs).
-const maxCombined = 128
+const (
+	// maxCombined bounds one combined script call: long enough to carry a crowd's burst in one
+	// round trip, short enough that the script never blocks Redis for long.
+	maxCombined = 128
+	// combinedInFlight is how many combined calls of one key may run at once: with one, Redis
+	// and the server took turns (each idle while the other worked on the batch); two overlap.
+	combinedInFlight = 2
+)
 
 // combiner merges concurrent calls that share a key (an event) into one call of run with all
-// their inputs, in arrival order. A key has at most one run in flight; calls that arrive
-// meanwhile go out together in the next. A crowd entering one event then costs Redis one
-// script call per batch instead of one per user, and the server one round trip — the same
-// combining the guard does for SQL. An idle key runs a caller's call at once, alone.
+// their inputs, in arrival order. A key has at most inFlight runs at once; calls that arrive
+// while they all run go out together in the next. A crowd entering one event then costs Redis
+// one script call per batch instead of one per user, and the server one round trip — the same
+// combining the guard does for SQL. A key with a free run sends a caller's call at once.
+//
+// Runs of one key in flight together may reach Redis in either order, as concurrent single
+// calls may: the order of calls is kept within a batch, not across batches.
 //
 // A batch runs detached from its callers' contexts (the client's read and write timeouts
 // bound it), so one caller giving up cannot fail the others; that caller is answered with its
 // context's error while its input may still be applied, as a single call cut off after
 // sending would be.
 type combiner[K comparable, In, Out any] struct {
-	run func(ctx context.Context, key K, batch []In) ([]Out, error)
+	inFlight int
+	run      func(ctx context.Context, key K, batch []In) ([]Out, error)
 
 	mu    sync.Mutex
-	lines map[K][]*combinedCall[In, Out] // key → calls not yet sent; absent when none run
+	lines map[K]*lineup[In, Out] // absent when the key has no call waiting or running
+}
+
+type lineup[In, Out any] struct {
+	waiting []*combinedCall[In, Out]
+	running int
 }
 
 type combinedCall[In, Out any] struct {
@@ -34,19 +48,28 @@ type combinedCall[In, Out any] struct {
 	done chan struct{}
 }
 
-func newCombiner[K comparable, In, Out any](run func(ctx context.Context, key K, batch []In) ([]Out, error)) *combiner[K, In, Out] {
-	return &combiner[K, In, Out]{run: run, lines: make(map[K][]*combinedCall[In, Out])}
+func newCombiner[K comparable, In, Out any](inFlight int, run func(ctx context.Context, key K, batch []In) ([]Out, error)) *combiner[K, In, Out] {
+	return &combiner[K, In, Out]{inFlight: inFlight, run: run, lines: make(map[K]*lineup[In, Out])}
 }
 
-// do runs in as part of the next batch of key and answers its own result.
+// do runs in as part of a batch of key and answers its own result.
 func (c *combiner[K, In, Out]) do(ctx context.Context, key K, in In) (Out, error) {
 	call := &combinedCall[In, Out]{in: in, done: make(chan struct{})}
 	c.mu.Lock()
-	line, running := c.lines[key]
-	c.lines[key] = append(line, call)
+	line := c.lines[key]
+	if line == nil {
+		line = &lineup[In, Out]{}
+		c.lines[key] = line
+	}
+	line.waiting = append(line.waiting, call)
+	var batch []*combinedCall[In, Out]
+	if line.running < c.inFlight {
+		line.running++
+		batch = line.take()
+	}
 	c.mu.Unlock()
-	if !running {
-		c.send(context.WithoutCancel(ctx), key, c.next(key))
+	if batch != nil {
+		c.send(context.WithoutCancel(ctx), key, batch)
 	}
 	select {
 	case <-call.done:
@@ -57,25 +80,21 @@ func (c *combiner[K, In, Out]) do(ctx context.Context, key K, in In) (Out, error
 	}
 }
 
-// next takes key's next batch, or retires the key when no call waits.
-func (c *combiner[K, In, Out]) next(key K) []*combinedCall[In, Out] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	line := c.lines[key]
-	if len(line) == 0 {
-		delete(c.lines, key)
-		return nil
+// take removes the next batch from the waiting calls.
+func (l *lineup[In, Out]) take() []*combinedCall[In, Out] {
+	if len(l.waiting) <= maxCombined {
+		batch := l.waiting
+		l.waiting = nil
+		return batch
 	}
-	if len(line) <= maxCombined {
-		c.lines[key] = nil // present: a batch is in flight
-		return line
-	}
-	c.lines[key] = slices.Clone(line[maxCombined:])
-	return line[:maxCombined]
+	batch := l.waiting[:maxCombined]
+	l.waiting = slices.Clone(l.waiting[maxCombined:])
+	return batch
 }
 
-// send runs batch and answers its calls. The next batch of key goes out on a goroutine of its
-// own, so the caller that found the key idle never serves other callers' batches after its own.
+// send runs batch and answers its calls. The calls that arrived meanwhile go out next, on a
+// goroutine of their own, so the caller that started this run never serves other callers'
+// batches after its own answer.
 func (c *combiner[K, In, Out]) send(ctx context.Context, key K, batch []*combinedCall[In, Out]) {
 	ins := make([]In, len(batch))
 	for i, call := range batch {
@@ -90,7 +109,17 @@ func (c *combiner[K, In, Out]) send(ctx context.Context, key K, batch []*combine
 		}
 		close(call.done)
 	}
-	if more := c.next(key); more != nil {
-		go c.send(ctx, key, more)
+
+	c.mu.Lock()
+	line := c.lines[key]
+	var next []*combinedCall[In, Out]
+	if len(line.waiting) > 0 {
+		next = line.take()
+	} else if line.running--; line.running == 0 {
+		delete(c.lines, key)
+	}
+	c.mu.Unlock()
+	if next != nil {
+		go c.send(ctx, key, next)
 	}
 }

@@ -58,12 +58,22 @@ func waitFor(t *testing.T, cond func() bool) {
 func queued[K comparable, In, Out any](c *combiner[K, In, Out], key K) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.lines[key])
+	if l := c.lines[key]; l != nil {
+		return len(l.waiting)
+	}
+	return 0
+}
+
+// keysHeld is how many keys have calls waiting or running.
+func keysHeld[K comparable, In, Out any](c *combiner[K, In, Out]) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.lines)
 }
 
 func TestCombiner_CallsArrivingDuringABatchGoOutTogetherInOrder(t *testing.T) {
 	g := &gatedRun{release: make(chan struct{})}
-	c := newCombiner(g.run)
+	c := newCombiner(1, g.run)
 
 	answers := make([]string, 6)
 	var wg sync.WaitGroup
@@ -85,14 +95,12 @@ func TestCombiner_CallsArrivingDuringABatchGoOutTogetherInOrder(t *testing.T) {
 			t.Errorf("call %d answered %q, want %q", i, got, want)
 		}
 	}
-	if queued(c, "e") != 0 || len(c.lines) != 0 {
-		t.Errorf("the idle key was not retired: %v", c.lines)
-	}
+	waitFor(t, func() bool { return keysHeld(c) == 0 }) // the idle key is retired
 }
 
 func TestCombiner_KeysDoNotWaitForEachOther(t *testing.T) {
 	g := &gatedRun{release: make(chan struct{})}
-	c := newCombiner(g.run)
+	c := newCombiner(1, g.run)
 	go func() { _, _ = c.do(context.Background(), "held", 0) }()
 	waitFor(t, func() bool { return len(g.recorded()) == 1 })
 
@@ -106,7 +114,7 @@ func TestCombiner_KeysDoNotWaitForEachOther(t *testing.T) {
 func TestCombiner_ABatchErrorAnswersEveryCallOfIt(t *testing.T) {
 	down := errors.New("redis down")
 	g := &gatedRun{release: make(chan struct{}), fail: down}
-	c := newCombiner(g.run)
+	c := newCombiner(1, g.run)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, errs[0] = c.do(context.Background(), "e", 0) })
@@ -126,7 +134,7 @@ func TestCombiner_ABatchErrorAnswersEveryCallOfIt(t *testing.T) {
 
 func TestCombiner_ACallerGivingUpDoesNotFailItsBatch(t *testing.T) {
 	g := &gatedRun{release: make(chan struct{})}
-	c := newCombiner(g.run)
+	c := newCombiner(1, g.run)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = c.do(context.Background(), "e", 0) })
 	waitFor(t, func() bool { return len(g.recorded()) == 1 })
@@ -146,4 +154,38 @@ func TestCombiner_ACallerGivingUpDoesNotFailItsBatch(t *testing.T) {
 	if patient != "e:2" {
 		t.Errorf("its neighbour answered %q, want e:2", patient)
 	}
+}
+
+func TestCombiner_UpToInFlightBatchesOfAKeyRunAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started := 0
+	c := newCombiner(2, func(_ context.Context, _ string, batch []int) ([]int, error) {
+		mu.Lock()
+		started++
+		mu.Unlock()
+		<-release
+		return batch, nil
+	})
+	runs := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return started
+	}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() { _, _ = c.do(context.Background(), "e", i) })
+		waitFor(t, func() bool { return runs() == i+1 }) // each ran alone, at once
+	}
+	wg.Go(func() { _, _ = c.do(context.Background(), "e", 2) })
+	waitFor(t, func() bool { return queued(c, "e") == 1 })
+	if runs() != 2 {
+		t.Fatalf("%d runs started, want 2: the third call must wait for a free run", runs())
+	}
+	close(release)
+	wg.Wait()
+	if runs() != 3 {
+		t.Errorf("runs = %d, want 3", runs())
+	}
+	waitFor(t, func() bool { return keysHeld(c) == 0 }) // the idle key is retired
 }

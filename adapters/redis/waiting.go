@@ -59,10 +59,10 @@ type positionKey struct {
 // NewWaitingRoom returns a store whose keys start with prefix (e.g. WaitingRoomKeyPrefix).
 func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 	w := &WaitingRoom{client: c, prefix: prefix}
-	w.entries = newCombiner(func(ctx context.Context, eventID string, users []string) ([][]any, error) {
+	w.entries = newCombiner(combinedInFlight, func(ctx context.Context, eventID string, users []string) ([][]any, error) {
 		return w.runEach(ctx, "enter waiting room", enterScript, eventID, nil, users)
 	})
-	w.positions = newCombiner(func(ctx context.Context, k positionKey, users []string) ([][]any, error) {
+	w.positions = newCombiner(combinedInFlight, func(ctx context.Context, k positionKey, users []string) ([][]any, error) {
 		return w.runEach(ctx, "read queue position", positionScript, k.eventID, []any{k.ttl.Milliseconds()}, users)
 	})
 	return w
