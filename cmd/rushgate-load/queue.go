@@ -382,6 +382,9 @@ func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
 	if err != nil {
 		return work{}, fmt.Errorf("--redis-url: %w", err)
 	}
+	floor := s.healthzRate(ctx, e)
+	progress(e.stderr, "queue-pull: GET /healthz on the same servers %.0f/s at c=%d (a bare route: the HTTP floor); entries %.0f/s = %.2f× of it\n",
+		floor, e.concurrency, s.entriesPerSecond, s.entriesPerSecond/floor)
 	if rps, err := redisBenchmarkZADD(ctx, e.redisURL, e.concurrency, s.users); err != nil {
 		progress(e.stderr, "queue-pull: redis-benchmark: %v\n", err)
 	} else {
@@ -398,6 +401,23 @@ func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
 		}
 		return a
 	}}, nil
+}
+
+// healthzRate is how many GET /healthz the servers answer per second at the run's concurrency,
+// as many as there were users: the cost of a bare request through the same server and
+// middleware, against which an entry's own work (JWT, Redis, JSON) shows.
+func (s *queuePull) healthzRate(ctx context.Context, e *env) float64 {
+	attempts, elapsed := runConcurrently(ctx, work{n: s.users, do: func(ctx context.Context, i int) attempt {
+		a, _ := e.api.send(ctx, i, http.MethodGet, "/healthz", nil, nil)
+		return a
+	}}, e.concurrency)
+	ok := 0
+	for _, a := range attempts {
+		if a.ok {
+			ok++
+		}
+	}
+	return float64(ok) / elapsed.Seconds()
 }
 
 // benchmarkRate reads "ZADD: 93896.71 requests per second" off redis-benchmark -q.
