@@ -41,8 +41,8 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // empty room's event first and then puts it back if the room turned out not to be empty, so a
 // concurrent Enter is never lost from the index.
 //
-// Enter and Position calls on one event are combined: the calls that arrive while one script
-// call of the event is in flight go out together in the next (combine.go).
+// Enter and Position calls on one event are combined: the calls that arrive while the event's
+// script calls are in flight go out together in the next (combine.go).
 type WaitingRoom struct {
 	client    goredis.UniversalClient
 	prefix    string
