@@ -39,6 +39,7 @@ func newInstances(urls []string, concurrency int, timeout time.Duration) *instan
 		ReadTimeout:              timeout,
 		WriteTimeout:             timeout,
 		NoDefaultUserAgentHeader: true,
+		DisablePathNormalizing:   true, // a signed upload URL's escaped key (%2F) must reach the server as signed
 		MaxResponseBodySize:      64 << 20,
 	}}
 }

@@ -200,6 +200,10 @@ func (s *verificationFlow) invariant(ctx context.Context, e *env, attempts []att
 	if verifications != created {
 		res.violations = append(res.violations, fmt.Sprintf("%d verifications stored, %d answered 201", verifications, created))
 	}
+	// Every flow is valid by construction (one session each, a real image, before the deadline).
+	if created != s.users {
+		res.violations = append(res.violations, fmt.Sprintf("%d of %d valid flows were verified (201)", created, s.users))
+	}
 	return res, nil
 }
 
