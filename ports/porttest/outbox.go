@@ -112,15 +112,22 @@ func testOutboxRoundTrip(t *testing.T, e env[ports.Stores]) {
 	expectIs(t, err, outbox.ErrNotFound, "an unknown message")
 }
 
+// claimOne claims message m, due at at, alone for a minute, and answers it with the claim's token.
+func claimOne(t *testing.T, e env[ports.Stores], m outbox.Message, at time.Time) (outbox.Message, string) {
+	t.Helper()
+	token := randomID()
+	got, err := e.impl.Outbox.Claim(context.Background(), ports.OutboxClaim{Token: token, Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID})
+	must(t, err, "claim")
+	expectEqual(t, len(got), 1, "claimed")
+	return got[0], token
+}
+
 func testOutboxClaimLeases(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
 	at := now()
 	m := newMessage(at)
 	must(t, e.impl.Outbox.Add(ctx, m), "add")
-	claim := ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID}
-	got, err := e.impl.Outbox.Claim(ctx, claim)
-	must(t, err, "claim")
-	expectEqual(t, len(got), 1, "claimed")
+	claimOne(t, e, m, at)
 	again, err := e.impl.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at.Add(59 * time.Second),
 		Until: at.Add(2 * time.Minute), Limit: 1, ID: m.ID})
 	must(t, err, "claim during the lease")
@@ -184,22 +191,18 @@ func testOutboxRecordNeedsToken(t *testing.T, e env[ports.Stores]) {
 	at := now()
 	m := newMessage(at)
 	must(t, e.impl.Outbox.Add(ctx, m), "add")
-	claim := ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID}
-	got, err := e.impl.Outbox.Claim(ctx, claim)
-	must(t, err, "claim")
-	expectEqual(t, len(got), 1, "claimed")
-	sent := got[0]
+	sent, token := claimOne(t, e, m, at)
 	sent.MarkSent(at)
 	ok, err := e.impl.Outbox.Record(ctx, sent, randomID())
 	must(t, err, "record with another token")
 	expectEqual(t, ok, false, "recorded with another token")
-	ok, err = e.impl.Outbox.Record(ctx, sent, claim.Token)
+	ok, err = e.impl.Outbox.Record(ctx, sent, token)
 	must(t, err, "record")
 	expectEqual(t, ok, true, "recorded")
 	stored, err := e.impl.Outbox.Get(ctx, m.ID)
 	must(t, err, "get")
 	expectEqual(t, stored.Status, outbox.Sent, "status")
-	ok, err = e.impl.Outbox.Record(ctx, sent, claim.Token)
+	ok, err = e.impl.Outbox.Record(ctx, sent, token)
 	must(t, err, "record again")
 	expectEqual(t, ok, false, "recorded a SENT message again")
 }
@@ -211,12 +214,9 @@ func testOutboxRetry(t *testing.T, e env[ports.Stores]) {
 	must(t, e.impl.Outbox.Add(ctx, m), "add")
 	expectIs(t, e.impl.Outbox.Retry(ctx, m.ID, at), outbox.ErrNotFailed, "retry of a PENDING message")
 	expectIs(t, e.impl.Outbox.Retry(ctx, randomID(), at), outbox.ErrNotFound, "retry of an unknown message")
-	claim := ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 1, ID: m.ID}
-	got, err := e.impl.Outbox.Claim(ctx, claim)
-	must(t, err, "claim")
-	failed := got[0]
+	failed, token := claimOne(t, e, m, at)
 	failed.MarkFailed("boom", at, outbox.Schedule{})
-	_, err = e.impl.Outbox.Record(ctx, failed, claim.Token)
+	_, err := e.impl.Outbox.Record(ctx, failed, token)
 	must(t, err, "record")
 	must(t, e.impl.Outbox.Retry(ctx, m.ID, at.Add(time.Hour)), "retry")
 	stored, err := e.impl.Outbox.Get(ctx, m.ID)
