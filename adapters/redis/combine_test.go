@@ -42,13 +42,14 @@ func (g *gatedRun) recorded() [][]int {
 	return g.batches
 }
 
-// waitFor polls cond until it holds, failing the test after a second.
+// waitFor polls cond until it holds, failing the test after 10 s (generous: it only matters
+// once something is wrong, and a busy machine under -race schedules slowly).
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 1s")
+			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(time.Millisecond)
 	}

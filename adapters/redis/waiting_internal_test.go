@@ -41,6 +41,9 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 	}
 	// state, rank, remaining, created (remaining is 0: the one slot is taken).
 	want := []string{"WAITING 1 0 1", "WAITING 0 0 0", "WAITING 1 0 0", "ENTERED", "WAITING 2 0 1"}
+	if len(entered) != len(want) {
+		t.Fatalf("%d enter answers, want %d: %v", len(entered), len(want), entered)
+	}
 	for i, answer := range entered {
 		state, r, err := stateOf("enter", answer)
 		if err != nil {
@@ -60,6 +63,9 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPolled := []string{"WAITING 2", "ENTERED", "NOT_QUEUED", "WAITING 1"}
+	if len(polled) != len(wantPolled) {
+		t.Fatalf("%d position answers, want %d: %v", len(polled), len(wantPolled), polled)
+	}
 	for i, answer := range polled {
 		state, r, err := stateOf("position", answer)
 		got := state
