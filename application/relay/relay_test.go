@@ -217,10 +217,17 @@ func TestRelay_TwoRelaysNeverSendAMessageTwiceAtOnce(t *testing.T) {
 		ids = append(ids, f.add(t).ID)
 	}
 	var wg sync.WaitGroup
-	for _, r := range []*relay.Service{first, second} {
-		wg.Go(func() { relayOnce(t, r) })
+	rounds, errs := make([]relay.Round, 2), make([]error, 2)
+	for i, r := range []*relay.Service{first, second} {
+		wg.Go(func() { rounds[i], errs[i] = r.Relay(context.Background()) })
 	}
 	wg.Wait()
+	for i := range rounds {
+		if errs[i] != nil || rounds[i].Sent == 0 {
+			// Both must have sent, or the relays never ran side by side and nothing was shown.
+			t.Fatalf("relay %d: sent %d, %v", i, rounds[i].Sent, errs[i])
+		}
+	}
 	if n := p.overlapping.Load(); n != 0 {
 		t.Fatalf("%d sends overlapped another send of the same message", n)
 	}

@@ -24,6 +24,7 @@ type fixture struct {
 	db      *memory.Database
 	wallets *memory.WalletRepository
 	svc     *appwallet.Service
+	queues  *guardtest.Queues
 }
 
 // newFixture builds the service on clock with store as its idempotency store (a memory one
@@ -35,10 +36,11 @@ func newFixture(t *testing.T, clock ports.Clock, store ports.IdempotencyStore) *
 	if store == nil {
 		store = memory.NewIdempotencyStore(clock)
 	}
+	f.queues = guardtest.NewQueues()
 	g := guard.New(guard.Deps{
 		Idempotency: store, Locker: memory.NewLocker(clock), Clock: clock, Sleeper: system.Sleeper{},
 		Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
-	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10})
+	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10}, guard.WithObserver(f.queues))
 	f.svc = appwallet.NewService(appwallet.Deps{Tx: db, Wallets: f.wallets, Guard: g, Clock: clock, IDs: system.UUIDs{}},
 		appwallet.Config{})
 	return f
@@ -185,6 +187,9 @@ func TestCharge_StampedeAddsExactlyAndBatches(t *testing.T) {
 		}
 	}
 	f.assertBalance(t, "herd", 1000+n*1000, n+1)
+	if f.queues.LargestBatch() < 2 {
+		t.Fatalf("the largest batch served %d charges: the stampede was never combined", f.queues.LargestBatch())
+	}
 }
 
 // The charge and its marker commit together: a retry after the lease of the never-completed

@@ -61,10 +61,12 @@ func (Parked) Sleep(ctx context.Context, _ time.Duration) error {
 	return ctx.Err()
 }
 
-// Queues is a guard.Observer that reports every request joining a lane's queue on Joined; its
-// other events are ignored. Pass it with guard.WithObserver.
+// Queues is a guard.Observer that reports every request joining a lane's queue on Joined and
+// keeps the largest batch a lane served; its other events are ignored. Pass it with
+// guard.WithObserver.
 type Queues struct {
-	joined chan string
+	joined  chan string
+	largest atomic.Int64
 }
 
 // joinedBuffer bounds the unread reports; a test that queues more without reading them loses
@@ -91,8 +93,18 @@ func (*Queues) LockAcquired(string, int, time.Duration) {}
 // LockExhausted is ignored.
 func (*Queues) LockExhausted(string) {}
 
-// BatchServed is ignored.
-func (*Queues) BatchServed(string, int) {}
+// BatchServed keeps the largest batch size.
+func (q *Queues) BatchServed(_ string, size int) {
+	for {
+		seen := q.largest.Load()
+		if int64(size) <= seen || q.largest.CompareAndSwap(seen, int64(size)) {
+			return
+		}
+	}
+}
+
+// LargestBatch is the most requests one batch served so far.
+func (q *Queues) LargestBatch() int { return int(q.largest.Load()) }
 
 // Replayed is ignored.
 func (*Queues) Replayed() {}
