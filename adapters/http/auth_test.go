@@ -209,6 +209,30 @@ func TestAuthentication_RefusesEveryBadCredentialOnEveryRoute(t *testing.T) {
 	assert.Equal(t, created, h.crews.created.Load(), "no refused credential created a crew")
 }
 
+// Every operator route — each /admin/ route, and crew creation — refuses a user's valid token
+// with 403 and does nothing; a route added later is covered without editing the test.
+func TestAuthorization_OperatorRoutesRefuseAUsersToken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	crewID := h.createCrew(3)
+	created := h.crews.created.Load()
+	user := h.token("user-1", rhttp.RoleUser)
+	checked := 0
+	for _, r := range h.router.Routes() {
+		if !strings.HasPrefix(r.Path, "/admin/") && (r.Method != stdhttp.MethodPost || r.Path != "/crews") {
+			continue
+		}
+		checked++
+		t.Run(r.Method+" "+r.Path, func(t *testing.T) {
+			rec := h.do(call{method: r.Method, path: concretePath(r.Path, crewID), token: user,
+				body: `{"name":"intruders","maxMembers":3}`, idempotencyKey: "k-user"})
+			assertError(t, rec, stdhttp.StatusForbidden, "FORBIDDEN")
+		})
+	}
+	require.GreaterOrEqual(t, checked, 10, "operator routes found")
+	assert.Equal(t, created, h.crews.created.Load(), "a user's token created a crew")
+}
+
 func TestTokens_VerifyReadsExactClaimNames(t *testing.T) {
 	t.Parallel()
 	tokens := rhttp.NewTokens(testSecret)
