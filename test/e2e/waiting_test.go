@@ -241,6 +241,7 @@ func TestWaiting_BadInputChangesNothing(t *testing.T) {
 				assertError(t, s.do("POST", "/events/"+unknown+path, s.token("alice"), "", "Entry-Token", smallToken), http.StatusNotFound, "EVENT_NOT_FOUND")
 			}
 			assertError(t, s.queueStatus(unknown, "alice"), http.StatusNotFound, "EVENT_NOT_FOUND")
+			assertError(t, s.do("DELETE", "/events/"+unknown+"/queue/token", s.token("alice"), ""), http.StatusNotFound, "EVENT_NOT_FOUND")
 			assertError(t, s.do("GET", "/events/"+unknown+"/seats", s.token("alice"), ""), http.StatusNotFound, "EVENT_NOT_FOUND")
 			assertError(t, s.do("GET", "/admin/events/"+unknown+"/queue", s.adminToken(), ""), http.StatusNotFound, "EVENT_NOT_FOUND")
 			assertError(t, s.do("PATCH", "/admin/events/"+unknown, s.adminToken(), `{"slots":3}`), http.StatusNotFound, "EVENT_NOT_FOUND")
@@ -262,6 +263,8 @@ func TestWaiting_BadInputChangesNothing(t *testing.T) {
 			// The other admission mode.
 			assertError(t, s.enter(push, "carol"), http.StatusConflict, "WRONG_ADMISSION_MODE")
 			assertError(t, s.claim(push, "carol"), http.StatusConflict, "WRONG_ADMISSION_MODE")
+			assertError(t, s.queueStatus(push, "carol"), http.StatusConflict, "WRONG_ADMISSION_MODE")
+			assertError(t, s.do("DELETE", "/events/"+push+"/queue/token", s.token("carol"), ""), http.StatusConflict, "WRONG_ADMISSION_MODE")
 
 			// Bodies.
 			for body, field := range map[string]string{
@@ -283,6 +286,7 @@ func TestWaiting_BadInputChangesNothing(t *testing.T) {
 			}
 			assertError(t, s.do("PATCH", "/admin/events/"+small, s.adminToken(), `{"slots":0}`), http.StatusBadRequest, "VALIDATION_FAILED")
 			assertError(t, s.do("PATCH", "/admin/events/"+small, s.adminToken(), `{}`), http.StatusBadRequest, "VALIDATION_FAILED")
+			assertError(t, s.do("PATCH", "/admin/events/"+small, s.adminToken(), `{"slots":3,"seats":9}`), http.StatusBadRequest, "VALIDATION_FAILED")
 			assertError(t, s.do("POST", "/admin/events", s.token("alice"), `{"name":"x","seats":2,"mode":"pull"}`), http.StatusForbidden, "FORBIDDEN")
 			assertError(t, s.do("POST", "/events/"+small+"/queue", s.token("alice"), `{"userId":"x"}`), http.StatusBadRequest, "VALIDATION_FAILED")
 			assertError(t, s.do("GET", "/events/"+small+"/seats?limit=0", s.token("alice"), ""), http.StatusBadRequest, "VALIDATION_FAILED")
