@@ -77,11 +77,20 @@ func TestTopProducts_ConcurrentCallersShareOneRead(t *testing.T) {
 	orders := &countingOrders{release: make(chan struct{})}
 	s := ranking.NewService(ranking.Deps{Orders: orders, Clock: clock}, ranking.Config{FreshFor: time.Second})
 	var wg sync.WaitGroup
+	var entered atomic.Int64
 	answers := make([]ranking.Top, 50)
 	for i := range answers {
-		wg.Go(func() { answers[i] = s.TopProducts(context.Background()) })
+		wg.Go(func() {
+			entered.Add(1)
+			answers[i] = s.TopProducts(context.Background())
+		})
 	}
-	for orders.reads.Load() == 0 {
+	// The read is held until every caller has arrived, so none can be served from the cache
+	// afterwards: a service that did not share the read in flight would read once per caller.
+	for entered.Load() < int64(len(answers)) || orders.reads.Load() == 0 {
+		runtime.Gosched()
+	}
+	for range 1000 {
 		runtime.Gosched()
 	}
 	close(orders.release)
