@@ -37,11 +37,27 @@ func TestParse_NamesTheVariableOfEachGroup(t *testing.T) {
 
 // TestValidate_CommerceNamesTheVariable: a charge maximum or retry count out of range stops the
 // start with a line naming its variable.
-func TestValidate_CommerceNamesTheVariable(t *testing.T) {
+// Every setting out of its range is refused by Validate with an error naming the variable.
+func TestValidate_NamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"RUSHGATE_CHARGE_MAX", "0"},
 		{"RUSHGATE_CHARGE_MAX", "9007199254740993"},
 		{"RUSHGATE_COUPON_ISSUE_RETRIES", "0"},
+		{"RUSHGATE_OUTBOX_BACKOFF", "0s"},
+		{"RUSHGATE_OUTBOX_BACKOFF", "1m,-5m"},
+		{"RUSHGATE_PUBLIC_URL", "ftp://example.com"},
+		{"RUSHGATE_DATAPLATFORM_URL", "not a url"},
+		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
+		{"RUSHGATE_RECONNECT_GRACE", "-1s"},
+		{"RUSHGATE_UPLOAD_MAX_BYTES", "0"},
+		{"RUSHGATE_UPLOAD_URL_EXPIRY", "0s"},
+		{"RUSHGATE_UPLOAD_SESSION_EXPIRY", "0s"},
+		{"RUSHGATE_EXPIRY_INTERVAL", "0s"},
+		{"RUSHGATE_QUEUE_TICK", "0s"},
+		{"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT", "0s"},
+		{"RUSHGATE_DATAPLATFORM_TIMEOUT", "0s"},
+		{"RUSHGATE_OUTBOX_INTERVAL", "0s"},
+		{"RUSHGATE_QUEUE_POLL_INTERVAL", "1h"},
 	} {
 		cfg, err := parseConfig(env.Options{Environment: map[string]string{tc.name: tc.value}})
 		if err != nil {
