@@ -35,8 +35,6 @@ func TestParse_NamesTheVariableOfEachGroup(t *testing.T) {
 	}
 }
 
-// TestValidate_CommerceNamesTheVariable: a charge maximum or retry count out of range stops the
-// start with a line naming its variable.
 // Every setting out of its range is refused by Validate with an error naming the variable.
 func TestValidate_NamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{

@@ -31,3 +31,20 @@ func MigrateTo(ctx context.Context, db *DB, version int64) error {
 	}
 	return nil
 }
+
+// MigrateDownTo rolls db's migrations back until version is the latest applied (0: none).
+func MigrateDownTo(ctx context.Context, db *DB, version int64) error {
+	provider, err := migrationProvider(db)
+	if err != nil {
+		return err
+	}
+	if _, err := provider.DownTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return nil
+}
+
+// InClaimTx runs fn in a transaction opened as Claim opens its own.
+func (r *OutboxRepository) InClaimTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return r.inClaimTx(ctx, fn)
+}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/domain/commerce/order"
-	"github.com/rushgate/rushgate/test/testenv"
 )
 
 // TestMigrate_ConcurrentInstancesAllSucceed starts several instances on one empty database at
@@ -19,10 +18,7 @@ import (
 // then find it applied. Running Migrate again changes nothing.
 func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 	const instances = 3
-	for name, fresh := range map[string]func(testing.TB) testenv.Database{
-		"postgres": testenv.Postgres,
-		"mysql":    testenv.MySQL,
-	} {
+	for name, fresh := range dialects {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -55,6 +51,43 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 	}
 }
 
+// TestMigrate_EveryMigrationGoesDownAndUpAgain: each migration's Down undoes its Up, so an
+// operator can roll a release back, and the schema then comes up again.
+func TestMigrate_EveryMigrationGoesDownAndUpAgain(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := openMigrated(t, fresh, gormdb.Options{})
+			require.NoError(t, gormdb.MigrateDownTo(ctx, db, 0))
+			var left []string
+			rows, err := db.SQL().QueryContext(ctx, tableNamesSQL[name])
+			require.NoError(t, err)
+			for rows.Next() {
+				var table string
+				require.NoError(t, rows.Scan(&table))
+				left = append(left, table)
+			}
+			require.NoError(t, rows.Err())
+			require.NoError(t, rows.Close())
+			assert.Equal(t, goosesTables[name], left, "only goose's own tables are left")
+			require.NoError(t, gormdb.Migrate(ctx, db))
+		})
+	}
+}
+
+// tableNamesSQL lists the tables of the current database or schema by name.
+var tableNamesSQL = map[string]string{
+	"postgres": "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name",
+	"mysql":    "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name",
+}
+
+// goosesTables are the migration tool's: its version table, and on MySQL its lock table.
+var goosesTables = map[string][]string{
+	"postgres": {"goose_db_version"},
+	"mysql":    {"goose_db_version", "goose_lock"},
+}
+
 // TestMigrate_RollsUpTheSalesAnUpgradedDatabaseHolds: a database at version 7 holding COMPLETED
 // and PENDING orders gets, from migration 8, the hourly rollup of exactly its COMPLETED lines,
 // and the ranking read on it is the live aggregate.
@@ -69,8 +102,7 @@ func TestMigrate_RollsUpTheSalesAnUpgradedDatabaseHolds(t *testing.T) {
 			hour := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 			exec := func(query string, args ...any) {
 				t.Helper()
-				_, err := db.SQL().ExecContext(ctx, gormdb.Bind(db.Dialect(), query), args...)
-				require.NoError(t, err)
+				require.NoError(t, gormdb.Exec(ctx, db, query, args...))
 			}
 			exec("INSERT INTO products (id, name, price, created_at) VALUES ('pa', 'A', 10, ?), ('pb', 'B', 7, ?)", hour, hour)
 			type line struct {

@@ -24,14 +24,20 @@ type OutboxRepository struct {
 
 // NewOutboxRepository returns the outbox repository of db.
 func NewOutboxRepository(db *DB) *OutboxRepository {
-	const due = "SELECT " + outboxColumns + " FROM outbox WHERE status = 'PENDING' AND next_attempt_at <= ? "
+	const due = " WHERE status = 'PENDING' AND next_attempt_at <= ? "
+	// The claim walks outbox_claim in its order and stops at the rows it takes; MySQL is held to
+	// it, since sorting through another index would lock every due row (see the migration).
+	claimFrom := "SELECT " + outboxColumns + " FROM outbox"
+	if db.dialect == MySQL {
+		claimFrom += " FORCE INDEX (outbox_claim)"
+	}
 	return &OutboxRepository{
 		db: db,
 		tx: NewTxRunner(db),
 		insertSQL: "INSERT INTO outbox (id, payload, status, attempts, next_attempt_at, last_error, created_at, sent_at) " +
 			"VALUES ",
-		claimSQL:    Bind(db.dialect, due+"ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED"),
-		claimOneSQL: Bind(db.dialect, due+"AND id = ? FOR UPDATE SKIP LOCKED"),
+		claimSQL:    Bind(db.dialect, claimFrom+due+"ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED"),
+		claimOneSQL: Bind(db.dialect, "SELECT "+outboxColumns+" FROM outbox"+due+"AND id = ? FOR UPDATE SKIP LOCKED"),
 		recordSQL: Bind(db.dialect, "UPDATE outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sent_at = ? "+
 			"WHERE id = ? AND claim_token = ? AND status = 'PENDING'"),
 		getSQL: Bind(db.dialect, "SELECT "+outboxColumns+" FROM outbox WHERE id = ?"),
@@ -81,10 +87,10 @@ func (r *OutboxRepository) Add(ctx context.Context, messages ...outbox.Message) 
 }
 
 // Claim selects due rows with FOR UPDATE SKIP LOCKED, so concurrent claims pass over each
-// other's rows instead of waiting, and leases them with one UPDATE, in one transaction.
+// other's rows instead of waiting, and leases them with one UPDATE, in one claim transaction.
 func (r *OutboxRepository) Claim(ctx context.Context, c ports.OutboxClaim) ([]outbox.Message, error) {
 	var claimed []outbox.Message
-	err := r.tx.InTx(ctx, func(ctx context.Context) error {
+	err := r.inClaimTx(ctx, func(ctx context.Context) error {
 		claimed = claimed[:0]
 		query, args := r.claimSQL, []any{c.Now.UTC(), c.Limit}
 		if c.ID != "" {
@@ -111,6 +117,12 @@ func (r *OutboxRepository) Claim(ctx context.Context, c ports.OutboxClaim) ([]ou
 		return nil, err
 	}
 	return claimed, nil
+}
+
+// inClaimTx runs fn in a transaction at READ COMMITTED, which takes no gap locks, so new
+// messages never wait for a claim; a context already carrying a transaction joins it as it is.
+func (r *OutboxRepository) inClaimTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return r.tx.inTx(ctx, readCommitted, fn)
 }
 
 // Record writes the outcome in one UPDATE conditional on the claim's token.

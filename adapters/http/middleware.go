@@ -147,10 +147,13 @@ func validateQuery() gin.HandlerFunc {
 }
 
 // limitBody caps every request body at maxBytes; reading past it fails with
-// *stdhttp.MaxBytesError, which decoding answers as 413.
+// *stdhttp.MaxBytesError, which decoding answers as 413. A request without a body keeps
+// net/http's NoBody, which decoding then does not read.
 func limitBody(maxBytes int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.Request.Body = stdhttp.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+		if c.Request.Body != nil && c.Request.Body != stdhttp.NoBody {
+			c.Request.Body = stdhttp.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+		}
 		c.Next()
 	}
 }

@@ -25,9 +25,10 @@ const (
 // calls may: the order of calls is kept within a batch, not across batches.
 //
 // A batch runs detached from its callers' contexts (the client's read and write timeouts
-// bound it), so one caller giving up cannot fail the others; that caller is answered with its
-// context's error while its input may still be applied, as a single call cut off after
-// sending would be.
+// bound it), so one caller giving up cannot fail the others. A caller waiting on another's batch
+// is answered with its context's error when it gives up, while its input may still be applied,
+// as a single call cut off after sending would be; the caller that sends a batch waits for it,
+// within those timeouts.
 type combiner[K comparable, In, Out any] struct {
 	inFlight int
 	run      func(ctx context.Context, key K, batch []In) ([]Out, error)

@@ -2,12 +2,14 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -70,8 +72,10 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 		state, r, err := stateOf("position", answer)
 		got := state
 		switch {
-		case err != nil:
+		case errors.Is(err, ports.ErrNotQueued):
 			got = "NOT_QUEUED"
+		case err != nil:
+			got = err.Error()
 		case state == "WAITING":
 			got = fmt.Sprintf("%s %v", state, r[0])
 		case state == "ENTERED" && fromMillis(r[1]).Before(time.Now().Add(59*time.Minute)):

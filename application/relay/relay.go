@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/outbox"
 	"github.com/rushgate/rushgate/ports"
@@ -177,22 +179,17 @@ func (s *Service) claimAndSend(ctx context.Context, c ports.OutboxClaim) (Round,
 	var (
 		mu    sync.Mutex
 		round Round
-		first error
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, s.cfg.Senders)
+		g     errgroup.Group
 	)
+	g.SetLimit(s.cfg.Senders)
 	for _, m := range claimed {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		g.Go(func() error {
 			status, err := s.send(ctx, m, c.Token)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil:
-				if first == nil {
-					first = err
-				}
+				return err
 			case status == outbox.Sent:
 				round.Sent++
 			case status == outbox.Failed:
@@ -200,10 +197,11 @@ func (s *Service) claimAndSend(ctx context.Context, c ports.OutboxClaim) (Round,
 			default:
 				round.Retrying++
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	return round, first
+	err = g.Wait()
+	return round, err
 }
 
 // send delivers one claimed message and records the outcome while the claim holds; it returns

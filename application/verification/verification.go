@@ -390,8 +390,7 @@ func (s *Service) ListVerifications(ctx context.Context, cmd ListCommand) (Verif
 	if err := domain.ValidateUUID("challengeId", cmd.ChallengeID); err != nil {
 		return VerificationPage{}, err
 	}
-	limit := cmd.Limit
-	limit, err := domain.PageLimit(limit)
+	limit, err := domain.PageLimit(cmd.Limit)
 	if err != nil {
 		return VerificationPage{}, err
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
@@ -559,21 +561,15 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 	}
 }
 
-// eachAtOnce runs fn for every promotion, routeParallelism at a time, and joins their errors. A
-// message whose fn failed stays unacknowledged and is read again later.
+// eachAtOnce runs fn for every promotion, routeParallelism at a time, and answers the first
+// error. A message whose fn failed stays unacknowledged and is read again later.
 func eachAtOnce(batch []ports.Promotion, fn func(ports.Promotion) error) error {
-	errs := make([]error, len(batch))
-	slots := make(chan struct{}, routeParallelism)
-	var wg sync.WaitGroup
-	for i, p := range batch {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			errs[i] = fn(p)
-		})
+	var g errgroup.Group
+	g.SetLimit(routeParallelism)
+	for _, p := range batch {
+		g.Go(func() error { return fn(p) })
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }
 
 // brokerOf is the broker id of a connection owner "<brokerID>|<connection>|".

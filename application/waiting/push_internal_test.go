@@ -11,7 +11,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-func TestEachAtOnce_RunsEveryMessageRouteParallelismAtOnceAndJoinsErrors(t *testing.T) {
+func TestEachAtOnce_RunsEveryMessageRouteParallelismAtOnceAndAnswersTheError(t *testing.T) {
 	batch := make([]ports.Promotion, 3*routeParallelism)
 	for i := range batch {
 		batch[i].UserID = strconv.Itoa(i)

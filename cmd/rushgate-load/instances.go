@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -65,18 +64,14 @@ func (in *instances) send(ctx context.Context, i int, method, path string, heade
 		if raw, err = json.Marshal(body); err != nil {
 			return attempt{instance: k, err: fmt.Errorf("encode %s: %w", path, err)}, nil
 		}
-		headers = maps.Clone(headers)
-		if headers == nil {
-			headers = map[string]string{}
-		}
-		headers["Content-Type"] = "application/json"
 	}
 	a, answer := in.exchange(ctx, method, base+path, headers, raw)
 	a.instance = k
 	return a, answer
 }
 
-// exchange sends one request to url and times it up to the last byte of the response. A
+// exchange sends one request to url and times it up to the last byte of the response; a body is
+// sent as JSON unless headers name another Content-Type. A
 // non-2xx answer's JSON "error" code is kept, and a 5xx answer's body as evidence. The request
 // is not sent once ctx is done; one in flight ends within the client's timeout.
 func (in *instances) exchange(ctx context.Context, method, url string, headers map[string]string, body []byte) (attempt, []byte) {
@@ -88,6 +83,9 @@ func (in *instances) exchange(ctx context.Context, method, url string, headers m
 	defer fasthttp.ReleaseResponse(resp)
 	req.Header.SetMethod(method)
 	req.SetRequestURI(url)
+	if body != nil {
+		req.Header.SetContentType("application/json")
+	}
 	for name, value := range headers {
 		req.Header.Set(name, value)
 	}

@@ -1,7 +1,8 @@
 // Command rushgate-load drives one or more rushgate servers with a scenario and prints one table
 // per run: throughput, exact latency percentiles, answers per status, the invariant read back
 // from the database, the "ceiling" — the equivalent transaction issued directly through
-// database/sql at the same concurrency, i.e. what the database alone can do — and each target
+// database/sql at the same concurrency, i.e. what the database alone can do (raw ZADD for
+// queue-pull, a bare GET /healthz for queue-push) — and each target
 // the scenario is judged on, with PASS or MISS next to the value it judges.
 //
 //	rushgate-load [flags] <scenario>
@@ -146,13 +147,14 @@ func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (boo
 		concurrency: cfg.concurrency,
 		runID:       runID,
 		rushgate:    statsOf(attempts, elapsed),
+		ceilingName: ceilingName(sc),
 	}
 	if rep.invariant, err = sc.invariant(ctx, e, attempts); err != nil {
 		return false, err
 	}
 
 	if !cfg.noCeiling {
-		progress(stderr, "run %s: ceiling, the same transactions through database/sql\n", runID)
+		progress(stderr, "run %s: ceiling, the same work through %s\n", runID, rep.ceilingName)
 		w, err := sc.ceiling(ctx, e)
 		if err != nil {
 			return false, err
@@ -252,7 +254,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
 	fs.IntVar(&cfg.orderItems, "order-items", 100000, "top-products: order lines written before the reads (1000000 takes minutes)")
 	fs.BoolVar(&cfg.list, "list", false, "print the scenario names, one per line, and exit")
-	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the database/sql ceiling run (ratios are then not judged)")
+	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the ceiling run (ratios are then not judged)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "per request (and per ceiling transaction)")
 	fs.StringVar(&cfg.summary, "summary", "", "append one tab-separated summary line of the run to this file (header first if new)")
 

@@ -402,12 +402,19 @@ func (s *queuePush) queueView(ctx context.Context, e *env) (pushQueueView, error
 	return v, nil
 }
 
+func (s *queuePush) ceilingName() string { return "GET /healthz" }
+
 func (s *queuePush) ceiling(_ context.Context, e *env) (work, error) {
-	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
+	return healthzWork(e, s.users), nil
+}
+
+// healthzWork is n GET /healthz: a bare route through the servers' HTTP stack and middleware.
+func healthzWork(e *env, n int) work {
+	return work{n: n, do: func(ctx context.Context, i int) attempt {
 		a, _ := e.api.send(ctx, i, http.MethodGet, "/healthz", nil, nil)
 		a.ok = a.status == http.StatusOK
 		return a
-	}}, nil
+	}}
 }
 
 // withoutDatabase: queue-push reads everything through the API and the streams.

@@ -184,10 +184,9 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 	}
 	add("entered (201)", entered)
 	rate("entries per second", s.entriesPerSecond)
-	rate("status polls per second (every user once)", polling.perSecond)
-	pollLatency := summarizeLatencies(polling.latencies)
-	add("  status poll p50 µs", int(pollLatency.p50.Microseconds()))
-	add("  status poll p99 µs", int(pollLatency.p99.Microseconds()))
+	rate("status polls per second (every user once)", polling.stats.perSecond(polling.stats.total))
+	add("  status poll p50 µs", int(polling.stats.latency.p50.Microseconds()))
+	add("  status poll p99 µs", int(polling.stats.latency.p99.Microseconds()))
 	add("admitted (token claimed once)", phase.admitted)
 	add("tokens alive at most (sampled)", phase.maxAlive)
 	add("tokens held at most (clients)", int(phase.maxHeld))
@@ -227,9 +226,8 @@ const queueRateTarget = 20_000
 
 // pollingPhase is what the every-user-polls-once phase measured.
 type pollingPhase struct {
-	perSecond float64
-	latencies []time.Duration
-	failures  []string
+	stats    runStats
+	failures []string
 }
 
 // pollOnce has every entered user, in order of place, poll their status once at the run's
@@ -251,10 +249,7 @@ func (s *queuePull) pollOnce(ctx context.Context, e *env, order []int) pollingPh
 		}
 		return a
 	}}, e.concurrency)
-	phase.perSecond = float64(len(attempts)) / elapsed.Seconds()
-	for _, a := range attempts {
-		phase.latencies = append(phase.latencies, a.latency)
-	}
+	phase.stats = statsOf(attempts, elapsed)
 	return phase
 }
 
@@ -375,6 +370,8 @@ func sampleAdmitted(ctx context.Context, e *env, adminToken, eventID string, sto
 	}
 }
 
+func (s *queuePull) ceilingName() string { return "raw ZADD, go-redis" }
+
 // ceiling is raw ZADD on the servers' Redis at the same concurrency, one member per user into a
 // scratch key; redis-benchmark's ZADD on the same server is printed beside it.
 func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
@@ -407,17 +404,8 @@ func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
 // as many as there were users: the cost of a bare request through the same server and
 // middleware, against which an entry's own work (JWT, Redis, JSON) shows.
 func (s *queuePull) healthzRate(ctx context.Context, e *env) float64 {
-	attempts, elapsed := runConcurrently(ctx, work{n: s.users, do: func(ctx context.Context, i int) attempt {
-		a, _ := e.api.send(ctx, i, http.MethodGet, "/healthz", nil, nil)
-		return a
-	}}, e.concurrency)
-	ok := 0
-	for _, a := range attempts {
-		if a.ok {
-			ok++
-		}
-	}
-	return float64(ok) / elapsed.Seconds()
+	st := statsOf(runConcurrently(ctx, healthzWork(e, s.users), e.concurrency))
+	return st.perSecond(st.succeeded)
 }
 
 // benchmarkRate reads "ZADD: 93896.71 requests per second" off redis-benchmark -q.

@@ -24,6 +24,7 @@ type report struct {
 	runID       string
 	rushgate    runStats
 	ceiling     *runStats // nil with --no-ceiling
+	ceilingName string    // what the ceiling runs, e.g. database/sql
 	invariant   invariantResult
 	verdicts    []verdict // in the scenario's order: the first is the headline
 }
@@ -150,7 +151,7 @@ func (r report) write(w io.Writer) error {
 
 	header := []string{"", "rushgate (HTTP)"}
 	if r.ceiling != nil {
-		header = append(header, "ceiling (database/sql)")
+		header = append(header, "ceiling ("+r.ceilingName+")")
 	}
 	tp.printf("%s\n", strings.Join(append(header, "target", ""), "\t"))
 	row("requests per instance", r.perInstance(), "", nil)

@@ -119,6 +119,7 @@ func hotReport(t *testing.T) report {
 		runID:       "abcd1234",
 		rushgate:    rushgate,
 		ceiling:     &ceiling,
+		ceilingName: ceilingName(sc),
 		invariant: summarizeCrews([]crewState{{
 			id: "c1", currentMembers: 3, maxMembers: 4, memberIDs: []string{"u0", "u1", "u3"}, sent: sent,
 		}}),

@@ -26,8 +26,9 @@ type scenario interface {
 	// invariant reads what the run left in the database, bypassing the server, and checks it
 	// against the answers the run got (attempts, in request order).
 	invariant(ctx context.Context, e *env, attempts []attempt) (invariantResult, error)
-	// ceiling sets up the equivalent raw transaction through database/sql and returns it as
-	// work for the same pool at the same concurrency: what the database alone can do.
+	// ceiling sets up the equivalent raw transaction through database/sql, or the raw path a
+	// namedCeiling names, and returns it as work for the same pool at the same concurrency: what
+	// the database (or Redis, or bare HTTP) alone can do.
 	ceiling(ctx context.Context, e *env) (work, error)
 	// targets are what the run is judged on against dialect; the first is its headline.
 	targets(dialect gormdb.Dialect) []target
@@ -87,6 +88,18 @@ var scenarioDefaults = map[string]map[string]string{
 	"queue-pull":   {"users": "100000", "capacity": "100"},
 	"outbox-drain": {"users": "10000"},
 	"queue-push":   {"users": "10000", "capacity": "1000", "concurrency": "128"},
+}
+
+// namedCeiling is a scenario whose ceiling is not a transaction through database/sql; it names
+// what it is for the report.
+type namedCeiling interface{ ceilingName() string }
+
+// ceilingName is what sc's ceiling runs: the report's column header and progress line say it.
+func ceilingName(sc scenario) string {
+	if named, ok := sc.(namedCeiling); ok {
+		return named.ceilingName()
+	}
+	return "database/sql"
 }
 
 // databaseOptional marks a scenario that also runs against the embedded default: without

@@ -42,6 +42,23 @@ func TestLookup_NamesTheKnownScenariosWhenItFails(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown scenario "crew-stampede": want one of crew-hot, crew-herd, crew-spread`)
 }
 
+// The report's ceiling column says what ran: a Redis or HTTP ceiling is not labelled
+// database/sql.
+func TestCeilingName_SaysWhatTheCeilingRuns(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"crew-hot":   "database/sql",
+		"queue-pull": "raw ZADD, go-redis",
+		"queue-push": "GET /healthz",
+	} {
+		r, err := lookup(name)
+		require.NoError(t, err)
+		sc, err := r.build(defaults)
+		require.NoError(t, err)
+		assert.Equal(t, want, ceilingName(sc), name)
+	}
+}
+
 func buildCrew(t *testing.T, name string, cfg config) *crewJoin {
 	t.Helper()
 	r, err := lookup(name)

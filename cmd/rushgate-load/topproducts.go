@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +13,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
+	"github.com/rushgate/rushgate/application/ranking"
 )
 
 // The top products read: --users GET /api/products/top against --order-items order lines
 // written straight to the database, one line per order: half COMPLETED within the last 3 days,
-// a quarter COMPLETED 4 to 10 days ago, a quarter PENDING. Judged on requests/s against the bare
-// aggregate through database/sql at the same concurrency, and p99; every answer must be the
+// a quarter COMPLETED 4 to 10 days ago, a quarter PENDING. Judged on requests/s against the same
+// rollup read straight on the database at the same concurrency, and p99; every answer must be the
 // ranking the generated data implies. The lines are written straight to the tables, then rolled
 // up into product_sales_hourly as a payment would have.
 
@@ -220,32 +220,16 @@ func (s *topProducts) invariant(_ context.Context, _ *env, attempts []attempt) (
 // other far past a request's timeout, and the ceiling is a rate, not a latency bound.
 const ceilingReadTimeout = time.Minute
 
-// ceiling is the bare read rushgate runs, through database/sql, one per read, two per worker at
-// most: the whole hours of the 3 days from product_sales_hourly plus the part of an hour before
-// them from the orders, ranked, with names.
+// ceiling is the bare read rushgate runs — the orders repository's TopSelling, straight on the
+// database, one per read, two per worker at most: the whole hours of the 3 days from
+// product_sales_hourly plus the part of an hour before them from the orders, ranked, with names.
 func (s *topProducts) ceiling(_ context.Context, e *env) (work, error) {
-	bigint := "SIGNED"
-	if e.db.Dialect() == gormdb.Postgres {
-		bigint = "bigint"
-	}
-	query := gormdb.Bind(e.db.Dialect(), "SELECT t.product_id, p.name, t.units, t.revenue FROM ("+
-		"SELECT s.product_id, CAST(SUM(s.quantity) AS "+bigint+") AS units, CAST(SUM(s.subtotal) AS "+bigint+") AS revenue FROM ("+
-		"SELECT h.product_id, h.units AS quantity, h.revenue AS subtotal FROM product_sales_hourly h WHERE h.hour_start >= ? "+
-		"UNION ALL SELECT i.product_id, i.quantity, i.subtotal FROM orders o JOIN order_items i ON i.order_id = o.id "+
-		"WHERE o.status = 'COMPLETED' AND o.paid_at >= ? AND o.paid_at < ?"+
-		") s GROUP BY s.product_id ORDER BY units DESC, s.product_id LIMIT 5"+
-		") t JOIN products p ON p.id = t.product_id ORDER BY t.units DESC, t.product_id")
+	orders := gormdb.NewOrderRepository(e.db)
 	return work{n: min(s.reads, 2*e.concurrency), do: func(ctx context.Context, i int) attempt {
 		ctx, cancel := context.WithTimeout(ctx, max(e.timeout, ceilingReadTimeout))
 		defer cancel()
 		start := time.Now()
-		since := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Microsecond)
-		firstHour := since.Truncate(time.Hour).Add(time.Hour)
-		n := 0
-		err := queryRows(ctx, e.db.SQL(), query, []any{firstHour, since, firstHour}, func(*sql.Rows) error {
-			n++
-			return nil
-		})
-		return attempt{latency: time.Since(start), ok: err == nil && n == 5, err: err}
+		top, err := orders.TopSelling(ctx, time.Now().Add(-ranking.DefaultPeriod), ranking.DefaultLimit)
+		return attempt{latency: time.Since(start), ok: err == nil && len(top) == ranking.DefaultLimit, err: err}
 	}}, nil
 }

@@ -2,6 +2,7 @@ package porttest
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +18,9 @@ import (
 // and of concurrent deductions at one version one applies; movements round-trip oldest first),
 // OrderRepository.MarkPaid (once; a second is order.ErrNotPayable), TopSelling (exactly the
 // aggregate of the orders paid since a time, from any time, also under concurrent payments) and
-// ports.OutboxRepository
-// (messages round-trip; a claim takes due PENDING messages and leases them; concurrent claims
-// never take one message twice; Record needs the claim's token; Retry turns only a FAILED
-// message PENDING).
+// ports.OutboxRepository (messages round-trip; a claim takes due PENDING messages, oldest first,
+// and leases them; concurrent claims never take one message twice; Record needs the claim's
+// token; Retry turns only a FAILED message PENDING).
 func TestPaymentRepositories(t *testing.T, newStores func(t *testing.T) ports.Stores, caps Capabilities) {
 	run(t, newStores, caps, []testCase[ports.Stores]{
 		{"Stock/DeductAppliesAtTheReadVersionWhileTheStockCovers", testStockDeduct},
@@ -31,6 +31,7 @@ func TestPaymentRepositories(t *testing.T, newStores func(t *testing.T) ports.St
 		{"Order/ConcurrentPaymentsRollUpEveryLine", testConcurrentPaymentsRollUpEveryLine},
 		{"Outbox/AddThenGetRoundTrips", testOutboxRoundTrip},
 		{"Outbox/ClaimLeasesUntilItsEnd", testOutboxClaimLeases},
+		{"Outbox/ClaimTakesDueMessagesOldestFirst", testOutboxClaimOrder},
 		{"Outbox/ConcurrentClaimsNeverShareAMessage", testOutboxConcurrentClaims},
 		{"Outbox/RecordNeedsTheClaimsToken", testOutboxRecordNeedsToken},
 		{"Outbox/RetryTurnsOnlyFailedPending", testOutboxRetry},
@@ -138,25 +139,50 @@ func testOutboxClaimLeases(t *testing.T, e env[ports.Stores]) {
 	expectEqual(t, len(after), 1, "claimed after the lease")
 }
 
+// emptyStores returns stores on storage of their own, or skips the case.
+func emptyStores(t *testing.T, e env[ports.Stores]) ports.Stores {
+	t.Helper()
+	if e.caps.NewEmptyStores == nil {
+		t.Skip("the backend offers no empty storage (Capabilities.NewEmptyStores)")
+	}
+	return e.caps.NewEmptyStores(t)
+}
+
+func testOutboxClaimOrder(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	stores := emptyStores(t, e)
+	at := now()
+	messages := make([]outbox.Message, 4)
+	for i := range messages {
+		messages[i] = newMessage(at.Add(time.Duration(i-len(messages)) * time.Minute))
+	}
+	messages[1].NextAttemptAt = at.Add(time.Hour) // waiting for a retry: not due
+	must(t, stores.Outbox.Add(ctx, messages[2], messages[0], messages[3], messages[1]), "add")
+	got, err := stores.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Minute), Limit: 2})
+	must(t, err, "claim")
+	var ids []string
+	for _, m := range got {
+		ids = append(ids, m.ID)
+	}
+	expectEqual(t, strings.Join(ids, ","), messages[0].ID+","+messages[2].ID, "claimed, oldest due first")
+}
+
 func testOutboxConcurrentClaims(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
+	stores := emptyStores(t, e)
 	at := now()
-	mine := map[string]bool{}
-	var messages []outbox.Message
-	for i := range 60 {
-		// Older than every other case's messages, so the claims take these first.
-		m := newMessage(at.Add(-time.Hour * 24 * 365 * 20).Add(time.Duration(i) * time.Millisecond))
-		mine[m.ID] = true
-		messages = append(messages, m)
+	messages := make([]outbox.Message, 60)
+	for i := range messages {
+		messages[i] = newMessage(at.Add(time.Duration(i-len(messages)) * time.Millisecond))
 	}
-	must(t, e.impl.Outbox.Add(ctx, messages...), "add")
+	must(t, stores.Outbox.Add(ctx, messages...), "add")
 	var (
 		mu      sync.Mutex
 		claimed = map[string]int{}
 	)
-	for round := 0; round < 20 && countIn(claimed, mine) < len(mine); round++ {
+	for round := 0; round < 20 && len(claimed) < len(messages); round++ {
 		errs := startTogether(6, func(int) error {
-			got, err := e.impl.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Hour), Limit: 7})
+			got, err := stores.Outbox.Claim(ctx, ports.OutboxClaim{Token: randomID(), Now: at, Until: at.Add(time.Hour), Limit: 7})
 			mu.Lock()
 			defer mu.Unlock()
 			for _, m := range got {
@@ -173,17 +199,7 @@ func testOutboxConcurrentClaims(t *testing.T, e env[ports.Stores]) {
 			t.Fatalf("message %s claimed %d times within its lease", id, n)
 		}
 	}
-	expectEqual(t, countIn(claimed, mine), len(mine), "this case's messages claimed")
-}
-
-func countIn(claimed map[string]int, mine map[string]bool) int {
-	n := 0
-	for id := range claimed {
-		if mine[id] {
-			n++
-		}
-	}
-	return n
+	expectEqual(t, len(claimed), len(messages), "messages claimed")
 }
 
 func testOutboxRecordNeedsToken(t *testing.T, e env[ports.Stores]) {

@@ -9,7 +9,8 @@
 //
 // A suite calls its constructor once and runs every case in parallel on that instance; cases
 // that need a second instance call the constructor again. Cases isolate themselves with random
-// ids and keys, so every instance may share one storage. Capabilities says what a backend can
+// ids and keys, so every instance may share one storage; the few that cannot ask for an empty
+// one (Capabilities.NewEmptyStores). Capabilities says what a backend can
 // do beyond what every implementation must; cases that need more are skipped.
 //
 // The package depends on the standard library, ports and domain only, so that importing it
@@ -40,6 +41,10 @@ type Capabilities struct {
 	// and an idempotency record begun through one is seen through the other. Read by TestLocker
 	// and TestIdempotencyStore.
 	SharedInstances bool
+	// NewEmptyStores returns stores on an empty storage of their own. An outbox claim ranges over
+	// every message, and may pass over (and so lock) messages it does not take, so the cases
+	// that claim without an id need a table to themselves. Read by TestPaymentRepositories.
+	NewEmptyStores func(t *testing.T) ports.Stores
 }
 
 // env is what a case runs on: the suite's shared instance, the constructor for cases that need

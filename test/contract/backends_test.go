@@ -81,7 +81,8 @@ func memoryPushQueue(*testing.T) (func(*testing.T) porttest.PushRoom, porttest.C
 // memoryStores gives every caller the stores of one in-memory database.
 func memoryStores(*testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
 	stores := memory.NewStores(memory.NewDatabase())
-	return func(*testing.T) ports.Stores { return stores }, porttest.Capabilities{}
+	return func(*testing.T) ports.Stores { return stores },
+		porttest.Capabilities{NewEmptyStores: func(*testing.T) ports.Stores { return memory.NewStores(memory.NewDatabase()) }}
 }
 
 // memoryLocker gives every caller a Locker of its own: in-process locks are not shared.
@@ -102,7 +103,8 @@ func memoryWaitingRoom(*testing.T) (func(*testing.T) ports.WaitingRoom, porttest
 }
 
 // sqlStores creates a fresh database on the server fresh names and gives every caller stores on
-// a pool of its own to it, as separate instances of a deployment have.
+// a pool of its own to it, as separate instances of a deployment have; empty stores get a fresh
+// database of their own.
 func sqlStores(fresh func(testing.TB) testenv.Database) suite[ports.Stores] {
 	return func(t *testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
 		database := fresh(t)
@@ -110,7 +112,10 @@ func sqlStores(fresh func(testing.TB) testenv.Database) suite[ports.Stores] {
 			return gormdb.NewStores(openSQL(t, database, gormdb.Options{TxTimeout: timeout}))
 		}
 		open := func(t *testing.T) ports.Stores { return withTxTimeout(t, contractTxTimeout) }
-		return open, porttest.Capabilities{NewStoresWithTxTimeout: withTxTimeout}
+		empty := func(t *testing.T) ports.Stores {
+			return gormdb.NewStores(openSQL(t, fresh(t), gormdb.Options{TxTimeout: contractTxTimeout}))
+		}
+		return open, porttest.Capabilities{NewStoresWithTxTimeout: withTxTimeout, NewEmptyStores: empty}
 	}
 }
 

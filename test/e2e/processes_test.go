@@ -203,8 +203,9 @@ func TestPush_KilledBrokerGivesEverySlotBack(t *testing.T) {
 }
 
 // TestPush_KilledDispatcherPromotesNobodyTwice: dispatchers are killed with kill -9 again and
-// again while users stream in and leave; their successors resume from the pending entries, and
-// every user is admitted exactly once, with one token.
+// again, each soon after it has begun promoting, while users stream in and leave; their
+// successors resume from the pending entries, and every user is admitted exactly once, with one
+// token.
 func TestPush_KilledDispatcherPromotesNobodyTwice(t *testing.T) {
 	env := processEnv(t)
 	broker := startProcess(t, env, "broker", "broker").client(t)
@@ -229,19 +230,33 @@ func TestPush_KilledDispatcherPromotesNobodyTwice(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	for round := 0; ; round++ {
-		d := startProcess(t, env, fmt.Sprintf("dispatcher-%d", round), "dispatcher")
+	everyoneLeft := func() bool {
 		select {
 		case <-done:
-			d.kill()
-		case <-time.After(time.Duration(150+round*37%200) * time.Millisecond):
-			d.kill()
-			if round < 200 {
-				continue
-			}
-			t.Fatal("users still waiting after 200 dispatchers")
+			return true
+		default:
+			return false
 		}
-		break
+	}
+	// Each dispatcher is killed soon after its first promotion, never before it has begun: kills
+	// land throughout the run, some mid-promotion, some between ticks, and each successor must
+	// pick up where the last one stopped.
+	killedWhileUsersRemained := 0
+	for round := 0; !everyoneLeft(); round++ {
+		promoted := broker.queueView(eventID).num("claims")
+		d := startProcess(t, env, fmt.Sprintf("dispatcher-%d", round), "dispatcher")
+		eventually(t, 10*time.Second, fmt.Sprintf("dispatcher %d promotes someone", round), func() bool {
+			return everyoneLeft() || broker.queueView(eventID).num("claims") > promoted
+		})
+		time.Sleep(time.Duration(round*7%30) * time.Millisecond)
+		d.kill()
+		if !everyoneLeft() {
+			killedWhileUsersRemained++
+		}
+	}
+	t.Logf("%d dispatchers killed while users remained", killedWhileUsersRemained)
+	if killedWhileUsersRemained < 3 {
+		t.Fatalf("only %d dispatchers were killed while users remained", killedWhileUsersRemained)
 	}
 	for i, c := range clients {
 		if c.distinctTokens() != 1 {
