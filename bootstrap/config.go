@@ -296,15 +296,18 @@ func (c ServerConfig) Validate() error {
 	default:
 		return fmt.Errorf("RUSHGATE_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
 	}
-	if c.ReadHeaderTimeout > c.ReadTimeout {
-		return fmt.Errorf("RUSHGATE_READ_HEADER_TIMEOUT: %v is longer than RUSHGATE_READ_TIMEOUT %v", c.ReadHeaderTimeout, c.ReadTimeout)
-	}
-	return allPositive(
+	if err := allPositive(
 		positive{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},
 		positive{"RUSHGATE_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout > 0},
 		positive{"RUSHGATE_READ_TIMEOUT", c.ReadTimeout > 0},
 		positive{"RUSHGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout > 0},
-	)
+	); err != nil {
+		return err
+	}
+	if c.ReadHeaderTimeout > c.ReadTimeout {
+		return fmt.Errorf("RUSHGATE_READ_HEADER_TIMEOUT: %v is longer than RUSHGATE_READ_TIMEOUT %v", c.ReadHeaderTimeout, c.ReadTimeout)
+	}
+	return nil
 }
 
 // Validate checks the database settings.
@@ -340,10 +343,7 @@ func (c AuthConfig) Validate() error {
 
 // Validate checks the guard settings.
 func (c GuardConfig) Validate() error {
-	if c.IdempotencyLease > c.IdempotencyTTL {
-		return fmt.Errorf("RUSHGATE_IDEMPOTENCY_LEASE: %v is longer than RUSHGATE_IDEMPOTENCY_TTL %v", c.IdempotencyLease, c.IdempotencyTTL)
-	}
-	return allPositive(
+	if err := allPositive(
 		positive{"RUSHGATE_LOCK_TTL", c.LockTTL > 0},
 		positive{"RUSHGATE_LOCK_BASE_DELAY", c.LockBaseDelay > 0},
 		positive{"RUSHGATE_LOCK_RETRIES", c.LockRetries > 0},
@@ -351,7 +351,13 @@ func (c GuardConfig) Validate() error {
 		positive{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
 		positive{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
 		positive{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
-	)
+	); err != nil {
+		return err
+	}
+	if c.IdempotencyLease > c.IdempotencyTTL {
+		return fmt.Errorf("RUSHGATE_IDEMPOTENCY_LEASE: %v is longer than RUSHGATE_IDEMPOTENCY_TTL %v", c.IdempotencyLease, c.IdempotencyTTL)
+	}
+	return nil
 }
 
 // Validate checks the commerce settings.
@@ -433,17 +439,20 @@ func (c QueueConfig) Validate() error {
 	if c.ReconnectGrace < 0 {
 		return fmt.Errorf("RUSHGATE_RECONNECT_GRACE: must not be negative")
 	}
-	if c.PollInterval >= c.IdleTimeout {
-		return fmt.Errorf("RUSHGATE_QUEUE_POLL_INTERVAL: %v is not shorter than RUSHGATE_QUEUE_IDLE_TIMEOUT %v", c.PollInterval, c.IdleTimeout)
-	}
-	return allPositive(
+	if err := allPositive(
 		positive{"RUSHGATE_QUEUE_TICK", c.Tick > 0},
 		positive{"RUSHGATE_QUEUE_IDLE_TIMEOUT", c.IdleTimeout > 0},
 		positive{"RUSHGATE_QUEUE_POLL_INTERVAL", c.PollInterval > 0},
 		positive{"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT", c.BrokerHeartbeatTimeout > 0},
 		positive{"RUSHGATE_SSE_HEARTBEAT", c.SSEHeartbeat > 0},
 		positive{"RUSHGATE_PROMOTION_WORKERS", c.PromotionWorkers > 0},
-	)
+	); err != nil {
+		return err
+	}
+	if c.PollInterval >= c.IdleTimeout {
+		return fmt.Errorf("RUSHGATE_QUEUE_POLL_INTERVAL: %v is not shorter than RUSHGATE_QUEUE_IDLE_TIMEOUT %v", c.PollInterval, c.IdleTimeout)
+	}
+	return nil
 }
 
 // positive is a variable and whether its value is above zero.

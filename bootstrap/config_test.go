@@ -38,31 +38,58 @@ func TestParse_NamesTheVariableOfEachGroup(t *testing.T) {
 // Every setting out of its range is refused by Validate with an error naming the variable.
 func TestValidate_NamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
-		{"RUSHGATE_CHARGE_MAX", "0"},
 		{"RUSHGATE_CHARGE_MAX", "9007199254740993"},
-		{"RUSHGATE_COUPON_ISSUE_RETRIES", "0"},
 		{"RUSHGATE_OUTBOX_BACKOFF", "0s"},
 		{"RUSHGATE_OUTBOX_BACKOFF", "1m,-5m"},
 		{"RUSHGATE_PUBLIC_URL", "ftp://example.com"},
 		{"RUSHGATE_DATAPLATFORM_URL", "not a url"},
 		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
 		{"RUSHGATE_RECONNECT_GRACE", "-1s"},
-		{"RUSHGATE_UPLOAD_MAX_BYTES", "0"},
-		{"RUSHGATE_UPLOAD_URL_EXPIRY", "0s"},
-		{"RUSHGATE_UPLOAD_SESSION_EXPIRY", "0s"},
-		{"RUSHGATE_EXPIRY_INTERVAL", "0s"},
-		{"RUSHGATE_QUEUE_TICK", "0s"},
-		{"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT", "0s"},
-		{"RUSHGATE_DATAPLATFORM_TIMEOUT", "0s"},
-		{"RUSHGATE_OUTBOX_INTERVAL", "0s"},
+		{"RUSHGATE_UPLOAD_URL_EXPIRY", "500ms"},
 		{"RUSHGATE_QUEUE_POLL_INTERVAL", "1h"},
+		{"RUSHGATE_READ_HEADER_TIMEOUT", "11s"},
+		{"RUSHGATE_IDEMPOTENCY_LEASE", "2h"},
 	} {
-		cfg, err := parseConfig(env.Options{Environment: map[string]string{tc.name: tc.value}})
-		if err != nil {
-			t.Fatal(err)
+		expectRefusedNaming(t, tc.name, tc.value)
+	}
+}
+
+// TestValidate_RefusesZeroNamingTheVariable: every numeric setting but those where zero means
+// something must be positive, so a new one is checked without being listed here.
+func TestValidate_RefusesZeroNamingTheVariable(t *testing.T) {
+	zeroMeansNone := map[string]bool{"RUSHGATE_RECONNECT_GRACE": true}
+	groups := reflect.TypeFor[Config]()
+	for i := range groups.NumField() {
+		group := groups.Field(i).Type
+		for j := range group.NumField() {
+			name := group.Field(j).Tag.Get("env")
+			switch group.Field(j).Type.Kind() {
+			case reflect.Int, reflect.Int64:
+				if zeroMeansNone[name] {
+					cfg := parseWith(t, name, "0")
+					if err := cfg.Validate(); err != nil {
+						t.Errorf("%s=0: %v", name, err)
+					}
+					continue
+				}
+				expectRefusedNaming(t, name, "0")
+			}
 		}
-		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.name+": ") {
-			t.Errorf("%s=%s: want an error naming it, got %v", tc.name, tc.value, err)
-		}
+	}
+}
+
+func parseWith(t *testing.T, name, value string) Config {
+	t.Helper()
+	cfg, err := parseConfig(env.Options{Environment: map[string]string{name: value}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func expectRefusedNaming(t *testing.T, name, value string) {
+	t.Helper()
+	if err := parseWith(t, name, value).Validate(); err == nil || !strings.HasPrefix(err.Error(), name+": ") {
+		t.Errorf("%s=%s: want an error naming it, got %v", name, value, err)
 	}
 }

@@ -74,15 +74,21 @@ func (r *OrderRepository) rollUpSales(ctx context.Context, orderID string, paidA
 	if err != nil || len(args) == 0 {
 		return err
 	}
-	upsert := "ON CONFLICT (product_id, hour_start) DO UPDATE SET units = product_sales_hourly.units + EXCLUDED.units, " +
-		"revenue = product_sales_hourly.revenue + EXCLUDED.revenue"
-	if r.db.dialect == MySQL {
-		upsert = "ON DUPLICATE KEY UPDATE units = units + VALUES(units), revenue = revenue + VALUES(revenue)"
-	}
 	_, err = r.db.exec(ctx, errorMeanings{op: "roll up sales"}, Bind(r.db.dialect,
-		"INSERT INTO product_sales_hourly (product_id, hour_start, units, revenue) VALUES "+tuples(len(args)/4, 4)+" "+upsert),
-		args...)
+		"INSERT INTO product_sales_hourly (product_id, hour_start, units, revenue) VALUES "+tuples(len(args)/4, 4)+" "+
+			SalesRollupUpsert(r.db.dialect)), args...)
 	return err
+}
+
+// SalesRollupUpsert is the clause that makes an INSERT INTO product_sales_hourly add its units
+// and revenue to the row of the product and hour when there is one. The load tool's payment
+// ceiling rolls up through it too.
+func SalesRollupUpsert(d Dialect) string {
+	if d == MySQL {
+		return "ON DUPLICATE KEY UPDATE units = units + VALUES(units), revenue = revenue + VALUES(revenue)"
+	}
+	return "ON CONFLICT (product_id, hour_start) DO UPDATE SET units = product_sales_hourly.units + EXCLUDED.units, " +
+		"revenue = product_sales_hourly.revenue + EXCLUDED.revenue"
 }
 
 // TopSelling sums the whole hours from since on in product_sales_hourly (index-only on

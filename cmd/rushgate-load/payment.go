@@ -308,7 +308,7 @@ func (s *paymentHerd) ceiling(ctx context.Context, e *env) (work, error) {
 	stmts := paymentStatements{
 		lockOrder: gormdb.Bind(d, lockOrderSQL), lockBalance: gormdb.Bind(d, lockBalanceSQL), readStock: gormdb.Bind(d, readStockVersionSQL),
 		deductStock: gormdb.Bind(d, deductStockSQL), insertHistory: gormdb.Bind(d, insertHistorySQL), payOrder: gormdb.Bind(d, payOrderSQL),
-		rollUpSale:    gormdb.Bind(d, rollUpSaleSQL+rollUpSaleConflict(d)),
+		rollUpSale:    gormdb.Bind(d, rollUpSaleSQL+gormdb.SalesRollupUpsert(d)),
 		updateBalance: gormdb.Bind(d, updateBalanceSQL), insertLedger: gormdb.Bind(d, insertLedgerSQL), insertOutbox: gormdb.Bind(d, insertOutboxSQL),
 	}
 	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
@@ -325,15 +325,6 @@ func (s *paymentHerd) ceiling(ctx context.Context, e *env) (work, error) {
 		}
 		return attempt{latency: time.Since(start), ok: code == "" && err == nil, code: code, err: err}
 	}}, nil
-}
-
-// rollUpSaleConflict adds a sale to the product's row of the hour when there is one.
-func rollUpSaleConflict(d gormdb.Dialect) string {
-	if d == gormdb.Postgres {
-		return "ON CONFLICT (product_id, hour_start) DO UPDATE SET units = product_sales_hourly.units + EXCLUDED.units, " +
-			"revenue = product_sales_hourly.revenue + EXCLUDED.revenue"
-	}
-	return "ON DUPLICATE KEY UPDATE units = units + VALUES(units), revenue = revenue + VALUES(revenue)"
 }
 
 // payTx pays orderID of userID for one unit of productID in one transaction; it returns the

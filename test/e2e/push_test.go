@@ -419,7 +419,7 @@ func TestPush_StopClosesTheStreams(t *testing.T) {
 	})
 
 	start := time.Now()
-	if err := app.Stop(context.Background()); err != nil {
+	if err := stopWithin(app, 30*time.Second); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	for _, c := range []*sseClient{admitted, waiting} {

@@ -107,6 +107,14 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 	return s
 }
 
+// stopWithin stops an app the test built itself, giving its stop hooks limit to finish, so a
+// stop that hangs fails the test instead of stalling the run.
+func stopWithin(app *fxtest.App, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return app.Stop(ctx)
+}
+
 // testConfig is the production defaults with the test's backend, a fixed secret, an ephemeral
 // port, quiet logs and a roomier database timeout for -race on two cores.
 func testConfig(b backend) bootstrap.Config {

@@ -69,7 +69,7 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 
 	<-observed.waiting
 	stopped := make(chan error, 1)
-	go func() { stopped <- app.Stop(context.Background()) }()
+	go func() { stopped <- stopWithin(app, 30*time.Second) }()
 	// Shutdown has begun once the listener refuses; it is then waiting for the join.
 	for {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
