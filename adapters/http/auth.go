@@ -37,8 +37,7 @@ type Principal struct {
 // Tokens mints and verifies HS256 JWTs: sub is the user id, role is user or admin, exp is
 // required.
 type Tokens struct {
-	secret    []byte
-	key       any    // secret as the jwt.Keyfunc answers it, boxed once
+	key       any    // the secret, boxed once: golang-jwt takes it as an any
 	header    string // the header segment of every token Mint signs
 	parser    *jwt.Parser
 	validator *jwt.Validator
@@ -57,7 +56,6 @@ func NewTokens(secret []byte) *Tokens {
 	}
 	header, _, _ := strings.Cut(unsigned, ".")
 	return &Tokens{
-		secret: secret,
 		key:    secret,
 		header: header,
 		parser: jwt.NewParser(
@@ -93,7 +91,7 @@ func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, erro
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
 	})
-	signed, err := token.SignedString(t.secret)
+	signed, err := token.SignedString(t.key)
 	if err != nil {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
@@ -133,7 +131,7 @@ func (t *Tokens) verify(raw string) (verifiedClaims, error) {
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
 	}
-	if err := jwt.SigningMethodHS256.Verify(raw[:len(header)+1+len(payload)], sig, t.secret); err != nil {
+	if err := jwt.SigningMethodHS256.Verify(raw[:len(header)+1+len(payload)], sig, t.key); err != nil {
 		return c, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, err)
 	}
 	claims, err := t.parser.DecodeSegment(payload)
@@ -173,6 +171,11 @@ var claimsDecoders = sync.Pool{New: func() any { return new(claimsDecoder) }}
 // oversized token does not leave a grown buffer behind.
 const maxPooledClaims = 4 << 10
 
+// maxClaims bounds the names a payload may carry. golang-jwt's parser decodes the claims of a
+// token with another header before checking its signature, so this bound keeps the check for
+// repeated names, quadratic, cheap on a forged token too.
+const maxClaims = 32
+
 // UnmarshalJSON reads the payload's top-level members in one pass of a streaming tokenizer.
 func (c *verifiedClaims) UnmarshalJSON(payload []byte) error {
 	d := claimsDecoders.Get().(*claimsDecoder)
@@ -193,6 +196,9 @@ func (c *verifiedClaims) UnmarshalJSON(payload []byte) error {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return fmt.Errorf("read claims: %w", err)
+		}
+		if len(names) == maxClaims {
+			return fmt.Errorf("more than %d claims", maxClaims)
 		}
 		name := tok.String()
 		for _, other := range names {

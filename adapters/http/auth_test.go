@@ -140,7 +140,28 @@ func badCredentials(t *testing.T) []struct{ name, authorization string } {
 		{"unknown role", hs256(jwt.MapClaims{"sub": "u1", "role": "root", "exp": future})},
 		{"role in upper case", hs256(jwt.MapClaims{"sub": "u1", "role": "ADMIN", "exp": future})},
 		{"role a number", hs256(jwt.MapClaims{"sub": "u1", "role": 1, "exp": future})},
+		{"role and ROLE under a kid", "Bearer " + withKid(t, jwt.MapClaims{"sub": "u1", "role": "user", "ROLE": "admin", "exp": future})},
+		{"33 claims", hs256(manyClaims(jwt.MapClaims{"sub": "u1", "role": "user", "exp": future}, 30))},
 	}
+}
+
+// withKid signs claims with the server's secret under a header carrying a kid, which
+// golang-jwt's parser reads rather than the header rushgate mints.
+func withKid(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	token.Header["kid"] = "k1"
+	raw, err := token.SignedString(testSecret)
+	require.NoError(t, err)
+	return raw
+}
+
+// manyClaims adds n claims named c0, c1, … to claims.
+func manyClaims(claims jwt.MapClaims, n int) jwt.MapClaims {
+	for i := range n {
+		claims[fmt.Sprintf("c%d", i)] = i
+	}
+	return claims
 }
 
 // publicRoutes are the routes that need no token: the operational ones, and the signed upload,
@@ -266,15 +287,9 @@ func BenchmarkTokens_Verify(b *testing.B) {
 func TestTokens_VerifyReadsEveryHeaderAlike(t *testing.T) {
 	t.Parallel()
 	tokens := rhttp.NewTokens(testSecret)
-	withKid := func(claims jwt.MapClaims) string {
-		token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
-		token.Header["kid"] = "k1"
-		raw, err := token.SignedString(testSecret)
-		require.NoError(t, err)
-		return raw
-	}
 	minted := func(claims jwt.MapClaims) string { return signed(t, jwt.SigningMethodHS256, claims, testSecret) }
-	for name, sign := range map[string]func(jwt.MapClaims) string{"minted header": minted, "header with a kid": withKid} {
+	kid := func(claims jwt.MapClaims) string { return withKid(t, claims) }
+	for name, sign := range map[string]func(jwt.MapClaims) string{"minted header": minted, "header with a kid": kid} {
 		fresh := sign(jwt.MapClaims{"sub": "u1", "role": "admin", "exp": time.Now().Add(time.Hour).Unix()})
 		p, err := tokens.Verify(fresh)
 		require.NoError(t, err, name)
@@ -288,4 +303,31 @@ func TestTokens_VerifyReadsEveryHeaderAlike(t *testing.T) {
 		_, err = tokens.Verify(early)
 		assert.ErrorIs(t, err, jwt.ErrTokenNotValidYet, name)
 	}
+}
+
+// The hand-signed payloads of badCredentials carry the header Mint writes, so they test the
+// path that skips decoding it.
+func TestTokens_MintWritesTheHeaderTheTestsSignWith(t *testing.T) {
+	t.Parallel()
+	raw, err := rhttp.NewTokens(testSecret).Mint("u1", rhttp.RoleUser, time.Hour)
+	require.NoError(t, err)
+	header, _, _ := strings.Cut(raw, ".")
+	minted, _, _ := strings.Cut(signedPayload("{}"), ".")
+	assert.Equal(t, minted, header)
+}
+
+// golang-jwt decodes the claims of a token with another header before it checks the signature:
+// a forged token naming thousands of claims is refused on their count, before the check for
+// repeated names could cost anything.
+func TestTokens_VerifyRefusesAForgedFloodOfClaimsOnItsCount(t *testing.T) {
+	t.Parallel()
+	claims := manyClaims(jwt.MapClaims{"sub": "u1", "role": "user", "exp": time.Now().Add(time.Hour).Unix()}, 5000)
+	token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	token.Header["kid"] = "k1"
+	forged, err := token.SignedString([]byte("a-different-secret-of-decent-length"))
+	require.NoError(t, err)
+
+	_, err = rhttp.NewTokens(testSecret).Verify(forged)
+	require.ErrorIs(t, err, jwt.ErrTokenMalformed)
+	assert.ErrorContains(t, err, "more than 32 claims")
 }
