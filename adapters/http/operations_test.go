@@ -93,3 +93,14 @@ func TestMetrics_RecordRequestsAndLockWaits(t *testing.T) {
 	assert.Contains(t, exposition, `rushgate_lock_batch_size_bucket{lock="crew",le="1"} 1`)
 	assert.Contains(t, exposition, "rushgate_idempotency_replays_total 0")
 }
+
+// An instance started without a broker (--role dispatcher) answers the SSE route 503 with
+// Retry-After, so a balancer's retry finds an instance that streams.
+func TestWaitStream_WithoutABrokerIsUnavailable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	token, _ := h.userToken()
+	rec := h.do(call{method: "GET", path: "/events/e1/tickets/waiting", token: token})
+	assertError(t, rec, stdhttp.StatusServiceUnavailable, "UNAVAILABLE")
+	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
+}

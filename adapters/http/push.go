@@ -58,10 +58,27 @@ func (h pushHandlers) wait(c *gin.Context) {
 		respondError(c, errNoBroker)
 		return
 	}
+	// Only an HTTP/1 connection can be taken over: refuse any other before the user is queued.
+	if c.Request.ProtoMajor != 1 {
+		respondError(c, fmt.Errorf("the SSE route needs HTTP/1.1, got %s", c.Request.Proto))
+		return
+	}
 	stream := newSSEStream(h.writers, h.heartbeat, h.writeTimeout)
 	sub, err := h.broker.Join(c.Request.Context(), c.Param("eventId"), principal(c).UserID, stream)
 	if err != nil {
 		respondError(c, err)
+		return
+	}
+	started := false
+	defer func() {
+		if !started { // the user leaves on every path but the stream's, which leaves when it ends
+			h.broker.Leave(sub)
+		}
+	}()
+	// The request was read whole (a GET), so what net/http buffered is not needed.
+	conn, _, err := stdhttp.NewResponseController(c.Writer).Hijack()
+	if err != nil {
+		respondError(c, fmt.Errorf("take over the SSE connection: %w", err))
 		return
 	}
 	c.Status(stdhttp.StatusOK) // for the access log and metrics
@@ -71,21 +88,14 @@ func (h pushHandlers) wait(c *gin.Context) {
 	header.Set("X-Accel-Buffering", "no")
 	header.Set("Connection", "close")
 	header.Set("Date", time.Now().UTC().Format(stdhttp.TimeFormat))
-	// The request was read whole (a GET), so what net/http buffered is not needed.
-	conn, _, err := stdhttp.NewResponseController(c.Writer).Hijack()
-	if err != nil {
-		h.broker.Leave(sub)
-		respondError(c, fmt.Errorf("take over the SSE connection: %w", err))
-		return
-	}
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 200 OK\r\n")
 	_ = header.Write(&head)
 	head.WriteString("\r\n: connected\n\n")
 	if err := writeWithin(conn, h.writeTimeout, head.Bytes()); err != nil {
 		_ = conn.Close()
-		h.broker.Leave(sub)
 		return
 	}
+	started = true
 	stream.start(conn, func() { h.broker.Leave(sub) })
 }
