@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -15,20 +16,21 @@ const (
 	combinedInFlight = 2
 )
 
-// combiner merges concurrent calls that share a key (an event) into one call of run with all
-// their inputs, in arrival order. A key has at most inFlight runs at once; calls that arrive
-// while they all run go out together in the next. A crowd entering one event then costs Redis
-// one script call per batch instead of one per user, and the server one round trip — the same
-// combining the guard does for SQL. A key with a free run sends a caller's call at once.
+// combiner merges concurrent calls that share a key (an event, or an event and a token TTL)
+// into one call of run with all their inputs, in arrival order. A key has at most inFlight runs
+// at once; calls that arrive while they all run go out together in the next. A crowd entering
+// one event then costs Redis one script call per batch instead of one per user, and the server
+// one round trip. It is the guard's lane without what the lane adds for SQL (a lock per batch,
+// idempotency, the one-by-one fallback): a key with a free run sends a caller's call at once.
 //
 // Runs of one key in flight together may reach Redis in either order, as concurrent single
 // calls may: the order of calls is kept within a batch, not across batches.
 //
 // A batch runs detached from its callers' contexts (the client's read and write timeouts
 // bound it), so one caller giving up cannot fail the others. A caller waiting on another's batch
-// is answered with its context's error when it gives up, while its input may still be applied,
-// as a single call cut off after sending would be; the caller that sends a batch waits for it,
-// within those timeouts.
+// is answered with its context's error when it gives up, while its input is still applied if
+// its batch runs, as a single call cut off after sending would be; the caller that sends a batch
+// waits for it, within those timeouts.
 type combiner[K comparable, In, Out any] struct {
 	inFlight int
 	run      func(ctx context.Context, key K, batch []In) ([]Out, error)
@@ -101,7 +103,7 @@ func (c *combiner[K, In, Out]) send(ctx context.Context, key K, batch []*combine
 	for i, call := range batch {
 		ins[i] = call.in
 	}
-	outs, err := c.run(ctx, key, ins)
+	outs, err := c.runBatch(ctx, key, ins)
 	for i, call := range batch {
 		if err != nil {
 			call.err = err
@@ -123,4 +125,19 @@ func (c *combiner[K, In, Out]) send(ctx context.Context, key K, batch []*combine
 	if next != nil {
 		go c.send(ctx, key, next)
 	}
+}
+
+// runBatch calls run, turning a panic or an answer of the wrong length into the batch's error,
+// so that every call is answered and the key's next batch still goes out.
+func (c *combiner[K, In, Out]) runBatch(ctx context.Context, key K, ins []In) (outs []Out, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("redis: combined call panicked: %v", r)
+		}
+	}()
+	outs, err = c.run(ctx, key, ins)
+	if err == nil && len(outs) != len(ins) {
+		return nil, fmt.Errorf("redis: combined call answered %d of %d calls", len(outs), len(ins))
+	}
+	return outs, err
 }

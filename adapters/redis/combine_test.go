@@ -105,7 +105,9 @@ func TestCombiner_KeysDoNotWaitForEachOther(t *testing.T) {
 	go func() { _, _ = c.do(context.Background(), "held", 0) }()
 	waitFor(t, func() bool { return len(g.recorded()) == 1 })
 
-	got, err := c.do(context.Background(), "other", 7)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := c.do(ctx, "other", 7)
 	if err != nil || got != "other:7" {
 		t.Fatalf("other key answered %q, %v while the first key's batch was held", got, err)
 	}
@@ -189,4 +191,58 @@ func TestCombiner_UpToInFlightBatchesOfAKeyRunAtOnce(t *testing.T) {
 		t.Errorf("runs = %d, want 3", runs())
 	}
 	waitFor(t, func() bool { return keysHeld(c) == 0 }) // the idle key is retired
+}
+
+func TestCombiner_APanickingRunAnswersItsCallsAndTheKeyGoesOn(t *testing.T) {
+	c := newCombiner(1, func(_ context.Context, _ string, batch []int) ([]int, error) {
+		if batch[0] == 0 {
+			panic("script reply not understood")
+		}
+		return batch, nil
+	})
+	if _, err := c.do(context.Background(), "e", 0); err == nil {
+		t.Fatal("a call whose run panicked answered no error")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := c.do(ctx, "e", 1); err != nil || got != 1 {
+		t.Fatalf("the next call answered %d, %v; want 1: the key must not stay held", got, err)
+	}
+}
+
+func TestCombiner_ABurstBeyondTheBatchLimitGoesOutInOrderedBatches(t *testing.T) {
+	g := &gatedRun{release: make(chan struct{})}
+	c := newCombiner(1, g.run)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.do(context.Background(), "e", 0) })
+	waitFor(t, func() bool { return len(g.recorded()) == 1 })
+	burst := maxCombined + 5
+	for i := 1; i <= burst; i++ { // one at a time, so their arrival order is known
+		wg.Go(func() { _, _ = c.do(context.Background(), "e", i) })
+		waitFor(t, func() bool { return queued(c, "e") == i })
+	}
+	close(g.release)
+	wg.Wait()
+
+	batches := g.recorded()
+	if len(batches) != 3 || len(batches[1]) != maxCombined || len(batches[2]) != 5 {
+		t.Fatalf("batch sizes %v, want [1 %d 5]", sizes(batches), maxCombined)
+	}
+	next := 1
+	for _, b := range batches[1:] {
+		for _, in := range b {
+			if in != next {
+				t.Fatalf("batches %v: want the burst in arrival order", batches[1:])
+			}
+			next++
+		}
+	}
+}
+
+func sizes(batches [][]int) []int {
+	n := make([]int, len(batches))
+	for i, b := range batches {
+		n[i] = len(b)
+	}
+	return n
 }

@@ -41,8 +41,9 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // empty room's event first and then puts it back if the room turned out not to be empty, so a
 // concurrent Enter is never lost from the index.
 //
-// Enter and Position calls on one event are combined: the calls that arrive while the event's
-// script calls are in flight go out together in the next (combine.go).
+// Enter and Position calls on one event are combined: the calls that arrive while
+// combinedInFlight script calls of the event are in flight go out together in the next
+// (combine.go).
 type WaitingRoom struct {
 	client    goredis.UniversalClient
 	prefix    string
@@ -110,9 +111,9 @@ return 1
 
 // enterLua defines enterAll(users), which enters users in order and answers, for each,
 // {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining, created, wasEmpty} — what
-// that many single entries in a row would answer. It costs a handful of commands per call, not
-// per user: the users are looked up with ZMSCORE, and the new entries and signs of life are
-// written with one ZADD each. Entering never admits anyone, so the remaining slots hold for
+// that many single entries in a row would answer. Its writes cost a handful of commands per
+// call, not per user: the users are looked up with ZMSCORE, and the new entries and signs of
+// life are written with one ZADD each; only a user already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining slots hold for
 // the whole call; a new entry's sequence number is the highest, so its rank is the line's
 // length before it.
 const enterLua = `
