@@ -19,27 +19,25 @@ func Translate(err error) error { return translate(err, errorMeanings{op: "test"
 // ErrCheckViolation is the error a CHECK constraint's refusal maps to.
 var ErrCheckViolation = errCheckViolation
 
-// MigrateTo applies db's migrations up to and including version, as a database last upgraded to
-// that version has them.
+// MigrateTo brings db's migrations up or down to version (0: none), as a database upgraded or
+// rolled back to that version has them.
 func MigrateTo(ctx context.Context, db *DB, version int64) error {
 	provider, err := migrationProvider(db)
 	if err != nil {
 		return err
 	}
-	if _, err := provider.UpTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate to %d: %w", version, err)
-	}
-	return nil
-}
-
-// MigrateDownTo rolls db's migrations back until version is the latest applied (0: none).
-func MigrateDownTo(ctx context.Context, db *DB, version int64) error {
-	provider, err := migrationProvider(db)
+	current, err := provider.GetDBVersion(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the migration version: %w", err)
 	}
-	if _, err := provider.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
+	switch {
+	case version < current:
+		_, err = provider.DownTo(ctx, version)
+	case version > current:
+		_, err = provider.UpTo(ctx, version)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate to %d: %w", version, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package gormdb_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -52,40 +53,57 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 }
 
 // TestMigrate_EveryMigrationGoesDownAndUpAgain: each migration's Down undoes its Up, so an
-// operator can roll a release back, and the schema then comes up again.
+// operator can roll a release back one version at a time: the schema (columns and indexes) after
+// each Down is the one that version had on the way up, and the latest comes up again.
 func TestMigrate_EveryMigrationGoesDownAndUpAgain(t *testing.T) {
+	files, err := os.ReadDir("migrations/postgres")
+	require.NoError(t, err)
+	latest := int64(len(files))
 	for name, fresh := range dialects {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db := openMigrated(t, fresh, gormdb.Options{})
-			require.NoError(t, gormdb.MigrateDownTo(ctx, db, 0))
-			var left []string
-			rows, err := db.SQL().QueryContext(ctx, tableNamesSQL[name])
-			require.NoError(t, err)
-			for rows.Next() {
-				var table string
-				require.NoError(t, rows.Scan(&table))
-				left = append(left, table)
+			db := openFresh(t, fresh, gormdb.Options{})
+			schemaAt := make([][]string, latest+1)
+			for version := range latest + 1 {
+				require.NoError(t, gormdb.MigrateTo(ctx, db, version))
+				schemaAt[version] = schemaOf(t, db, name)
 			}
-			require.NoError(t, rows.Err())
-			require.NoError(t, rows.Close())
-			assert.Equal(t, goosesTables[name], left, "only goose's own tables are left")
+			for version := latest - 1; version >= 0; version-- {
+				require.NoError(t, gormdb.MigrateTo(ctx, db, version))
+				assert.Equal(t, schemaAt[version], schemaOf(t, db, name), "schema after rolling back to %d", version)
+			}
 			require.NoError(t, gormdb.Migrate(ctx, db))
+			assert.Equal(t, schemaAt[latest], schemaOf(t, db, name), "schema after migrating up again")
 		})
 	}
 }
 
-// tableNamesSQL lists the tables of the current database or schema by name.
-var tableNamesSQL = map[string]string{
-	"postgres": "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name",
-	"mysql":    "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name",
+// schemaSQL lists the current schema's columns with their types and its indexes with their
+// columns, one line each, in order; goose's own tables are left out.
+var schemaSQL = map[string]string{
+	"postgres": "SELECT table_name || '.' || column_name || ' ' || data_type FROM information_schema.columns " +
+		"WHERE table_schema = current_schema() AND table_name NOT LIKE 'goose%' UNION ALL " +
+		"SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename NOT LIKE 'goose%' ORDER BY 1",
+	"mysql": "SELECT CONCAT(table_name, '.', column_name, ' ', column_type) FROM information_schema.columns " +
+		"WHERE table_schema = DATABASE() AND table_name NOT LIKE 'goose%' UNION ALL " +
+		"SELECT CONCAT(table_name, ' index ', index_name, ' ', seq_in_index, ' ', column_name) FROM information_schema.statistics " +
+		"WHERE table_schema = DATABASE() AND table_name NOT LIKE 'goose%' ORDER BY 1",
 }
 
-// goosesTables are the migration tool's: its version table, and on MySQL its lock table.
-var goosesTables = map[string][]string{
-	"postgres": {"goose_db_version"},
-	"mysql":    {"goose_db_version", "goose_lock"},
+func schemaOf(t *testing.T, db *gormdb.DB, dialect string) []string {
+	t.Helper()
+	rows, err := db.SQL().QueryContext(context.Background(), schemaSQL[dialect])
+	require.NoError(t, err)
+	defer rows.Close()
+	var schema []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		schema = append(schema, line)
+	}
+	require.NoError(t, rows.Err())
+	return schema
 }
 
 // TestMigrate_RollsUpTheSalesAnUpgradedDatabaseHolds: a database at version 7 holding COMPLETED
