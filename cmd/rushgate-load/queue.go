@@ -184,7 +184,7 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 	}
 	add("entered (201)", entered)
 	rate("entries per second", s.entriesPerSecond)
-	rate("status polls per second (every user once)", polling.stats.perSecond(polling.stats.total))
+	rate("status polls per second (every user once)", polling.stats.perSecond(polling.stats.succeeded))
 	add("  status poll p50 µs", int(polling.stats.latency.p50.Microseconds()))
 	add("  status poll p99 µs", int(polling.stats.latency.p99.Microseconds()))
 	add("admitted (token claimed once)", phase.admitted)
@@ -379,9 +379,10 @@ func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
 	if err != nil {
 		return work{}, fmt.Errorf("--redis-url: %w", err)
 	}
-	floor := s.healthzRate(ctx, e)
-	progress(e.stderr, "queue-pull: GET /healthz on the same servers %.0f/s at c=%d (a bare route: the HTTP floor); entries %.0f/s = %.2f× of it\n",
-		floor, e.concurrency, s.entriesPerSecond, s.entriesPerSecond/floor)
+	if floor := s.healthzRate(ctx, e); floor > 0 {
+		progress(e.stderr, "queue-pull: GET /healthz on the same servers %.0f/s at c=%d (a bare route: the HTTP floor); entries %.0f/s = %.2f× of it\n",
+			floor, e.concurrency, s.entriesPerSecond, s.entriesPerSecond/floor)
+	}
 	if rps, err := redisBenchmarkZADD(ctx, e.redisURL, e.concurrency, s.users); err != nil {
 		progress(e.stderr, "queue-pull: redis-benchmark: %v\n", err)
 	} else {
