@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -106,7 +105,7 @@ func TestFaults_DatabaseUnreachableAtStart(t *testing.T) {
 			app := fx.New(bootstrap.Modules(cfg))
 			err := bootstrap.RootCause(app.Err())
 			if err == nil {
-				_ = app.Stop(context.Background())
+				_ = stopWithin(app, 30*time.Second)
 				t.Fatal("start succeeded without a database")
 			}
 			msg := err.Error()

@@ -410,6 +410,7 @@ func TestPush_StopClosesTheStreams(t *testing.T) {
 	var srv *bootstrap.Server
 	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv))
 	app.RequireStart()
+	t.Cleanup(func() { _ = stopWithin(app, 30*time.Second) }) // when the test fails before its own stop
 	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}
 	eventID := s.createEvent(`{"name":"stop","seats":2,"slots":1,"mode":"push"}`)
 	admitted := s.openStream(eventID, "stop-admitted")

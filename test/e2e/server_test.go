@@ -109,7 +109,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 
 // stopWithin stops an app the test built itself, giving its stop hooks limit to finish, so a
 // stop that hangs fails the test instead of stalling the run.
-func stopWithin(app *fxtest.App, limit time.Duration) error {
+func stopWithin(app interface{ Stop(context.Context) error }, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	return app.Stop(ctx)
