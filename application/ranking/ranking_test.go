@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
+	"testing/synctest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,26 +73,22 @@ func (c *countingOrders) TopSelling(ctx context.Context, since time.Time, limit 
 // TestTopProducts_ConcurrentCallersShareOneRead: callers arriving while a read runs wait for it
 // and get its answer; one within FreshFor of it too; one after FreshFor reads again.
 func TestTopProducts_ConcurrentCallersShareOneRead(t *testing.T) {
+	synctest.Test(t, testConcurrentCallersShareOneRead)
+}
+
+func testConcurrentCallersShareOneRead(t *testing.T) {
 	clock := memory.NewClock(time.Now())
 	orders := &countingOrders{release: make(chan struct{})}
 	s := ranking.NewService(ranking.Deps{Orders: orders, Clock: clock}, ranking.Config{FreshFor: time.Second})
 	var wg sync.WaitGroup
-	var entered atomic.Int64
 	answers := make([]ranking.Top, 50)
 	for i := range answers {
-		wg.Go(func() {
-			entered.Add(1)
-			answers[i] = s.TopProducts(context.Background())
-		})
+		wg.Go(func() { answers[i] = s.TopProducts(context.Background()) })
 	}
-	// The read is held until every caller has arrived, so none can be served from the cache
-	// afterwards: a service that did not share the read in flight would read once per caller.
-	for entered.Load() < int64(len(answers)) || orders.reads.Load() == 0 {
-		runtime.Gosched()
-	}
-	for range 1000 {
-		runtime.Gosched()
-	}
+	// The read is held until every caller is blocked on it or on its answer, so none can be
+	// served from the cache afterwards: a service that did not share the read in flight would
+	// read once per caller.
+	synctest.Wait()
 	close(orders.release)
 	wg.Wait()
 	for i, a := range answers {
