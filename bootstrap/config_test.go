@@ -73,6 +73,9 @@ func TestValidate_RefusesZeroNamingTheVariable(t *testing.T) {
 					continue
 				}
 				expectRefusedNaming(t, name, "0")
+			case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Uint, reflect.Uint8, reflect.Uint16,
+				reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+				t.Errorf("%s: a numeric kind this test does not check yet", name)
 			}
 		}
 	}

@@ -41,9 +41,10 @@ type Capabilities struct {
 	// and an idempotency record begun through one is seen through the other. Read by TestLocker
 	// and TestIdempotencyStore.
 	SharedInstances bool
-	// NewEmptyStores returns stores on an empty storage of their own. An outbox claim ranges over
-	// every message, and may pass over (and so lock) messages it does not take, so the cases
-	// that claim without an id need a table to themselves. Read by TestPaymentRepositories.
+	// NewEmptyStores returns stores on an empty storage of their own. An outbox claim without an
+	// id takes any due message, other cases' too, and the order case must know every message in
+	// the table, so the cases that claim so need a table to themselves. Read by
+	// TestPaymentRepositories.
 	NewEmptyStores func(t *testing.T) ports.Stores
 }
 
