@@ -102,9 +102,10 @@ type Admission struct {
 }
 
 // Stream is where the broker sends one connection's events: the driving adapter's side of a
-// Subscription. The broker may call it with its own lock held, so no method may block or call
-// back into the broker; a newer position replaces one not yet sent. A stream that ended
-// ignores what it is sent.
+// Subscription. The broker calls it from several goroutines at once, and End with its own lock
+// held, so its methods must be safe for concurrent use and may neither block nor call back into
+// the broker; a newer position replaces one not yet sent. A stream that ended ignores what it
+// is sent.
 type Stream interface {
 	// Position is the user's place at a tick, while waiting.
 	Position(Position)
@@ -162,8 +163,8 @@ var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailabl
 
 // Join enters the user into a push event's queue over a new connection whose events go to
 // stream (a reconnect keeps the place, or gets the same admission again). Errors: validation,
-// waiting.ErrEventNotFound, waiting.ErrWrongMode, unavailability; on an error stream is not
-// used.
+// waiting.ErrEventNotFound, waiting.ErrWrongMode, unavailability; on an error there is nothing
+// to Leave, and stream may have been ended.
 func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream) (*Subscription, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
