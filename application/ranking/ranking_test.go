@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"testing/synctest"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
