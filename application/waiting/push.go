@@ -80,7 +80,8 @@ type PushObserver interface {
 	Delivered(eventID string)
 }
 
-// PositionView is a push `position` event (SPEC §3).
+// PositionView is a push `position` event (SPEC §3); EstimatedWaitSeconds follows
+// StatusView's rule.
 type PositionView struct {
 	Rank                 int  `json:"rank"`
 	AheadCount           int  `json:"aheadCount"`
@@ -362,10 +363,12 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 		}
 	}
 	b.mu.Unlock()
+	now := b.svc.d.Clock.Now()
 	for _, u := range updates {
 		ahead := max(0, u.rank-snap.RemainingSlots+1)
+		estimate := b.svc.rates.estimate(eventID, ahead, now)
 		u.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
-			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: b.svc.rates.estimate(eventID, ahead)}})
+			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: estimate}})
 	}
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -69,65 +68,50 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	return nil
 }
 
-// admissionRates measures, per event, admissions per second from the store's claim counter
-// between reconciliation passes, smoothed so one quiet tick does not zero the estimate.
+// admissionRates holds, per event, the admission rate this instance measures from the store's
+// claim counter at each reconciliation pass (SPEC §3: over the last waiting.RateWindow).
 type admissionRates struct {
 	mu      sync.Mutex
-	byEvent map[string]*admissionRate
+	byEvent map[string]*waiting.AdmissionRate
 }
-
-type admissionRate struct {
-	claims   int64
-	at       time.Time
-	perSec   float64
-	measured bool
-}
-
-// smoothing weighs the newest tick's rate against the history.
-const smoothing = 0.5
 
 func (r *admissionRates) observe(eventID string, claims int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rate := r.byEvent[eventID]
 	if rate == nil {
-		r.byEvent[eventID] = &admissionRate{claims: claims, at: now}
-		return
+		rate = &waiting.AdmissionRate{}
+		r.byEvent[eventID] = rate
 	}
-	elapsed := now.Sub(rate.at).Seconds()
-	if elapsed <= 0 {
-		return
-	}
-	latest := float64(claims-rate.claims) / elapsed
-	if rate.measured {
-		latest = smoothing*latest + (1-smoothing)*rate.perSec
-	}
-	rate.claims, rate.at, rate.perSec, rate.measured = claims, now, latest, true
+	rate.Observe(claims, now)
 }
 
-// perSecond is the measured rate, nil before two passes.
-func (r *admissionRates) perSecond(eventID string) *float64 {
+// perSecond is the measured rate at now, nil while unknown (fewer than two passes within the
+// window).
+func (r *admissionRates) perSecond(eventID string, now time.Time) *float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rate := r.byEvent[eventID]
-	if rate == nil || !rate.measured {
+	if rate == nil {
 		return nil
 	}
-	v := rate.perSec
+	v, ok := rate.PerSecond(now)
+	if !ok {
+		return nil
+	}
 	return &v
 }
 
-// estimate is how long ahead admissions take at the measured rate, rounded up: 0 when nobody
-// must go first, nil while the rate is unknown or zero.
-func (r *admissionRates) estimate(eventID string, ahead int) *int {
-	if ahead == 0 {
-		zero := 0
-		return &zero
+// estimate is the wait of a user with ahead admissions to go (waiting.EstimateWait), nil while
+// unknown.
+func (r *admissionRates) estimate(eventID string, ahead int, now time.Time) *int {
+	var perSecond float64
+	if rate := r.perSecond(eventID, now); rate != nil {
+		perSecond = *rate
 	}
-	rate := r.perSecond(eventID)
-	if rate == nil || *rate <= 0 {
+	seconds, ok := waiting.EstimateWait(ahead, perSecond)
+	if !ok {
 		return nil
 	}
-	seconds := int(math.Ceil(float64(ahead) / *rate))
 	return &seconds
 }

@@ -87,7 +87,7 @@ func NewService(d Deps, cfg Config) *Service {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	s := &Service{d: d, cfg: cfg, rates: admissionRates{byEvent: make(map[string]*admissionRate)}}
+	s := &Service{d: d, cfg: cfg, rates: admissionRates{byEvent: make(map[string]*waiting.AdmissionRate)}}
 	s.reserves = guard.NewLane(d.Guard, guard.LaneConfig{
 		MaxBatch: cfg.MaxBatch,
 		LockWait: SeatLockWait,
@@ -252,8 +252,9 @@ const (
 	StatusEntered = "entered"
 )
 
-// StatusView answers entering and polling. EstimatedWaitSeconds is null until this instance
-// has seen admissions to estimate from.
+// StatusView answers entering and polling. EstimatedWaitSeconds is whole seconds within
+// waiting.MaxEstimatedWait, 0 with nobody to be admitted first, and null while this instance has
+// seen no admission within waiting.RateWindow to estimate from.
 type StatusView struct {
 	Status                 string `json:"status"`
 	Rank                   int    `json:"rank"`
@@ -273,7 +274,7 @@ func (s *Service) statusOf(eventID string, p ports.QueuePlace) StatusView {
 			v.Status = StatusReady
 		}
 	}
-	v.EstimatedWaitSeconds = s.rates.estimate(eventID, v.AheadCount)
+	v.EstimatedWaitSeconds = s.rates.estimate(eventID, v.AheadCount, s.d.Clock.Now())
 	return v
 }
 
@@ -367,7 +368,8 @@ func (s *Service) Return(ctx context.Context, eventID, userID string) error {
 }
 
 // QueueView is the operators' view of an event's queue (SPEC §7), with the admission rate this
-// instance measured (admissions per second, null before two reconciliation passes).
+// instance measured over waiting.RateWindow (admissions per second, null before two
+// reconciliation passes within it).
 type QueueView struct {
 	Waiting           int      `json:"waiting"`
 	Admitted          int      `json:"admitted"`
@@ -404,7 +406,7 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	}
 	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
-		Returned: st.Released, AdmissionRate: s.rates.perSecond(eventID), Connections: st.Connected}, nil
+		Returned: st.Released, AdmissionRate: s.rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected}, nil
 }
 
 // SeatView is one seat as clients see it.
