@@ -2,32 +2,42 @@ package e2e
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
 // screenshotDir is the test output folder CI keeps as an artifact (gitignored).
 const screenshotDir = "testdata/output"
 
-// TestPush_WaitingPageInChromium: in headless Chromium, a user opens the waiting page behind two
-// others, sees the position change as they leave, is admitted, picks a seat on the seat map
-// and sees the confirmation; the reservation is in the store. The last screen is saved.
+// TestPush_WaitingPageInChromium: in headless Chromium a person waits on the page behind two
+// others through a sold-out minute, and the test reads what the page says (its innerText), as
+// that person would: how many are ahead and a wait in words while an admission is recent;
+// "estimating…" once every slot stayed held for the rate's minute (SPEC §3); "You're next" at
+// the front; then the seat map and the confirmation. No reading on the way may show a negative
+// number. The rule's minute is real time here, so the test runs beside the others.
 func TestPush_WaitingPageInChromium(t *testing.T) {
+	t.Parallel()
 	chromium := testenv.Chromium(t)
 	s := startServer(t, backends(t)[0], pushConfig(0))
 	eventID := s.createEvent(`{"name":"browser","seats":4,"slots":1,"mode":"push"}`)
+	// bound is how long a change takes to reach the page: a few ticks, with room for a loaded
+	// machine.
+	bound := 100 * pushTick
 	head := s.openStream(eventID, "page-head")
-	eventually(t, 5*time.Second, "head admitted", func() bool { return head.token() != "" })
+	eventually(t, bound, "head admitted", func() bool { return head.token() != "" })
 	second := s.openStream(eventID, "page-second")
-	eventually(t, 3*time.Second, "second waiting", func() bool { return second.lastRank() == 0 })
+	third := s.openStream(eventID, "page-third")
+	eventually(t, bound, "two waiting", func() bool { return third.lastRank() == 1 })
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),
@@ -46,27 +56,87 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, waiting.RateWindow+2*time.Minute)
 	defer cancelTimeout()
 
-	page := s.url + "/events/" + eventID + "/waiting-room?access_token=" + url.QueryEscape(s.token("page-user"))
-	// shows waits until the element id reads want.
-	shows := func(id, want string) error {
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("`+id+`").textContent === "`+want+`"`,
-			chromedp.WithPollingTimeout(10*time.Second)))
-		return err
+	// read answers what a person sees on the page: the element's text as rendered, and the
+	// whole page's, which must never show a negative or non-numeric number.
+	read := func(id string) string {
+		t.Helper()
+		texts, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`[document.getElementById("`+id+`").innerText, document.body.innerText]`))
+		if err != nil || len(texts) != 2 {
+			t.Fatalf("read #%s: %v", id, err)
+		}
+		if nonsense.MatchString(texts[1]) {
+			t.Fatalf("the page shows nonsense:\n%s", texts[1])
+		}
+		return texts[0]
 	}
+	// until reads the element every 100 ms until it says want, failing after limit or as soon
+	// as check refuses a reading on the way.
+	until := func(id, want string, limit time.Duration, check func(text string) error) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			text := read(id)
+			if text == want {
+				return
+			}
+			if check != nil {
+				if err := check(text); err != nil {
+					t.Fatalf("#%s: %v", id, err)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("#%s reads %q, not %q within %v", id, text, want, limit)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// known checks the wait is an estimate in words, not "estimating…".
+	known := func(text string) error {
+		if !waitInWords.MatchString(text) || text == "estimating…" {
+			return fmt.Errorf("wait %q, want an estimate in words", text)
+		}
+		return nil
+	}
+
+	page := s.url + "/events/" + eventID + "/waiting-room?access_token=" + url.QueryEscape(s.token("page-user"))
 	if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(shows("position", "2"), shows("size", "2")); err != nil {
-		t.Fatalf("the page shows the user second in a line of two: %v", err)
+	until("place", "2 people ahead of you", bound, nil)
+
+	head.close() // the second user is admitted and holds the only slot from now on
+	eventually(t, bound, "second admitted", func() bool { return second.token() != "" })
+	admitted := time.Now()
+	until("place", "1 person ahead of you", bound, nil)
+	eventually(t, bound, "an estimate in words after the admission", func() bool { return known(read("wait")) == nil })
+
+	// A minute with every slot held: the estimate goes from words to "estimating…", and the
+	// place stays what it is.
+	until("wait", "estimating…", waiting.RateWindow+bound, func(wait string) error {
+		if place := read("place"); place != "1 person ahead of you" {
+			return fmt.Errorf("place %q while the line stands still", place)
+		}
+		return known(wait)
+	})
+	// The admission left the window, not the estimate a test-sized while after it: the wait
+	// was in words until then (bound allows for the admission reaching this test late).
+	if held := time.Since(admitted); held < waiting.RateWindow-bound {
+		t.Fatalf("estimating… after %v without admission, before the rate's minute had passed", held)
 	}
-	head.close() // the second user is admitted; the page's user moves up
-	if err := errors.Join(shows("position", "1"), shows("ahead", "1")); err != nil {
-		t.Fatalf("the position changes: %v", err)
+	if place := read("place"); place != "1 person ahead of you" {
+		t.Fatalf("place %q", place)
 	}
-	second.close() // the page's user is admitted
+	screenshot(t, ctx, "waiting-room-estimating.png")
+
+	second.close() // the third user is admitted; nobody waits before the page's user
+	until("place", "You're next", bound, nil)
+	eventually(t, bound, "an estimate in words after the new admission", func() bool { return known(read("wait")) == nil })
+
+	third.close() // the page's user is admitted
 	err := chromedp.Do(ctx,
 		chromedp.WaitVisible(`#seats button[data-seat="3"]`),
 		chromedp.Click(`#seats button[data-seat="3"]`),
@@ -75,10 +145,28 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admission, seat map, reservation: %v", err)
 	}
-	confirmation, err := chromedp.Run(ctx, chromedp.Text("#confirmation"))
-	if err != nil || !contains(confirmation, "Seat 3 is reserved") {
-		t.Fatalf("confirmation %q: %v", confirmation, err)
+	if confirmation := read("confirmation"); !contains(confirmation, "Seat 3 is reserved") {
+		t.Fatalf("confirmation %q", confirmation)
 	}
+	screenshot(t, ctx, "waiting-room.png")
+	seats := s.do("GET", "/events/"+eventID+"/seats", s.token("page-user"), "")
+	items, _ := seats.body["items"].([]any)
+	if len(items) != 4 || !items[2].(map[string]any)["reserved"].(bool) {
+		t.Fatalf("seat 3 not reserved: %s", seats.raw)
+	}
+}
+
+var (
+	// waitInWords is every wording of the page's wait estimate (SPEC §8).
+	waitInWords = regexp.MustCompile(`^(estimating…|less than a minute|about 1 minute|about [1-9][0-9]* minutes|about 1 hour|about [1-9][0-9]* hours)$`)
+	// nonsense is what no page a person reads may show: a negative number (a minus that is
+	// not inside a word or an id), or a number that is none.
+	nonsense = regexp.MustCompile(`(^|[^0-9A-Za-z])-[0-9]|NaN|Infinity|undefined|null`)
+)
+
+// screenshot saves the page as it looks into screenshotDir.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
@@ -86,12 +174,7 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(screenshotDir, "waiting-room.png"), shot, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(screenshotDir, name), shot, 0o644); err != nil {
 		t.Fatal(err)
-	}
-	seats := s.do("GET", "/events/"+eventID+"/seats", s.token("page-user"), "")
-	items, _ := seats.body["items"].([]any)
-	if len(items) != 4 || !items[2].(map[string]any)["reserved"].(bool) {
-		t.Fatalf("seat 3 not reserved: %s", seats.raw)
 	}
 }

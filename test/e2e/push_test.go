@@ -155,6 +155,16 @@ func (c *sseClient) lastRank() int {
 	return c.ranks[len(c.ranks)-1]
 }
 
+// lastPosition answers the latest position's data, nil before any.
+func (c *sseClient) lastPosition() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.positions) == 0 {
+		return nil
+	}
+	return c.positions[len(c.positions)-1]
+}
+
 // checkRanksNeverRise fails when a later position is further back than an earlier one.
 func (c *sseClient) checkRanksNeverRise() {
 	c.mu.Lock()

@@ -72,6 +72,13 @@ type server struct {
 // the defaults of every setting, changed by tweak.
 func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *server {
 	t.Helper()
+	return startServerWith(t, b, nil, tweak...)
+}
+
+// startServerWith is startServer with fx options added to the application, such as a port
+// replaced by fx.Decorate.
+func startServerWith(t *testing.T, b backend, options []fx.Option, tweak ...func(*bootstrap.Config)) *server {
+	t.Helper()
 	if b.provision != nil {
 		b.databaseURL, b.redisURL = b.provision(t)
 	}
@@ -84,7 +91,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		srv    *bootstrap.Server
 		stores ports.Stores
 	)
-	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv, &stores))
+	app := fxtest.New(t, append([]fx.Option{bootstrap.Modules(cfg), fx.Populate(&srv, &stores)}, options...)...)
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
