@@ -113,6 +113,7 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	admitted := time.Now()
 	until("place", "1 person ahead of you", bound, nil)
 	eventually(t, bound, "an estimate in words after the admission", func() bool { return known(read("wait")) == nil })
+	t.Logf("after an admission: %q, %q", read("place"), read("wait"))
 
 	// A minute with every slot held: the estimate goes from words to "estimating…", and the
 	// place stays what it is.
@@ -130,11 +131,13 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	if place := read("place"); place != "1 person ahead of you" {
 		t.Fatalf("place %q", place)
 	}
+	t.Logf("after %v with the slot held: %q, %q", time.Since(admitted).Round(time.Second), read("place"), read("wait"))
 	screenshot(t, ctx, "waiting-room-estimating.png")
 
 	second.close() // the third user is admitted; nobody waits before the page's user
 	until("place", "You're next", bound, nil)
 	eventually(t, bound, "an estimate in words after the new admission", func() bool { return known(read("wait")) == nil })
+	t.Logf("at the front: %q, %q", read("place"), read("wait"))
 
 	third.close() // the page's user is admitted
 	err := chromedp.Do(ctx,
