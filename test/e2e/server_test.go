@@ -72,6 +72,12 @@ type server struct {
 // the defaults of every setting, changed by tweak.
 func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *server {
 	t.Helper()
+	return startServerWith(t, b, fx.Options(), tweak...)
+}
+
+// startServerWith is startServer with extra fx options, such as a port decorated for the test.
+func startServerWith(t *testing.T, b backend, extra fx.Option, tweak ...func(*bootstrap.Config)) *server {
+	t.Helper()
 	if b.provision != nil {
 		b.databaseURL, b.redisURL = b.provision(t)
 	}
@@ -84,7 +90,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		srv    *bootstrap.Server
 		stores ports.Stores
 	)
-	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv, &stores))
+	app := fxtest.New(t, bootstrap.Modules(cfg), extra, fx.Populate(&srv, &stores))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
