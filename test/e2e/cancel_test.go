@@ -180,14 +180,14 @@ func TestOrderCancel_EveryStatus(t *testing.T) {
 // balances, ledgers, stock, stock history and the outbox count exactly the paid ones, and on a
 // database the order rows say the same. The cancels are staggered so that some come before
 // the payments, some while they run and some after; two waves with different staggers run,
-// and a third, wider one when neither had both outcomes.
+// and a third when neither had both outcomes, spread over 3 s, longer than a payment may take.
 func TestOrderCancel_RacingPaymentEndsInExactlyOne(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			s := startServer(t, b)
 			p := s.createProduct("contested", 100, 100_000)
 			mixed := false
-			for i, stagger := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
+			for i, stagger := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 100 * time.Millisecond} {
 				if i == 2 && mixed {
 					break
 				}
