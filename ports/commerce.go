@@ -47,10 +47,13 @@ type CartRepository interface {
 // Create inserts the order and its items together, all or none, also outside InTx. Get returns
 // the order with its items in the order they were placed, or order.ErrNotFound. GetForUpdate
 // does the same but must run inside TxRunner.InTx and locks the order's row until that
-// transaction ends: concurrent payments of one order run one after another, each seeing the
-// previous one's committed status. MarkPaid turns a PENDING order COMPLETED at paidAt in one
-// conditional statement, or returns order.ErrNotPayable, changing nothing, when it is unknown or
-// not PENDING.
+// transaction ends: concurrent payments and cancels of one order run one after another, each
+// seeing the previous one's committed status, also when its transaction read other rows before
+// (the status is read under the lock, never from an older snapshot). MarkPaid turns a PENDING
+// order COMPLETED at paidAt in one conditional statement, or returns order.ErrNotPayable,
+// changing nothing, when it is unknown or not PENDING. MarkCancelled turns a PENDING order
+// CANCELLED the same way, or returns order.ErrNotCancellable, changing nothing: of a concurrent
+// MarkPaid and MarkCancelled of one order at most one succeeds.
 //
 // TopSelling returns up to limit products by units sold in COMPLETED orders paid at or after
 // since, most units first (ties by product id), with their revenue (Σ line subtotals) and
@@ -60,6 +63,7 @@ type OrderRepository interface {
 	Get(ctx context.Context, id string) (*order.Order, error)
 	GetForUpdate(ctx context.Context, id string) (*order.Order, error)
 	MarkPaid(ctx context.Context, id string, paidAt time.Time) error
+	MarkCancelled(ctx context.Context, id string) error
 	TopSelling(ctx context.Context, since time.Time, limit int) ([]order.Sales, error)
 }
 

@@ -171,8 +171,12 @@ type OrderRepository struct {
 	db *DB
 	tx *TxRunner
 	// Hand-written statements (see statement.go), bound to db's dialect once.
-	insertSQL, getSQL, itemsSQL string
+	insertSQL, getSQL, getForUpdateSQL, itemsSQL string
 }
+
+// orderColumnsSQL reads an order's row without its items.
+const orderColumnsSQL = "SELECT user_id, coupon_id, subtotal_amount, discount_amount, total_amount, status, " +
+	"created_at, paid_at FROM orders WHERE id = ?"
 
 // NewOrderRepository returns the order repository of db.
 func NewOrderRepository(db *DB) *OrderRepository {
@@ -181,8 +185,9 @@ func NewOrderRepository(db *DB) *OrderRepository {
 		tx: NewTxRunner(db),
 		insertSQL: Bind(db.dialect, "INSERT INTO orders (id, user_id, coupon_id, subtotal_amount, discount_amount, "+
 			"total_amount, status, created_at, paid_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-		getSQL: Bind(db.dialect, "SELECT user_id, coupon_id, subtotal_amount, discount_amount, total_amount, status, "+
-			"created_at, paid_at FROM orders WHERE id = ?"),
+		getSQL: Bind(db.dialect, orderColumnsSQL),
+		// A locking read returns the row as committed, not as the transaction's snapshot saw it.
+		getForUpdateSQL: Bind(db.dialect, orderColumnsSQL+" FOR UPDATE"),
 		itemsSQL: Bind(db.dialect, "SELECT product_id, name, quantity, unit_price, subtotal FROM order_items "+
 			"WHERE order_id = ? ORDER BY line"),
 	}
@@ -222,9 +227,14 @@ func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 }
 
 // Get reads the order, then its items in line order, or returns order.ErrNotFound. The two
-// reads need no transaction: an order and its items are inserted together and never change.
+// reads need no transaction: an order and its items are inserted together, and only the order's
+// status (and paid_at) ever changes.
 func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, error) {
-	m := errorMeanings{op: "get order", notFound: order.ErrNotFound}
+	return r.read(ctx, errorMeanings{op: "get order", notFound: order.ErrNotFound}, r.getSQL, id)
+}
+
+// read reads the order's row with query, then its items.
+func (r *OrderRepository) read(ctx context.Context, m errorMeanings, query, id string) (*order.Order, error) {
 	var (
 		userID                    string
 		couponID                  sql.NullString
@@ -235,7 +245,7 @@ func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, err
 		items                     []order.Item
 		found                     bool
 	)
-	err := r.db.query(ctx, m, r.getSQL, []any{id}, func(rows *sql.Rows) error {
+	err := r.db.query(ctx, m, query, []any{id}, func(rows *sql.Rows) error {
 		found = true
 		return rows.Scan(&userID, &couponID, &subtotal, &discount, &total, &status, &createdAt, &paidAt)
 	})

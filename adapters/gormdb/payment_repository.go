@@ -12,26 +12,15 @@ import (
 
 var _ ports.StockRepository = (*StockRepository)(nil)
 
-// GetForUpdate locks the order's row with SELECT … FOR UPDATE until the transaction in ctx
-// ends, then reads it and its items. Outside TxRunner.InTx it fails.
+// GetForUpdate reads the order's row with SELECT … FOR UPDATE, locking it until the transaction
+// in ctx ends, then its items. The locking read sees the status as committed, also on MySQL,
+// where a plain read would return the snapshot the transaction's first plain read took (a
+// payment batch locks several orders in turn). Outside TxRunner.InTx it fails.
 func (r *OrderRepository) GetForUpdate(ctx context.Context, id string) (*order.Order, error) {
 	if _, ok := r.db.transaction(ctx); !ok {
 		return nil, errNoTransaction
 	}
-	locked := false
-	err := r.db.query(ctx, errorMeanings{op: "lock order"}, Bind(r.db.dialect, "SELECT id FROM orders WHERE id = ? FOR UPDATE"),
-		[]any{id}, func(rows *sql.Rows) error {
-			locked = true
-			var ignored string
-			return rows.Scan(&ignored)
-		})
-	if err != nil {
-		return nil, err
-	}
-	if !locked {
-		return nil, order.ErrNotFound
-	}
-	return r.Get(ctx, id)
+	return r.read(ctx, errorMeanings{op: "lock order", notFound: order.ErrNotFound}, r.getForUpdateSQL, id)
 }
 
 // MarkPaid is one conditional UPDATE (no row updated is order.ErrNotPayable) and the rollup of
@@ -52,6 +41,19 @@ func (r *OrderRepository) MarkPaid(ctx context.Context, id string, paidAt time.T
 		}
 		return r.rollUpSales(ctx, id, paidAt)
 	})
+}
+
+// MarkCancelled is one conditional UPDATE; no row updated is order.ErrNotCancellable.
+func (r *OrderRepository) MarkCancelled(ctx context.Context, id string) error {
+	updated, err := r.db.exec(ctx, errorMeanings{op: "mark order cancelled"},
+		Bind(r.db.dialect, "UPDATE orders SET status = 'CANCELLED' WHERE id = ? AND status = 'PENDING'"), id)
+	if err != nil {
+		return err
+	}
+	if updated == 0 {
+		return order.ErrNotCancellable
+	}
+	return nil
 }
 
 // rollUpSales adds the lines of the order, COMPLETED at paidAt, to the rows of their products

@@ -84,6 +84,7 @@ var statusByCode = map[string]int{
 	order.ErrNotFound.Code:               stdhttp.StatusNotFound,
 	coupon.ErrInvalid.Code:               stdhttp.StatusBadRequest,
 	order.ErrNotPayable.Code:             stdhttp.StatusBadRequest,
+	order.ErrNotCancellable.Code:         stdhttp.StatusBadRequest,
 	wallet.CodeInsufficientBalance:       stdhttp.StatusBadRequest,
 	catalog.CodeStockDeductionFailed:     stdhttp.StatusConflict,
 	outbox.ErrNotFound.Code:              stdhttp.StatusNotFound,

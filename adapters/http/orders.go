@@ -50,3 +50,20 @@ func (h orderHandlers) get(c *gin.Context) {
 	}
 	c.JSON(stdhttp.StatusOK, view)
 }
+
+// cancel answers POST /api/orders/{orderId}/cancel for the order's owner or an admin: 200 with
+// the cancelled order, also when it was cancelled before.
+func (h orderHandlers) cancel(c *gin.Context) {
+	if !noBody(c) {
+		return
+	}
+	p := principal(c)
+	view, err := h.orders.Cancel(c.Request.Context(), apporder.CancelCommand{
+		OrderID: c.Param("orderId"), UserID: p.UserID, Admin: p.Role == RoleAdmin,
+	})
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(stdhttp.StatusOK, view)
+}

@@ -132,6 +132,7 @@ func NewRouter(d Deps) *gin.Engine {
 	orders := orderHandlers{orders: d.Orders}
 	authed.POST("/api/orders", orders.place)
 	authed.GET("/api/orders/:orderId", orders.get)
+	authed.POST("/api/orders/:orderId/cancel", orders.cancel)
 	payments := paymentHandlers{payments: d.Payments, relay: d.Relay, ranking: d.Ranking}
 	authed.GET("/api/products/top", payments.topProducts)
 	authed.POST("/api/orders/:orderId/payment", payments.pay)

@@ -211,3 +211,22 @@ func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, err
 	}
 	return &found, nil
 }
+
+// MarkCancelled turns the PENDING order CANCELLED under its row lock, or returns
+// order.ErrNotCancellable.
+func (r *OrderRepository) MarkCancelled(ctx context.Context, id string) error {
+	return r.db.run(ctx, func(t *tx) error {
+		o, ok, err := r.db.orders.getForUpdate(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		if !ok || o.Status() != order.StatusPending {
+			return order.ErrNotCancellable
+		}
+		cancelled := cloneOrder(&o)
+		if _, err := cancelled.Cancel(); err != nil {
+			return err
+		}
+		return r.db.orders.put(ctx, t, cancelled)
+	})
+}

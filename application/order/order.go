@@ -196,3 +196,47 @@ func (s *Service) Get(ctx context.Context, q GetQuery) (View, error) {
 	}
 	return viewOf(o), nil
 }
+
+// CancelCommand cancels an order as a user; an admin may cancel any order.
+type CancelCommand struct {
+	OrderID string
+	UserID  string
+	Admin   bool
+}
+
+// Cancel turns a PENDING order CANCELLED (SPEC §4) and returns it. Cancelling a CANCELLED order
+// again answers it unchanged. The order's row is locked for the whole decision, as a payment
+// locks it, so a cancel racing a payment of the order ends in exactly one of the two, and the
+// write is conditional on PENDING besides. The coupon an order names is left as it is: a PENDING
+// order reserves nothing. Fails with order.ErrNotFound (also for another user's order, as Get
+// does) or order.ErrNotCancellable (the order is paid).
+func (s *Service) Cancel(ctx context.Context, cmd CancelCommand) (View, error) {
+	if err := domain.ValidateUUID("orderId", cmd.OrderID); err != nil {
+		return View{}, err
+	}
+	var cancelled *order.Order
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		o, err := s.orders.GetForUpdate(ctx, cmd.OrderID)
+		if err != nil {
+			return err
+		}
+		if o.UserID() != cmd.UserID && !cmd.Admin {
+			return order.ErrNotFound
+		}
+		changed, err := o.Cancel()
+		if err != nil {
+			return err
+		}
+		if changed {
+			if err := s.orders.MarkCancelled(ctx, o.ID()); err != nil {
+				return fmt.Errorf("mark order cancelled: %w", err)
+			}
+		}
+		cancelled = o
+		return nil
+	})
+	if err != nil {
+		return View{}, err
+	}
+	return viewOf(cancelled), nil
+}

@@ -139,9 +139,10 @@ type payInput struct {
 // scarcest contention point, its first product (stock:{productId}), whose holder applies every
 // payment queued behind it in one transaction (payBatch), so a herd paying for one product
 // costs one stock update per batch instead of a conflict per payment. Fails with
-// order.ErrNotFound (also for another user's order), order.ErrNotPayable,
-// wallet.InsufficientBalance, catalog.DeductionFailed, coupon.ErrInvalid (the order's coupon
-// was used meanwhile), wallet.ErrUserNotFound, or the guard's errors.
+// order.ErrNotFound (also for another user's order), order.ErrNotPayable (paid or cancelled),
+// wallet.InsufficientBalance, catalog.DeductionFailed, coupon.ErrInvalid (the order's coupon is
+// no longer the user's AVAILABLE coupon at payment time: used meanwhile, or expired by the
+// clock's now), wallet.ErrUserNotFound, or the guard's errors.
 func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result], error) {
 	if err := domain.ValidateUUID("orderId", cmd.OrderID); err != nil {
 		return guard.Result[Result]{}, err
@@ -309,7 +310,9 @@ func (s *Service) decide(ctx context.Context, st *batchState, in payInput, now t
 		if err != nil {
 			return guard.Answer[Result]{}, fmt.Errorf("lock user coupon: %w", err)
 		}
-		if held.Status != coupon.Available || st.redeemed[held.ID] {
+		// Placing the order checked the coupon, but reserved nothing: it may have expired since,
+		// or another order (of this batch too) may have used it.
+		if held.CheckUsable(now) != nil || st.redeemed[held.ID] {
 			return refuse(coupon.ErrInvalid)
 		}
 		userCouponID = held.ID

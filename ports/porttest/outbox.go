@@ -2,6 +2,8 @@ package porttest
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +18,9 @@ import (
 // TestPaymentRepositories checks what a payment writes beyond Commerce I's ports:
 // ports.StockRepository (Deduct applies only at the read version and while the stock covers it,
 // and of concurrent deductions at one version one applies; movements round-trip oldest first),
-// OrderRepository.MarkPaid (once; a second is order.ErrNotPayable), TopSelling (exactly the
+// OrderRepository.MarkPaid (once; a second is order.ErrNotPayable), MarkCancelled (only a
+// PENDING order, once; of a racing MarkPaid and MarkCancelled one wins), GetForUpdate (the
+// status as committed, also after the transaction read other rows), TopSelling (exactly the
 // aggregate of the orders paid since a time, from any time, also under concurrent payments) and
 // ports.OutboxRepository (messages round-trip; a claim takes due PENDING messages, oldest first,
 // and leases them; concurrent claims never take one message twice; Record needs the claim's
@@ -27,6 +31,9 @@ func TestPaymentRepositories(t *testing.T, newStores func(t *testing.T) ports.St
 		{"Stock/ConcurrentDeductsAtOneVersionApplyOnce", testStockConcurrentDeducts},
 		{"Stock/MovementsRoundTripOldestFirst", testStockMovements},
 		{"Order/MarkPaidOnce", testOrderMarkPaidOnce},
+		{"Order/MarkCancelledOnlyAPendingOrder", testOrderMarkCancelled},
+		{"Order/RacingMarkPaidAndMarkCancelledOneWins", testOrderPaidOrCancelled},
+		{"Order/GetForUpdateSeesTheCommittedStatus", testOrderGetForUpdateSeesCommitted},
 		{"Order/TopSellingIsTheLiveAggregateAroundHours", testTopSellingAroundHours},
 		{"Order/ConcurrentPaymentsRollUpEveryLine", testConcurrentPaymentsRollUpEveryLine},
 		{"Outbox/AddThenGetRoundTrips", testOutboxRoundTrip},
@@ -93,6 +100,100 @@ func testOrderMarkPaidOnce(t *testing.T, e env[ports.Stores]) {
 	if got.PaidAt() == nil {
 		t.Error("paidAt not set")
 	}
+}
+
+func testOrderMarkCancelled(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	p := createProduct(t, e.impl, 100, 10)
+	o := placeOrder(t, newUserID(), order.Discount{}, p)
+	must(t, e.impl.Orders.Create(ctx, o), "create order")
+	must(t, e.impl.Orders.MarkCancelled(ctx, o.ID()), "cancel")
+	got, err := e.impl.Orders.Get(ctx, o.ID())
+	must(t, err, "get")
+	expectEqual(t, got.Status(), order.StatusCancelled, "status")
+	if got.PaidAt() != nil {
+		t.Errorf("paidAt %v on a cancelled order", got.PaidAt())
+	}
+	expectIs(t, e.impl.Orders.MarkCancelled(ctx, o.ID()), order.ErrNotCancellable, "a second MarkCancelled")
+	expectIs(t, e.impl.Orders.MarkPaid(ctx, o.ID(), now()), order.ErrNotPayable, "MarkPaid of a cancelled order")
+
+	paid := placeOrder(t, newUserID(), order.Discount{}, p)
+	must(t, e.impl.Orders.Create(ctx, paid), "create order")
+	must(t, e.impl.Orders.MarkPaid(ctx, paid.ID(), now()), "pay")
+	expectIs(t, e.impl.Orders.MarkCancelled(ctx, paid.ID()), order.ErrNotCancellable, "MarkCancelled of a paid order")
+	got, err = e.impl.Orders.Get(ctx, paid.ID())
+	must(t, err, "get paid")
+	expectEqual(t, got.Status(), order.StatusCompleted, "status of the paid order")
+	expectIs(t, e.impl.Orders.MarkCancelled(ctx, randomID()), order.ErrNotCancellable, "MarkCancelled of an unknown order")
+}
+
+func testOrderPaidOrCancelled(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	o := placeOrder(t, newUserID(), order.Discount{}, createProduct(t, e.impl, 100, 10))
+	must(t, e.impl.Orders.Create(ctx, o), "create order")
+	errs := startTogether(10, func(i int) error {
+		if i%2 == 0 {
+			return e.impl.Orders.MarkPaid(ctx, o.ID(), now())
+		}
+		return e.impl.Orders.MarkCancelled(ctx, o.ID())
+	})
+	winner := expectOneWinnerOf(t, errs, order.ErrNotPayable, order.ErrNotCancellable)
+	got, err := e.impl.Orders.Get(ctx, o.ID())
+	must(t, err, "get")
+	want := order.StatusCancelled
+	if winner%2 == 0 {
+		want = order.StatusCompleted
+	}
+	expectEqual(t, got.Status(), want, "status")
+}
+
+// expectOneWinnerOf checks that exactly one of errs is nil and every other is one of lost,
+// and returns the winner's index.
+func expectOneWinnerOf(t *testing.T, errs []error, lost ...error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("calls %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !slices.ContainsFunc(lost, func(l error) bool { return errors.Is(err, l) }):
+			t.Fatalf("call %d: %v, want one of %v", i, err, lost)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no call succeeded")
+	}
+	return winner
+}
+
+// A transaction that read one order and then locks another sees the second's status as
+// committed after its first read: a plain read on MySQL would return the snapshot of the first.
+func testOrderGetForUpdateSeesCommitted(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	p := createProduct(t, e.impl, 100, 10)
+	first, second := placeOrder(t, newUserID(), order.Discount{}, p), placeOrder(t, newUserID(), order.Discount{}, p)
+	must(t, e.impl.Orders.Create(ctx, first), "create first")
+	must(t, e.impl.Orders.Create(ctx, second), "create second")
+	must(t, e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
+		if _, err := e.impl.Orders.GetForUpdate(ctx, first.ID()); err != nil {
+			return err
+		}
+		if _, err := e.impl.Orders.Get(ctx, second.ID()); err != nil {
+			return err
+		}
+		// Another transaction cancels the second order meanwhile.
+		if err := e.impl.Orders.MarkCancelled(context.Background(), second.ID()); err != nil {
+			return err
+		}
+		locked, err := e.impl.Orders.GetForUpdate(ctx, second.ID())
+		if err != nil {
+			return err
+		}
+		expectEqual(t, locked.Status(), order.StatusCancelled, "status read under the lock")
+		return nil
+	}), "transaction")
 }
 
 func newMessage(at time.Time) outbox.Message {

@@ -2,27 +2,12 @@ package e2e
 
 import (
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/fx"
-
-	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/waiting"
-	"github.com/rushgate/rushgate/ports"
 )
-
-// jumpClock is the system clock plus an offset the test moves forward: the server lives
-// through a minute in an instant, as if it had been paused.
-type jumpClock struct{ offset atomic.Int64 }
-
-func (c *jumpClock) Now() time.Time {
-	return system.Clock{}.Now().Add(time.Duration(c.offset.Load()))
-}
-
-func (c *jumpClock) jump(d time.Duration) { c.offset.Add(int64(d)) }
 
 // estimateOf reads estimatedWaitSeconds from an answer's data, which must carry the field: nil
 // for null, and otherwise a whole number within SPEC §3's bounds.
@@ -52,8 +37,8 @@ func TestWaiting_EstimateIsNullAMinuteAfterTheLastAdmission(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &jumpClock{}
-			s := startServerWith(t, b, []fx.Option{fx.Decorate(func(ports.Clock) ports.Clock { return clock })},
+			clock := &shiftedClock{}
+			s := startServerOnClock(t, b, clock,
 				pushConfig(0), func(c *bootstrap.Config) {
 					// The jump must not make this broker look dead (the memory backend's
 					// heartbeats run on the same clock).
@@ -104,7 +89,7 @@ func TestWaiting_EstimateIsNullAMinuteAfterTheLastAdmission(t *testing.T) {
 				return p["rank"] == 0.0 && p["aheadCount"] == 1.0 && estimateOf(t, "push position", p) != nil
 			})
 
-			clock.jump(waiting.RateWindow + time.Second)
+			clock.advance(waiting.RateWindow + time.Second)
 			eventually(t, bound, "pull estimate null after a minute without admission", func() bool {
 				return estimateOf(t, "pull status", pullStatus().body) == nil
 			})

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
@@ -72,12 +74,11 @@ type server struct {
 // the defaults of every setting, changed by tweak.
 func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *server {
 	t.Helper()
-	return startServerWith(t, b, nil, tweak...)
+	return startServerWith(t, b, fx.Options(), tweak...)
 }
 
-// startServerWith is startServer with fx options added to the application, such as a port
-// replaced by fx.Decorate.
-func startServerWith(t *testing.T, b backend, options []fx.Option, tweak ...func(*bootstrap.Config)) *server {
+// startServerWith is startServer with extra fx options, such as a port decorated for the test.
+func startServerWith(t *testing.T, b backend, extra fx.Option, tweak ...func(*bootstrap.Config)) *server {
 	t.Helper()
 	if b.provision != nil {
 		b.databaseURL, b.redisURL = b.provision(t)
@@ -91,7 +92,7 @@ func startServerWith(t *testing.T, b backend, options []fx.Option, tweak ...func
 		srv    *bootstrap.Server
 		stores ports.Stores
 	)
-	app := fxtest.New(t, append([]fx.Option{bootstrap.Modules(cfg), fx.Populate(&srv, &stores)}, options...)...)
+	app := fxtest.New(t, bootstrap.Modules(cfg), extra, fx.Populate(&srv, &stores))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
@@ -244,4 +245,31 @@ func assertError(t *testing.T, res response, status int, code string) {
 	if res.status != status || res.str("error") != code || res.str("message") == "" {
 		t.Fatalf("want %d %s, got %d %s", status, code, res.status, res.raw)
 	}
+}
+
+// shiftedClock is a server's clock: the wall clock moved forward by what the test adds, so the
+// server lives through minutes in an instant (a coupon expires, a rate window passes). Tokens
+// are still checked against the wall clock.
+type shiftedClock struct {
+	offset atomic.Int64
+}
+
+func (c *shiftedClock) Now() time.Time {
+	return system.Clock{}.Now().Add(time.Duration(c.offset.Load()))
+}
+
+// advance moves the clock forward by d.
+func (c *shiftedClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// advanceTo moves the clock to at, unless it shows a later time already.
+func (c *shiftedClock) advanceTo(at time.Time) {
+	if d := at.Sub(c.Now()); d > 0 {
+		c.offset.Add(int64(d))
+	}
+}
+
+// startServerOnClock starts a server on b whose clock is clock.
+func startServerOnClock(t *testing.T, b backend, clock *shiftedClock, tweak ...func(*bootstrap.Config)) *server {
+	t.Helper()
+	return startServerWith(t, b, fx.Decorate(func(ports.Clock) ports.Clock { return clock }), tweak...)
 }

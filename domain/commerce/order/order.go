@@ -11,17 +11,20 @@ import (
 var (
 	ErrEmptyCart = domain.NewError("EMPTY_CART", "the cart is empty")
 	ErrNotFound  = domain.NewError("ORDER_NOT_FOUND", "order not found")
-	// ErrNotPayable refuses paying an order that is not PENDING (already paid).
+	// ErrNotPayable refuses paying an order that is not PENDING (already paid, or cancelled).
 	ErrNotPayable = domain.NewError("ORDER_NOT_PAYABLE", "the order is not awaiting payment")
+	// ErrNotCancellable refuses cancelling an order that is neither PENDING nor CANCELLED.
+	ErrNotCancellable = domain.NewError("ORDER_NOT_CANCELLABLE", "only an order awaiting payment can be cancelled")
 )
 
 // Status is where an order is in its life.
 type Status string
 
-// Statuses of an order: placed and awaiting payment, then paid.
+// Statuses of an order: placed and awaiting payment, then paid or cancelled; both are final.
 const (
 	StatusPending   Status = "PENDING"
 	StatusCompleted Status = "COMPLETED"
+	StatusCancelled Status = "CANCELLED"
 )
 
 // Item is one line of an order: the product's name and unit price as they were when the order
@@ -117,6 +120,22 @@ func (o *Order) Pay(now time.Time) error {
 	}
 	o.status, o.paidAt = StatusCompleted, &now
 	return nil
+}
+
+// Cancel marks a PENDING order CANCELLED and reports that it changed it. Cancelling a CANCELLED
+// order again changes nothing and succeeds, so a repeated cancel answers as the first did; any
+// other order is ErrNotCancellable. A PENDING order reserves nothing (its coupon stays with the
+// user until a payment uses it), so there is nothing to give back.
+func (o *Order) Cancel() (changed bool, err error) {
+	switch o.status {
+	case StatusPending:
+		o.status = StatusCancelled
+		return true, nil
+	case StatusCancelled:
+		return false, nil
+	default:
+		return false, ErrNotCancellable
+	}
 }
 
 // Sales is one product's units sold and revenue over a period, for the top products.

@@ -89,3 +89,31 @@ func TestAddToCart(t *testing.T) {
 		t.Fatalf("total past MaxAmount: %v", err)
 	}
 }
+
+func TestCancel_OnlyAPendingOrderAndAgainWithoutChange(t *testing.T) {
+	placed := func() *order.Order {
+		o, err := order.Place("o1", "u1", []order.CartLine{line("p1", 1, 10, 5)}, order.Discount{}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	o := placed()
+	if changed, err := o.Cancel(); !changed || err != nil || o.Status() != order.StatusCancelled {
+		t.Fatalf("first cancel: changed %v, %v, status %s", changed, err, o.Status())
+	}
+	if changed, err := o.Cancel(); changed || err != nil || o.Status() != order.StatusCancelled {
+		t.Fatalf("second cancel: changed %v, %v, status %s", changed, err, o.Status())
+	}
+	if err := o.Pay(now); !errors.Is(err, order.ErrNotPayable) || o.PaidAt() != nil {
+		t.Fatalf("paying a cancelled order: %v, paidAt %v", err, o.PaidAt())
+	}
+
+	paid := placed()
+	if err := paid.Pay(now); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := paid.Cancel(); changed || !errors.Is(err, order.ErrNotCancellable) || paid.Status() != order.StatusCompleted {
+		t.Fatalf("cancelling a paid order: changed %v, %v, status %s", changed, err, paid.Status())
+	}
+}
