@@ -3,7 +3,6 @@ package s3_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func TestPing_FailsUnavailableWithinTheTimeoutWhenStorageDoesNotAnswer(t *testin
 	}
 	for name, endpoint := range map[string]string{
 		"nothing listening":  "http://127.0.0.1:" + strconv.Itoa(closed[0]),
-		"accepts, no answer": silentServer(t),
+		"accepts, no answer": testenv.SilentServer(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -69,34 +68,4 @@ func TestPing_FailsUnavailableWithinTheTimeoutWhenStorageDoesNotAnswer(t *testin
 			}
 		})
 	}
-}
-
-// silentServer accepts connections and never answers, as a frozen S3 server does, until the
-// test ends.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, conn)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		for _, conn := range held {
-			_ = conn.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
 }
