@@ -19,7 +19,7 @@ import (
 // bodyField names the request body in validation errors that are not about one field.
 const bodyField = "body"
 
-// decodeJSON reads the request body into dst with decodeStrict. An empty body is allowed only
+// decodeJSON reads the request body into dst with unmarshalStrict. An empty body is allowed only
 // when optional. Every failure is a VALIDATION_FAILED naming the field, or PAYLOAD_TOO_LARGE
 // past the body limit.
 func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
