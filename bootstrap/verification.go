@@ -49,7 +49,7 @@ func provideObjectStorage(cfg Config, clock ports.Clock, listening *listenAddres
 		store := s3.New(s3.Config{Endpoint: sc.S3Endpoint, Bucket: sc.S3Bucket, Region: sc.S3Region,
 			AccessKey: sc.S3AccessKey, SecretKey: sc.S3SecretKey, PathStyle: sc.S3PathStyle, Timeout: sc.S3Timeout})
 		log.Info("uploads go to S3", "bucket", sc.S3Bucket, "endpoint", sc.S3Endpoint)
-		return objectStorage{Storage: store, Readiness: alwaysReady("storage")}, nil
+		return objectStorage{Storage: store, Readiness: telemetry.ReadinessCheck{Name: "storage", Check: store.Ping}}, nil
 	}
 	dir := sc.DataDir
 	if dir == "" {
@@ -66,7 +66,7 @@ func provideObjectStorage(cfg Config, clock ports.Clock, listening *listenAddres
 		return objectStorage{}, err
 	}
 	log.Info("uploads go to local disk through rushgate's signed upload route; set RUSHGATE_S3_BUCKET to use S3", "dir", dir)
-	return objectStorage{Storage: store, Uploads: store, Readiness: alwaysReady("storage")}, nil
+	return objectStorage{Storage: store, Uploads: store, Readiness: telemetry.ReadinessCheck{Name: "storage", Check: store.Ping}}, nil
 }
 
 // urlOf is the http URL of a listening address; a wildcard host becomes the loopback one.

@@ -2,16 +2,16 @@ package http
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	stdhttp "net/http"
 	"reflect"
-	"strconv"
-	"strings"
 	"syscall"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/rushgate/rushgate/domain"
 )
@@ -19,9 +19,9 @@ import (
 // bodyField names the request body in validation errors that are not about one field.
 const bodyField = "body"
 
-// decodeJSON strictly decodes the request body into dst: exactly one JSON value, no unknown
-// fields, no trailing data. An empty body is allowed only when optional. Every failure is a
-// VALIDATION_FAILED naming the field, or PAYLOAD_TOO_LARGE past the body limit.
+// decodeJSON reads the request body into dst with unmarshalStrict. An empty body is allowed only
+// when optional. Every failure is a VALIDATION_FAILED naming the field, or PAYLOAD_TOO_LARGE
+// past the body limit.
 func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 	// Read it all first so the size limit is enforced however much of it the decoder would use.
 	// A request without a body (net/http's NoBody: Content-Length 0, not chunked) has nothing
@@ -40,15 +40,21 @@ func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 		return domain.Invalid(bodyField, "a JSON object is required")
 	}
 
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	if err := unmarshalStrict(raw, dst); err != nil {
 		return decodeError(err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return domain.Invalid(bodyField, "must hold a single JSON value")
-	}
 	return nil
+}
+
+// unmarshalStrict reads data into dst by SPEC §0's rules for every JSON rushgate reads, request
+// bodies and token claims alike: exactly one JSON value and nothing after it, valid UTF-8
+// throughout (never patched to U+FFFD), no object member named twice, names matched exactly as
+// written (another letter case is another, unknown, name) and no unknown member. These are
+// go-json-experiment/json's defaults plus RejectUnknownMembers; a type that takes members it
+// does not know (token claims) reads them in its own UnmarshalJSONFrom, under the same
+// tokenizer. Its errors are go-json-experiment/json's; decodeError names them for a client.
+func unmarshalStrict(data []byte, dst any) error {
+	return jsonv2.Unmarshal(data, dst, jsonv2.RejectUnknownMembers(true))
 }
 
 // bodyReadError names why the request body could not be read. Each cause is the client's: a
@@ -69,29 +75,38 @@ func bodyReadError(err error) error {
 	}
 }
 
-// decodeError turns an encoding/json failure into a VALIDATION_FAILED naming the field.
+// decodeError turns a go-json-experiment/json failure into a VALIDATION_FAILED naming the
+// member it is about, or the body when it is about no member (trailing text, a truncated value).
 func decodeError(err error) error {
-	if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		field := typeErr.Field
-		if field == "" {
-			field = bodyField
+	if semErr, ok := errors.AsType[*jsonv2.SemanticError](err); ok {
+		field := fieldAt(semErr.JSONPointer)
+		switch {
+		case errors.Is(semErr.Err, jsonv2.ErrUnknownName):
+			return domain.Invalid(field, "is not a known field (names match exactly, letter case included)")
+		case semErr.GoType != nil:
+			return domain.Invalid(field, "must be %s", jsonKind(semErr.GoType.Kind()))
 		}
-		return domain.Invalid(field, "must be %s", jsonKind(typeErr.Type.Kind()))
+		return domain.Invalid(field, "could not be read")
 	}
-	// encoding/json has no typed error for unknown fields, only this message.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if unquoted, uerr := strconv.Unquote(name); uerr == nil {
-			name = unquoted
+	if synErr, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+		field := fieldAt(synErr.JSONPointer)
+		switch {
+		case errors.Is(synErr.Err, jsontext.ErrDuplicateName):
+			return domain.Invalid(field, "is given more than once")
+		case errors.Is(synErr.Err, io.ErrUnexpectedEOF):
+			return domain.Invalid(bodyField, "malformed JSON: unexpected end of input")
 		}
-		return domain.Invalid(name, "is not a known field")
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return domain.Invalid(bodyField, "malformed JSON: unexpected end of input")
-	}
-	if syntaxErr, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return domain.Invalid(bodyField, "malformed JSON at offset %d", syntaxErr.Offset)
+		return domain.Invalid(field, "malformed JSON at offset %d: %v", synErr.ByteOffset, synErr.Err)
 	}
 	return domain.Invalid(bodyField, "malformed JSON")
+}
+
+// fieldAt names the member a JSON Pointer ends at: the body itself for the empty pointer.
+func fieldAt(ptr jsontext.Pointer) string {
+	if name := ptr.LastToken(); name != "" {
+		return name
+	}
+	return bodyField
 }
 
 // jsonKind names a Go kind the way a JSON client thinks of it.

@@ -56,7 +56,7 @@ type Deps struct {
 	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
 	Logger *slog.Logger
-	// Readiness lists the dependencies /readyz probes (database, redis).
+	// Readiness lists the dependencies /readyz probes (database, redis, storage).
 	Readiness []telemetry.ReadinessCheck
 	// MaxBodyBytes caps request bodies (413 beyond it); 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64

@@ -2,11 +2,11 @@ package http
 
 import (
 	"bytes"
-	"encoding/json"
 	stdhttp "net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json/jsontext"
 
 	appwallet "github.com/rushgate/rushgate/application/wallet"
 	"github.com/rushgate/rushgate/domain"
@@ -61,7 +61,7 @@ func (h walletHandlers) balance(c *gin.Context) {
 // chargeRequest holds the amount undecoded: a number that is not an integer in range is the
 // SPEC's INVALID_AMOUNT, while a missing amount or one of another JSON type is VALIDATION_FAILED.
 type chargeRequest struct {
-	Amount json.RawMessage `json:"amount"`
+	Amount jsontext.Value `json:"amount"`
 }
 
 // charge answers POST /api/users/{userId}/balance/charge for the authenticated user only,
@@ -93,7 +93,7 @@ func (h walletHandlers) charge(c *gin.Context) {
 // chargeAmount reads a charge's amount: a JSON number written as an integer that fits int64
 // (the service bounds it further), else wallet.ErrInvalidAmount; not a number at all is
 // VALIDATION_FAILED naming amount.
-func chargeAmount(raw json.RawMessage) (int64, error) {
+func chargeAmount(raw jsontext.Value) (int64, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, domain.Invalid("amount", "is required")

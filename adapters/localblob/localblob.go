@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rushgate/rushgate/domain"
@@ -49,6 +50,7 @@ type Store struct {
 	baseURL func() string
 	secret  []byte
 	clock   ports.Clock
+	probing atomic.Bool // a Ping's probe file call has not returned yet
 }
 
 // New returns a store on dir (created if missing) whose upload URLs start with what publicURL
@@ -122,6 +124,40 @@ func (s *Store) ReadHead(_ context.Context, key string, n int) ([]byte, error) {
 		return nil, fmt.Errorf("localblob: read %s: %w", key, err)
 	}
 	return head[:read], nil
+}
+
+// Ping reports whether the data directory takes new files, as an upload needs: it creates and
+// removes a probe file where uploads are received. File calls cannot be cancelled, so a probe
+// the file system does not answer is abandoned when ctx ends, and no other starts until it
+// returns: a hung disk holds one goroutine however often readiness is asked. Every failure
+// wraps ports.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if !s.probing.CompareAndSwap(false, true) {
+		return fmt.Errorf("localblob: %w: the previous probe of %s has not returned", ports.ErrUnavailable, s.dir)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer s.probing.Store(false)
+		done <- s.probe()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("localblob: probe %s: %w: %w", s.dir, ports.ErrUnavailable, ctx.Err())
+	}
+}
+
+// probe creates and removes a file under the directory uploads are received in.
+func (s *Store) probe() error {
+	f, err := os.CreateTemp(filepath.Join(s.dir, incomingDir), "ready-*")
+	if err == nil {
+		err = errors.Join(f.Close(), os.Remove(f.Name()))
+	}
+	if err != nil {
+		return fmt.Errorf("localblob: data directory %s is not writable: %w: %w", s.dir, ports.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // Upload is one PUT to the upload route, as received.

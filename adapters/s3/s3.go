@@ -121,6 +121,20 @@ func (s *Store) ReadHead(ctx context.Context, key string, n int) ([]byte, error)
 	return head, nil
 }
 
+// Ping reports whether the bucket answers: one HeadBucket, bounded by Config.Timeout like every
+// call. No answer, a timeout or a 5xx wraps ports.ErrUnavailable; storage's refusal (no such
+// bucket, credentials refused) is returned as its answer.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: &s.bucket})
+	if err == nil {
+		return nil
+	}
+	if err = translate("head bucket "+s.bucket, err); errors.Is(err, ports.ErrObjectNotFound) {
+		return fmt.Errorf("s3: bucket %s does not exist", s.bucket) // HeadBucket's 404 names no object
+	}
+	return err
+}
+
 // translate maps a missing object to ports.ErrObjectNotFound, an answer from storage to an
 // error naming it, and anything else (no answer, a timeout, a 5xx) to ports.ErrUnavailable.
 func translate(op string, err error) error {

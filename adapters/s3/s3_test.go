@@ -1,0 +1,71 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/s3"
+	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testenv"
+)
+
+// pingTimeout is the stores' Config.Timeout in these tests; slack is what a loaded machine adds.
+const (
+	pingTimeout = 500 * time.Millisecond
+	slack       = 500 * time.Millisecond
+)
+
+func storeAt(endpoint, bucket string, gw testenv.S3) *s3.Store {
+	return s3.New(s3.Config{Endpoint: endpoint, Bucket: bucket, Region: gw.Region,
+		AccessKey: gw.AccessKey, SecretKey: gw.SecretKey, PathStyle: true, Timeout: pingTimeout})
+}
+
+func TestPing_PassesWhenTheBucketAnswers(t *testing.T) {
+	t.Parallel()
+	gw := testenv.Versitygw(t)
+
+	if err := storeAt(gw.Endpoint, gw.Bucket, gw).Ping(context.Background()); err != nil {
+		t.Fatalf("Ping of a live bucket: %v", err)
+	}
+}
+
+func TestPing_FailsOnABucketThatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	gw := testenv.Versitygw(t)
+
+	err := storeAt(gw.Endpoint, "no-such-bucket", gw).Ping(context.Background())
+	if err == nil || errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("Ping of a missing bucket: %v, want storage's refusal", err)
+	}
+}
+
+// A server that is down (nothing listens) and one that accepts but never answers both fail
+// Ping as unavailable, the second within the store's timeout.
+func TestPing_FailsUnavailableWithinTheTimeoutWhenStorageDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	closed, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, endpoint := range map[string]string{
+		"nothing listening":  "http://127.0.0.1:" + strconv.Itoa(closed[0]),
+		"accepts, no answer": testenv.SilentServer(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := storeAt(endpoint, "rushgate", testenv.S3{Region: "us-east-1", AccessKey: "a", SecretKey: "b"})
+			started := time.Now()
+			err := store.Ping(context.Background())
+			took := time.Since(started)
+			if !errors.Is(err, ports.ErrUnavailable) {
+				t.Fatalf("Ping: %v, want ports.ErrUnavailable", err)
+			}
+			if took > pingTimeout+slack {
+				t.Fatalf("Ping took %v, want within the %v timeout + %v", took, pingTimeout, slack)
+			}
+		})
+	}
+}
