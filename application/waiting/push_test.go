@@ -18,7 +18,7 @@ func newBroker(t *testing.T) (*waiting.Broker, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil), event.ID
+	return waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil, nil), event.ID
 }
 
 // stream is an adapter's side of a subscription: on End it leaves, as an adapter does once its
