@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rushgate/rushgate/adapters/redis"
 )
 
 // stallTicks bounds, in queue ticks (pushTick), how long after a stalled broker or dispatcher
@@ -159,10 +162,11 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 
 // TestPush_StalledDispatcherResumesAndAnotherTakesOver: with the only dispatcher frozen
 // (SIGSTOP) nobody is admitted though slots are free; once it resumes (SIGCONT) admission goes
-// on within stallTicks ticks. Then a second dispatcher runs and the first is frozen past the
-// heartbeat timeout again and again while admitted users leave at once: every user is admitted
-// exactly once with one token, never more than the slots at once, and every slot is back at the
-// end.
+// on within stallTicks ticks, and the stall is counted. Entries a stalled dispatcher read and
+// never acknowledged are routed by another after the heartbeat timeout. Then the first is
+// frozen past the heartbeat timeout again and again while the second runs and admitted users
+// leave at once: every user is admitted exactly once with one token, never more than the slots
+// at once, and every slot is back at the end.
 func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 	for _, db := range processDatabases {
 		t.Run(db.name, func(t *testing.T) {
@@ -204,7 +208,44 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 				return first.metric(t, "rushgate_queue_dispatcher_stalls_total") >= 1
 			})
 
+			// A dispatcher stalled holding entries it read: both dispatchers frozen, the test
+			// promotes the next wave and reads it as a consumer that never acknowledges, exactly
+			// what a dispatcher frozen between reading and routing leaves. The second dispatcher
+			// resumes alone and routes them once they are idle for the heartbeat timeout.
 			second := startProcess(t, env, "dispatcher-2", "dispatcher")
+			first.freeze()
+			second.freeze()
+			t.Cleanup(second.thaw)
+			for _, c := range clients[slots : 2*slots] {
+				c.close()
+			}
+			eventually(t, stallTicks*pushTick, "the slots come back", func() bool {
+				return broker.queueView(eventID).num("remainingSlots") == slots
+			})
+			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), redis.WaitingRoomKeyPrefix)
+			ctx := context.Background()
+			if n, err := stalled.Promote(ctx, eventID, 5*time.Minute); err != nil || n != slots {
+				t.Fatalf("promote as the stalled dispatcher: %d, %v", n, err)
+			}
+			if held, err := stalled.ReadEntries(ctx, eventID, "stalled-"+broker.run, 10, processHeartbeatTimeout); err != nil || len(held) != slots {
+				t.Fatalf("read as the stalled dispatcher: %v, %v", held, err)
+			}
+			second.thaw()
+			thawed = time.Now()
+			eventually(t, processHeartbeatTimeout+stallTicks*pushTick, "the held wave admitted by the other dispatcher", func() bool {
+				return clients[6].token() != "" && clients[7].token() != "" && clients[8].token() != ""
+			})
+			took = time.Since(thawed)
+			t.Logf("entries held by a stalled dispatcher routed %v after the other resumed (heartbeat timeout %v + %.1f ticks)",
+				took.Round(time.Millisecond), processHeartbeatTimeout, float64(took-processHeartbeatTimeout)/float64(pushTick))
+			if got := second.metric(t, "rushgate_queue_entries_reclaimed_total"); got != slots {
+				t.Fatalf("entries reclaimed counted %v, want %d", got, slots)
+			}
+			if v := broker.queueView(eventID); v.num("admitted") != slots || v.num("claims") != 3*slots {
+				t.Fatalf("after the takeover: %s", v.raw)
+			}
+			first.thaw()
+
 			// Admitted users leave at once, so promotions go on while the first dispatcher
 			// stalls again and again.
 			done := make(chan struct{})
