@@ -30,14 +30,19 @@ func newBroker(t *testing.T) (*waiting.Broker, string) {
 // stream is an adapter's side of a subscription: on End it leaves, as an adapter does once its
 // connection is closed, unless it hangs.
 type stream struct {
-	broker *waiting.Broker
-	sub    *waiting.Subscription
-	hangs  bool
-	ended  atomic.Bool
+	broker   *waiting.Broker
+	sub      *waiting.Subscription
+	hangs    bool
+	ended    atomic.Bool
+	admitted atomic.Int32
 }
 
-func (s *stream) Position(waiting.Position)  {}
-func (s *stream) Admitted(waiting.Admission) {}
+func (s *stream) Position(waiting.Position) {}
+func (s *stream) Admitted(waiting.Admission) {
+	s.admitted.Add(1)
+}
+
+func (s *stream) admissions() int { return int(s.admitted.Load()) }
 func (s *stream) End() {
 	s.ended.Store(true)
 	if !s.hangs {
@@ -244,6 +249,43 @@ func TestBroker_ReapedBrokerEndsEveryStreamAndItsUsersReconnect(t *testing.T) {
 	}
 	if lapses, _, _, _ := r.seen.counts(); lapses != 1 || r.broker.ID() != newID {
 		t.Fatalf("a beating broker lapsed again: %d lapses, id %q", lapses, r.broker.ID())
+	}
+}
+
+// A broker whose heartbeat lapsed before any dispatcher reaped it ends its streams too (it
+// cannot know whether it was reaped); users who reconnect within the reconnect grace keep their
+// admission and their place, and the later reaping of the old id leaves them there.
+func TestBroker_LapsedBrokersUsersKeepTheirPlaceWithinTheGrace(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	r.broker = waiting.NewBroker(r.svc, r.queue, "broker-1",
+		waiting.PushConfig{HeartbeatTimeout: stallTimeout, ReconnectGrace: time.Hour}, r.seen, r.log)
+	d := r.dispatcher("dispatcher-1")
+	r.broker.Tick(ctx)
+	first := join(t, r.broker, r.eventID, "first", false)
+	second := join(t, r.broker, r.eventID, "second", false)
+	r.dispatch(t, d)
+
+	r.clock.Advance(stallTimeout)
+	r.broker.Tick(ctx) // before any dispatcher tick: lapsed, not reaped
+	if !first.ended.Load() || !second.ended.Load() {
+		t.Fatal("a lapsed broker kept its streams")
+	}
+	again := join(t, r.broker, r.eventID, "first", false)
+	join(t, r.broker, r.eventID, "second", false)
+	if again.admissions() != 1 {
+		t.Fatalf("the admitted user reconnected within the grace got %d admissions, want its own again", again.admissions())
+	}
+	for range 3 {
+		r.clock.Advance(stallTimeout / 2)
+		r.broker.Tick(ctx)
+		r.dispatch(t, d)
+	}
+	if _, _, reaped, _ := r.seen.counts(); reaped != 1 {
+		t.Fatalf("reaps %d, want the old id's", reaped)
+	}
+	if v := r.view(t); v.Admitted != 1 || v.Waiting != 1 || v.Claims != 1 || v.Connections != 2 {
+		t.Fatalf("after reconnecting within the grace and the old id's reap: %+v", v)
 	}
 }
 
