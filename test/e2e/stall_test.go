@@ -188,7 +188,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for _, c := range clients[:slots] {
 				c.close()
 			}
-			eventually(t, stallTicks*pushTick, "the slots come back", func() bool {
+			eventually(t, 5*time.Second, "the slots come back", func() bool {
 				return broker.queueView(eventID).num("remainingSlots") == slots
 			})
 			// Frozen past the heartbeat timeout, so the resumed dispatcher sees its stall.
@@ -219,7 +219,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for _, c := range clients[slots : 2*slots] {
 				c.close()
 			}
-			eventually(t, stallTicks*pushTick, "the slots come back", func() bool {
+			eventually(t, 5*time.Second, "the slots come back", func() bool {
 				return broker.queueView(eventID).num("remainingSlots") == slots
 			})
 			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), redis.WaitingRoomKeyPrefix)
@@ -288,7 +288,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 					t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
 				}
 			}
-			eventually(t, stallTicks*pushTick, "every slot back", func() bool {
+			eventually(t, 5*time.Second, "every slot back", func() bool {
 				v := broker.queueView(eventID)
 				return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("remainingSlots") == slots && v.num("connections") == 0
 			})
