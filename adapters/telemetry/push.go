@@ -53,7 +53,7 @@ func NewPushMetrics(reg prometheus.Registerer) *PushMetrics {
 	m.reaped = counter("queue_brokers_reaped_total", "Dead brokers this dispatcher reaped.")
 	m.reapedSlots = counter("queue_brokers_reaped_slots_total", "Slots given back by reaping dead brokers.")
 	m.reclaimed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "rushgate", Name: "queue_entries_reclaimed_total",
-		Help: "Entry messages this dispatcher routed after a stalled or dead dispatcher had left them unacknowledged past the heartbeat timeout."}, []string{"event"})
+		Help: "Entry messages this dispatcher routed after they were left unacknowledged past the heartbeat timeout (a stalled or dead dispatcher)."}, []string{"event"})
 	m.dispatchStop = counter("queue_dispatcher_stalls_total", "Times this dispatcher ticked again after a gap longer than the heartbeat timeout.")
 	reg.MustRegister(m.promotions, m.scriptTime, m.backlog, m.connections, m.broadcast, m.delivered,
 		m.lapses, m.lapseEnded, m.reaped, m.reapedSlots, m.reclaimed, m.dispatchStop)

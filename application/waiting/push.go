@@ -80,12 +80,13 @@ type PushObserver interface {
 	Broadcast(eventID string, took time.Duration)
 	// Delivered: an entry token was handed to a connection.
 	Delivered(eventID string)
-	// BrokerLapsed: this broker found its heartbeat had lapsed and ended its streams streams.
+	// BrokerLapsed: this broker found its heartbeat had lapsed and ended that many streams.
 	BrokerLapsed(streams int)
 	// BrokerReaped: a dispatcher reaped a dead broker, giving slots back.
 	BrokerReaped(slots int)
-	// EntriesReclaimed: a dispatcher routes n entries of an event another dispatcher (or an
-	// earlier, stalled pass of its own) read and left unacknowledged.
+	// EntriesReclaimed: a dispatcher routes n entries of an event left unacknowledged past the
+	// heartbeat timeout: by another dispatcher that stalled or died, or by a stalled or failed
+	// pass of its own.
 	EntriesReclaimed(eventID string, n int)
 	// DispatcherStalled: a dispatcher ticked again after a gap longer than the heartbeat timeout.
 	DispatcherStalled(gap time.Duration)
@@ -381,6 +382,9 @@ func (b *Broker) heartbeat(ctx context.Context) {
 	id, beating, lastBeat := b.id, b.beating, b.lastBeat
 	b.mu.Unlock()
 	renewed, err := b.q.Heartbeat(ctx, id, b.cfg.HeartbeatTimeout)
+	if ctx.Err() != nil { // stopping: an unanswered heartbeat says nothing of the store
+		return
+	}
 	now := b.svc.d.Clock.Now()
 	switch {
 	case err == nil && (renewed || !beating):
@@ -676,8 +680,8 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 			return err
 		}
 		if n := reclaimed(batch); n > 0 {
-			d.log.Warn("push dispatcher routes entries a stalled or dead dispatcher left", "dispatcher", d.id,
-				"event", eventID, "entries", n)
+			d.log.Warn("push dispatcher routes entries left unacknowledged past the heartbeat timeout (a stalled or dead dispatcher)",
+				"dispatcher", d.id, "event", eventID, "entries", n)
 			if d.obs != nil {
 				d.obs.EntriesReclaimed(eventID, n)
 			}
@@ -700,6 +704,7 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 	}
 }
 
+// reclaimed counts the batch's messages read before and left unacknowledged.
 func reclaimed(batch []ports.Promotion) int {
 	n := 0
 	for _, p := range batch {
