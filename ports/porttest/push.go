@@ -187,13 +187,13 @@ func testDispatchRetry(t *testing.T, e env[PushRoom]) {
 	must(t, e.impl.Dispatch(ctx, broker, ports.Promotion{EventID: "e1", UserID: "u1", PromotedAt: at}), "dispatch")
 	got, err := e.impl.ReadDispatch(ctx, broker, 10, time.Second, pushRetry)
 	must(t, err, "read")
-	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) {
+	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) || got[0].Reclaimed {
 		t.Fatalf("read %+v", got)
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
 	again, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry)
 	must(t, err, "read again")
-	if len(again) != 1 || again[0].MessageID != got[0].MessageID {
+	if len(again) != 1 || again[0].MessageID != got[0].MessageID || !again[0].Reclaimed {
 		t.Fatalf("unacknowledged message not read again: %+v", again)
 	}
 	must(t, e.impl.AckDispatch(ctx, broker, got[0].MessageID), "ack")
