@@ -281,7 +281,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 				case <-time.After(3 * pushTick):
 				}
 			}
-			t.Logf("the first dispatcher stalled %d times more; entries reclaimed from a stalled dispatcher: %v by the first, %v by the second",
+			t.Logf("the first dispatcher was frozen %d more times; entries reclaimed from a stalled dispatcher: %v by the first, %v by the second",
 				stalls, first.metric(t, "rushgate_queue_entries_reclaimed_total"), second.metric(t, "rushgate_queue_entries_reclaimed_total"))
 			for i, c := range clients {
 				if c.distinctTokens() != 1 {
