@@ -43,11 +43,11 @@ func processID(cfg Config) string { return cfg.Server.instanceID() + "-" + rand.
 
 // provideBroker is nil when the role runs no broker.
 func provideBroker(cfg Config, pc waiting.PushConfig, rooms *waiting.Service, coord ports.Coordination,
-	metrics *telemetry.PushMetrics) *waiting.Broker {
+	metrics *telemetry.PushMetrics, log *slog.Logger) *waiting.Broker {
 	if !cfg.Queue.runsBroker() {
 		return nil
 	}
-	return waiting.NewBroker(rooms, coord.PushQueue, processID(cfg), pc, metrics)
+	return waiting.NewBroker(rooms, coord.PushQueue, processID(cfg), pc, metrics, log)
 }
 
 func runBroker(lc fx.Lifecycle, b *waiting.Broker, log *slog.Logger) {
@@ -65,7 +65,7 @@ func runDispatcher(lc fx.Lifecycle, cfg Config, pc waiting.PushConfig, rooms *wa
 	}
 	id := processID(cfg)
 	log.Info("push dispatcher running", "dispatcher", id)
-	runUntilStop(lc, waiting.NewDispatcher(rooms, coord.PushQueue, id, pc, metrics).Run)
+	runUntilStop(lc, waiting.NewDispatcher(rooms, coord.PushQueue, id, pc, metrics, log).Run)
 }
 
 // runUntilStop runs loop from start until the application stops, which waits for it.

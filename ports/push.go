@@ -8,11 +8,15 @@ import (
 // Promotion is one promoted user: a message of an event's entry stream, or of the dispatch
 // stream of the broker holding the user's connection. MessageID is the stream's id of it;
 // PromotedAt is when the promotion script ran (the store's clock), to measure delivery lag.
+// Reclaimed is true when the message had been read before and left unacknowledged past the
+// reader's idle bound (a reader that stalled or died, or a delivery that failed), false on its
+// first read.
 type Promotion struct {
 	MessageID  string
 	EventID    string
 	UserID     string
 	PromotedAt time.Time
+	Reclaimed  bool
 }
 
 // QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is
@@ -71,7 +75,10 @@ const (
 // again) or token, with the expiry extended to now+ttl. Admitted is false when the user is no
 // longer admitted (released or expired).
 //
-// Heartbeat records that brokerID is alive for ttl. DeadBrokers lists the brokers that
+// Heartbeat records that brokerID is alive for ttl and answers whether its previous heartbeat
+// was still alive (renewed): false on the broker's first heartbeat, and false once the broker's
+// heartbeat has lapsed, which tells a broker that stalled past ttl that DeadBrokers may have
+// listed it and ReapBroker may have taken its users. DeadBrokers lists the brokers that
 // heartbeat once and stopped. ReapBroker reclaims a dead broker's unacknowledged and unread
 // dispatch messages (XAUTOCLAIM on Redis), applies Disconnect with the broker's owner prefix to
 // their users and to every user of events it still owns, and forgets the broker. It answers the
@@ -91,7 +98,7 @@ type PushQueue interface {
 	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
 	AckDispatch(ctx context.Context, brokerID, messageID string) error
 	Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
-	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) error
+	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
 	DeadBrokers(ctx context.Context) ([]string, error)
 	ReapBroker(ctx context.Context, brokerID string, events []string) (int, error)
 }

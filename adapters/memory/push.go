@@ -51,7 +51,9 @@ func (s *stream) read(consumer string, count int, reclaimIdle time.Duration, now
 			reclaim := pass == 0 && reclaimIdle > 0 && m.delivered && now.Sub(m.deliveredAt) >= reclaimIdle
 			if reclaim || (pass == 1 && !m.delivered) {
 				m.delivered, m.consumer, m.deliveredAt = true, consumer, now
-				out = append(out, m.p)
+				p := m.p
+				p.Reclaimed = reclaim
+				out = append(out, p)
 			}
 		}
 	}
@@ -253,15 +255,17 @@ func (w *WaitingRoom) Issue(ctx context.Context, eventID, userID, token string, 
 	return res, err
 }
 
-// Heartbeat marks the broker alive for ttl.
-func (w *WaitingRoom) Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) error {
+// Heartbeat marks the broker alive for ttl and answers whether its last heartbeat still was.
+func (w *WaitingRoom) Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.brokers[brokerID] = w.clock.Now().Add(ttl)
-	return nil
+	now := w.clock.Now()
+	until, known := w.brokers[brokerID]
+	w.brokers[brokerID] = now.Add(ttl)
+	return known && now.Before(until), nil
 }
 
 // DeadBrokers lists the brokers whose heartbeat lapsed.

@@ -157,35 +157,36 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 // ReadEntries reclaims entries idle past reclaimIdle, then reads new ones.
 func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
 	stream := w.keys(eventID)[6]
-	msgs, err := w.readGroup(ctx, stream, entryGroup, consumer, count, reclaimIdle, 0)
+	msgs, reclaimed, err := w.readGroup(ctx, stream, entryGroup, consumer, count, reclaimIdle, 0)
 	if err != nil {
 		return nil, unavailable("read entry stream", err)
 	}
 	out := make([]ports.Promotion, 0, len(msgs))
-	for _, m := range msgs {
+	for i, m := range msgs {
 		user, _ := m.Values["user"].(string)
 		// An entry's id is "<ms of the Redis clock at XADD>-<seq>": the promotion's time.
 		at, _, _ := strings.Cut(m.ID, "-")
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, PromotedAt: fromMillis(at)})
+		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, PromotedAt: fromMillis(at),
+			Reclaimed: i < reclaimed})
 	}
 	return out, nil
 }
 
 // readGroup reclaims (XAUTOCLAIM) up to count messages idle past reclaimIdle when it is
 // positive, then reads new ones (XREADGROUP, waiting up to block when positive), creating the
-// group at the stream's start on first use.
-func (w *WaitingRoom) readGroup(ctx context.Context, stream, group, consumer string, count int, reclaimIdle, block time.Duration) ([]goredis.XMessage, error) {
-	var msgs []goredis.XMessage
+// group at the stream's start on first use. The first reclaimed messages are the reclaimed ones.
+func (w *WaitingRoom) readGroup(ctx context.Context, stream, group, consumer string, count int, reclaimIdle, block time.Duration) (msgs []goredis.XMessage, reclaimed int, err error) {
 	if reclaimIdle > 0 {
 		claimed, _, err := w.client.XAutoClaim(ctx, &goredis.XAutoClaimArgs{
 			Stream: stream, Group: group, Consumer: consumer, MinIdle: reclaimIdle, Start: "0-0", Count: int64(count),
 		}).Result()
 		if err != nil && !isNoGroup(err) {
-			return nil, err
+			return nil, 0, err
 		}
 		msgs = append(msgs, claimed...)
+		reclaimed = len(msgs)
 		if len(msgs) >= count {
-			return msgs, nil
+			return msgs, reclaimed, nil
 		}
 	}
 	args := &goredis.XReadGroupArgs{Group: group, Consumer: consumer, Streams: []string{stream, ">"},
@@ -196,17 +197,17 @@ func (w *WaitingRoom) readGroup(ctx context.Context, stream, group, consumer str
 	streams, err := w.client.XReadGroup(ctx, args).Result()
 	if isNoGroup(err) {
 		if err := w.client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return nil, err
+			return nil, 0, err
 		}
 		streams, err = w.client.XReadGroup(ctx, args).Result()
 	}
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, s := range streams {
 		msgs = append(msgs, s.Messages...)
 	}
-	return msgs, nil
+	return msgs, reclaimed, nil
 }
 
 func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
@@ -253,19 +254,21 @@ func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Pro
 
 // ReadDispatch retries the broker's unacknowledged messages, then reads new ones.
 func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
-	msgs, err := w.readGroup(ctx, w.dispatchKey(brokerID), dispatchGroup, brokerID, count, retryAfter, block)
+	msgs, reclaimed, err := w.readGroup(ctx, w.dispatchKey(brokerID), dispatchGroup, brokerID, count, retryAfter, block)
 	if err != nil {
 		return nil, unavailable("read dispatch stream", err)
 	}
-	return promotions(msgs), nil
+	return promotions(msgs, reclaimed), nil
 }
 
-func promotions(msgs []goredis.XMessage) []ports.Promotion {
+// promotions reads dispatch messages, the first reclaimed of which were reclaimed.
+func promotions(msgs []goredis.XMessage, reclaimed int) []ports.Promotion {
 	out := make([]ports.Promotion, 0, len(msgs))
-	for _, m := range msgs {
+	for i, m := range msgs {
 		event, _ := m.Values["event"].(string)
 		user, _ := m.Values["user"].(string)
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: event, UserID: user, PromotedAt: fromMillis(m.Values["at"])})
+		out = append(out, ports.Promotion{MessageID: m.ID, EventID: event, UserID: user, PromotedAt: fromMillis(m.Values["at"]),
+			Reclaimed: i < reclaimed})
 	}
 	return out
 }
@@ -285,17 +288,23 @@ func (w *WaitingRoom) Issue(ctx context.Context, eventID, userID, token string, 
 	return ports.ClaimResult{Claimed: true, Created: state == "ISSUED", Token: held, ExpiresAt: fromMillis(r[1])}, nil
 }
 
-// Heartbeat marks the broker alive for ttl and lists it among the brokers.
-func (w *WaitingRoom) Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) error {
-	_, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		p.Set(ctx, w.aliveKey(brokerID), 1, ttl)
-		p.SAdd(ctx, w.brokersKey(), brokerID)
+// Heartbeat marks the broker alive for ttl and lists it among the brokers; the key's previous
+// value (SET … GET) tells whether the last heartbeat was still alive.
+func (w *WaitingRoom) Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (bool, error) {
+	var previous *goredis.StatusCmd
+	var listed *goredis.IntCmd
+	// Each command's own error is checked: the pipeline's is the first one, redis.Nil included.
+	_, _ = w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		previous = p.SetArgs(ctx, w.aliveKey(brokerID), 1, goredis.SetArgs{TTL: ttl, Get: true})
+		listed = p.SAdd(ctx, w.brokersKey(), brokerID)
 		return nil
 	})
-	if err != nil {
-		return unavailable("broker heartbeat", err)
+	for _, err := range []error{previous.Err(), listed.Err()} {
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return false, unavailable("broker heartbeat", err)
+		}
 	}
-	return nil
+	return previous.Err() == nil, nil
 }
 
 // DeadBrokers lists the brokers whose heartbeat key expired.
@@ -334,14 +343,14 @@ func (w *WaitingRoom) ReapBroker(ctx context.Context, brokerID string, events []
 	for {
 		// Pending messages of the dead consumer (any idle time: its heartbeat is gone), then
 		// the ones it never read.
-		msgs, err := w.readGroup(ctx, stream, dispatchGroup, reaper, reapBatch, time.Millisecond, 0)
+		msgs, reclaimed, err := w.readGroup(ctx, stream, dispatchGroup, reaper, reapBatch, time.Millisecond, 0)
 		if err != nil {
 			return freed, unavailable("reclaim dispatch stream", err)
 		}
 		if len(msgs) == 0 {
 			break
 		}
-		for _, p := range promotions(msgs) {
+		for _, p := range promotions(msgs, reclaimed) {
 			departed, err := w.Disconnect(ctx, p.EventID, p.UserID, prefix)
 			if err != nil && !errors.Is(err, ports.ErrRoomNotOpen) {
 				return freed, err

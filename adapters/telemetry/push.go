@@ -12,15 +12,22 @@ var _ waiting.PushObserver = (*PushMetrics)(nil)
 
 // PushMetrics are the push mode's collectors (the seed's monitoring list): promotions and the
 // promotion script's time, the promotion pool's backlog, this instance's SSE connections per
-// event, position broadcast latency and admissions delivered. Scraped per instance, so the
-// instance label comes from the scrape target.
+// event, position broadcast latency and admissions delivered; and the stalls: broker lapses and
+// the streams they ended, brokers reaped, entries reclaimed from a stalled dispatcher, and
+// dispatcher stalls. Scraped per instance, so the instance label comes from the scrape target.
 type PushMetrics struct {
-	promotions  *prometheus.CounterVec
-	scriptTime  prometheus.Histogram
-	backlog     prometheus.Gauge
-	connections *prometheus.GaugeVec
-	broadcast   prometheus.Histogram
-	delivered   *prometheus.CounterVec
+	promotions   *prometheus.CounterVec
+	scriptTime   prometheus.Histogram
+	backlog      prometheus.Gauge
+	connections  *prometheus.GaugeVec
+	broadcast    prometheus.Histogram
+	delivered    *prometheus.CounterVec
+	lapses       prometheus.Counter
+	lapseEnded   prometheus.Counter
+	reaped       prometheus.Counter
+	reapedSlots  prometheus.Counter
+	reclaimed    *prometheus.CounterVec
+	dispatchStop prometheus.Counter
 }
 
 // NewPushMetrics creates the push collectors and registers them on reg (panicking on a clash,
@@ -40,8 +47,21 @@ func NewPushMetrics(reg prometheus.Registerer) *PushMetrics {
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "rushgate", Name: "queue_admissions_delivered_total",
 			Help: "Entry tokens handed to SSE connections by this broker."}, []string{"event"}),
 	}
-	reg.MustRegister(m.promotions, m.scriptTime, m.backlog, m.connections, m.broadcast, m.delivered)
+	m.lapses = counter("queue_broker_lapses_total",
+		"Times this broker found its heartbeat had lapsed (a stall past the heartbeat timeout, or no heartbeat reaching Redis) and ended its SSE streams so their clients reconnect.")
+	m.lapseEnded = counter("queue_broker_lapse_streams_ended_total", "SSE streams this broker ended because its heartbeat had lapsed.")
+	m.reaped = counter("queue_brokers_reaped_total", "Dead brokers this dispatcher reaped.")
+	m.reapedSlots = counter("queue_brokers_reaped_slots_total", "Slots given back by reaping dead brokers.")
+	m.reclaimed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "rushgate", Name: "queue_entries_reclaimed_total",
+		Help: "Entry messages this dispatcher routed after they were left unacknowledged past the heartbeat timeout (a stalled or dead dispatcher)."}, []string{"event"})
+	m.dispatchStop = counter("queue_dispatcher_stalls_total", "Times this dispatcher ticked again after a gap longer than the heartbeat timeout.")
+	reg.MustRegister(m.promotions, m.scriptTime, m.backlog, m.connections, m.broadcast, m.delivered,
+		m.lapses, m.lapseEnded, m.reaped, m.reapedSlots, m.reclaimed, m.dispatchStop)
 	return m
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "rushgate", Name: name, Help: help})
 }
 
 // Promoted records one promotion script.
@@ -63,3 +83,23 @@ func (m *PushMetrics) Broadcast(_ string, took time.Duration) { m.broadcast.Obse
 
 // Delivered counts an entry token handed to a connection.
 func (m *PushMetrics) Delivered(eventID string) { m.delivered.WithLabelValues(eventID).Inc() }
+
+// BrokerLapsed counts a lapse and the streams it ended.
+func (m *PushMetrics) BrokerLapsed(streams int) {
+	m.lapses.Inc()
+	m.lapseEnded.Add(float64(streams))
+}
+
+// BrokerReaped counts a reaped broker and the slots it gave back.
+func (m *PushMetrics) BrokerReaped(slots int) {
+	m.reaped.Inc()
+	m.reapedSlots.Add(float64(slots))
+}
+
+// EntriesReclaimed counts entries routed after a stalled or dead dispatcher left them.
+func (m *PushMetrics) EntriesReclaimed(eventID string, n int) {
+	m.reclaimed.WithLabelValues(eventID).Add(float64(n))
+}
+
+// DispatcherStalled counts a stall of this dispatcher.
+func (m *PushMetrics) DispatcherStalled(time.Duration) { m.dispatchStop.Inc() }

@@ -144,8 +144,8 @@ func TestBroker_PositionEstimateIsNullOnceNoAdmissionWasInTheLastMinute(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil)
-	dispatcher := waiting.NewDispatcher(svc, coord.PushQueue, "dispatcher-1", waiting.PushConfig{}, nil)
+	broker := waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil, nil)
+	dispatcher := waiting.NewDispatcher(svc, coord.PushQueue, "dispatcher-1", waiting.PushConfig{}, nil, nil)
 	join(t, broker, event.ID, "holder", false)
 	next := &positions{stream: stream{broker: broker}}
 	sub, err := broker.Join(ctx, event.ID, "next", next)

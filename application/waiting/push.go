@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +41,9 @@ type PushConfig struct {
 	// the seed's rules at once.
 	ReconnectGrace time.Duration
 	// HeartbeatTimeout: a broker silent this long is dead; its users' slots come back and its
-	// messages are reclaimed. Entry messages a dispatcher read and left unacknowledged this long
-	// are reclaimed by another.
+	// messages are reclaimed. A broker that finds its own heartbeat lapsed ends its streams (see
+	// Broker). Entry messages a dispatcher read and left unacknowledged this long are reclaimed
+	// by another; a dispatcher that did not tick for this long logs it.
 	HeartbeatTimeout time.Duration
 	// PromotionWorkers promote events in parallel; PromotionBacklog events may wait for them,
 	// beyond which the dispatcher's own tick promotes (back-pressure).
@@ -78,6 +80,16 @@ type PushObserver interface {
 	Broadcast(eventID string, took time.Duration)
 	// Delivered: an entry token was handed to a connection.
 	Delivered(eventID string)
+	// BrokerLapsed: this broker found its heartbeat had lapsed and ended that many streams.
+	BrokerLapsed(streams int)
+	// BrokerReaped: a dispatcher reaped a dead broker, giving slots back.
+	BrokerReaped(slots int)
+	// EntriesReclaimed: a dispatcher routes n entries of an event left unacknowledged past the
+	// heartbeat timeout: by another dispatcher that stalled or died, or by a stalled or failed
+	// pass of its own.
+	EntriesReclaimed(eventID string, n int)
+	// DispatcherStalled: a dispatcher ticked again after a gap longer than the heartbeat timeout.
+	DispatcherStalled(gap time.Duration)
 }
 
 // PositionView is a push `position` event (SPEC §3); EstimatedWaitSeconds follows
@@ -112,8 +124,9 @@ type Stream interface {
 	Position(Position)
 	// Admitted is the entry token once admitted (again after a reconnect).
 	Admitted(Admission)
-	// End: the broker ended the connection (shutdown, or the same user connected again here).
-	// The adapter closes the connection and then calls Broker.Leave as for any other end.
+	// End: the broker ended the connection (shutdown, the same user connected again here, or
+	// the broker's heartbeat lapsed). The adapter closes the connection and then calls
+	// Broker.Leave as for any other end.
 	End()
 }
 
@@ -132,32 +145,58 @@ func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
 // Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
 // entry tokens to its users and applies the disconnect rules after the reconnect grace.
+//
+// A broker that stalls (a paused process, a network cut) past the heartbeat timeout is reaped
+// by a dispatcher: its users leave the queue and their slots come back, while their streams are
+// still open here. So the broker acts on every heartbeat's answer: when the store says its last
+// heartbeat had lapsed, or none has succeeded for the heartbeat timeout, it ends every stream
+// it holds and carries on under a new id (the old one's name with a lapse number), which no
+// reaping of the old id can touch. Ending rather than re-entering the users keeps one path for
+// every case, Redis reachable or not: the clients reconnect (the waiting page's EventSource
+// does so by itself) and Join applies the reconnect grace, so a user the reaper had not taken
+// yet keeps the place or admission, and one it had taken is queued again. No stream is left
+// open for a user who is neither waiting nor admitted.
 type Broker struct {
-	svc *Service
-	q   ports.PushQueue
-	id  string
-	cfg PushConfig
-	obs PushObserver
+	svc  *Service
+	q    ports.PushQueue
+	base string
+	cfg  PushConfig
+	obs  PushObserver
+	log  *slog.Logger
 
 	conns atomic.Uint64
 	// live counts the connections registered and not yet left, for Close to wait on.
 	live sync.WaitGroup
 
-	mu     sync.Mutex
-	subs   map[string]map[string]*Subscription // event → user → connection
-	leaves map[*time.Timer]struct{}
-	closed bool
+	mu sync.Mutex
+	// id is the broker's current id: base, then base.N after its Nth lapse.
+	id     string
+	lapses int
+	// beating: id has heartbeat; lastBeat is when its last heartbeat succeeded.
+	beating  bool
+	lastBeat time.Time
+	subs     map[string]map[string]*Subscription // event → user → connection
+	leaves   map[*time.Timer]struct{}
+	closed   bool
 }
 
 // NewBroker returns the broker brokerID (unique per process: a restarted process is a new
-// broker). obs may be nil.
-func NewBroker(svc *Service, q ports.PushQueue, brokerID string, cfg PushConfig, obs PushObserver) *Broker {
-	return &Broker{svc: svc, q: q, id: brokerID, cfg: cfg.withDefaults(), obs: obs,
+// broker). obs and log may be nil.
+func NewBroker(svc *Service, q ports.PushQueue, brokerID string, cfg PushConfig, obs PushObserver, log *slog.Logger) *Broker {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Broker{svc: svc, q: q, base: brokerID, id: brokerID, cfg: cfg.withDefaults(), obs: obs, log: log,
 		subs: make(map[string]map[string]*Subscription), leaves: make(map[*time.Timer]struct{})}
 }
 
-// ID is the broker's id, the name of its dispatch stream.
-func (b *Broker) ID() string { return b.id }
+// ID is the broker's current id, the name of its dispatch stream: the one it was created with
+// until its heartbeat first lapses.
+func (b *Broker) ID() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.id
+}
 
 // ErrBrokerClosed: the broker is shutting down; the client reconnects to another instance.
 var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailable)
@@ -177,9 +216,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	if e.Mode() != waiting.ModePush {
 		return nil, waiting.ErrWrongMode
 	}
-	sub := &Subscription{EventID: eventID, UserID: userID,
-		owner:  b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|",
-		stream: stream}
+	sub := &Subscription{EventID: eventID, UserID: userID, stream: stream}
 	if err := b.register(sub); err != nil {
 		return nil, err
 	}
@@ -204,13 +241,16 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	return sub, nil
 }
 
-// register makes sub the user's connection on this broker, ending an older one.
+// register names sub after the broker's current id and makes it the user's connection on this
+// broker, ending an older one. Under the lock, so a lapse either ends sub or comes before it
+// and sub carries the new id.
 func (b *Broker) register(sub *Subscription) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrBrokerClosed
 	}
+	sub.owner = b.id + "|" + strconv.FormatUint(b.conns.Add(1), 10) + "|"
 	users := b.subs[sub.EventID]
 	if users == nil {
 		users = make(map[string]*Subscription)
@@ -323,7 +363,7 @@ func onEveryTick(ctx context.Context, period time.Duration, fn func()) {
 
 // Tick heartbeats and sends every local waiting user's position: one snapshot per event.
 func (b *Broker) Tick(ctx context.Context) {
-	_ = b.q.Heartbeat(ctx, b.id, b.cfg.HeartbeatTimeout)
+	b.heartbeat(ctx)
 	b.mu.Lock()
 	events := make([]string, 0, len(b.subs))
 	for eventID := range b.subs {
@@ -332,6 +372,62 @@ func (b *Broker) Tick(ctx context.Context) {
 	b.mu.Unlock()
 	for _, eventID := range events {
 		b.broadcast(ctx, eventID)
+	}
+}
+
+// heartbeat renews the broker's id and acts on the answer (see Broker): a lapse, told by the
+// store or by no heartbeat succeeding for the heartbeat timeout, ends every stream and moves the
+// broker to a new id, whose lease then starts.
+func (b *Broker) heartbeat(ctx context.Context) {
+	b.mu.Lock()
+	id, beating, lastBeat := b.id, b.beating, b.lastBeat
+	b.mu.Unlock()
+	renewed, err := b.q.Heartbeat(ctx, id, b.cfg.HeartbeatTimeout)
+	if ctx.Err() != nil { // stopping: an unanswered heartbeat says nothing of the store
+		return
+	}
+	now := b.svc.d.Clock.Now()
+	switch {
+	case err == nil && (renewed || !beating):
+		b.mu.Lock()
+		if b.id == id {
+			b.beating, b.lastBeat = true, now
+		}
+		b.mu.Unlock()
+	case err == nil:
+		b.lapse(id, "its heartbeat had lapsed; a dispatcher may have reaped its users", now)
+		b.heartbeat(ctx) // the new id is not beating yet: this cannot lapse again
+	case beating && now.Sub(lastBeat) >= b.cfg.HeartbeatTimeout:
+		b.lapse(id, fmt.Sprintf("no heartbeat succeeded for %v (%v); a dispatcher may have reaped its users", b.cfg.HeartbeatTimeout, err), now)
+	default:
+		b.log.Warn("push broker heartbeat failed", "broker", id, "error", err)
+	}
+}
+
+// lapse ends every stream of the broker's id and gives the broker a new one, unless id is
+// already past.
+func (b *Broker) lapse(id, cause string, now time.Time) {
+	b.mu.Lock()
+	if b.id != id {
+		b.mu.Unlock()
+		return
+	}
+	b.lapses++
+	b.id = b.base + "." + strconv.Itoa(b.lapses)
+	b.beating, b.lastBeat = false, now
+	ended := 0
+	for _, users := range b.subs {
+		for _, sub := range users {
+			sub.end()
+			ended++
+		}
+	}
+	newID := b.id
+	b.mu.Unlock()
+	b.log.Warn("push broker lapsed: ended every stream it held so their clients reconnect", "broker", id,
+		"newBroker", newID, "streams", ended, "cause", cause)
+	if b.obs != nil {
+		b.obs.BrokerLapsed(ended)
 	}
 }
 
@@ -381,7 +477,9 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 	for ctx.Err() == nil {
 		// A delivery that failed (Redis slow or down) stays unacknowledged and is read again a
 		// tick later; the promoted user's slot is held meanwhile, never lost.
-		batch, err := b.q.ReadDispatch(ctx, b.id, routeBatch, b.cfg.Tick, b.cfg.Tick)
+		// After a lapse the broker reads its new id's stream; the old one's is the reaper's.
+		id := b.ID()
+		batch, err := b.q.ReadDispatch(ctx, id, routeBatch, b.cfg.Tick, b.cfg.Tick)
 		if err != nil {
 			sleep(ctx, b.cfg.Tick)
 			continue
@@ -390,7 +488,7 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 			if err := b.handleDispatch(ctx, p); err != nil {
 				return err
 			}
-			return b.q.AckDispatch(ctx, b.id, p.MessageID)
+			return b.q.AckDispatch(ctx, id, p.MessageID)
 		})
 	}
 }
@@ -441,23 +539,39 @@ func (b *Broker) Close(ctx context.Context) error {
 // Dispatcher promotes the head of every push event's queue into its entry stream each tick,
 // in a bounded pool, routes each promotion to the dispatch stream of the broker holding the
 // user, and reaps dead brokers. Any number of dispatchers may run at once.
+//
+// A dispatcher holds no lease, so a stalled one (a paused process, a network cut) holds only
+// what it had read and not acknowledged: entry messages, whose users are admitted with the
+// token pending. Every other dispatcher promotes meanwhile, and reclaims those entries once
+// they have been idle for the heartbeat timeout (XAUTOCLAIM on Redis); without another
+// dispatcher, the stalled one routes them itself when it resumes, as its pending entries come
+// back to it the same way. A resumed dispatcher's routing of a message another one already
+// routed is harmless: the broker's Issue answers the same token, or nothing to a user no
+// longer admitted, and promotion is one atomic script, so nobody is promoted twice and no slot
+// is taken twice. A reap it resumes after the broker came back touches only the broker's old
+// id (see Broker).
 type Dispatcher struct {
 	svc   *Service
 	q     ports.PushQueue
 	id    string
 	cfg   PushConfig
 	obs   PushObserver
+	log   *slog.Logger
 	tasks chan string
 }
 
 // NewDispatcher returns the dispatcher dispatcherID (its consumer name; unique per process).
-// obs may be nil.
-func NewDispatcher(svc *Service, q ports.PushQueue, dispatcherID string, cfg PushConfig, obs PushObserver) *Dispatcher {
+// obs and log may be nil.
+func NewDispatcher(svc *Service, q ports.PushQueue, dispatcherID string, cfg PushConfig, obs PushObserver, log *slog.Logger) *Dispatcher {
 	cfg = cfg.withDefaults()
-	return &Dispatcher{svc: svc, q: q, id: dispatcherID, cfg: cfg, obs: obs, tasks: make(chan string, cfg.PromotionBacklog)}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Dispatcher{svc: svc, q: q, id: dispatcherID, cfg: cfg, obs: obs, log: log, tasks: make(chan string, cfg.PromotionBacklog)}
 }
 
-// Run promotes every tick until ctx ends, then waits for its workers.
+// Run promotes every tick until ctx ends, then waits for its workers. A tick that comes more
+// than the heartbeat timeout after the last one is a stall, logged and counted.
 func (d *Dispatcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range d.cfg.PromotionWorkers {
@@ -473,7 +587,21 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		})
 	}
-	onEveryTick(ctx, d.cfg.Tick, func() { _ = d.Tick(ctx) })
+	last := d.svc.d.Clock.Now()
+	onEveryTick(ctx, d.cfg.Tick, func() {
+		now := d.svc.d.Clock.Now()
+		if gap := now.Sub(last); gap > d.cfg.HeartbeatTimeout {
+			d.log.Warn("push dispatcher stalled: entries it held may have been routed by another dispatcher",
+				"dispatcher", d.id, "gap", gap.Round(time.Millisecond).String())
+			if d.obs != nil {
+				d.obs.DispatcherStalled(gap)
+			}
+		}
+		last = now
+		if err := d.Tick(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("push dispatcher tick failed", "dispatcher", d.id, "error", err)
+		}
+	})
 	wg.Wait()
 }
 
@@ -497,8 +625,15 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 	}
 	var errs []error
 	for _, brokerID := range dead {
-		if _, err := d.q.ReapBroker(ctx, brokerID, events); err != nil {
+		slots, err := d.q.ReapBroker(ctx, brokerID, events)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("reap broker %s: %w", brokerID, err))
+			continue
+		}
+		d.log.Warn("push broker reaped: silent past the heartbeat timeout; its users' slots are back",
+			"broker", brokerID, "slots", slots)
+		if d.obs != nil {
+			d.obs.BrokerReaped(slots)
 		}
 	}
 	for _, eventID := range events {
@@ -547,6 +682,13 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 		if err != nil || len(batch) == 0 {
 			return err
 		}
+		if n := reclaimed(batch); n > 0 {
+			d.log.Warn("push dispatcher routes entries left unacknowledged past the heartbeat timeout (a stalled or dead dispatcher)",
+				"dispatcher", d.id, "event", eventID, "entries", n)
+			if d.obs != nil {
+				d.obs.EntriesReclaimed(eventID, n)
+			}
+		}
 		err = eachAtOnce(batch, func(p ports.Promotion) error {
 			owner, err := d.q.Owner(ctx, eventID, p.UserID)
 			if err != nil {
@@ -563,6 +705,17 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 			return err
 		}
 	}
+}
+
+// reclaimed counts the batch's messages read before and left unacknowledged.
+func reclaimed(batch []ports.Promotion) int {
+	n := 0
+	for _, p := range batch {
+		if p.Reclaimed {
+			n++
+		}
+	}
+	return n
 }
 
 // eachAtOnce runs fn for every promotion, routeParallelism at a time, and answers the first

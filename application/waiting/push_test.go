@@ -3,11 +3,17 @@ package waiting_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/application/waiting"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // newBroker returns a broker on in-memory adapters and a push event in it.
@@ -18,26 +24,33 @@ func newBroker(t *testing.T) (*waiting.Broker, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil), event.ID
+	return waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil, nil), event.ID
 }
 
 // stream is an adapter's side of a subscription: on End it leaves, as an adapter does once its
 // connection is closed, unless it hangs.
 type stream struct {
-	broker *waiting.Broker
-	sub    *waiting.Subscription
-	hangs  bool
+	broker   *waiting.Broker
+	sub      *waiting.Subscription
+	hangs    bool
+	ended    atomic.Bool
+	admitted atomic.Int32
 }
 
-func (s *stream) Position(waiting.Position)  {}
-func (s *stream) Admitted(waiting.Admission) {}
+func (s *stream) Position(waiting.Position) {}
+func (s *stream) Admitted(waiting.Admission) {
+	s.admitted.Add(1)
+}
+
+func (s *stream) admissions() int { return int(s.admitted.Load()) }
 func (s *stream) End() {
+	s.ended.Store(true)
 	if !s.hangs {
 		go s.broker.Leave(s.sub)
 	}
 }
 
-func join(t *testing.T, b *waiting.Broker, eventID, userID string, hangs bool) {
+func join(t *testing.T, b *waiting.Broker, eventID, userID string, hangs bool) *stream {
 	t.Helper()
 	s := &stream{broker: b, hangs: hangs}
 	sub, err := b.Join(context.Background(), eventID, userID, s)
@@ -45,6 +58,7 @@ func join(t *testing.T, b *waiting.Broker, eventID, userID string, hangs bool) {
 		t.Fatal(err)
 	}
 	s.sub = sub
+	return s
 }
 
 func TestBrokerClose_EndsEveryConnectionAndWaitsForThemToLeave(t *testing.T) {
@@ -68,5 +82,282 @@ func TestBrokerClose_GivesUpOnAConnectionThatNeverLeaves(t *testing.T) {
 	defer cancel()
 	if err := b.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("close: %v, want the deadline", err)
+	}
+}
+
+// stallTimeout is the heartbeat timeout of the stall tests; their clock moves only when told.
+const stallTimeout = 10 * time.Second
+
+// stallRoom is a push event with one slot on in-memory adapters whose clock the test moves, a
+// broker and a dispatcher on it, and what they observed.
+type stallRoom struct {
+	clock   *memory.Clock
+	svc     *waiting.Service
+	queue   *flakyQueue
+	broker  *waiting.Broker
+	seen    *observed
+	log     *slog.Logger
+	eventID string
+}
+
+func newStallRoom(t *testing.T) *stallRoom {
+	t.Helper()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	svc, coord := newService(clock)
+	event, err := svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "stall", Seats: 5, Slots: 1, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &stallRoom{clock: clock, svc: svc, queue: &flakyQueue{PushQueue: coord.PushQueue}, seen: &observed{}, eventID: event.ID}
+	r.log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	r.broker = waiting.NewBroker(svc, r.queue, "broker-1", waiting.PushConfig{HeartbeatTimeout: stallTimeout}, r.seen, r.log)
+	return r
+}
+
+func (r *stallRoom) dispatcher(id string) *waiting.Dispatcher {
+	return waiting.NewDispatcher(r.svc, r.queue, id, waiting.PushConfig{HeartbeatTimeout: stallTimeout}, r.seen, r.log)
+}
+
+// dispatch is one dispatcher tick run to its end: reap dead brokers, then promote and route
+// the event here rather than in Run's pool.
+func (r *stallRoom) dispatch(t *testing.T, d *waiting.Dispatcher) {
+	t.Helper()
+	if err := d.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Promote(context.Background(), r.eventID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *stallRoom) view(t *testing.T) waiting.QueueView {
+	t.Helper()
+	v, err := r.svc.Queue(context.Background(), r.eventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// flakyQueue is the in-memory push queue whose heartbeats fail while down is set: a broker cut
+// off from the store, which the memory adapter cannot be.
+type flakyQueue struct {
+	ports.PushQueue
+	down atomic.Bool
+}
+
+func (q *flakyQueue) Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (bool, error) {
+	if q.down.Load() {
+		return false, fmt.Errorf("heartbeat: %w", ports.ErrUnavailable)
+	}
+	return q.PushQueue.Heartbeat(ctx, brokerID, ttl)
+}
+
+// observed records what the push mode reported to its observer.
+type observed struct {
+	mu                           sync.Mutex
+	lapses, lapseStreams, reaped int
+	reclaimed                    int
+}
+
+func (o *observed) Promoted(string, int, time.Duration) {}
+func (o *observed) PromotionBacklog(int)                {}
+func (o *observed) Connections(string, int)             {}
+func (o *observed) Broadcast(string, time.Duration)     {}
+func (o *observed) Delivered(string)                    {}
+func (o *observed) DispatcherStalled(time.Duration)     {}
+func (o *observed) BrokerLapsed(streams int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lapses++
+	o.lapseStreams += streams
+}
+func (o *observed) BrokerReaped(int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reaped++
+}
+func (o *observed) EntriesReclaimed(_ string, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reclaimed += n
+}
+
+func (o *observed) counts() (lapses, lapseStreams, reaped, reclaimed int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lapses, o.lapseStreams, o.reaped, o.reclaimed
+}
+
+// A broker that stalled past the heartbeat timeout and was reaped learns it from its next
+// heartbeat: it ends every stream it holds (nobody is left on a silent stream), counts it, and
+// moves to a new id. The users reconnect into the queue, and the reaping of the old id, which
+// comes once its renewed heartbeat lapses too, leaves them there.
+func TestBroker_ReapedBrokerEndsEveryStreamAndItsUsersReconnect(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	d := r.dispatcher("dispatcher-1")
+	r.broker.Tick(ctx)
+	first := join(t, r.broker, r.eventID, "first", false)
+	second := join(t, r.broker, r.eventID, "second", false)
+	r.dispatch(t, d) // first promoted, second waits
+	if v := r.view(t); v.Admitted != 1 || v.Waiting != 1 {
+		t.Fatalf("before the stall: %+v", v)
+	}
+
+	// The broker stalls; the dispatcher reaps it.
+	r.clock.Advance(stallTimeout)
+	r.dispatch(t, d)
+	if v := r.view(t); v.Admitted != 0 || v.Waiting != 0 || v.Connections != 0 {
+		t.Fatalf("after the reap: %+v", v)
+	}
+	if first.ended.Load() || second.ended.Load() {
+		t.Fatal("a stream ended while the broker was stalled")
+	}
+
+	// It resumes.
+	r.broker.Tick(ctx)
+	if !first.ended.Load() || !second.ended.Load() {
+		t.Fatalf("after the reaped broker's tick: streams ended %v %v, want both", first.ended.Load(), second.ended.Load())
+	}
+	if lapses, streams, reaped, _ := r.seen.counts(); lapses != 1 || streams != 2 || reaped != 1 {
+		t.Fatalf("observed %d lapses ending %d streams, %d reaps; want 1, 2, 1", lapses, streams, reaped)
+	}
+	newID := r.broker.ID()
+	if newID == "broker-1" || strings.HasPrefix(newID, "broker-1|") {
+		t.Fatalf("broker id after the lapse %q", newID)
+	}
+
+	join(t, r.broker, r.eventID, "first", false)
+	join(t, r.broker, r.eventID, "second", false)
+	r.dispatch(t, d)
+	if v := r.view(t); v.Admitted != 1 || v.Waiting != 1 || v.Connections != 2 {
+		t.Fatalf("after reconnecting: %+v", v)
+	}
+	// The broker keeps beating under its new id; its old id's renewed lease lapses and is
+	// reaped, which must not touch the users now held under the new id.
+	for range 3 {
+		r.clock.Advance(stallTimeout / 2)
+		r.broker.Tick(ctx)
+		r.dispatch(t, d)
+	}
+	if _, _, reaped, _ := r.seen.counts(); reaped != 2 {
+		t.Fatalf("reaps %d, want the old id's second", reaped)
+	}
+	if v := r.view(t); v.Admitted != 1 || v.Waiting != 1 || v.Connections != 2 {
+		t.Fatalf("after the old id was reaped: %+v", v)
+	}
+	if lapses, _, _, _ := r.seen.counts(); lapses != 1 || r.broker.ID() != newID {
+		t.Fatalf("a beating broker lapsed again: %d lapses, id %q", lapses, r.broker.ID())
+	}
+}
+
+// A broker whose heartbeat lapsed before any dispatcher reaped it ends its streams too (it
+// cannot know whether it was reaped); users who reconnect within the reconnect grace keep their
+// admission and their place, and the later reaping of the old id leaves them there.
+func TestBroker_LapsedBrokersUsersKeepTheirPlaceWithinTheGrace(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	r.broker = waiting.NewBroker(r.svc, r.queue, "broker-1",
+		waiting.PushConfig{HeartbeatTimeout: stallTimeout, ReconnectGrace: time.Hour}, r.seen, r.log)
+	d := r.dispatcher("dispatcher-1")
+	r.broker.Tick(ctx)
+	first := join(t, r.broker, r.eventID, "first", false)
+	second := join(t, r.broker, r.eventID, "second", false)
+	r.dispatch(t, d)
+
+	r.clock.Advance(stallTimeout)
+	r.broker.Tick(ctx) // before any dispatcher tick: lapsed, not reaped
+	if !first.ended.Load() || !second.ended.Load() {
+		t.Fatal("a lapsed broker kept its streams")
+	}
+	again := join(t, r.broker, r.eventID, "first", false)
+	join(t, r.broker, r.eventID, "second", false)
+	if again.admissions() != 1 {
+		t.Fatalf("the admitted user reconnected within the grace got %d admissions, want its own again", again.admissions())
+	}
+	for range 3 {
+		r.clock.Advance(stallTimeout / 2)
+		r.broker.Tick(ctx)
+		r.dispatch(t, d)
+	}
+	if _, _, reaped, _ := r.seen.counts(); reaped != 1 {
+		t.Fatalf("reaps %d, want the old id's", reaped)
+	}
+	if v := r.view(t); v.Admitted != 1 || v.Waiting != 1 || v.Claims != 1 || v.Connections != 2 {
+		t.Fatalf("after reconnecting within the grace and the old id's reap: %+v", v)
+	}
+}
+
+// A broker whose heartbeats fail keeps its streams until none has succeeded for the heartbeat
+// timeout, then ends them: by then a dispatcher may have reaped it.
+func TestBroker_ThatCannotHeartbeatEndsItsStreamsAfterTheTimeout(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	r.broker.Tick(ctx)
+	s := join(t, r.broker, r.eventID, "cut-off", false)
+	r.queue.down.Store(true)
+	r.clock.Advance(stallTimeout - time.Millisecond)
+	r.broker.Tick(ctx)
+	if s.ended.Load() {
+		t.Fatal("the stream ended before the heartbeat timeout")
+	}
+	r.clock.Advance(time.Millisecond)
+	r.broker.Tick(ctx)
+	if !s.ended.Load() {
+		t.Fatal("the stream of a broker with no heartbeat for the timeout is still open")
+	}
+	if lapses, streams, _, _ := r.seen.counts(); lapses != 1 || streams != 1 {
+		t.Fatalf("observed %d lapses ending %d streams, want 1 and 1", lapses, streams)
+	}
+	// Still cut off: the new id never beat, so it has nothing to lapse.
+	r.clock.Advance(2 * stallTimeout)
+	r.broker.Tick(ctx)
+	if lapses, _, _, _ := r.seen.counts(); lapses != 1 {
+		t.Fatalf("%d lapses while still cut off, want 1", lapses)
+	}
+}
+
+// Entries a dispatcher read and left unacknowledged (it stalled) are routed by another once
+// idle for the heartbeat timeout, and counted; not before.
+func TestDispatcher_RoutesTheEntriesOfAStalledDispatcher(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	r.broker.Tick(ctx)
+	join(t, r.broker, r.eventID, "promoted", false)
+	// The stalled dispatcher promoted and read the entry, and stopped there.
+	if _, err := r.queue.Promote(ctx, r.eventID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := r.queue.ReadEntries(ctx, r.eventID, "stalled", 10, stallTimeout); err != nil || len(held) != 1 {
+		t.Fatalf("the stalled dispatcher read %v, %v", held, err)
+	}
+	other := r.dispatcher("other")
+	routed := func() int {
+		t.Helper()
+		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), 10, 0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if err := other.Promote(ctx, r.eventID); err != nil {
+		t.Fatal(err)
+	}
+	if n := routed(); n != 0 {
+		t.Fatalf("%d routed before the entry was idle for the timeout", n)
+	}
+	r.clock.Advance(stallTimeout)
+	if err := other.Promote(ctx, r.eventID); err != nil {
+		t.Fatal(err)
+	}
+	if n := routed(); n != 1 {
+		t.Fatalf("%d routed after the timeout, want the stalled dispatcher's entry", n)
+	}
+	if _, _, _, reclaimed := r.seen.counts(); reclaimed != 1 {
+		t.Fatalf("reclaimed entries counted %d, want 1", reclaimed)
+	}
+	if v := r.view(t); v.Admitted != 1 || v.Claims != 1 {
+		t.Fatalf("a reclaimed entry promoted again: %+v", v)
 	}
 }

@@ -24,7 +24,7 @@ const pushRetry = 200 * time.Millisecond
 // consumer left unacknowledged are reclaimed by another after the idle time; Issue answers the
 // same token again; Disconnect applies the seed's rules only for the current owner; dispatch
 // messages round-trip and are read again until acknowledged; a dead broker is reaped, giving
-// back its users' slots.
+// back its users' slots; a broker's heartbeat says whether its last one had lapsed.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"Promote_ConcurrentPromotersAdmitTheHeadOnce", testPromoteOnce},
@@ -33,6 +33,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
 		{"ReapBroker_GivesBackItsUsersSlots", testReapBroker},
+		{"Heartbeat_TellsALapsedBroker", testHeartbeatLapse},
 	})
 }
 
@@ -98,8 +99,8 @@ func testEntriesReclaimed(t *testing.T, e env[PushRoom]) {
 	must(t, err, "promote")
 	dead, err := e.impl.ReadEntries(ctx, eventID, "dead", 10, pushRetry)
 	must(t, err, "read as the dying consumer")
-	if len(dead) != 2 {
-		t.Fatalf("dying consumer read %d", len(dead))
+	if len(dead) != 2 || dead[0].Reclaimed || dead[1].Reclaimed {
+		t.Fatalf("dying consumer read %+v, want two first reads", dead)
 	}
 	// Idle for a minute: nothing the dying consumer read can be that old yet, however slow the
 	// machine.
@@ -111,8 +112,8 @@ func testEntriesReclaimed(t *testing.T, e env[PushRoom]) {
 	time.Sleep(pushRetry + 100*time.Millisecond)
 	live, err := e.impl.ReadEntries(ctx, eventID, "live", 10, pushRetry)
 	must(t, err, "reclaim")
-	if !slices.Equal(userIDs(live), users(2)) {
-		t.Fatalf("reclaimed %v", userIDs(live))
+	if !slices.Equal(userIDs(live), users(2)) || !live[0].Reclaimed || !live[1].Reclaimed {
+		t.Fatalf("reclaimed %+v, want both marked reclaimed", live)
 	}
 	for _, p := range live {
 		must(t, e.impl.AckEntry(ctx, eventID, p.MessageID), "ack")
@@ -186,13 +187,13 @@ func testDispatchRetry(t *testing.T, e env[PushRoom]) {
 	must(t, e.impl.Dispatch(ctx, broker, ports.Promotion{EventID: "e1", UserID: "u1", PromotedAt: at}), "dispatch")
 	got, err := e.impl.ReadDispatch(ctx, broker, 10, time.Second, pushRetry)
 	must(t, err, "read")
-	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) {
+	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) || got[0].Reclaimed {
 		t.Fatalf("read %+v", got)
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
 	again, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry)
 	must(t, err, "read again")
-	if len(again) != 1 || again[0].MessageID != got[0].MessageID {
+	if len(again) != 1 || again[0].MessageID != got[0].MessageID || !again[0].Reclaimed {
 		t.Fatalf("unacknowledged message not read again: %+v", again)
 	}
 	must(t, e.impl.AckDispatch(ctx, broker, got[0].MessageID), "ack")
@@ -212,8 +213,10 @@ func testReapBroker(t *testing.T, e env[PushRoom]) {
 	_, err := e.impl.Promote(ctx, eventID, longTokenTTL) // d1 and l1 admitted; d2 waits
 	must(t, err, "promote")
 	must(t, e.impl.Dispatch(ctx, dead, ports.Promotion{EventID: eventID, UserID: "d1"}), "dispatch")
-	must(t, e.impl.Heartbeat(ctx, dead, pushRetry), "heartbeat dead")
-	must(t, e.impl.Heartbeat(ctx, live, time.Minute), "heartbeat live")
+	_, err = e.impl.Heartbeat(ctx, dead, pushRetry)
+	must(t, err, "heartbeat dead")
+	_, err = e.impl.Heartbeat(ctx, live, time.Minute)
+	must(t, err, "heartbeat live")
 	time.Sleep(pushRetry + 100*time.Millisecond)
 	brokers, err := e.impl.DeadBrokers(ctx)
 	must(t, err, "dead brokers")
@@ -232,5 +235,29 @@ func testReapBroker(t *testing.T, e env[PushRoom]) {
 	must(t, err, "dead brokers after reaping")
 	if slices.Contains(brokers, dead) {
 		t.Fatal("a reaped broker is still listed")
+	}
+}
+
+func testHeartbeatLapse(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	broker := "lapsing-" + randomID()
+	beat := func(what string, ttl time.Duration) bool {
+		t.Helper()
+		renewed, err := e.impl.Heartbeat(ctx, broker, ttl)
+		must(t, err, what)
+		return renewed
+	}
+	if beat("first heartbeat", time.Minute) {
+		t.Fatal("a broker's first heartbeat renewed something")
+	}
+	if !beat("heartbeat within the ttl", pushRetry) {
+		t.Fatal("a heartbeat within the ttl was not a renewal")
+	}
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	if beat("heartbeat after the ttl", time.Minute) {
+		t.Fatal("a heartbeat after the ttl lapsed was taken for a renewal")
+	}
+	if !beat("heartbeat after the lapse", time.Minute) {
+		t.Fatal("the heartbeat after a lapse did not start a new lease")
 	}
 }

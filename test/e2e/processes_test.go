@@ -49,16 +49,17 @@ type process struct {
 	cmd *exec.Cmd
 }
 
-// processEnv is what every process of one test shares: one database, one Redis, one secret, and
-// the short push timings.
-func processEnv(t *testing.T) []string {
+// processEnv is what every process of one test shares: the database at databaseURL, one Redis,
+// one secret, and the short push timings (processHeartbeatTimeout). A later entry of the same
+// variable, appended by a test, wins.
+func processEnv(t *testing.T, databaseURL string) []string {
 	return []string{
-		"RUSHGATE_DATABASE_URL=" + testenv.Postgres(t).URL,
+		"RUSHGATE_DATABASE_URL=" + databaseURL,
 		"RUSHGATE_REDIS_URL=" + redisURL(t),
 		"RUSHGATE_JWT_SECRET=" + jwtSecret,
 		"RUSHGATE_LOG_LEVEL=error",
 		"RUSHGATE_QUEUE_TICK=" + pushTick.String(),
-		"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT=1s",
+		"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT=" + processHeartbeatTimeout.String(),
 		"RUSHGATE_RECONNECT_GRACE=0s",
 		"RUSHGATE_DATA_DIR=" + t.TempDir(),
 		"PATH=" + os.Getenv("PATH"),
@@ -87,7 +88,17 @@ func startProcess(t *testing.T, env []string, name, role string) *process {
 	return p
 }
 
-// kill is kill -9: no shutdown hook runs.
+// processHeartbeatTimeout is RUSHGATE_BROKER_HEARTBEAT_TIMEOUT of the processes' tests.
+const processHeartbeatTimeout = time.Second
+
+// processDatabases are the databases the processes' tests run on, each provisioned in its own
+// subtest so a server that is down skips (or, under CI, fails) only that one.
+var processDatabases = []struct {
+	name  string
+	fresh func(testing.TB) testenv.Database
+}{{"postgres+redis", testenv.Postgres}, {"mysql+redis", testenv.MySQL}}
+
+// kill is kill -9 (a frozen process dies too): no shutdown hook runs.
 func (p *process) kill() {
 	if p.cmd.ProcessState == nil {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
@@ -98,6 +109,7 @@ func (p *process) kill() {
 // freeze and thaw stop and continue the process (SIGSTOP, SIGCONT): it holds its connections
 // but does nothing.
 func (p *process) freeze() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *process) thaw()   { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
 
 // client is a server client for a process, sharing the test's secret.
 func (p *process) client(t *testing.T) *server {
@@ -109,7 +121,7 @@ func (p *process) client(t *testing.T) *server {
 // admitted exactly once, through their own broker's stream, FIFO, never more than the slots
 // at once, while one dispatcher process promotes and routes.
 func TestPush_TwoBrokersOneDispatcherAsProcesses(t *testing.T) {
-	env := processEnv(t)
+	env := processEnv(t, testenv.Postgres(t).URL)
 	startProcess(t, env, "dispatcher", "dispatcher")
 	brokers := []*server{
 		startProcess(t, env, "broker-a", "broker").client(t),
@@ -161,7 +173,7 @@ func TestPush_TwoBrokersOneDispatcherAsProcesses(t *testing.T) {
 // After the heartbeat timeout both slots are back, A's waiting user is gone, and broker B's
 // user is admitted.
 func TestPush_KilledBrokerGivesEverySlotBack(t *testing.T) {
-	env := processEnv(t)
+	env := processEnv(t, testenv.Postgres(t).URL)
 	startProcess(t, env, "dispatcher", "dispatcher")
 	procA := startProcess(t, env, "broker-a", "broker")
 	a, b := procA.client(t), startProcess(t, env, "broker-b", "broker").client(t)
@@ -207,7 +219,7 @@ func TestPush_KilledBrokerGivesEverySlotBack(t *testing.T) {
 // successors resume from the pending entries, and every user is admitted exactly once, with one
 // token.
 func TestPush_KilledDispatcherPromotesNobodyTwice(t *testing.T) {
-	env := processEnv(t)
+	env := processEnv(t, testenv.Postgres(t).URL)
 	broker := startProcess(t, env, "broker", "broker").client(t)
 	const users, slots = 40, 5
 	eventID := broker.createEvent(fmt.Sprintf(`{"name":"kill dispatcher","seats":%d,"slots":%d,"mode":"push"}`, users, slots))

@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/redis"
+)
+
+// stallTicks bounds, in queue ticks (pushTick), how long after a stalled broker or dispatcher
+// resumes its users may wait before they are accounted for: admitted, told their place, or
+// disconnected.
+const stallTicks = 10
+
+// received is how many positions and admissions the stream delivered.
+func (c *sseClient) received() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.positions) + len(c.admitted)
+}
+
+func (c *sseClient) isEnded() bool {
+	select {
+	case <-c.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// metric sums the samples of the Prometheus metric name (every label set) on p's /metrics.
+func (p *process) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	res, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", p.url, err)
+	}
+	defer res.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestPush_StalledBrokerLeavesNobodyOnASilentStream: broker A holds two admitted and two waiting
+// users and is frozen (SIGSTOP) past the heartbeat timeout, so the dispatcher reaps it: their
+// slots come back (broker B's user gets one). When A resumes (SIGCONT) it learns from its
+// heartbeat that it lapsed and ends all four streams within stallTicks ticks, logging and
+// counting it. The clients reconnect to A and are queued again (the reaped admissions are
+// gone, their tokens refused), and the reaping of A's old id that follows leaves them there.
+func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
+	for _, db := range processDatabases {
+		t.Run(db.name, func(t *testing.T) {
+			env := append(processEnv(t, db.fresh(t).URL), "RUSHGATE_RECONNECT_GRACE=1s")
+			dispatcher := startProcess(t, env, "dispatcher", "dispatcher")
+			procA := startProcess(t, env, "broker-a", "broker")
+			a, b := procA.client(t), startProcess(t, env, "broker-b", "broker").client(t)
+			eventID := a.createEvent(`{"name":"stalled broker","seats":10,"slots":2,"mode":"push"}`)
+
+			users := make([]string, 4)
+			streams := make([]*sseClient, len(users))
+			for i := range users {
+				users[i] = fmt.Sprintf("stall-a%d-%s", i, a.run)
+				streams[i] = a.openStream(eventID, users[i])
+				if i < 2 {
+					eventually(t, 5*time.Second, users[i]+" admitted", func() bool { return streams[i].token() != "" })
+				}
+			}
+			oldTokens := []string{streams[0].token(), streams[1].token()}
+			onB := b.openStream(eventID, "stall-b-"+a.run)
+			eventually(t, 5*time.Second, "B's user waits behind A's", func() bool { return onB.lastRank() == 2 })
+
+			procA.freeze()
+			t.Cleanup(procA.thaw)
+			eventually(t, processHeartbeatTimeout+20*pushTick, "A reaped and B's user admitted", func() bool {
+				v := b.queueView(eventID)
+				return v.num("connections") == 1 && v.num("waiting") == 0 && v.num("admitted") == 1 && onB.token() != ""
+			})
+			before := make([]int, len(streams))
+			for i, c := range streams {
+				if c.isEnded() {
+					t.Fatalf("%s: stream ended while its broker was frozen", c.user)
+				}
+				before[i] = c.received()
+			}
+
+			procA.thaw()
+			thawed := time.Now()
+			accounted := make([]time.Duration, len(streams))
+			waitUntil(t, stallTicks*pushTick, "every client of the resumed broker is accounted for", func() bool {
+				all := true
+				for i, c := range streams {
+					if accounted[i] == 0 && (c.isEnded() || c.received() > before[i]) {
+						accounted[i] = time.Since(thawed)
+					}
+					all = all && accounted[i] != 0
+				}
+				return all
+			})
+			worst := slices.Max(accounted)
+			t.Logf("every client of the resumed broker accounted for within %v = %.1f ticks of %v (each: %v)",
+				worst.Round(time.Millisecond), float64(worst)/float64(pushTick), pushTick, accounted)
+			for _, c := range streams {
+				if !c.isEnded() {
+					t.Errorf("%s: the reaped broker kept the stream open", c.user)
+				}
+			}
+			if got := procA.metric(t, "rushgate_queue_broker_lapses_total"); got != 1 {
+				t.Errorf("broker lapses counted %v, want 1", got)
+			}
+			if got := procA.metric(t, "rushgate_queue_broker_lapse_streams_ended_total"); got != float64(len(streams)) {
+				t.Errorf("streams ended on the lapse counted %v, want %d", got, len(streams))
+			}
+
+			// The clients reconnect, to the resumed broker, in their order: the one free slot
+			// goes to the first, the others are told their place.
+			reaps := dispatcher.metric(t, "rushgate_queue_brokers_reaped_total")
+			for i := range streams {
+				streams[i] = a.openStream(eventID, users[i])
+			}
+			eventually(t, stallTicks*pushTick, "the reconnected clients admitted or told their place", func() bool {
+				return streams[0].token() != "" && streams[1].lastRank() == 0 && streams[2].lastRank() == 1 && streams[3].lastRank() == 2
+			})
+			if streams[0].token() == oldTokens[0] {
+				t.Fatal("a reaped admission's token came back")
+			}
+			for i, token := range oldTokens {
+				if res := b.reserve(eventID, "1", users[i], token); res.status != http.StatusForbidden {
+					t.Fatalf("%s's reaped token reserves: %d %s", users[i], res.status, res.raw)
+				}
+			}
+			// A's old id beat once more on resuming; once that lapses too it is reaped again,
+			// which must leave the users A now holds under its new id where they are.
+			eventually(t, processHeartbeatTimeout+20*pushTick, "A's old id reaped again", func() bool {
+				return dispatcher.metric(t, "rushgate_queue_brokers_reaped_total") > reaps
+			})
+			if v := b.queueView(eventID); v.num("connections") != 5 || v.num("admitted") != 2 || v.num("waiting") != 3 {
+				t.Fatalf("after A's old id was reaped again: %s", v.raw)
+			}
+			// Admission goes on: B's user leaves, the next of A's is admitted.
+			onB.close()
+			eventually(t, processHeartbeatTimeout+stallTicks*pushTick, users[1]+" admitted", func() bool { return streams[1].token() != "" })
+		})
+	}
+}
+
+// TestPush_StalledDispatcherResumesAndAnotherTakesOver: with the only dispatcher frozen
+// (SIGSTOP) nobody is admitted though slots are free; once it resumes (SIGCONT) admission goes
+// on within stallTicks ticks, and the stall is counted. Entries a stalled dispatcher read and
+// never acknowledged are routed by another after the heartbeat timeout. Then the first is
+// frozen past the heartbeat timeout again and again while the second runs and admitted users
+// leave at once: every user is admitted exactly once with one token, never more than the slots
+// at once, and every slot is back at the end.
+func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
+	for _, db := range processDatabases {
+		t.Run(db.name, func(t *testing.T) {
+			env := processEnv(t, db.fresh(t).URL)
+			broker := startProcess(t, env, "broker", "broker").client(t)
+			first := startProcess(t, env, "dispatcher-1", "dispatcher")
+			const users, slots = 48, 3
+			eventID := broker.createEvent(fmt.Sprintf(`{"name":"stalled dispatcher","seats":%d,"slots":%d,"mode":"push"}`, users, slots))
+			clients := make([]*sseClient, users)
+			for i := range clients {
+				clients[i] = broker.openStream(eventID, fmt.Sprintf("sd-%s%d", broker.run, i))
+			}
+			eventually(t, 5*time.Second, "the first wave admitted", func() bool {
+				return clients[0].token() != "" && clients[1].token() != "" && clients[2].token() != ""
+			})
+
+			first.freeze()
+			t.Cleanup(first.thaw)
+			for _, c := range clients[:slots] {
+				c.close()
+			}
+			eventually(t, 5*time.Second, "the slots come back", func() bool {
+				return broker.queueView(eventID).num("remainingSlots") == slots
+			})
+			// Frozen past the heartbeat timeout, so the resumed dispatcher sees its stall.
+			for end := time.Now().Add(processHeartbeatTimeout + 5*pushTick); time.Now().Before(end); time.Sleep(pushTick / 2) {
+				if clients[slots].token() != "" {
+					t.Fatal("admitted while the only dispatcher was frozen")
+				}
+			}
+			first.thaw()
+			thawed := time.Now()
+			eventually(t, stallTicks*pushTick, "the second wave admitted after the dispatcher resumed", func() bool {
+				return clients[3].token() != "" && clients[4].token() != "" && clients[5].token() != ""
+			})
+			took := time.Since(thawed)
+			t.Logf("admission resumed %v = %.1f ticks after the dispatcher did", took.Round(time.Millisecond), float64(took)/float64(pushTick))
+			eventually(t, stallTicks*pushTick, "the stall logged and counted", func() bool {
+				return first.metric(t, "rushgate_queue_dispatcher_stalls_total") >= 1
+			})
+
+			// A dispatcher stalled holding entries it read: both dispatchers frozen, the test
+			// promotes the next wave and reads it as a consumer that never acknowledges, exactly
+			// what a dispatcher frozen between reading and routing leaves. The second dispatcher
+			// resumes alone and routes them once they are idle for the heartbeat timeout.
+			second := startProcess(t, env, "dispatcher-2", "dispatcher")
+			first.freeze()
+			second.freeze()
+			t.Cleanup(second.thaw)
+			for _, c := range clients[slots : 2*slots] {
+				c.close()
+			}
+			eventually(t, 5*time.Second, "the slots come back", func() bool {
+				return broker.queueView(eventID).num("remainingSlots") == slots
+			})
+			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), redis.WaitingRoomKeyPrefix)
+			ctx := context.Background()
+			if n, err := stalled.Promote(ctx, eventID, 5*time.Minute); err != nil || n != slots {
+				t.Fatalf("promote as the stalled dispatcher: %d, %v", n, err)
+			}
+			if held, err := stalled.ReadEntries(ctx, eventID, "stalled-"+broker.run, 10, processHeartbeatTimeout); err != nil || len(held) != slots {
+				t.Fatalf("read as the stalled dispatcher: %v, %v", held, err)
+			}
+			second.thaw()
+			thawed = time.Now()
+			eventually(t, processHeartbeatTimeout+stallTicks*pushTick, "the held wave admitted by the other dispatcher", func() bool {
+				return clients[6].token() != "" && clients[7].token() != "" && clients[8].token() != ""
+			})
+			took = time.Since(thawed)
+			t.Logf("entries held by a stalled dispatcher routed %v after the other resumed (heartbeat timeout %v + %.1f ticks)",
+				took.Round(time.Millisecond), processHeartbeatTimeout, float64(took-processHeartbeatTimeout)/float64(pushTick))
+			if got := second.metric(t, "rushgate_queue_entries_reclaimed_total"); got != slots {
+				t.Fatalf("entries reclaimed counted %v, want %d", got, slots)
+			}
+			if v := broker.queueView(eventID); v.num("admitted") != slots || v.num("claims") != 3*slots {
+				t.Fatalf("after the takeover: %s", v.raw)
+			}
+			first.thaw()
+
+			// Admitted users leave at once, so promotions go on while the first dispatcher
+			// stalls again and again.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for left := 0; left < users; time.Sleep(20 * time.Millisecond) {
+					left = 0
+					for _, c := range clients {
+						if c.token() != "" {
+							c.close()
+							left++
+						}
+					}
+				}
+			}()
+			stalls := 0
+			for everyoneLeft := false; !everyoneLeft; {
+				first.freeze()
+				stalls++
+				claims := broker.queueView(eventID).num("claims")
+				for end := time.Now().Add(processHeartbeatTimeout + 5*pushTick); time.Now().Before(end); time.Sleep(pushTick) {
+					if v := broker.queueView(eventID); v.num("admitted") > slots {
+						t.Fatalf("more admitted than slots: %s", v.raw)
+					}
+				}
+				if v := broker.queueView(eventID); v.num("waiting") > 0 && v.num("claims") == claims {
+					t.Fatalf("nobody admitted while the other dispatcher ran: %s", v.raw)
+				}
+				first.thaw()
+				select {
+				case <-done:
+					everyoneLeft = true
+				case <-time.After(3 * pushTick):
+				}
+			}
+			t.Logf("the first dispatcher was frozen %d more times; entries reclaimed from a stalled dispatcher: %v by the first, %v by the second",
+				stalls, first.metric(t, "rushgate_queue_entries_reclaimed_total"), second.metric(t, "rushgate_queue_entries_reclaimed_total"))
+			for i, c := range clients {
+				if c.distinctTokens() != 1 {
+					t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
+				}
+			}
+			eventually(t, 5*time.Second, "every slot back", func() bool {
+				v := broker.queueView(eventID)
+				return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("remainingSlots") == slots && v.num("connections") == 0
+			})
+			if v := broker.queueView(eventID); v.num("claims") != users {
+				t.Fatalf("promotions %d for %d users: %s", v.num("claims"), users, v.raw)
+			}
+		})
+	}
+}
