@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rushgate/rushgate/adapters/localblob"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcatalog "github.com/rushgate/rushgate/application/catalog"
 	appcoupon "github.com/rushgate/rushgate/application/coupon"
@@ -90,7 +91,7 @@ func NewRouter(d Deps) *gin.Engine {
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })
 
-	r.GET("/healthz", healthz)
+	r.GET("/healthz", healthz(system.ReadBuild()))
 	r.GET("/readyz", readyz(d.Readiness))
 	r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
 	r.GET("/openapi.yaml", func(c *gin.Context) {

@@ -3,7 +3,7 @@
 //	rushgate serve                                   run the server (in-memory without configuration)
 //	rushgate migrate                                 apply the database schema of RUSHGATE_DATABASE_URL
 //	rushgate token --user U1 [--admin] [--ttl 1h]    mint a JWT with RUSHGATE_JWT_SECRET
-//	rushgate version                                 print the version
+//	rushgate version                                 print the module version and VCS revision
 //
 // Every command answers --help (exit 0) and refuses arguments it does not know (exit 2).
 package main
@@ -25,11 +25,9 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/bootstrap"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 // Exit codes: a failure, and a command line rushgate does not understand (as package flag).
 const (
@@ -84,10 +82,11 @@ var commands = []command{
 	{
 		name:        "version",
 		synopsis:    "rushgate version",
-		description: "Print the version.",
+		description: "Print rushgate's module version and the VCS revision it was built from.",
 		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
 			return func(_ context.Context, stdout, _ io.Writer) error {
-				fmt.Fprintln(stdout, "rushgate", version)
+				b := system.ReadBuild()
+				fmt.Fprintf(stdout, "rushgate %s (revision %s)\n", b.Version, b.Revision)
 				return nil
 			}
 		},
