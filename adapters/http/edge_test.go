@@ -156,6 +156,45 @@ func TestRequestID_IsEchoedAndLogged(t *testing.T) {
 	assert.Contains(t, access, "latencyMs")
 }
 
+// TestAccessLog_CarriesTheErrorCode: the access line of a refused or failed request names the
+// code the client was answered; a success's line has none.
+func TestAccessLog_CarriesTheErrorCode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	crewID := h.createCrew(1)
+	tok, _ := h.userToken()
+	other, _ := h.userToken()
+	cases := []struct {
+		name string
+		call call
+		code string
+	}{
+		{"joined", call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1"}, ""},
+		{"full", call{method: "POST", path: "/crews/" + crewID + "/join", token: other, idempotencyKey: "k2"}, "CREW_FULL"},
+		{"no key", call{method: "POST", path: "/crews/" + crewID + "/join", token: tok}, "IDEMPOTENCY_KEY_REQUIRED"},
+		{"no token", call{method: "GET", path: "/crews/" + crewID}, "UNAUTHORIZED"},
+		{"unknown route", call{method: "GET", path: "/nowhere", token: tok}, "NOT_FOUND"},
+	}
+	for i, tc := range cases {
+		id := fmt.Sprintf("access-%d", i)
+		tc.call.header = map[string]string{rhttp.RequestIDHeader: id}
+		rec := h.do(tc.call)
+		var access map[string]any
+		for _, line := range h.logs.lines(t) {
+			if line["requestId"] == id && line["msg"] == "http request" {
+				access = line
+			}
+		}
+		require.NotNil(t, access, "%s: no access line", tc.name)
+		assert.EqualValues(t, rec.Code, access["status"], tc.name)
+		if tc.code == "" {
+			assert.NotContains(t, access, "errorCode", tc.name)
+			continue
+		}
+		assert.Equal(t, tc.code, access["errorCode"], "%s answered %d %s", tc.name, rec.Code, rec.Body.String())
+	}
+}
+
 func TestRequestID_IsGeneratedWhenMissingOrInsane(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessConfig{})

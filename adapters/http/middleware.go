@@ -21,6 +21,7 @@ const RequestIDHeader = "X-Request-ID"
 const (
 	loggerKey          = "rushgate.logger"
 	requestIDKey       = "rushgate.requestId"
+	errorCodeKey       = "rushgate.errorCode"
 	maxRequestIDLength = 128
 	unmatchedRoute     = "unmatched"
 )
@@ -95,6 +96,10 @@ func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 		}
 		if p := principal(c); p.UserID != "" {
 			attrs = append(attrs, slog.String("userId", p.UserID))
+		}
+		// The code says why a request was refused, which the status alone does not.
+		if code := c.GetString(errorCodeKey); code != "" {
+			attrs = append(attrs, slog.String("errorCode", code))
 		}
 		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "http request", attrs...)
 	}
