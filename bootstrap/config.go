@@ -326,7 +326,7 @@ func (c DatabaseConfig) Validate() error {
 // Validate checks the Redis settings.
 func (c RedisConfig) Validate() error {
 	if c.URL != "" {
-		if _, err := redis.NewClient(c.URL, redis.Options{}); err != nil {
+		if err := redis.ParseURL(c.URL); err != nil {
 			return fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -204,7 +205,8 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 			return &usageError{problem: "--role: " + err.Error(), synopsis: "rushgate serve [--role all|broker|dispatcher]"}
 		}
 	}
-	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}))
+	var log *slog.Logger
+	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}), fx.Populate(&log))
 	if err := app.Err(); err != nil {
 		return bootstrap.RootCause(err)
 	}
@@ -214,9 +216,17 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 		return bootstrap.RootCause(err)
 	}
 	<-ctx.Done()
+	// An operator sees that the stop was asked for, and whether it finished within its bound.
+	began := time.Now()
+	log.Info("shutdown began", "timeout", cfg.Server.ShutdownTimeout.String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
-	return app.Stop(stopCtx)
+	if err := app.Stop(stopCtx); err != nil {
+		log.Error("shutdown did not finish cleanly", "error", err, "tookMs", time.Since(began).Milliseconds())
+		return err
+	}
+	log.Info("shutdown complete", "tookMs", time.Since(began).Milliseconds())
+	return nil
 }
 
 func migrate(ctx context.Context, stdout io.Writer) error {
@@ -231,7 +241,7 @@ func migrate(ctx context.Context, stdout io.Writer) error {
 	defer cancel()
 	db, err := gormdb.Open(ctx, cfg.Database.URL, gormdb.Options{ConnectTimeout: cfg.Database.Timeout})
 	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
 	}
 	defer db.Close()
 	if err := gormdb.Migrate(ctx, db); err != nil {
