@@ -39,8 +39,11 @@ type Build struct {
 	Revision string `json:"revision"`
 }
 
-// ReadBuild returns this binary's build, read once.
-var ReadBuild = sync.OnceValue(func() Build {
+// ReadBuild returns this binary's build.
+func ReadBuild() Build { return readBuild() }
+
+// readBuild reads the build once: it does not change while the process runs.
+var readBuild = sync.OnceValue(func() Build {
 	info, _ := debug.ReadBuildInfo()
 	return resolveBuild(version, revision, info)
 })

@@ -56,9 +56,10 @@ func TestMarkdown_RelativeLinksResolveInsideTheRepository(t *testing.T) {
 	}
 }
 
-// TestMarkdown_NamesNoFileOutsideTheRepository: a path to a sibling of the repository, even
-// in code, is something a clone does not have.
-func TestMarkdown_NamesNoFileOutsideTheRepository(t *testing.T) {
+// TestMarkdown_CitesNothingOutsideTheRepository: a path to a sibling of the repository (even
+// in code) or a section of a specification the repository does not ship is something a reader
+// of a clone cannot follow.
+func TestMarkdown_CitesNothingOutsideTheRepository(t *testing.T) {
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
