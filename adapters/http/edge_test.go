@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	stdhttp "net/http"
 	"net/http/httptest"
 	"strings"
@@ -193,6 +194,52 @@ func TestAccessLog_CarriesTheErrorCode(t *testing.T) {
 		}
 		assert.Equal(t, tc.code, access["errorCode"], "%s answered %d %s", tc.name, rec.Code, rec.Body.String())
 	}
+}
+
+// accessLines counts the access lines written so far.
+func accessLines(t *testing.T, h *harness) int {
+	t.Helper()
+	n := 0
+	for _, line := range h.logs.lines(t) {
+		if line["msg"] == "http request" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAccessLog_LoweredBelowTheLoggersLevel: access lines at debug leave an info logger's output,
+// while a failure is still logged.
+func TestAccessLog_LoweredBelowTheLoggersLevel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{accessLog: rhttp.AccessLog{Level: slog.LevelDebug}})
+	crewID := h.createCrew(3)
+	tok, _ := h.userToken()
+	h.crews.panics.Store(true)
+
+	require.Equal(t, stdhttp.StatusOK, h.do(call{method: "GET", path: "/healthz"}).Code)
+	rec := h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1",
+		header: map[string]string{rhttp.RequestIDHeader: "lowered-1"}})
+
+	require.Equal(t, stdhttp.StatusInternalServerError, rec.Code, rec.Body.String())
+	assert.Equal(t, 0, accessLines(t, h), "no access line reaches an info logger")
+	assert.True(t, hasLog(t, h, "lowered-1", "request failed"), "failures are still logged")
+}
+
+// TestAccessLog_SampledKeepsEveryRefusal: with one line in 3 kept, 9 successes write 3 lines and
+// every 4xx writes its own.
+func TestAccessLog_SampledKeepsEveryRefusal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{accessLog: rhttp.AccessLog{SampleEvery: 3}})
+	for range 9 {
+		require.Equal(t, stdhttp.StatusOK, h.do(call{method: "GET", path: "/healthz"}).Code)
+	}
+	assert.Equal(t, 3, accessLines(t, h), "one success in 3 is logged")
+
+	for range 4 {
+		require.Equal(t, stdhttp.StatusNotFound, h.do(call{method: "GET", path: "/nowhere"}).Code)
+	}
+	assert.Equal(t, 3+4, accessLines(t, h), "every refusal is logged")
 }
 
 func TestRequestID_IsGeneratedWhenMissingOrInsane(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	stdhttp "net/http"
 	"net/url"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -67,8 +68,10 @@ func requestLogger(c *gin.Context) *slog.Logger {
 	return logger.With(slog.String("requestId", c.GetString(requestIDKey)))
 }
 
-// observe writes one structured access-log line per request and records its latency.
-func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
+// observe records each request's latency and writes its structured access-log line, as access
+// says.
+func observe(metrics *telemetry.Metrics, access AccessLog) gin.HandlerFunc {
+	var answered atomic.Uint64 // requests below 400, for sampling
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -81,7 +84,10 @@ func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 		method := metricMethod(c.Request.Method)
 		status := c.Writer.Status()
 		metrics.ObserveRequest(method, route, status, latency)
-		if logger, ok := c.Value(loggerKey).(*slog.Logger); !ok || !logger.Enabled(c.Request.Context(), slog.LevelInfo) {
+		if logger, ok := c.Value(loggerKey).(*slog.Logger); !ok || !logger.Enabled(c.Request.Context(), access.Level) {
+			return
+		}
+		if status < stdhttp.StatusBadRequest && access.SampleEvery > 1 && answered.Add(1)%uint64(access.SampleEvery) != 0 {
 			return
 		}
 
@@ -101,7 +107,7 @@ func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 		if code := c.GetString(errorCodeKey); code != "" {
 			attrs = append(attrs, slog.String("errorCode", code))
 		}
-		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "http request", attrs...)
+		requestLogger(c).LogAttrs(c.Request.Context(), access.Level, "http request", attrs...)
 	}
 }
 
