@@ -289,6 +289,10 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	// Across groups, checked here so that nothing is opened or logged before it is refused.
+	if c.Queue.Role != RoleAll && c.Redis.URL == "" {
+		return fmt.Errorf("RUSHGATE_ROLE: %s needs RUSHGATE_REDIS_URL, where brokers and dispatchers meet", c.Queue.Role)
+	}
 	return nil
 }
 

@@ -54,6 +54,7 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_ACCESS_LOG_LEVEL", "loud"},
 		{"RUSHGATE_ACCESS_LOG_LEVEL", "info+2"},
 		{"RUSHGATE_ACCESS_LOG_SAMPLE", "-1"},
+		{"RUSHGATE_ROLE", "broker"}, // a split role needs Redis, unset here
 	} {
 		expectRefusedNaming(t, tc.name, tc.value)
 	}

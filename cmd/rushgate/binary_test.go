@@ -234,3 +234,31 @@ func TestServe_ShutdownLogsBeginAndEnd(t *testing.T) {
 		t.Fatalf("want \"shutdown began\" then \"shutdown complete\", got %q", messages)
 	}
 }
+
+// TestServe_RefusedConfigurationOpensAndLogsNothing: a configuration refused as a whole (a split
+// push role without Redis) stops the start with one line on stderr before the database is
+// dialed or anything is logged.
+func TestServe_RefusedConfigurationOpensAndLogsNothing(t *testing.T) {
+	database, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer database.Close()
+	s := startServe(t, "RUSHGATE_ROLE=broker",
+		"RUSHGATE_DATABASE_URL=postgres://postgres@"+database.Addr().String()+"/test?sslmode=disable")
+	if code := s.waitExit(t, 30*time.Second); code != exitFailure {
+		t.Fatalf("exit code %d, want %d; stderr %s", code, exitFailure, s.stderr.String())
+	}
+	if stderr := s.stderr.String(); !strings.HasPrefix(stderr, "rushgate: RUSHGATE_ROLE: ") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("stderr is not one line naming RUSHGATE_ROLE: %q", stderr)
+	}
+	if stdout := s.stdout.String(); stdout != "" {
+		t.Fatalf("logged before refusing the configuration: %q", stdout)
+	}
+	// The process has exited, so a connection it made would be waiting in the backlog now.
+	_ = database.(*net.TCPListener).SetDeadline(time.Now().Add(100 * time.Millisecond))
+	if conn, err := database.Accept(); err == nil {
+		_ = conn.Close()
+		t.Fatal("the database was dialed before the configuration was refused")
+	}
+}

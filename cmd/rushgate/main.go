@@ -204,6 +204,9 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 		if err := cfg.Queue.Validate(); err != nil {
 			return &usageError{problem: "--role: " + err.Error(), synopsis: "rushgate serve [--role all|broker|dispatcher]"}
 		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
 	}
 	var log *slog.Logger
 	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}), fx.Populate(&log))

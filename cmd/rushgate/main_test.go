@@ -63,6 +63,18 @@ func TestServe_BadConfigurationStopsWithOneLine(t *testing.T) {
 	}
 }
 
+// TestServe_RoleFlagIsCheckedWithTheRest: --role broker without Redis is refused naming the
+// setting, as RUSHGATE_ROLE=broker would be, not as a command line rushgate does not understand.
+func TestServe_RoleFlagIsCheckedWithTheRest(t *testing.T) {
+	_, _, err := runOnce(t, "serve", "--role", "broker")
+	if err == nil || !strings.HasPrefix(err.Error(), "RUSHGATE_ROLE: broker needs RUSHGATE_REDIS_URL") {
+		t.Fatalf("want a refusal naming RUSHGATE_ROLE, got %v", err)
+	}
+	if code := report(err, io.Discard); code != exitFailure {
+		t.Fatalf("exit code %d, want %d", code, exitFailure)
+	}
+}
+
 func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 	t.Setenv("RUSHGATE_DATABASE_URL", "postgres://postgres:secret@127.0.0.1:1/test?sslmode=disable")
 	_, _, err := runOnce(t, "serve")
