@@ -6,6 +6,7 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -43,6 +44,11 @@ type ServerConfig struct {
 	InstanceID string `env:"RUSHGATE_INSTANCE_ID"`
 	// LogLevel is debug, info, warn or error. Default "info".
 	LogLevel string `env:"RUSHGATE_LOG_LEVEL" envDefault:"info"`
+	// AccessLogLevel is the level of the access lines (debug takes them out of the info logs),
+	// and AccessLogSample keeps one in that many lines of requests answered below 400.
+	// Defaults "info" and 1 (every line).
+	AccessLogLevel  string `env:"RUSHGATE_ACCESS_LOG_LEVEL" envDefault:"info"`
+	AccessLogSample int    `env:"RUSHGATE_ACCESS_LOG_SAMPLE" envDefault:"1"`
 	// MaxBodyBytes caps a request body (413 beyond). Default 1 MiB.
 	MaxBodyBytes int64 `env:"RUSHGATE_MAX_BODY_BYTES" envDefault:"1048576"`
 	// ShutdownTimeout bounds the graceful stop: in-flight requests finish, locks are released.
@@ -283,6 +289,10 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	// Across groups, checked here so that nothing is opened or logged before it is refused.
+	if c.Queue.Role != RoleAll && c.Redis.URL == "" {
+		return fmt.Errorf("RUSHGATE_ROLE: %s needs RUSHGATE_REDIS_URL, where brokers and dispatchers meet", c.Queue.Role)
+	}
 	return nil
 }
 
@@ -291,12 +301,16 @@ func (c ServerConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("RUSHGATE_ADDR: %q is not host:port", c.Addr)
 	}
-	switch strings.ToLower(c.LogLevel) {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("RUSHGATE_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
+	for _, level := range []struct{ name, value string }{
+		{"RUSHGATE_LOG_LEVEL", c.LogLevel},
+		{"RUSHGATE_ACCESS_LOG_LEVEL", c.AccessLogLevel},
+	} {
+		if _, err := parseLevel(level.value); err != nil {
+			return fmt.Errorf("%s: %q is not debug, info, warn or error", level.name, level.value)
+		}
 	}
 	if err := allPositive(
+		positive{"RUSHGATE_ACCESS_LOG_SAMPLE", c.AccessLogSample > 0},
 		positive{"RUSHGATE_MAX_BODY_BYTES", c.MaxBodyBytes > 0},
 		positive{"RUSHGATE_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout > 0},
 		positive{"RUSHGATE_READ_TIMEOUT", c.ReadTimeout > 0},
@@ -308,6 +322,17 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("RUSHGATE_READ_HEADER_TIMEOUT: %v is longer than RUSHGATE_READ_TIMEOUT %v", c.ReadHeaderTimeout, c.ReadTimeout)
 	}
 	return nil
+}
+
+// parseLevel reads a log level setting: debug, info, warn or error, in any letter case.
+func parseLevel(value string) (slog.Level, error) {
+	var level slog.Level
+	switch strings.ToLower(value) {
+	case "debug", "info", "warn", "error":
+		return level, level.UnmarshalText([]byte(value))
+	default:
+		return level, fmt.Errorf("unknown log level %q", value)
+	}
 }
 
 // Validate checks the database settings.
@@ -326,7 +351,7 @@ func (c DatabaseConfig) Validate() error {
 // Validate checks the Redis settings.
 func (c RedisConfig) Validate() error {
 	if c.URL != "" {
-		if _, err := redis.NewClient(c.URL, redis.Options{}); err != nil {
+		if err := redis.ParseURL(c.URL); err != nil {
 			return fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -49,6 +50,11 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_QUEUE_POLL_INTERVAL", "1h"},
 		{"RUSHGATE_READ_HEADER_TIMEOUT", "11s"},
 		{"RUSHGATE_IDEMPOTENCY_LEASE", "2h"},
+		{"RUSHGATE_LOG_LEVEL", "loud"},
+		{"RUSHGATE_ACCESS_LOG_LEVEL", "loud"},
+		{"RUSHGATE_ACCESS_LOG_LEVEL", "info+2"},
+		{"RUSHGATE_ACCESS_LOG_SAMPLE", "-1"},
+		{"RUSHGATE_ROLE", "broker"}, // a split role needs Redis, unset here
 	} {
 		expectRefusedNaming(t, tc.name, tc.value)
 	}
@@ -94,5 +100,21 @@ func expectRefusedNaming(t *testing.T, name, value string) {
 	t.Helper()
 	if err := parseWith(t, name, value).Validate(); err == nil || !strings.HasPrefix(err.Error(), name+": ") {
 		t.Errorf("%s=%s: want an error naming it, got %v", name, value, err)
+	}
+}
+
+// TestAccessLog_FollowsTheSettings: the router logs access lines at RUSHGATE_ACCESS_LOG_LEVEL
+// and keeps one in RUSHGATE_ACCESS_LOG_SAMPLE of the successful ones.
+func TestAccessLog_FollowsTheSettings(t *testing.T) {
+	if got := accessLog(DefaultConfig().Server); got.Level != slog.LevelInfo || got.SampleEvery != 1 {
+		t.Errorf("default access log %+v, want every line at info", got)
+	}
+	cfg := parseWith(t, "RUSHGATE_ACCESS_LOG_LEVEL", "DEBUG")
+	cfg.Server.AccessLogSample = 10
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := accessLog(cfg.Server); got.Level != slog.LevelDebug || got.SampleEvery != 10 {
+		t.Errorf("access log %+v, want one line in 10 at debug", got)
 	}
 }

@@ -61,12 +61,12 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 		TxTimeout:      cfg.Database.Timeout,
 	})
 	if err != nil {
-		return storage{}, fmt.Errorf("database: %w", err)
+		return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
 	}
 	if cfg.Database.Migrate {
 		if err := gormdb.Migrate(ctx, db); err != nil {
 			_ = db.Close()
-			return storage{}, fmt.Errorf("database migration: %w", err)
+			return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: migration: %w", err)
 		}
 	}
 	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate)
@@ -88,13 +88,13 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 		WriteTimeout: cfg.Redis.Timeout,
 	})
 	if err != nil {
-		return coordination{}, err
+		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	defer cancel()
 	if err := redis.Ping(ctx, client); err != nil {
 		_ = client.Close()
-		return coordination{}, err
+		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 	}
 	set, closeSet := redis.NewCoordination(client)
 	// Stop hooks run in reverse: the locker's release subscription ends before the client closes.

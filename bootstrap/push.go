@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -25,16 +24,13 @@ func providePushMetrics(reg *prometheus.Registry) *telemetry.PushMetrics {
 	return telemetry.NewPushMetrics(reg)
 }
 
-func providePushConfig(cfg Config) (waiting.PushConfig, error) {
-	if cfg.Queue.Role != RoleAll && cfg.Redis.URL == "" {
-		return waiting.PushConfig{}, fmt.Errorf("RUSHGATE_ROLE: %s needs RUSHGATE_REDIS_URL, where brokers and dispatchers meet", cfg.Queue.Role)
-	}
+func providePushConfig(cfg Config) waiting.PushConfig {
 	return waiting.PushConfig{
 		Tick:             cfg.Queue.Tick,
 		ReconnectGrace:   cfg.Queue.ReconnectGrace,
 		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,
 		PromotionWorkers: cfg.Queue.PromotionWorkers,
-	}, nil
+	}
 }
 
 // processID names this process's broker or dispatcher: the instance id and a random suffix,

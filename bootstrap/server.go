@@ -138,6 +138,7 @@ func provideRouter(p routerParams) *gin.Engine {
 		Tokens:        p.Tokens,
 		Metrics:       p.Metrics,
 		Logger:        p.Logger,
+		AccessLog:     accessLog(p.Config.Server),
 		Readiness:     p.Readiness,
 		MaxBodyBytes:  p.Config.Server.MaxBodyBytes,
 	})
@@ -199,4 +200,10 @@ func coordinationName(cfg Config) string {
 		return "memory"
 	}
 	return "redis"
+}
+
+// accessLog is the router's access-log policy from the settings Validate checked.
+func accessLog(cfg ServerConfig) rghttp.AccessLog {
+	level, _ := parseLevel(cfg.AccessLogLevel)
+	return rghttp.AccessLog{Level: level, SampleEvery: cfg.AccessLogSample}
 }

@@ -16,8 +16,7 @@ import (
 var TelemetryModule = fx.Module("telemetry", fx.Provide(provideLogger, provideMetrics))
 
 func provideLogger(cfg Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Server.LogLevel))
+	level, _ := parseLevel(cfg.Server.LogLevel) // Validate refused any other value
 	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level})).
 		With("instance", cfg.Server.instanceID())
 }

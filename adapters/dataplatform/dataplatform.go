@@ -41,9 +41,10 @@ func (c *Client) Send(ctx context.Context, messageID string, payload []byte) err
 // Logged is the platform of the embedded default: it logs each message and accepts it.
 type Logged struct{ Logger *slog.Logger }
 
-// Send logs the message.
+// Send logs the message at debug level: a paid order's payload (users, amounts) is not for the
+// usual info logs.
 func (l Logged) Send(ctx context.Context, messageID string, payload []byte) error {
-	l.Logger.InfoContext(ctx, "data platform delivery (no RUSHGATE_DATAPLATFORM_URL: logged only)",
+	l.Logger.DebugContext(ctx, "data platform delivery (no RUSHGATE_DATAPLATFORM_URL: logged only)",
 		"messageId", messageID, "payload", string(payload))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	stdhttp "net/http"
 	"net/http/httptest"
 	"strings"
@@ -154,6 +155,91 @@ func TestRequestID_IsEchoedAndLogged(t *testing.T) {
 	assert.EqualValues(t, stdhttp.StatusNotFound, access["status"])
 	assert.Equal(t, user, access["userId"])
 	assert.Contains(t, access, "latencyMs")
+}
+
+// TestAccessLog_CarriesTheErrorCode: the access line of a refused or failed request names the
+// code the client was answered; a success's line has none.
+func TestAccessLog_CarriesTheErrorCode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	crewID := h.createCrew(1)
+	tok, _ := h.userToken()
+	other, _ := h.userToken()
+	cases := []struct {
+		name string
+		call call
+		code string
+	}{
+		{"joined", call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1"}, ""},
+		{"full", call{method: "POST", path: "/crews/" + crewID + "/join", token: other, idempotencyKey: "k2"}, "CREW_FULL"},
+		{"no key", call{method: "POST", path: "/crews/" + crewID + "/join", token: tok}, "IDEMPOTENCY_KEY_REQUIRED"},
+		{"no token", call{method: "GET", path: "/crews/" + crewID}, "UNAUTHORIZED"},
+		{"unknown route", call{method: "GET", path: "/nowhere", token: tok}, "NOT_FOUND"},
+	}
+	for i, tc := range cases {
+		id := fmt.Sprintf("access-%d", i)
+		tc.call.header = map[string]string{rhttp.RequestIDHeader: id}
+		rec := h.do(tc.call)
+		var access map[string]any
+		for _, line := range h.logs.lines(t) {
+			if line["requestId"] == id && line["msg"] == "http request" {
+				access = line
+			}
+		}
+		require.NotNil(t, access, "%s: no access line", tc.name)
+		assert.EqualValues(t, rec.Code, access["status"], tc.name)
+		if tc.code == "" {
+			assert.NotContains(t, access, "errorCode", tc.name)
+			continue
+		}
+		assert.Equal(t, tc.code, access["errorCode"], "%s answered %d %s", tc.name, rec.Code, rec.Body.String())
+	}
+}
+
+// accessLines counts the access lines written so far.
+func accessLines(t *testing.T, h *harness) int {
+	t.Helper()
+	n := 0
+	for _, line := range h.logs.lines(t) {
+		if line["msg"] == "http request" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAccessLog_LoweredBelowTheLoggersLevel: access lines at debug leave an info logger's output,
+// while a failure is still logged.
+func TestAccessLog_LoweredBelowTheLoggersLevel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{accessLog: rhttp.AccessLog{Level: slog.LevelDebug}})
+	crewID := h.createCrew(3)
+	tok, _ := h.userToken()
+	h.crews.panics.Store(true)
+
+	require.Equal(t, stdhttp.StatusOK, h.do(call{method: "GET", path: "/healthz"}).Code)
+	rec := h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: tok, idempotencyKey: "k1",
+		header: map[string]string{rhttp.RequestIDHeader: "lowered-1"}})
+
+	require.Equal(t, stdhttp.StatusInternalServerError, rec.Code, rec.Body.String())
+	assert.Equal(t, 0, accessLines(t, h), "no access line reaches an info logger")
+	assert.True(t, hasLog(t, h, "lowered-1", "request failed"), "failures are still logged")
+}
+
+// TestAccessLog_SampledKeepsEveryRefusal: with one line in 3 kept, 9 successes write 3 lines and
+// every 4xx writes its own.
+func TestAccessLog_SampledKeepsEveryRefusal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{accessLog: rhttp.AccessLog{SampleEvery: 3}})
+	for range 9 {
+		require.Equal(t, stdhttp.StatusOK, h.do(call{method: "GET", path: "/healthz"}).Code)
+	}
+	assert.Equal(t, 3, accessLines(t, h), "one success in 3 is logged")
+
+	for range 4 {
+		require.Equal(t, stdhttp.StatusNotFound, h.do(call{method: "GET", path: "/nowhere"}).Code)
+	}
+	assert.Equal(t, 3+4, accessLines(t, h), "every refusal is logged")
 }
 
 func TestRequestID_IsGeneratedWhenMissingOrInsane(t *testing.T) {

@@ -154,8 +154,10 @@ func clientGone(c *gin.Context, err error) bool {
 	return errors.Is(err, errBodyTruncated) || errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil
 }
 
-// writeError writes de with status, its Retry-After header and its details merged into the body.
+// writeError writes de with status, its Retry-After header and its details merged into the body,
+// and keeps its code for the access log.
 func writeError(c *gin.Context, status int, de *domain.Error) {
+	c.Set(errorCodeKey, de.Code)
 	if de.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.FormatInt(int64(math.Ceil(de.RetryAfter.Seconds())), 10))
 	}

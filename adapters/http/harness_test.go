@@ -43,6 +43,7 @@ var testSecret = []byte("test-secret-that-is-long-enough-for-hs256")
 type harnessConfig struct {
 	maxBodyBytes int64
 	readiness    []telemetry.ReadinessCheck
+	accessLog    rhttp.AccessLog
 }
 
 // harness is one router on fresh, real in-memory adapters, with handles to inspect and disturb
@@ -89,6 +90,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		Logger:       slog.New(slog.NewJSONHandler(h.logs, nil)),
 		Readiness:    cfg.readiness,
 		MaxBodyBytes: cfg.maxBodyBytes,
+		AccessLog:    cfg.accessLog,
 	})
 	return h
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/domain"
 )
@@ -17,9 +18,11 @@ import (
 // readinessTimeout bounds each check so /readyz answers even when a dependency hangs.
 const readinessTimeout = time.Second
 
-// healthz answers GET /healthz: the process is up.
-func healthz(c *gin.Context) {
-	c.JSON(stdhttp.StatusOK, gin.H{"status": "ok"})
+// healthz answers GET /healthz: the process is up, and which build it runs.
+func healthz(build system.Build) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.JSON(stdhttp.StatusOK, gin.H{"status": "ok", "version": build.Version, "revision": build.Revision})
+	}
 }
 
 // readyz answers GET /readyz: 200 when every check passes, else 503 UNAVAILABLE naming the

@@ -6,6 +6,7 @@ import (
 	stdhttp "net/http"
 	"net/url"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -21,6 +22,7 @@ const RequestIDHeader = "X-Request-ID"
 const (
 	loggerKey          = "rushgate.logger"
 	requestIDKey       = "rushgate.requestId"
+	errorCodeKey       = "rushgate.errorCode"
 	maxRequestIDLength = 128
 	unmatchedRoute     = "unmatched"
 )
@@ -66,8 +68,10 @@ func requestLogger(c *gin.Context) *slog.Logger {
 	return logger.With(slog.String("requestId", c.GetString(requestIDKey)))
 }
 
-// observe writes one structured access-log line per request and records its latency.
-func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
+// observe records each request's latency and writes its structured access-log line, as access
+// says.
+func observe(metrics *telemetry.Metrics, access AccessLog) gin.HandlerFunc {
+	var answered atomic.Uint64 // requests below 400, for sampling
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -80,7 +84,10 @@ func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 		method := metricMethod(c.Request.Method)
 		status := c.Writer.Status()
 		metrics.ObserveRequest(method, route, status, latency)
-		if logger, ok := c.Value(loggerKey).(*slog.Logger); !ok || !logger.Enabled(c.Request.Context(), slog.LevelInfo) {
+		if logger, ok := c.Value(loggerKey).(*slog.Logger); !ok || !logger.Enabled(c.Request.Context(), access.Level) {
+			return
+		}
+		if status < stdhttp.StatusBadRequest && access.SampleEvery > 1 && answered.Add(1)%uint64(access.SampleEvery) != 0 {
 			return
 		}
 
@@ -96,7 +103,11 @@ func observe(metrics *telemetry.Metrics) gin.HandlerFunc {
 		if p := principal(c); p.UserID != "" {
 			attrs = append(attrs, slog.String("userId", p.UserID))
 		}
-		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "http request", attrs...)
+		// The code says why a request was refused, which the status alone does not.
+		if code := c.GetString(errorCodeKey); code != "" {
+			attrs = append(attrs, slog.String("errorCode", code))
+		}
+		requestLogger(c).LogAttrs(c.Request.Context(), access.Level, "http request", attrs...)
 	}
 }
 

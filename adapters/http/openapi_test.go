@@ -1,13 +1,18 @@
 package http_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	stdhttp "net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -55,4 +60,34 @@ func TestOpenAPI_DocumentsEveryErrorCode(t *testing.T) {
 		documented = append(documented, v.(string))
 	}
 	assert.ElementsMatch(t, rhttp.ErrorCodes(), documented)
+}
+
+// TestOpenAPI_OperationalAnswersMatchTheDocument: /healthz (with the build it names) and
+// /readyz answer what the document's schemas allow, and nothing more.
+func TestOpenAPI_OperationalAnswersMatchTheDocument(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	doc, err := openapi3.NewLoader().LoadFromData(h.do(call{method: "GET", path: "/openapi.yaml"}).Body.Bytes())
+	require.NoError(t, err)
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	require.NoError(t, err)
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		t.Run(path, func(t *testing.T) {
+			rec := h.do(call{method: "GET", path: path})
+			require.Equal(t, stdhttp.StatusOK, rec.Code, rec.Body.String())
+			req := httptest.NewRequest("GET", path, nil)
+			route, params, err := router.FindRoute(req)
+			require.NoError(t, err)
+			err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+				RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+				Status:                 rec.Code,
+				Header:                 rec.Header(),
+				Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+				Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+			})
+			assert.NoError(t, err, "%s answered %s", path, rec.Body.String())
+		})
+	}
 }

@@ -10,17 +10,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 )
 
-func TestHealthz_IsOK(t *testing.T) {
+// TestHealthz_IsOKAndNamesTheBuild: /healthz answers the build `rushgate version` prints.
+func TestHealthz_IsOKAndNamesTheBuild(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessConfig{})
 
 	rec := h.do(call{method: "GET", path: "/healthz"})
 
 	require.Equal(t, stdhttp.StatusOK, rec.Code)
-	assert.JSONEq(t, `{"status":"ok"}`, rec.Body.String())
+	build := system.ReadBuild()
+	want, err := json.Marshal(map[string]string{"status": "ok", "version": build.Version, "revision": build.Revision})
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want), rec.Body.String())
 }
 
 func passing(context.Context) error { return nil }

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rushgate/rushgate/adapters/localblob"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	appcatalog "github.com/rushgate/rushgate/application/catalog"
 	appcoupon "github.com/rushgate/rushgate/application/coupon"
@@ -60,6 +61,18 @@ type Deps struct {
 	Readiness []telemetry.ReadinessCheck
 	// MaxBodyBytes caps request bodies (413 beyond it); 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// AccessLog says which requests get an access line; the zero value logs each at info.
+	AccessLog AccessLog
+}
+
+// AccessLog lowers or thins the access log of a busy server.
+type AccessLog struct {
+	// Level is the level of the access lines (slog.LevelInfo, the zero value, by default): at
+	// debug they leave the info logs.
+	Level slog.Level
+	// SampleEvery keeps one access line in SampleEvery for requests answered below 400; 0 and
+	// 1 keep them all. The line of a refused or failed request (4xx, 5xx) is always kept.
+	SampleEvery int
 }
 
 // NewRouter builds the gin engine with every route of the server. The caller chooses gin's mode
@@ -86,11 +99,11 @@ func NewRouter(d Deps) *gin.Engine {
 	// different path.
 	r.UseEscapedPath = true
 	r.UnescapePathValues = true
-	r.Use(requestID(logger), observe(d.Metrics), recovery(), validateQuery())
+	r.Use(requestID(logger), observe(d.Metrics, d.AccessLog), recovery(), validateQuery())
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })
 
-	r.GET("/healthz", healthz)
+	r.GET("/healthz", healthz(system.ReadBuild()))
 	r.GET("/readyz", readyz(d.Readiness))
 	r.GET("/metrics", gin.WrapH(d.Metrics.Handler()))
 	r.GET("/openapi.yaml", func(c *gin.Context) {

@@ -79,6 +79,22 @@ const (
 // timeouts, pool size and retries come from Options.
 // The error names what is wrong and never repeats the password.
 func NewClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
+	build, err := parseURL(redisURL, opts.withDefaults())
+	if err != nil {
+		return nil, err
+	}
+	return build(), nil
+}
+
+// ParseURL checks redisURL as NewClient reads it, with the same errors, without building a
+// client: a client starts dialing its warm pool at once.
+func ParseURL(redisURL string) error {
+	_, err := parseURL(redisURL, Options{}.withDefaults())
+	return err
+}
+
+// parseURL reads redisURL and returns the function that builds its client with opts.
+func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, error) {
 	u, err := url.Parse(redisURL)
 	if err != nil {
 		// *url.Error quotes the whole URL, password included; keep only the reason.
@@ -91,46 +107,33 @@ func NewClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, fmt.Errorf("redis URL: unsupported scheme %q: want redis:// or rediss://", u.Scheme)
 	}
-	opts = opts.withDefaults()
 	query := u.Query()
 	switch {
 	case query.Has("master_name"):
-		return newSentinelClient(redisURL, opts)
+		o, err := goredis.ParseFailoverURL(redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL (sentinel): %w", err)
+		}
+		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
+		return func() goredis.UniversalClient { return goredis.NewFailoverClient(o) }, nil
 	case query.Has("addr"):
-		return newClusterClient(redisURL, opts)
+		o, err := goredis.ParseClusterURL(redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL (cluster): %w", err)
+		}
+		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
+		return func() goredis.UniversalClient { return goredis.NewClusterClient(o) }, nil
 	default:
-		return newSingleClient(redisURL, opts)
+		o, err := goredis.ParseURL(redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL: %w", err)
+		}
+		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
+		return func() goredis.UniversalClient { return goredis.NewClient(o) }, nil
 	}
-}
-
-func newSingleClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
-	o, err := goredis.ParseURL(redisURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
-	}
-	opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-		&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
-	return goredis.NewClient(o), nil
-}
-
-func newSentinelClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
-	o, err := goredis.ParseFailoverURL(redisURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL (sentinel): %w", err)
-	}
-	opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-		&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
-	return goredis.NewFailoverClient(o), nil
-}
-
-func newClusterClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
-	o, err := goredis.ParseClusterURL(redisURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL (cluster): %w", err)
-	}
-	opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-		&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
-	return goredis.NewClusterClient(o), nil
 }
 
 // shared points at the settings every go-redis client type has, so one function tunes them all.

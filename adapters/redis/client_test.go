@@ -73,6 +73,8 @@ func TestNewClient_RejectsBadURLsWithoutLeakingPassword(t *testing.T) {
 		{"not a URL", "redis://:s3cret@host:port", "invalid port"},
 		{"database not a number", "redis://:s3cret@host:6379/zero", "invalid database number"},
 		{"unknown option", "redis://:s3cret@host:6379?colour=red", "colour"},
+		{"sentinel option unknown", "redis://:s3cret@s1:26379?master_name=m&colour=red", "colour"},
+		{"cluster option unknown", "redis://:s3cret@n1:7000?addr=n2:7000&colour=red", "colour"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +83,21 @@ func TestNewClient_RejectsBadURLsWithoutLeakingPassword(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantInError)
 			assert.NotContains(t, err.Error(), "s3cret")
+			// The configuration check reads a URL as NewClient does, without building a client.
+			assert.Equal(t, err, rgredis.ParseURL(tt.url))
 		})
+	}
+}
+
+func TestParseURL_AcceptsWhatNewClientAccepts(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{
+		"redis://:s3cret@cache.internal:6380/2",
+		"rediss://cache.internal:6380",
+		"redis://s1:26379?master_name=main&addr=s2:26379",
+		"redis://n1:7000?addr=n2:7000&addr=n3:7000",
+	} {
+		assert.NoError(t, rgredis.ParseURL(url), url)
 	}
 }
 

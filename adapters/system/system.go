@@ -1,5 +1,5 @@
 // Package system implements the ports backed by the operating system: the wall clock, timers
-// and UUIDv7 identifiers.
+// and UUIDv7 identifiers; and it names the build running (ReadBuild).
 package system
 
 import (

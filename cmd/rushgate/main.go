@@ -3,7 +3,7 @@
 //	rushgate serve                                   run the server (in-memory without configuration)
 //	rushgate migrate                                 apply the database schema of RUSHGATE_DATABASE_URL
 //	rushgate token --user U1 [--admin] [--ttl 1h]    mint a JWT with RUSHGATE_JWT_SECRET
-//	rushgate version                                 print the version
+//	rushgate version                                 print the module version and VCS revision
 //
 // Every command answers --help (exit 0) and refuses arguments it does not know (exit 2).
 package main
@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -25,11 +26,9 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/bootstrap"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 // Exit codes: a failure, and a command line rushgate does not understand (as package flag).
 const (
@@ -84,10 +83,11 @@ var commands = []command{
 	{
 		name:        "version",
 		synopsis:    "rushgate version",
-		description: "Print the version.",
+		description: "Print rushgate's module version and the VCS revision it was built from.",
 		prepare: func(*flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
 			return func(_ context.Context, stdout, _ io.Writer) error {
-				fmt.Fprintln(stdout, "rushgate", version)
+				b := system.ReadBuild()
+				fmt.Fprintf(stdout, "rushgate %s (revision %s)\n", b.Version, b.Revision)
 				return nil
 			}
 		},
@@ -204,8 +204,12 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 		if err := cfg.Queue.Validate(); err != nil {
 			return &usageError{problem: "--role: " + err.Error(), synopsis: "rushgate serve [--role all|broker|dispatcher]"}
 		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
 	}
-	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}))
+	var log *slog.Logger
+	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}), fx.Populate(&log))
 	if err := app.Err(); err != nil {
 		return bootstrap.RootCause(err)
 	}
@@ -215,9 +219,17 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 		return bootstrap.RootCause(err)
 	}
 	<-ctx.Done()
+	// An operator sees that the stop was asked for, and whether it finished within its bound.
+	began := time.Now()
+	log.Info("shutdown began", "timeout", cfg.Server.ShutdownTimeout.String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
-	return app.Stop(stopCtx)
+	if err := app.Stop(stopCtx); err != nil {
+		log.Error("shutdown did not finish cleanly", "error", err, "tookMs", time.Since(began).Milliseconds())
+		return err
+	}
+	log.Info("shutdown complete", "tookMs", time.Since(began).Milliseconds())
+	return nil
 }
 
 func migrate(ctx context.Context, stdout io.Writer) error {
@@ -232,7 +244,7 @@ func migrate(ctx context.Context, stdout io.Writer) error {
 	defer cancel()
 	db, err := gormdb.Open(ctx, cfg.Database.URL, gormdb.Options{ConnectTimeout: cfg.Database.Timeout})
 	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
 	}
 	defer db.Close()
 	if err := gormdb.Migrate(ctx, db); err != nil {

@@ -63,6 +63,18 @@ func TestServe_BadConfigurationStopsWithOneLine(t *testing.T) {
 	}
 }
 
+// TestServe_RoleFlagIsCheckedWithTheRest: --role broker without Redis is refused naming the
+// setting, as RUSHGATE_ROLE=broker would be, not as a command line rushgate does not understand.
+func TestServe_RoleFlagIsCheckedWithTheRest(t *testing.T) {
+	_, _, err := runOnce(t, "serve", "--role", "broker")
+	if err == nil || !strings.HasPrefix(err.Error(), "RUSHGATE_ROLE: broker needs RUSHGATE_REDIS_URL") {
+		t.Fatalf("want a refusal naming RUSHGATE_ROLE, got %v", err)
+	}
+	if code := report(err, io.Discard); code != exitFailure {
+		t.Fatalf("exit code %d, want %d", code, exitFailure)
+	}
+}
+
 func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 	t.Setenv("RUSHGATE_DATABASE_URL", "postgres://postgres:secret@127.0.0.1:1/test?sslmode=disable")
 	_, _, err := runOnce(t, "serve")
@@ -70,7 +82,7 @@ func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 		t.Fatal("serve started without its database")
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "database") || !strings.Contains(msg, "127.0.0.1:1") || strings.Contains(msg, "secret") || strings.Contains(msg, "\n") {
+	if !strings.HasPrefix(msg, "RUSHGATE_DATABASE_URL: ") || !strings.Contains(msg, "127.0.0.1:1") || strings.Contains(msg, "secret") || strings.Contains(msg, "\n") {
 		t.Fatalf("unclear or leaky start error: %q", msg)
 	}
 }
@@ -264,9 +276,11 @@ func TestRun_RefusesWhatItDoesNotKnow(t *testing.T) {
 	}
 }
 
-func TestRun_Version(t *testing.T) {
+// TestRun_VersionWithoutBuildInfo: a test binary carries no module version and no VCS stamp,
+// so version prints the fallbacks.
+func TestRun_VersionWithoutBuildInfo(t *testing.T) {
 	out, _, err := runOnce(t, "version")
-	if err != nil || !strings.HasPrefix(out, "rushgate ") {
-		t.Fatalf("%q, %v", out, err)
+	if want := "rushgate dev (revision unknown)\n"; err != nil || out != want {
+		t.Fatalf("got %q, %v; want %q", out, err, want)
 	}
 }

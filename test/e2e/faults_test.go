@@ -93,7 +93,8 @@ func TestFaults_RedisStoppedMidTestAnswers503Fast(t *testing.T) {
 	}
 }
 
-// TestFaults_DatabaseUnreachableAtStart: the start fails with one clear error naming the database.
+// TestFaults_DatabaseUnreachableAtStart: the start fails with one clear error naming the variable
+// and the database.
 func TestFaults_DatabaseUnreachableAtStart(t *testing.T) {
 	for _, url := range []string{
 		"postgres://postgres@127.0.0.1:1/test?sslmode=disable",
@@ -109,7 +110,7 @@ func TestFaults_DatabaseUnreachableAtStart(t *testing.T) {
 				t.Fatal("start succeeded without a database")
 			}
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "database") || !strings.Contains(msg, "127.0.0.1:1") || strings.Contains(msg, "\n") {
+			if !strings.HasPrefix(msg, "RUSHGATE_DATABASE_URL: ") || !strings.Contains(msg, "127.0.0.1:1") || strings.Contains(msg, "\n") {
 				t.Fatalf("unclear start error: %q", msg)
 			}
 			if time.Since(started) > 10*time.Second {
