@@ -104,7 +104,7 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 	// loaded runner) is no wait on the dependency. Capped at stallAllowance, so the bound stays
 	// well short of a second timeout.
 	slack := min(herdLatency, stallAllowance)
-	bound := timeout + stallAllowance + slack
+	bound := (timeout + stallAllowance + slack).Round(time.Millisecond)
 	t.Logf("healthy herd: the slowest of %d answered in %v; bound %v + %v + %v slack",
 		len(flows)*herdSize, herdLatency.Round(time.Millisecond), timeout, stallAllowance, slack.Round(time.Millisecond))
 	var frozen time.Time
