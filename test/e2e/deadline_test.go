@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -54,14 +55,34 @@ type guardedFlow struct {
 }
 
 // guardedFlows creates a crew, a wallet and a coupon with room for every request the test
-// sends, and returns the three flows that queue on their keys.
-func guardedFlows(s *server) []guardedFlow {
+// sends, and returns the three flows that queue on their keys, and a check that what they
+// stored is consistent (a 503 does not say whether its write committed, so counts are not
+// known, but each invariant holds).
+func guardedFlows(s *server) ([]guardedFlow, func()) {
 	crewID := s.createCrew(10 * herdSize)
 	const payer = "payer"
 	s.createUser(payer, 0)
 	couponID := s.createCoupon(10 * herdSize)
 	var sent atomic.Int64
 	next := func() int64 { return sent.Add(1) }
+	consistent := func() {
+		s.t.Helper()
+		if st := s.stored(crewID); st.currentMembers != st.members || st.members != st.distinctUsers {
+			s.t.Errorf("crew inconsistent: %+v", st)
+		}
+		// Charges of 1 from a balance of 0: one ledger entry per point, after the opening one.
+		if w := s.wallet(payer); w.balance != w.ledgerSum || int64(w.entries) != w.balance+1 {
+			s.t.Errorf("wallet inconsistent: %+v", w)
+		}
+		ctx := context.Background()
+		c, err := s.stores.Coupons.Get(ctx, couponID)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if n, err := s.stores.UserCoupons.Count(ctx, couponID); err != nil || n != c.IssuedQuantity() {
+			s.t.Errorf("coupon issued %d, user coupons %d (%v)", c.IssuedQuantity(), n, err)
+		}
+	}
 	return []guardedFlow{
 		{"crew join", func() answer {
 			n := next()
@@ -73,7 +94,7 @@ func guardedFlows(s *server) []guardedFlow {
 		{"coupon issue", func() answer {
 			return s.postFromAnyGoroutine("/api/coupons/"+couponID+"/issue", fmt.Sprint("holder-", next()), "", "")
 		}},
-	}
+	}, consistent
 }
 
 // answersWithinTheStallBound runs the guarded flows against a dependency that signal freezes:
@@ -85,9 +106,10 @@ func guardedFlows(s *server) []guardedFlow {
 //
 // Every answer must be a success or 503 UNAVAILABLE with Retry-After, within timeout +
 // stallAllowance (+ the measured slack) of the later of its sending and the freeze; from 2 on,
-// only 503. Once the dependency resumes, the flows succeed again.
+// only 503. Once the dependency resumes, the flows succeed again and what they stored is
+// consistent.
 func answersWithinTheStallBound(t *testing.T, s *server, dependency string, timeout time.Duration, signal func(syscall.Signal) error) {
-	flows := guardedFlows(s)
+	flows, consistent := guardedFlows(s)
 	// A healthy herd first: it proves the flows work, warms the connections (client, pools) a
 	// herd needs, and measures what the server itself takes to answer a herd on this machine.
 	healthy := herd(flows, func() {})()
@@ -120,8 +142,11 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 					refused++
 				}
 				if !unavailable && (refusedOnly || a.err != nil || a.status >= 300) {
-					t.Errorf("%s, %s: want 503 UNAVAILABLE with Retry-After%s, got %v",
-						phase, f.name, map[bool]string{false: " or a success"}[refusedOnly], a)
+					want := "503 UNAVAILABLE with Retry-After or a success"
+					if refusedOnly {
+						want = "503 UNAVAILABLE with Retry-After"
+					}
+					t.Errorf("%s, %s: want %s, got %v", phase, f.name, want, a)
 				}
 				if took > bound {
 					t.Errorf("%s, %s: answered %v after %s froze (or the request was sent), want within %v: %v",
@@ -133,14 +158,6 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 		}
 	}
 
-	firstAnswer := make(chan struct{})
-	var firstOnce sync.Once
-	caught := herd(flows, func() { firstOnce.Do(func() { close(firstAnswer) }) })
-	<-firstAnswer
-	frozen = time.Now()
-	if err := signal(syscall.SIGSTOP); err != nil {
-		t.Fatalf("freeze %s: %v", dependency, err)
-	}
 	resumed := false
 	resume := func() {
 		if !resumed {
@@ -150,7 +167,18 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 			}
 		}
 	}
-	t.Cleanup(resume) // also when the test fails: no frozen server outlives it
+	// Registered before the freeze, so it runs however the test ends, a freeze that failed
+	// halfway included: no frozen server outlives the test.
+	t.Cleanup(resume)
+
+	firstAnswer := make(chan struct{})
+	var firstOnce sync.Once
+	caught := herd(flows, func() { firstOnce.Do(func() { close(firstAnswer) }) })
+	<-firstAnswer
+	frozen = time.Now()
+	if err := signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze %s: %v", dependency, err)
+	}
 	check("caught by the freeze", caught(), false)
 
 	single := map[string][]answer{}
@@ -167,6 +195,7 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 			return a.err == nil && a.status < 300
 		})
 	}
+	consistent()
 }
 
 // herd sends herdSize requests of every flow at once, calling answered after each answer, and
