@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log"
 	"net/url"
 	"time"
 
@@ -34,9 +36,10 @@ type Options struct {
 	MaxOpenConns int
 	// ConnectTimeout bounds establishing a connection and Ping. Default 1s.
 	ConnectTimeout time.Duration
-	// TxTimeout bounds each TxRunner.InTx, and each repository call made outside one, so a
-	// stuck database (or a row lock held elsewhere) answers with ports.ErrUnavailable within it.
-	// Default 1s.
+	// TxTimeout bounds each TxRunner.InTx (every attempt and pause included), and each
+	// repository call made outside one, so a stuck database (or a row lock held elsewhere)
+	// answers with ports.ErrUnavailable within it; on MySQL it also bounds each read and write of
+	// a connection but for migrations'. Default 1s.
 	TxTimeout time.Duration
 	// TxAttempts is how many times TxRunner.InTx runs a transaction the database aborted to
 	// break a deadlock or a serialization conflict, the first run included. Default 3.
@@ -65,6 +68,9 @@ type DB struct {
 	sql     *sql.DB
 	dialect Dialect
 	opts    Options
+	// openMigrationPool opens a pool for migrations where sql's connections bound each read and
+	// write by TxTimeout (MySQL), since a migration's DDL may take longer; nil: migrate on sql.
+	openMigrationPool func() *sql.DB
 }
 
 // Open connects to databaseURL (see ParseURL) and pings it. A server that cannot be reached
@@ -81,14 +87,14 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 		host = u.Host
 	}
 
-	sqlDB, dialector, err := connect(dialect, dsn, opts.ConnectTimeout)
+	sqlDB, dialector, openMigrationPool, err := connect(dialect, dsn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("gormdb: configure %s connection to %s: %w", dialect, host, err)
 	}
 	sqlDB.SetMaxOpenConns(opts.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(opts.MaxOpenConns)
 
-	db := &DB{sql: sqlDB, dialect: dialect, opts: opts}
+	db := &DB{sql: sqlDB, dialect: dialect, opts: opts, openMigrationPool: openMigrationPool}
 	if err := db.ping(ctx); err != nil {
 		_ = sqlDB.Close()
 		// Whatever the cause (refused, timed out, bad credentials), the database cannot serve.
@@ -107,33 +113,48 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 }
 
 // connect builds the driver's connection pool with a dial timeout, and the GORM dialector on it.
-func connect(dialect Dialect, dsn string, connectTimeout time.Duration) (*sql.DB, gorm.Dialector, error) {
+// On MySQL it also returns how to open a pool for migrations (see DB.openMigrationPool).
+func connect(dialect Dialect, dsn string, opts Options) (*sql.DB, gorm.Dialector, func() *sql.DB, error) {
 	switch dialect {
 	case Postgres:
 		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		cfg.ConnectTimeout = connectTimeout
+		cfg.ConnectTimeout = opts.ConnectTimeout
 		sqlDB := stdlib.OpenDB(*cfg)
-		return sqlDB, postgres.New(postgres.Config{Conn: sqlDB}), nil
+		return sqlDB, postgres.New(postgres.Config{Conn: sqlDB}), nil, nil
 	case MySQL:
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		cfg.Timeout = connectTimeout
+		cfg.Timeout = opts.ConnectTimeout
 		// Report matched rather than changed rows, so an UPDATE that writes an unchanged value
 		// still proves the row exists.
 		cfg.ClientFoundRows = true
+		// The driver prints each failed read to stderr; the error also comes back, and the
+		// server logs that.
+		cfg.Logger = mysql.Logger(log.New(io.Discard, "", 0))
+		migrationCfg := cfg.Clone()
+		// database/sql sends COMMIT and ROLLBACK without a context, and this driver then waits
+		// for the reply with no deadline: a server that stops answering would hold the request
+		// (and the lock queue behind it) forever. Bounding each read and write by TxTimeout ends
+		// such a wait within one timeout of the stall; statements are bounded by it anyway.
+		cfg.ReadTimeout, cfg.WriteTimeout = opts.TxTimeout, opts.TxTimeout
 		connector, err := mysql.NewConnector(cfg)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+		migrationConnector, err := mysql.NewConnector(migrationCfg)
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		sqlDB := sql.OpenDB(connector)
-		return sqlDB, gormmysql.New(gormmysql.Config{Conn: sqlDB}), nil
+		openMigrationPool := func() *sql.DB { return sql.OpenDB(migrationConnector) }
+		return sqlDB, gormmysql.New(gormmysql.Config{Conn: sqlDB}), openMigrationPool, nil
 	default:
-		return nil, nil, fmt.Errorf("unsupported dialect %q", dialect)
+		return nil, nil, nil, fmt.Errorf("unsupported dialect %q", dialect)
 	}
 }
 

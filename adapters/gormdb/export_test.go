@@ -22,7 +22,7 @@ var ErrCheckViolation = errCheckViolation
 // MigrateTo brings db's migrations up or down to version (0: none), as a database upgraded or
 // rolled back to that version has them.
 func MigrateTo(ctx context.Context, db *DB, version int64) error {
-	provider, err := migrationProvider(db)
+	provider, err := migrationProvider(db.dialect, db.sql)
 	if err != nil {
 		return err
 	}

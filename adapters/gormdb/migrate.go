@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -27,7 +28,12 @@ const (
 // Migrate applies the pending migrations of db's dialect. Several instances may call it at once:
 // a database lock lets one apply them while the others wait, then find nothing left to do.
 func Migrate(ctx context.Context, db *DB) error {
-	provider, err := migrationProvider(db)
+	pool := db.sql
+	if db.openMigrationPool != nil {
+		pool = db.openMigrationPool()
+		defer pool.Close()
+	}
+	provider, err := migrationProvider(db.dialect, pool)
 	if err != nil {
 		return err
 	}
@@ -37,20 +43,20 @@ func Migrate(ctx context.Context, db *DB) error {
 	return nil
 }
 
-// migrationProvider is goose's provider of db's dialect's migrations, under the migration lock.
-func migrationProvider(db *DB) (*goose.Provider, error) {
-	files, err := fs.Sub(migrations, "migrations/"+string(db.dialect))
+// migrationProvider is goose's provider of d's migrations on pool, under the migration lock.
+func migrationProvider(d Dialect, pool *sql.DB) (*goose.Provider, error) {
+	files, err := fs.Sub(migrations, "migrations/"+string(d))
 	if err != nil {
-		return nil, fmt.Errorf("gormdb: migrations for %s: %w", db.dialect, err)
+		return nil, fmt.Errorf("gormdb: migrations for %s: %w", d, err)
 	}
-	dialect, locking, err := migrationSetup(db.dialect)
+	dialect, locking, err := migrationSetup(d)
 	if err != nil {
-		return nil, fmt.Errorf("gormdb: migration lock for %s: %w", db.dialect, err)
+		return nil, fmt.Errorf("gormdb: migration lock for %s: %w", d, err)
 	}
-	// Not closed: Provider.Close would close db's pool.
-	provider, err := goose.NewProvider(dialect, db.sql, files, locking)
+	// Not closed: Provider.Close would close the pool, which its owner closes.
+	provider, err := goose.NewProvider(dialect, pool, files, locking)
 	if err != nil {
-		return nil, fmt.Errorf("gormdb: load %s migrations: %w", db.dialect, err)
+		return nil, fmt.Errorf("gormdb: load %s migrations: %w", d, err)
 	}
 	return provider, nil
 }

@@ -32,8 +32,10 @@ const (
 type Options struct {
 	// DialTimeout bounds opening one connection. Default 500ms.
 	DialTimeout time.Duration
-	// ReadTimeout bounds waiting for one reply, and waiting for a free pooled connection.
-	// Default 500ms.
+	// ReadTimeout bounds waiting for one reply, and each call as a whole: waiting for a free
+	// pooled connection, dialing, sending and the reply together (blocking reads such as
+	// XREADGROUP BLOCK excepted, which wait their block time on top), so a silent server costs
+	// a call one timeout, never several. Default 500ms.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds sending one command. Default 500ms.
 	WriteTimeout time.Duration
@@ -79,11 +81,12 @@ const (
 // timeouts, pool size and retries come from Options.
 // The error names what is wrong and never repeats the password.
 func NewClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
-	build, err := parseURL(redisURL, opts.withDefaults())
+	opts = opts.withDefaults()
+	build, err := parseURL(redisURL, opts)
 	if err != nil {
 		return nil, err
 	}
-	return build(), nil
+	return bounded(build(), opts.ReadTimeout), nil
 }
 
 // ParseURL checks redisURL as NewClient reads it, with the same errors, without building a
@@ -150,6 +153,51 @@ func (o Options) apply(s shared) {
 	*s.poolSize, *s.poolTimeout, *s.minIdleConns = o.PoolSize, o.ReadTimeout, o.PoolSize/2
 	*s.maxRetries, *s.dialerRetries = noCommandRetries, dialAttempts
 	*s.contextTimeoutEnabled = true
+}
+
+// bounded caps every call c makes, but for blocking reads, at callTimeout in all.
+func bounded(c goredis.UniversalClient, callTimeout time.Duration) goredis.UniversalClient {
+	c.AddHook(callBound{timeout: callTimeout})
+	return c
+}
+
+// callBound is a go-redis hook giving each call one deadline. go-redis bounds each step of a
+// call on its own — the wait for a pooled connection, the dial of a new one, the connection's
+// handshake, the reply — so with Redis frozen a call could wait several timeouts in a row, and a
+// request several times its timeout.
+type callBound struct{ timeout time.Duration }
+
+// blockingCommands wait for data by design, for a block time of their own.
+var blockingCommands = map[string]bool{
+	"blpop": true, "brpop": true, "brpoplpush": true, "blmove": true, "blmpop": true,
+	"bzpopmin": true, "bzpopmax": true, "bzmpop": true, "xread": true, "xreadgroup": true,
+	"wait": true, "waitaof": true,
+}
+
+func (b callBound) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (b callBound) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if blockingCommands[cmd.Name()] {
+			return next(ctx, cmd)
+		}
+		ctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		return next(ctx, cmd)
+	}
+}
+
+func (b callBound) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			if blockingCommands[cmd.Name()] {
+				return next(ctx, cmds)
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		return next(ctx, cmds)
+	}
 }
 
 // Ping checks that Redis answers. A failure wraps ports.ErrUnavailable.

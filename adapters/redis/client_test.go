@@ -2,7 +2,9 @@ package redis_test
 
 import (
 	"context"
+	"net"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,4 +119,70 @@ func TestPing(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		require.ErrorIs(t, rgredis.Ping(context.Background(), client), ports.ErrUnavailable)
 	})
+}
+
+// frozenServer accepts connections and never answers, as a Redis stopped with SIGSTOP does once
+// the kernel has completed the handshake; it returns the address.
+func frozenServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Against a server that does not answer, a call fails within one ReadTimeout in all, although
+// it waits for a pooled connection, then dials one and sends its handshake before its command.
+// On a one-connection pool, a second call starting halfway through the first gets the pool only
+// when the first gives up; bounded step by step, it would then wait a whole timeout more.
+func TestNewClient_ACallToAFrozenServerCostsOneTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	client, err := rgredis.NewClient("redis://"+frozenServer(t), rgredis.Options{
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+
+	ping := func(took *time.Duration, err *error) {
+		started := time.Now()
+		*err = rgredis.Ping(context.Background(), client)
+		*took = time.Since(started)
+	}
+	var (
+		took [2]time.Duration
+		errs [2]error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { ping(&took[0], &errs[0]) })
+	time.Sleep(timeout / 2) // the second call starts while the first holds the only connection
+	wg.Go(func() { ping(&took[1], &errs[1]) })
+	wg.Wait()
+	for i := range took {
+		require.ErrorIs(t, errs[i], ports.ErrUnavailable)
+		// A quarter of a timeout for scheduling; half a timeout more would exceed it.
+		assert.LessOrEqual(t, took[i], timeout+timeout/4, "call %d", i)
+	}
 }

@@ -2,9 +2,12 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/rushgate/rushgate/ports"
 )
 
 const (
@@ -25,6 +28,10 @@ const (
 //
 // Runs of one key in flight together may reach Redis in either order, as concurrent single
 // calls may: the order of calls is kept within a batch, not across batches.
+//
+// A run that fails with ports.ErrUnavailable (Redis did not answer) answers the calls that
+// queued behind it with the same error at once: sent next, they would only wait another
+// timeout.
 //
 // A batch runs detached from its callers' contexts (the client's read and write timeouts
 // bound it), so one caller giving up cannot fail the others. A caller waiting on another's batch
@@ -115,13 +122,21 @@ func (c *combiner[K, In, Out]) send(ctx context.Context, key K, batch []*combine
 
 	c.mu.Lock()
 	line := c.lines[key]
-	var next []*combinedCall[In, Out]
-	if len(line.waiting) > 0 {
+	var next, failed []*combinedCall[In, Out]
+	switch {
+	case len(line.waiting) > 0 && !errors.Is(err, ports.ErrUnavailable):
 		next = line.take()
-	} else if line.running--; line.running == 0 {
-		delete(c.lines, key)
+	default:
+		failed, line.waiting = line.waiting, nil
+		if line.running--; line.running == 0 {
+			delete(c.lines, key)
+		}
 	}
 	c.mu.Unlock()
+	for _, call := range failed {
+		call.err = err
+		close(call.done)
+	}
 	if next != nil {
 		go c.send(ctx, key, next)
 	}

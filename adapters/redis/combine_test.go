@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rushgate/rushgate/ports"
 )
 
 // gatedRun is a combiner run that records its batches and holds the first one until released,
@@ -133,6 +135,33 @@ func TestCombiner_ABatchErrorAnswersEveryCallOfIt(t *testing.T) {
 			t.Errorf("call %d: err = %v, want the batch's error", i, err)
 		}
 	}
+}
+
+// With Redis not answering, the calls queued behind a failed run are not sent after it, each
+// batch waiting its own timeout: they hear the run's error at once.
+func TestCombiner_AnUnavailableRunAnswersTheCallsQueuedBehindIt(t *testing.T) {
+	down := fmt.Errorf("redis frozen: %w", ports.ErrUnavailable)
+	g := &gatedRun{release: make(chan struct{}), fail: down}
+	c := newCombiner(1, g.run)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, errs[0] = c.do(context.Background(), "e", 0) })
+	waitFor(t, func() bool { return len(g.recorded()) == 1 })
+	for i := 1; i < 3; i++ {
+		wg.Go(func() { _, errs[i] = c.do(context.Background(), "e", i) })
+	}
+	waitFor(t, func() bool { return queued(c, "e") == 2 })
+	close(g.release)
+	wg.Wait()
+	if batches := g.recorded(); fmt.Sprint(batches) != "[[0]]" {
+		t.Fatalf("batches = %v, want only the failed one", batches)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, ports.ErrUnavailable) {
+			t.Errorf("call %d: err = %v, want the run's error", i, err)
+		}
+	}
+	waitFor(t, func() bool { return keysHeld(c) == 0 })
 }
 
 func TestCombiner_ACallerGivingUpDoesNotFailItsBatch(t *testing.T) {

@@ -69,3 +69,35 @@ func TestPing_FailsUnavailableWithinTheTimeoutWhenStorageDoesNotAnswer(t *testin
 		})
 	}
 }
+
+// A storage server that accepts the connection and never answers (frozen) fails each call a
+// verification makes with ports.ErrUnavailable within the store's timeout, rather than holding
+// the request that needs it.
+func TestStore_AFrozenServerIsUnavailableWithinTheTimeout(t *testing.T) {
+	t.Parallel()
+	store := storeAt(testenv.SilentServer(t), "rushgate", testenv.S3{Region: "us-east-1", AccessKey: "a", SecretKey: "b"})
+	calls := map[string]func(ctx context.Context) error{
+		"Stat": func(ctx context.Context) error {
+			_, err := store.Stat(ctx, "some/key.jpg")
+			return err
+		},
+		"ReadHead": func(ctx context.Context) error {
+			_, err := store.ReadHead(ctx, "some/key.jpg", 16)
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			started := time.Now()
+			err := call(context.Background())
+			took := time.Since(started)
+			if !errors.Is(err, ports.ErrUnavailable) {
+				t.Fatalf("want ports.ErrUnavailable, got %v", err)
+			}
+			if took < pingTimeout || took > pingTimeout+slack {
+				t.Fatalf("answered after %v, want the timeout %v (+ at most %v)", took, pingTimeout, slack)
+			}
+		})
+	}
+}

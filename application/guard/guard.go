@@ -199,7 +199,7 @@ func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context
 	if err != nil || replay != nil {
 		return replayed[T](g, replay, err)
 	}
-	defer t.abandon()
+	defer t.abandon(false)
 	if req.Precheck != nil {
 		if err := req.Precheck(ctx); err != nil {
 			return Result[T]{}, err
@@ -213,7 +213,7 @@ func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context
 	if err != nil {
 		return Result[T]{}, fmt.Errorf("guard: encode response: %w", err)
 	}
-	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: body})
+	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: body}, false)
 	return Result[T]{Value: value, Outcome: req.Outcome}, nil
 }
 
@@ -257,47 +257,61 @@ func (g *Guard) begin(ctx context.Context, req Request) (*ticket, *ports.StoredR
 
 // complete stores the answer for replays. The business change is committed, so a failure here
 // is not the client's: the answer stands, and a retry after the lease re-runs the use case,
-// which its constraints (or its idempotency marker) make safe.
-func (t *ticket) complete(response ports.StoredResponse) {
-	ctx, cancel := context.WithTimeout(t.detached, t.g.cfg.ReleaseTimeout)
-	defer cancel()
-	_ = t.g.deps.Idempotency.Complete(ctx, t.key, t.token, response, t.g.cfg.IdempotencyTTL)
+// which its constraints (or its idempotency marker) make safe. storeDown says the store just
+// failed this request, so the answer does not wait for it: the write goes on in the background.
+func (t *ticket) complete(response ports.StoredResponse, storeDown bool) {
 	t.done = true
+	t.settle(func(ctx context.Context) error {
+		return t.g.deps.Idempotency.Complete(ctx, t.key, t.token, response, t.g.cfg.IdempotencyTTL)
+	}, storeDown)
 }
 
 // abandon drops the record unless complete ran, so the client may retry. Deferred, it also runs
-// on a panic. When the store does not answer (Redis frozen or restarting), the delete is retried
-// in the background until the lease would free the key anyway, so a key is not blocked for the
-// whole lease by a blip.
-func (t *ticket) abandon() {
+// on a panic. storeDown is as for complete.
+func (t *ticket) abandon(storeDown bool) {
 	if t.done {
 		return
 	}
-	if err := t.delete(); errors.Is(err, ports.ErrUnavailable) {
-		go t.retryDelete()
+	t.settle(func(ctx context.Context) error {
+		return t.g.deps.Idempotency.Delete(ctx, t.key, t.token)
+	}, storeDown)
+}
+
+// settle writes the record with write, bounded by ReleaseTimeout, before the answer; or, when
+// storeDown, only in the background. When the store does not answer (Redis frozen or
+// restarting), the write is retried in the background until the lease would free the key
+// anyway, so a key is not blocked for the whole lease by a blip.
+func (t *ticket) settle(write func(ctx context.Context) error, storeDown bool) {
+	if storeDown {
+		go t.retryWrite(write, 0)
+		return
+	}
+	if err := t.write(write); errors.Is(err, ports.ErrUnavailable) {
+		go t.retryWrite(write, t.g.cfg.BaseDelay)
 	}
 }
 
-func (t *ticket) delete() error {
+func (t *ticket) write(write func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(t.detached, t.g.cfg.ReleaseTimeout)
 	defer cancel()
-	return t.g.deps.Idempotency.Delete(ctx, t.key, t.token)
+	return write(ctx)
 }
 
-// retryDelete deletes the record after growing waits (BaseDelay, doubling, at most LockTTL)
-// until the store answers or the lease has run out.
-func (t *ticket) retryDelete() {
+// retryWrite runs write after wait, then after growing waits (BaseDelay, doubling, at most
+// LockTTL) until the store answers or the lease has run out.
+func (t *ticket) retryWrite(write func(ctx context.Context) error, wait time.Duration) {
 	g := t.g
 	giveUp := g.deps.Clock.Now().Add(g.cfg.Lease)
-	wait := g.cfg.BaseDelay
 	for g.deps.Clock.Now().Before(giveUp) {
-		if err := g.deps.Sleeper.Sleep(t.detached, wait); err != nil {
+		if wait > 0 {
+			if err := g.deps.Sleeper.Sleep(t.detached, wait); err != nil {
+				return
+			}
+		}
+		if err := t.write(write); !errors.Is(err, ports.ErrUnavailable) {
 			return
 		}
-		if err := t.delete(); !errors.Is(err, ports.ErrUnavailable) {
-			return
-		}
-		wait = min(2*wait, g.cfg.LockTTL)
+		wait = min(max(2*wait, g.cfg.BaseDelay), g.cfg.LockTTL)
 	}
 }
 

@@ -367,7 +367,7 @@ func TestGuard_StoreDownFailsBeforeLocking(t *testing.T) {
 }
 
 // The business change is committed, so a failure to store the response must not turn success
-// into an error.
+// into an error; the store that did not answer gets the response again in the background.
 func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
 	forEach(t, entries, func(t *testing.T, e entry) {
 		f := newFixture(t)
@@ -376,8 +376,16 @@ func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
 		req := request("k1")
 		store.EXPECT().Begin(gomock.Any(), gomock.Any(), req.Fingerprint, gomock.Any(), gomock.Any()).
 			Return(ports.BeginResult{State: ports.BeginStarted, Token: "t1", Fingerprint: req.Fingerprint}, nil)
-		store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", ports.StoredResponse{Outcome: "created", Body: []byte(`{"n":1}`)}, time.Hour).
-			Return(ports.ErrUnavailable)
+		response := ports.StoredResponse{Outcome: "created", Body: []byte(`{"n":1}`)}
+		stored := make(chan struct{})
+		gomock.InOrder(
+			store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", response, time.Hour).Return(ports.ErrUnavailable),
+			store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", response, time.Hour).
+				DoAndReturn(func(context.Context, ports.IdempotencyKey, string, ports.StoredResponse, time.Duration) error {
+					close(stored)
+					return nil
+				}),
+		)
 		deps := f.deps()
 		deps.Idempotency = store
 		res, err := e.run(context.Background(), newGuard(deps, guard.Config{}), req, succeed(new(int)))
@@ -385,6 +393,11 @@ func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
 			t.Fatalf("%+v, %v", res, err)
 		}
 		assertLockFree(t, f, lockKey)
+		select {
+		case <-stored:
+		case <-time.After(patience):
+			t.Fatal("the response was never stored again")
+		}
 	})
 }
 
@@ -557,6 +570,24 @@ func TestBackoff_DefaultJitterStaysBelowHalfTheBase(t *testing.T) {
 	}
 }
 
+// awaitKeyFree is assertKeyFree for a record deleted in the background: it waits, within
+// patience, until a new Begin starts afresh.
+func awaitKeyFree(t *testing.T, f *fixture, req guard.Request) {
+	t.Helper()
+	key := ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey}
+	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		got, err := f.store.Begin(context.Background(), key, req.Fingerprint, time.Minute, time.Hour)
+		if err == nil && got.State == ports.BeginStarted {
+			return
+		}
+		if err != nil || got.State != ports.BeginInProgress || time.Now().After(deadline) {
+			t.Fatalf("key %s never freed: state %v, err %v", req.IdempotencyKey, got.State, err)
+		}
+	}
+}
+
+// A locker that does not answer fails the request at once, without running it or backing off;
+// its record, in the same store, is deleted in the background so the answer does not wait.
 func TestLane_LockerDownFailsWithoutRunningAndDeletesKey(t *testing.T) {
 	forEach(t, laneEntries, func(t *testing.T, e entry) {
 		f := newFixture(t)
@@ -571,7 +602,7 @@ func TestLane_LockerDownFailsWithoutRunningAndDeletesKey(t *testing.T) {
 		if !errors.Is(err, ports.ErrUnavailable) || calls != 0 || len(f.sleeper.Waits()) != 0 {
 			t.Fatalf("err %v, calls %d, sleeps %v", err, calls, f.sleeper.Waits())
 		}
-		assertKeyFree(t, f, request("k1"))
+		awaitKeyFree(t, f, request("k1"))
 	})
 }
 

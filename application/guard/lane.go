@@ -27,8 +27,10 @@ type Answer[Out any] struct {
 // BatchFunc serves requests that share one lock key, under that lock. It runs them in one
 // transaction of its own (TxRunner.InTx joins the guard's when markers are on) and returns one
 // answer per request, in order. An error instead fails the whole batch: it must leave nothing
-// written (return it from inside InTx), and the guard then runs each request alone, so one bad
-// request cannot fail its neighbours.
+// written (return it from inside InTx). When the error wraps ports.ErrUnavailable (a dependency
+// did not answer), it answers the batch and every request queued behind it on the key at once:
+// a re-run could only wait for the same dependency again. Any other error (a constraint the lock
+// missed) makes the guard run each request alone, so one bad request cannot fail its neighbours.
 type BatchFunc[In, Out any] func(ctx context.Context, batch []In) ([]Answer[Out], error)
 
 // LaneConfig tunes a Lane.
@@ -61,9 +63,14 @@ type LaneConfig struct {
 // same key wait in a FIFO queue in this process; only the head contends for the distributed
 // lock, backing off on the seeds' schedule but retrying as soon as the key is released
 // anywhere. Holding it, the head serves up to MaxBatch queued requests in one call of the batch
-// function, releases the lock right after, and hands the queue to the next head. A head that
+// function, answers them, releases the lock, and hands the queue to the next head. A head that
 // cannot get the key (held by another instance) answers ErrBusy once the seeds' whole schedule
 // from its arrival is spent (Guard.lockBudget); requests behind it are served by the next holds.
+//
+// A dependency that does not answer ends the queue rather than each request in turn: when the
+// lock's store is unavailable (to take the lock or to release it) or a batch fails with
+// ports.ErrUnavailable, every request queued on the key answers that error at once, so a stall
+// costs each request at most one of the dependency's timeouts, however long the queue.
 type Lane[In, Out any] struct {
 	g   *Guard
 	cfg LaneConfig
@@ -99,21 +106,24 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	if err != nil || replay != nil {
 		return replayed[Out](l.g, replay, err)
 	}
-	defer t.abandon()
+	var a answer[Out]
+	// A store that just failed the lock would only make the answer wait for its timeout again:
+	// the record is then written or dropped in the background.
+	defer func() { t.abandon(a.storeDown) }()
 	if req.Precheck != nil {
 		if err := req.Precheck(ctx); err != nil {
 			return Result[Out]{}, err
 		}
 	}
-	a := l.submit(ctx, req.LockKey, &waiter[In, Out]{in: in, ticket: t})
+	a = l.submit(ctx, req.LockKey, &waiter[In, Out]{in: in, ticket: t})
 	switch {
 	case a.err != nil:
 		return Result[Out]{}, a.err
 	case a.replay != nil:
-		t.complete(*a.replay)
+		t.complete(*a.replay, a.storeDown)
 		return replayed[Out](l.g, a.replay, nil)
 	}
-	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: a.body})
+	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: a.body}, a.storeDown)
 	return Result[Out]{Value: a.value, Outcome: req.Outcome}, nil
 }
 
@@ -155,6 +165,9 @@ type answer[Out any] struct {
 	body   []byte                // value encoded, for the idempotency record
 	replay *ports.StoredResponse // a marker committed earlier answers instead
 	err    error
+	// storeDown: the lock's store did not answer this request's lock (taking or releasing it);
+	// its idempotency record, kept in the same store, is then written in the background.
+	storeDown bool
 }
 
 type queue[In, Out any] struct {
@@ -237,15 +250,20 @@ func (l *Lane[In, Out]) promoteLocked(lockKey string, q *queue[In, Out]) {
 	}
 }
 
-// lead takes the lock for the head w, serves a batch from the front of the queue, releases the
-// lock, answers the batch and hands the queue to the next head.
+// lead takes the lock for the head w, serves a batch from the front of the queue, answers it,
+// releases the lock and hands the queue to the next head.
 func (l *Lane[In, Out]) lead(ctx context.Context, lockKey string, q *queue[In, Out], w *waiter[In, Out]) answer[Out] {
 	lock, err := l.acquire(ctx, lockKey, w.enqueued)
 	if err != nil {
+		failed := answer[Out]{err: err, storeDown: errors.Is(err, ports.ErrUnavailable)}
 		l.mu.Lock()
+		if failed.storeDown {
+			// The store itself does not answer: each next head would only wait its timeout in turn.
+			l.failWaitingLocked(lockKey, q, failed)
+		}
 		l.removeLocked(lockKey, q, w)
 		l.mu.Unlock()
-		return answer[Out]{err: err}
+		return failed
 	}
 
 	l.mu.Lock()
@@ -255,23 +273,52 @@ func (l *Lane[In, Out]) lead(ctx context.Context, lockKey string, q *queue[In, O
 	}
 	l.mu.Unlock()
 
-	answers := l.serve(context.WithoutCancel(ctx), batch)
-	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.g.cfg.ReleaseTimeout)
-	// ErrLockNotHeld means the TTL ran out mid-batch; the database kept the invariant.
-	_ = lock.Release(releaseCtx)
-	cancel()
+	answers, unavailable := l.serve(context.WithoutCancel(ctx), batch)
 	l.g.observer.BatchServed(lockKey, len(batch))
-
+	// The batch is answered before the lock is released, so no answer waits on the release.
+	// Only the head does: it reports the release's failure.
 	l.mu.Lock()
 	for i, b := range batch {
-		b.answer, b.state = answers[i], served
-		b.signal()
+		if b != w {
+			b.answer, b.state = answers[i], served
+			b.signal()
+		}
 	}
+	if unavailable != nil {
+		l.failWaitingLocked(lockKey, q, answer[Out]{err: unavailable})
+	}
+	l.mu.Unlock()
+
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.g.cfg.ReleaseTimeout)
+	// ErrLockNotHeld means the TTL ran out mid-batch; the database kept the invariant.
+	err = lock.Release(releaseCtx)
+	cancel()
+	own := answers[slices.Index(batch, w)]
+	own.storeDown = errors.Is(err, ports.ErrUnavailable)
+
+	l.mu.Lock()
+	w.answer, w.state = own, served
 	// Only waiters behind the batch can have left, so the batch is still the queue's front.
 	q.waiters = slices.Delete(q.waiters, 0, len(batch))
+	if own.storeDown {
+		l.failWaitingLocked(lockKey, q, answer[Out]{err: fmt.Errorf("guard: unlock %s: %w", lockKey, err), storeDown: true})
+	}
 	l.promoteLocked(lockKey, q)
 	l.mu.Unlock()
-	return w.answer
+	return own
+}
+
+// failWaitingLocked answers every request of q still waiting for its turn with a, at once.
+func (l *Lane[In, Out]) failWaitingLocked(lockKey string, q *queue[In, Out], a answer[Out]) {
+	q.waiters = slices.DeleteFunc(q.waiters, func(b *waiter[In, Out]) bool {
+		if b.state != waiting {
+			return false
+		}
+		b.answer, b.state = a, served
+		b.signal()
+		return true
+	})
+	l.promoteLocked(lockKey, q)
 }
 
 // acquire takes lockKey for a head queued since `since`. After each failed attempt it waits
@@ -342,24 +389,38 @@ func (l *Lane[In, Out]) wait(ctx context.Context, d time.Duration, released <-ch
 	return false, nil
 }
 
-// serve answers a batch: all together, or, when that fails as a whole, each request alone.
-func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) []answer[Out] {
+// serve answers a batch: all together, or, when that fails as a whole, each request alone. A
+// failure wrapping ports.ErrUnavailable is not re-run: it answers the requests not yet served
+// and is returned, for the queue behind the batch.
+func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) ([]answer[Out], error) {
 	answers, err := l.attemptRetrying(ctx, batch, false)
 	if err == nil {
-		return answers
+		return answers, nil
+	}
+	answers = make([]answer[Out], len(batch))
+	if errors.Is(err, ports.ErrUnavailable) {
+		for i := range answers {
+			answers[i].err = err
+		}
+		return answers, err
 	}
 	// Alone, each request can fail only itself, and it looks its marker up first: the failure
 	// may be a request answered before (a marker conflict, or a unique key its first run wrote).
-	answers = make([]answer[Out], len(batch))
 	for i := range batch {
 		one, err := l.attemptRetrying(ctx, batch[i:i+1], true)
+		if errors.Is(err, ports.ErrUnavailable) {
+			for j := i; j < len(batch); j++ {
+				answers[j].err = err
+			}
+			return answers, err
+		}
 		if err != nil {
 			answers[i] = answer[Out]{err: err}
 			continue
 		}
 		answers[i] = one[0]
 	}
-	return answers
+	return answers, nil
 }
 
 // attemptRetrying is attempt, run again after a version conflict as LaneConfig.ConflictRetries

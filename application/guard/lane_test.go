@@ -576,3 +576,201 @@ func TestLane_APanickingBatchAnswersEveryoneReleasesTheLockAndDropsTheKeys(t *te
 		})
 	}
 }
+
+var errDependencyDown = fmt.Errorf("database did not answer: %w", ports.ErrUnavailable)
+
+// A batch that fails because a dependency is unavailable is not re-run one request at a time,
+// and the requests queued behind it on the key hear the same error at once instead of each
+// waiting for the dependency in turn. The store is up, so every key is free once answered.
+func TestLane_AnUnavailableDependencyFailsTheBatchAndItsQueueAtOnce(t *testing.T) {
+	cases := []struct {
+		maxBatch int
+		want     string
+	}{
+		{1, "[[0]]"},     // 1 and 2 queued behind the failed batch
+		{0, "[[0 1 2]]"}, // all in the failed batch
+	}
+	for _, markers := range []bool{false, true} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("markers=%v/MaxBatch=%d", markers, tc.maxBatch), func(t *testing.T) {
+				f := newFixture(t)
+				r := &recorder{fail: func([]int) error { return errDependencyDown }}
+				lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{MaxBatch: tc.maxBatch, Markers: markers}, r.serve)
+
+				outcomes := serveQueued(t, f, lane, 0, 1, 2)
+				if got := r.calls(); got != tc.want {
+					t.Fatalf("batches %s, want %s", got, tc.want)
+				}
+				for i, o := range outcomes {
+					if !errors.Is(o.err, ports.ErrUnavailable) {
+						t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+					}
+					assertKeyFree(t, f, request(key(i)))
+				}
+				assertLockFree(t, f, lockKey)
+			})
+		}
+	}
+}
+
+// Re-running a failed batch one by one stops when a request finds the dependency gone: the rest
+// of the batch answers that error without running.
+func TestLane_ADependencyLostDuringTheSingleRerunsFailsTheRestAtOnce(t *testing.T) {
+	f := newFixture(t)
+	errConstraint := errors.New("constraint violated")
+	r := &recorder{fail: func(batch []int) error {
+		switch {
+		case len(batch) > 1:
+			return errConstraint
+		case batch[0] == 1:
+			return errDependencyDown
+		}
+		return nil
+	}}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: true}, r.serve)
+
+	outcomes := serveQueued(t, f, lane, 0, 1, 2)
+	if got := r.calls(); got != "[[0 1 2] [0] [1]]" {
+		t.Fatalf("batches %s, want the batch, then 0 and 1 alone, and 2 not run", got)
+	}
+	if o := outcomes[0]; o.err != nil || o.res.Value.N != 0 {
+		t.Fatalf("request 0, served before the loss: %+v, %v", o.res, o.err)
+	}
+	for _, i := range []int{1, 2} {
+		if o := outcomes[i]; !errors.Is(o.err, ports.ErrUnavailable) {
+			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+		}
+	}
+}
+
+// stallingLocker is the fixture's locker behind a store that can stall: a stalled call waits
+// until the test closes gate, then fails with ports.ErrUnavailable, as a frozen Redis answers at
+// its timeout. A stalled Release leaves the lock held, to expire by its TTL.
+type stallingLocker struct {
+	ports.Locker
+	stallAcquire, stallRelease bool // set before the lane runs
+	gate                       chan struct{}
+	acquires                   atomic.Int32
+}
+
+func newStallingLocker(inner ports.Locker) *stallingLocker {
+	return &stallingLocker{Locker: inner, gate: make(chan struct{})}
+}
+
+func (l *stallingLocker) stall(op string) error {
+	<-l.gate
+	return fmt.Errorf("frozen redis: %s: %w", op, ports.ErrUnavailable)
+}
+
+func (l *stallingLocker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (ports.Lock, error) {
+	l.acquires.Add(1)
+	if l.stallAcquire {
+		return nil, l.stall("lock")
+	}
+	lock, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return stallingLock{Lock: lock, locker: l}, nil
+}
+
+type stallingLock struct {
+	ports.Lock
+	locker *stallingLocker
+}
+
+func (k stallingLock) Release(ctx context.Context) error {
+	if k.locker.stallRelease {
+		return k.locker.stall("unlock")
+	}
+	return k.Lock.Release(ctx)
+}
+
+// Once the lock's store does not answer, the queue does not try it head after head: the head's
+// failed attempt answers every request queued on the key at once, none runs, and their records
+// (in the same store) are deleted in the background rather than before the answers.
+func TestLane_LockRetriesStopWhenTheLockStoreIsUnavailable(t *testing.T) {
+	f := newFixture(t)
+	locker := newStallingLocker(f.locker)
+	locker.stallAcquire = true
+	deps := f.deps()
+	deps.Locker = locker
+	r := &recorder{}
+	lane := guard.NewLane(newGuard(deps, guard.Config{}, guard.WithObserver(f.queues)), guard.LaneConfig{}, r.serve)
+
+	queued := make([]<-chan outcome, 3)
+	for i := range queued {
+		queued[i] = f.enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
+			return lane.Run(ctx, request(key(i)), i)
+		})
+	}
+	close(locker.gate)
+	for i, done := range queued {
+		if o := await(t, done); !errors.Is(o.err, ports.ErrUnavailable) {
+			t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+		}
+	}
+	if n := locker.acquires.Load(); n != 1 {
+		t.Fatalf("%d lock attempts, want the head's one", n)
+	}
+	if waits := f.sleeper.Waits(); len(waits) != 0 || r.calls() != "[]" {
+		t.Fatalf("backed off %v, ran %s", waits, r.calls())
+	}
+	for i := range queued {
+		awaitKeyFree(t, f, request(key(i)))
+	}
+}
+
+// A batch's answers do not wait for the lock's release; when the release finds the store
+// unavailable, the head still answers its success (the write is committed, its record is
+// completed in the background) and the requests queued behind the batch hear the error at once.
+func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T) {
+	f := newFixture(t)
+	locker := newStallingLocker(f.locker)
+	locker.stallRelease = true
+	deps := f.deps()
+	deps.Locker = locker
+	deps.Sleeper = guardtest.Parked{}
+	r := &recorder{}
+	lane := guard.NewLane(newGuard(deps, guard.Config{}, guard.WithObserver(f.queues)), guard.LaneConfig{MaxBatch: 2, Markers: true}, r.serve)
+
+	holder := f.hold(t, lockKey)
+	queued := make([]<-chan outcome, 3)
+	for i := range queued {
+		queued[i] = f.enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
+			return lane.Run(ctx, request(key(i)), i)
+		})
+	}
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := await(t, queued[1]); o.err != nil || o.res.Value.N != 1 {
+		t.Fatalf("request 1, in the batch, while the release stalls: %+v, %v", o.res, o.err)
+	}
+	select {
+	case o := <-queued[0]:
+		t.Fatalf("the head answered before its release returned: %+v, %v", o.res, o.err)
+	default:
+	}
+	close(locker.gate)
+	if o := await(t, queued[0]); o.err != nil || o.res.Value.N != 0 {
+		t.Fatalf("the head: %+v, %v", o.res, o.err)
+	}
+	if o := await(t, queued[2]); !errors.Is(o.err, ports.ErrUnavailable) {
+		t.Fatalf("request 2, behind the batch: %+v, %v", o.res, o.err)
+	}
+	if got := r.calls(); got != "[[0 1]]" {
+		t.Fatalf("batches %s", got)
+	}
+	// The head's record is completed in the background: its key replays.
+	head := request(key(0))
+	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		got, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: head.UserID, Key: head.IdempotencyKey}, head.Fingerprint, time.Minute, time.Hour)
+		if err == nil && got.State == ports.BeginCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the head's record was never completed: %v, %v", got.State, err)
+		}
+	}
+}

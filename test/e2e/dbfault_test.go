@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,8 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +29,9 @@ type privateDatabase struct {
 	url   string
 	stop  func(t *testing.T) // abrupt: no goodbye to the clients
 	start func(t *testing.T)
+	// signal sends sig to every process of the running server (SIGSTOP freezes it: connections
+	// stay open and nothing answers; SIGCONT resumes it).
+	signal func(sig syscall.Signal) error
 }
 
 // TestDatabaseStoppedMidLoad_AnswersOnly201Or503 stops the database hard while a herd of joins
@@ -154,7 +161,63 @@ func startPrivatePostgres(t *testing.T) privateDatabase {
 		url:   fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		stop:  stop,
 		start: start,
+		signal: func(sig syscall.Signal) error {
+			return signalPostgres(filepath.Join(data, "postmaster.pid"), sig)
+		},
 	}
+}
+
+// signalPostgres sends sig to the postmaster named in pidFile, then to each of its children:
+// every backend runs in a session of its own, so the postmaster's process group misses them.
+// Stopped first, the postmaster forks no backend the list could miss.
+func signalPostgres(pidFile string, sig syscall.Signal) error {
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		return err
+	}
+	postmaster, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	if err != nil {
+		return fmt.Errorf("%s: %w", pidFile, err)
+	}
+	if err := syscall.Kill(postmaster, sig); err != nil {
+		return err
+	}
+	children, err := childrenOf(postmaster)
+	if err != nil {
+		return err
+	}
+	for _, pid := range children {
+		// A backend that exited meanwhile has nothing left to signal.
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var children []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited since the listing
+		}
+		// "pid (comm) state ppid …", where comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			children = append(children, child)
+		}
+	}
+	return children, nil
 }
 
 // startPrivateMariaDB initialises and starts a MariaDB server in a temporary directory on a free
@@ -213,10 +276,11 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 	start(t)
 	t.Cleanup(func() { _ = process.Kill() })
 	return privateDatabase{
-		name:  "mariadb",
-		url:   fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", port),
-		stop:  stop,
-		start: start,
+		name:   "mariadb",
+		url:    fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", port),
+		stop:   stop,
+		start:  start,
+		signal: func(sig syscall.Signal) error { return process.Signal(sig) },
 	}
 }
 

@@ -83,13 +83,24 @@ type answer struct {
 
 // joinFromAnyGoroutine sends a join like s.join, safe to call from any goroutine.
 func (s *server) joinFromAnyGoroutine(crewID, user, key string) answer {
+	return s.postFromAnyGoroutine("/crews/"+crewID+"/join", user, "", key)
+}
+
+// postFromAnyGoroutine sends a POST of body (none when empty) as user, with the Idempotency-Key
+// s.run+key unless key is empty, safe to call from any goroutine.
+func (s *server) postFromAnyGoroutine(path, user, body, key string) answer {
 	a := answer{sent: time.Now()}
-	req, err := http.NewRequest("POST", s.url+"/crews/"+crewID+"/join", http.NoBody)
+	req, err := http.NewRequest("POST", s.url+path, strings.NewReader(body))
 	if err != nil {
 		return answer{err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+s.token(user))
-	req.Header.Set("Idempotency-Key", s.run+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", s.run+key)
+	}
 	res, err := s.http.Do(req)
 	a.at = time.Now()
 	if err != nil {
@@ -102,11 +113,11 @@ func (s *server) joinFromAnyGoroutine(crewID, user, key string) answer {
 		a.err = err
 		return a
 	}
-	var body struct {
+	var decoded struct {
 		Error string `json:"error"`
 	}
-	_ = json.Unmarshal(raw, &body)
-	a.status, a.code, a.retryAfter = res.StatusCode, body.Error, res.Header.Get("Retry-After")
+	_ = json.Unmarshal(raw, &decoded)
+	a.status, a.code, a.retryAfter = res.StatusCode, decoded.Error, res.Header.Get("Retry-After")
 	return a
 }
 

@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/bootstrap"
+)
+
+// stallAllowance is SPEC §0's margin over a dependency's configured timeout: a request that
+// needs a stalled dependency answers within the timeout plus this, counted from the later of its
+// arrival and the start of the stall.
+const stallAllowance = 500 * time.Millisecond
+
+// herdSize is how many concurrent requests of one flow share its lock key in a herd.
+const herdSize = 30
+
+// TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout freezes a private Postgres and
+// a private MariaDB (SIGSTOP: connections stay open, nothing answers) under herds on one lock
+// key of each guarded flow, then sends single requests and herds while it stays frozen: every
+// answer comes within RUSHGATE_DB_TIMEOUT + 0.5 s of the later of its sending and the freeze,
+// and every refusal is 503 UNAVAILABLE with Retry-After.
+func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T) {
+	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
+		db := newDatabase(t)
+		t.Run(db.name, func(t *testing.T) {
+			var cfg bootstrap.Config
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)},
+				func(c *bootstrap.Config) { cfg = *c })
+			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal)
+		})
+	}
+}
+
+// TestRedisFrozen_EveryRequestAnswersWithinTheRedisTimeout is the same with a private Redis
+// frozen: within RUSHGATE_REDIS_TIMEOUT + 0.5 s, however many requests queue on the key.
+func TestRedisFrozen_EveryRequestAnswersWithinTheRedisTimeout(t *testing.T) {
+	redis := startPrivateRedis(t)
+	var cfg bootstrap.Config
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, func(c *bootstrap.Config) { cfg = *c })
+	answersWithinTheStallBound(t, s, "Redis", cfg.Redis.Timeout, func(sig syscall.Signal) error { return redis.process.Signal(sig) })
+}
+
+// guardedFlow sends requests of one guarded flow, all on one lock key, each as a new request
+// (its own user or idempotency key).
+type guardedFlow struct {
+	name string
+	send func() answer
+}
+
+// guardedFlows creates a crew, a wallet and a coupon with room for every request the test
+// sends, and returns the three flows that queue on their keys, and a check that what they
+// stored is consistent (a 503 does not say whether its write committed, so counts are not
+// known, but each invariant holds).
+func guardedFlows(s *server) ([]guardedFlow, func()) {
+	crewID := s.createCrew(10 * herdSize)
+	const payer = "payer"
+	s.createUser(payer, 0)
+	couponID := s.createCoupon(10 * herdSize)
+	var sent atomic.Int64
+	next := func() int64 { return sent.Add(1) }
+	consistent := func() {
+		s.t.Helper()
+		if st := s.stored(crewID); st.currentMembers != st.members || st.members != st.distinctUsers {
+			s.t.Errorf("crew inconsistent: %+v", st)
+		}
+		// Charges of 1 from a balance of 0: one ledger entry per point, after the opening one.
+		if w := s.wallet(payer); w.balance != w.ledgerSum || int64(w.entries) != w.balance+1 {
+			s.t.Errorf("wallet inconsistent: %+v", w)
+		}
+		ctx := context.Background()
+		c, err := s.stores.Coupons.Get(ctx, couponID)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if n, err := s.stores.UserCoupons.Count(ctx, couponID); err != nil || n != c.IssuedQuantity() {
+			s.t.Errorf("coupon issued %d, user coupons %d (%v)", c.IssuedQuantity(), n, err)
+		}
+	}
+	return []guardedFlow{
+		{"crew join", func() answer {
+			n := next()
+			return s.joinFromAnyGoroutine(crewID, fmt.Sprint("joiner-", n), fmt.Sprint("join-", n))
+		}},
+		{"balance charge", func() answer {
+			return s.postFromAnyGoroutine("/api/users/"+payer+"/balance/charge", payer, `{"amount":1}`, fmt.Sprint("charge-", next()))
+		}},
+		{"coupon issue", func() answer {
+			return s.postFromAnyGoroutine("/api/coupons/"+couponID+"/issue", fmt.Sprint("holder-", next()), "", "")
+		}},
+	}, consistent
+}
+
+// answersWithinTheStallBound runs the guarded flows against a dependency that signal freezes:
+//
+//  1. caught by the freeze: a herd of each flow is sent and the dependency frozen as soon as
+//     the first answer arrives, so the rest are queued, batched or mid-step when it stops;
+//  2. arriving during the stall: one request of each flow, one after another;
+//  3. a herd of each flow arriving during the stall.
+//
+// Every answer must be a success or 503 UNAVAILABLE with Retry-After, within timeout +
+// stallAllowance (+ the measured slack) of the later of its sending and the freeze; from 2 on,
+// only 503. Once the dependency resumes, the flows succeed again and what they stored is
+// consistent.
+func answersWithinTheStallBound(t *testing.T, s *server, dependency string, timeout time.Duration, signal func(syscall.Signal) error) {
+	flows, consistent := guardedFlows(s)
+	// A healthy herd first: it proves the flows work, warms the connections (client, pools) a
+	// herd needs, and measures what the server itself takes to answer a herd on this machine.
+	healthy := herd(flows, func() {})()
+	var herdLatency time.Duration
+	for _, f := range flows {
+		for _, a := range healthy[f.name] {
+			if a.err != nil || a.status >= 300 {
+				t.Fatalf("%s before the freeze: %v", f.name, a)
+			}
+			herdLatency = max(herdLatency, a.at.Sub(a.sent))
+		}
+	}
+	// The measurement slack: the server's own time for a herd (CPU, scheduling, under -race on a
+	// loaded runner) is no wait on the dependency. Capped at stallAllowance, so the bound stays
+	// well short of a second timeout.
+	slack := min(herdLatency, stallAllowance)
+	bound := (timeout + stallAllowance + slack).Round(time.Millisecond)
+	t.Logf("healthy herd: the slowest of %d answered in %v; bound %v + %v + %v slack",
+		len(flows)*herdSize, herdLatency.Round(time.Millisecond), timeout, stallAllowance, slack.Round(time.Millisecond))
+	var frozen time.Time
+	check := func(phase string, answers map[string][]answer, refusedOnly bool) {
+		t.Helper()
+		for _, f := range flows {
+			slowest, refused := time.Duration(0), 0
+			for _, a := range answers[f.name] {
+				took := a.at.Sub(later(a.sent, frozen))
+				slowest = max(slowest, took)
+				unavailable := a.err == nil && a.status == http.StatusServiceUnavailable && a.code == "UNAVAILABLE" && a.retryAfter != ""
+				if unavailable {
+					refused++
+				}
+				if !unavailable && (refusedOnly || a.err != nil || a.status >= 300) {
+					want := "503 UNAVAILABLE with Retry-After or a success"
+					if refusedOnly {
+						want = "503 UNAVAILABLE with Retry-After"
+					}
+					t.Errorf("%s, %s: want %s, got %v", phase, f.name, want, a)
+				}
+				if took > bound {
+					t.Errorf("%s, %s: answered %v after %s froze (or the request was sent), want within %v: %v",
+						phase, f.name, took.Round(time.Millisecond), dependency, bound, a)
+				}
+			}
+			t.Logf("%s, %s: %d answers, %d refused 503, the slowest %v after the later of sending and the freeze (bound %v)",
+				phase, f.name, len(answers[f.name]), refused, slowest.Round(time.Millisecond), bound)
+		}
+	}
+
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := signal(syscall.SIGCONT); err != nil {
+				t.Errorf("resume %s: %v", dependency, err)
+			}
+		}
+	}
+	// Registered before the freeze, so it runs however the test ends, a freeze that failed
+	// halfway included: no frozen server outlives the test.
+	t.Cleanup(resume)
+
+	firstAnswer := make(chan struct{})
+	var firstOnce sync.Once
+	caught := herd(flows, func() { firstOnce.Do(func() { close(firstAnswer) }) })
+	<-firstAnswer
+	frozen = time.Now()
+	if err := signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze %s: %v", dependency, err)
+	}
+	check("caught by the freeze", caught(), false)
+
+	single := map[string][]answer{}
+	for _, f := range flows {
+		single[f.name] = []answer{f.send()}
+	}
+	check("single request during the stall", single, true)
+	check("herd during the stall", herd(flows, func() {})(), true)
+
+	resume()
+	for _, f := range flows {
+		waitUntil(t, 30*time.Second, f.name+" succeeds once "+dependency+" resumed", func() bool {
+			a := f.send()
+			return a.err == nil && a.status < 300
+		})
+	}
+	consistent()
+}
+
+// herd sends herdSize requests of every flow at once, calling answered after each answer, and
+// returns a function that waits for all of them and returns them by flow.
+func herd(flows []guardedFlow, answered func()) func() map[string][]answer {
+	answers := make(map[string][]answer, len(flows))
+	var wg sync.WaitGroup
+	for _, f := range flows {
+		got := make([]answer, herdSize)
+		answers[f.name] = got
+		for i := range got {
+			wg.Go(func() {
+				got[i] = f.send()
+				answered()
+			})
+		}
+	}
+	return func() map[string][]answer {
+		wg.Wait()
+		return answers
+	}
+}
