@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,10 +50,14 @@ type process struct {
 	cmd *exec.Cmd
 }
 
-// processEnv is what every process of one test shares: one database, one Redis, one secret, and
-// the short push timings.
+// processEnv is what every process of one test shares: one database, one Redis, one secret,
+// testenv's dependency timeouts and lock budget (as testConfig), and the short push timings.
 func processEnv(t *testing.T) []string {
 	return []string{
+		"RUSHGATE_DB_TIMEOUT=" + testenv.DependencyTimeout.String(),
+		"RUSHGATE_REDIS_TIMEOUT=" + testenv.DependencyTimeout.String(),
+		"RUSHGATE_LOCK_TTL=" + testenv.LockTTL.String(),
+		"RUSHGATE_LOCK_RETRIES=" + strconv.Itoa(testenv.LockRetries),
 		"RUSHGATE_DATABASE_URL=" + testenv.Postgres(t).URL,
 		"RUSHGATE_REDIS_URL=" + redisURL(t),
 		"RUSHGATE_JWT_SECRET=" + jwtSecret,
@@ -71,7 +76,9 @@ func startProcess(t *testing.T, env []string, name, role string) *process {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(rushgateBinary(t), "serve", "--role", role)
 	cmd.Env = append(append([]string{}, env...), "RUSHGATE_ADDR="+addr, "RUSHGATE_INSTANCE_ID="+name)
-	cmd.Stderr = os.Stderr
+	// Its logs and any crash report go to t.Log, shown when the test fails.
+	cmd.Stdout = testenv.LogWriter(t)
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -408,7 +408,7 @@ func TestPush_StopClosesTheStreams(t *testing.T) {
 	pushConfig(0)(&cfg)
 	cfg.Server.ShutdownTimeout = time.Minute
 	var srv *bootstrap.Server
-	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv))
+	app := fxtest.New(t, modules(t, cfg), fx.Populate(&srv))
 	app.RequireStart()
 	t.Cleanup(func() { _ = stopWithin(app, 30*time.Second) }) // when the test fails before its own stop
 	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}

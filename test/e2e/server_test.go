@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	rgredis "github.com/rushgate/rushgate/adapters/redis"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
@@ -84,7 +87,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		srv    *bootstrap.Server
 		stores ports.Stores
 	)
-	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv, &stores))
+	app := fxtest.New(t, modules(t, cfg), fx.Populate(&srv, &stores))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
@@ -97,7 +100,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		stores: stores,
 	}
 	if b.databaseURL != "" {
-		db, err := gormdb.Open(context.Background(), b.databaseURL, gormdb.Options{})
+		db, err := gormdb.Open(context.Background(), b.databaseURL, testenv.DBOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +109,40 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 	}
 	return s
 }
+
+// modules is the application under test on cfg, as bootstrap builds it, but for two things:
+// its logs go to t.Log (shown when the test fails), and on Redis its waiting rooms live under
+// a key prefix of the test's own, shared by the servers of one test. The rooms' index and the
+// brokers' set are whole-prefix keys every server's workers scan, so with the default prefix a
+// server of another test run on the same Redis would reconcile this test's rooms with its own
+// settings (an idle timeout of 1.5 s drops users that poll every 2 s).
+func modules(t *testing.T, cfg bootstrap.Config) fx.Option {
+	logs := testenv.LogWriter(t)
+	options := []fx.Option{bootstrap.Modules(cfg), fx.Decorate(func(*slog.Logger) *slog.Logger {
+		var level slog.Level
+		_ = level.UnmarshalText([]byte(cfg.Server.LogLevel))
+		return slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
+	})}
+	if cfg.Redis.URL != "" {
+		prefix, _ := roomPrefixes.LoadOrStore(t, testenv.KeyPrefix())
+		t.Cleanup(func() { roomPrefixes.Delete(t) })
+		options = append(options, fx.Decorate(func(lc fx.Lifecycle, c ports.Coordination) (ports.Coordination, error) {
+			timeout := cfg.Redis.Timeout
+			client, err := rgredis.NewClient(cfg.Redis.URL, rgredis.Options{DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+			if err != nil {
+				return c, err
+			}
+			lc.Append(fx.StopHook(client.Close))
+			room := rgredis.NewWaitingRoom(client, prefix.(string))
+			c.WaitingRoom, c.PushQueue = room, room
+			return c, nil
+		}))
+	}
+	return fx.Options(options...)
+}
+
+// roomPrefixes holds each running test's waiting-room key prefix.
+var roomPrefixes sync.Map // *testing.T → string
 
 // stopWithin stops an app the test built itself, giving its stop hooks limit to finish, so a
 // stop that hangs fails the test instead of stalling the run.
@@ -116,15 +153,28 @@ func stopWithin(app interface{ Stop(context.Context) error }, limit time.Duratio
 }
 
 // testConfig is the production defaults with the test's backend, a fixed secret, an ephemeral
-// port, quiet logs and a roomier database timeout for -race on two cores.
+// port, quiet logs, and testenv's generous dependency timeouts and lock budget, so that only a
+// test about faults (productionTimeouts) sees a 503 or a 429.
 func testConfig(b backend) bootstrap.Config {
 	cfg := bootstrap.DefaultConfig()
 	cfg.Server.Addr = "127.0.0.1:0"
 	cfg.Server.LogLevel = "error"
 	cfg.Database.URL, cfg.Redis.URL = b.databaseURL, b.redisURL
-	cfg.Database.Timeout = 2 * time.Second
+	cfg.Database.Timeout, cfg.Redis.Timeout = testenv.DependencyTimeout, testenv.DependencyTimeout
+	cfg.Storage.S3Timeout, cfg.Outbox.DataPlatformTimeout = testenv.DependencyTimeout, testenv.DependencyTimeout
+	cfg.Commerce.TopProductsTimeout = testenv.DependencyTimeout
+	cfg.Guard.LockTTL, cfg.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries
 	cfg.Auth.JWTSecret = jwtSecret
 	return cfg
+}
+
+// productionTimeouts puts back the production defaults of the dependency timeouts and the lock
+// budget, for a test about what users get when a dependency fails: its time bounds are
+// measured against these.
+func productionTimeouts(c *bootstrap.Config) {
+	d := bootstrap.DefaultConfig()
+	c.Database.Timeout, c.Redis.Timeout, c.Storage.S3Timeout = d.Database.Timeout, d.Redis.Timeout, d.Storage.S3Timeout
+	c.Guard.LockTTL, c.Guard.LockRetries = d.Guard.LockTTL, d.Guard.LockRetries
 }
 
 func (s *server) token(user string) string {

@@ -37,7 +37,7 @@ func (l *waitingLocker) TryAcquire(ctx context.Context, key string, ttl time.Dur
 func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 	var srv *bootstrap.Server
 	observed := &waitingLocker{waiting: make(chan struct{})}
-	app := fxtest.New(t, bootstrap.Modules(testConfig(backend{name: "memory"})),
+	app := fxtest.New(t, modules(t, testConfig(backend{name: "memory"})),
 		fx.Decorate(func(c ports.Coordination) ports.Coordination {
 			observed.Locker, c.Locker = c.Locker, observed
 			return c
