@@ -95,7 +95,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		t:      t,
 		url:    srv.URL(),
 		tokens: rghttp.NewTokens([]byte(jwtSecret)),
-		http:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 600}},
+		http:   newClient(cfg.Server.ReadHeaderTimeout),
 		run:    fmt.Sprintf("%d-", time.Now().UnixNano()),
 		stores: stores,
 	}
@@ -108,6 +108,17 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		s.db, s.dialect = db.SQL(), db.Dialect()
 	}
 	return s
+}
+
+// newClient returns the tests' client of a server whose RUSHGATE_READ_HEADER_TIMEOUT is
+// readHeaderTimeout. The server closes a connection on which no request starts within that
+// timeout, and Go's transport keeps the spare connections it dialed during a burst idle in its
+// pool: one picked up as the server closes it fails with EOF, not retried since it never
+// carried a request. Closing idle connections at half the header timeout leaves that to the
+// client.
+func newClient(readHeaderTimeout time.Duration) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: 600, IdleConnTimeout: readHeaderTimeout / 2}}
 }
 
 // modules is the application under test on cfg, as bootstrap builds it, but for two things:

@@ -47,6 +47,13 @@ func RedisCluster(t testing.TB) string {
 	defer cluster.mu.Unlock()
 	if cluster.users == 0 {
 		nodes, err := startRedisCluster(t.Logf)
+		if err != nil {
+			// Free ports are chosen, then released for the nodes to bind: another process on
+			// the machine (another test run) can take one in between. A second start picks
+			// others.
+			t.Logf("start redis cluster, trying again on other ports: %v", err)
+			nodes, err = startRedisCluster(t.Logf)
+		}
 		var missing *missingBinaryError
 		switch {
 		case errors.As(err, &missing):
