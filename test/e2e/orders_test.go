@@ -102,6 +102,7 @@ func (s *server) shopSnapshot(user string, productIDs ...string) string {
 func TestCommerce_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 
 			created := s.do("POST", "/admin/products", s.adminToken(), `{"name":"상품A","price":10000,"stock":50}`)
@@ -202,6 +203,7 @@ func TestCommerce_EveryStatus(t *testing.T) {
 func TestOrder_IdempotencyKeyReplaysThePlacedOrder(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			p := s.createProduct("pen", 1500, 10)
 			if res := s.addToCart("u1", p, 3); res.status != http.StatusCreated {
@@ -236,6 +238,7 @@ func TestOrder_InsufficientStockNamesTheProductAndKeepsTheCart(t *testing.T) {
 			continue
 		}
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			plenty, scarce := s.createProduct("plenty", 100, 100), s.createProduct("scarce", 100, 10)
 			s.addToCart("u1", plenty, 1)
@@ -361,6 +364,7 @@ func TestOrder_ConcurrentOrdersOfOneCartMakeOneOrder(t *testing.T) {
 func TestCommerce_BadInputAnswersErrorJSONAndChangesNothing(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			p := s.createProduct("widget", 700, 20)
 			priced := s.createProduct("diamond", 9007199254740992, 5)
@@ -439,6 +443,7 @@ func (s *server) heldCoupon(user string) (couponID, userCouponID string) {
 func TestOrder_CouponDiscountsAndInvalidCouponsAreRefused(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			p := s.createProduct("lamp", 3333, 10)
 			mine, _ := s.heldCoupon("u1")

@@ -110,7 +110,7 @@ func (p *process) freeze() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
 // client is a server client for a process, sharing the test's secret.
 func (p *process) client(t *testing.T) *server {
 	return &server{t: t, url: p.url, tokens: rghttp.NewTokens([]byte(jwtSecret)),
-		http: newClient(bootstrap.DefaultConfig().Server.ReadHeaderTimeout), run: fmt.Sprintf("%d-", time.Now().UnixNano())}
+		http: newClient(bootstrap.DefaultConfig().Server.ReadHeaderTimeout), run: newRunID()}
 }
 
 // TestPush_TwoBrokersOneDispatcherAsProcesses: users spread over two broker processes are each

@@ -371,6 +371,7 @@ func TestPush_HeartbeatsKeepTheStreamAlive(t *testing.T) {
 func TestPush_BadRequests(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b, pushConfig(0))
 			pull := s.createEvent(`{"name":"pull","seats":1,"mode":"pull"}`)
 			push := s.createEvent(`{"name":"push","seats":1,"mode":"push"}`)

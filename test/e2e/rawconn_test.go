@@ -182,6 +182,7 @@ func TestLongRequest_IsAnsweredOnItsConnectionPastTheReadTimeout(t *testing.T) {
 	const readTimeout = 400 * time.Millisecond
 	for _, b := range backends(t)[1:] {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b, func(c *bootstrap.Config) {
 				c.Server.ReadHeaderTimeout, c.Server.ReadTimeout = readTimeout/2, readTimeout
 			})

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -65,7 +66,7 @@ type server struct {
 	// dialect tells how to write placeholders for db.
 	dialect gormdb.Dialect
 	http    *http.Client
-	// run makes idempotency keys unique to this server, since backends share one Redis.
+	// run makes idempotency keys unique to this server (newRunID).
 	run string
 	// stores is the server's own storage, memory included, for checks through the ports.
 	stores ports.Stores
@@ -96,7 +97,7 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 		url:    srv.URL(),
 		tokens: rghttp.NewTokens([]byte(jwtSecret)),
 		http:   newClient(cfg.Server.ReadHeaderTimeout),
-		run:    fmt.Sprintf("%d-", time.Now().UnixNano()),
+		run:    newRunID(),
 		stores: stores,
 	}
 	if b.databaseURL != "" {
@@ -109,6 +110,10 @@ func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *ser
 	}
 	return s
 }
+
+// newRunID returns a random prefix for a server's idempotency keys: the servers of parallel
+// tests, and of other runs of the suite, share one Redis, where the keys' records live.
+func newRunID() string { return rand.Text() + "-" }
 
 // newClient returns the tests' client of a server whose RUSHGATE_READ_HEADER_TIMEOUT is
 // readHeaderTimeout. The server closes a connection on which no request starts within that
