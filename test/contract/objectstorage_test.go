@@ -3,6 +3,7 @@ package contract_test
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,6 +34,7 @@ func TestObjectStorage(t *testing.T) {
 		}
 		srv.Config.Handler = rghttp.NewRouter(rghttp.Deps{
 			Uploads: store, Tokens: rghttp.NewTokens([]byte("unused")), Metrics: telemetry.NewMetrics(prometheus.NewRegistry()),
+			Logger: slog.New(slog.NewTextHandler(testenv.LogWriter(t), nil)),
 		})
 		srv.Start()
 		t.Cleanup(srv.Close)
