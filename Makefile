@@ -22,9 +22,14 @@ test: ## run every test with -race against the local Postgres, MariaDB and Redis
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
+.PHONY: test-twice
+test-twice: ## run make test in two clean clones of HEAD at once, on the same services (both must pass)
+	bash scripts/test-twice.sh
+
 .PHONY: lint
 lint: ## golangci-lint (pinned in go.mod's tool block; gofmt, vet, staticcheck, errcheck …) and the dependency rule
-	$(GO) tool golangci-lint run $(PKGS)
+	# Another checkout's lint may run at the same time (two CI jobs on one runner): both proceed.
+	$(GO) tool golangci-lint run --allow-parallel-runners $(PKGS)
 	$(GO) test -count=1 ./test/architecture/
 
 .PHONY: generate

@@ -8,7 +8,7 @@ SUDO=$(need_root)
 
 if ! command -v chromium >/dev/null; then
 	echo "installing chromium" >&2
-	$SUDO apt-get update -q >&2
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium >&2
+	$SUDO apt-get update -q -o DPkg::Lock::Timeout=300 >&2
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q -o DPkg::Lock::Timeout=300 chromium >&2
 fi
 command -v chromium

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/test/testenv"
 )
 
 // TestMigrate_ConcurrentInstancesAllSucceed starts several instances on one empty database at
@@ -26,7 +27,7 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 			database := fresh(t)
 			dbs := make([]*gormdb.DB, instances)
 			for i := range dbs {
-				db, err := gormdb.Open(ctx, database.URL, gormdb.Options{})
+				db, err := gormdb.Open(ctx, database.URL, testenv.DBOptions())
 				require.NoError(t, err)
 				t.Cleanup(func() { assert.NoError(t, db.Close()) })
 				dbs[i] = db

@@ -33,9 +33,16 @@ func openMigrated(t *testing.T, fresh func(testing.TB) testenv.Database, opts go
 	return db
 }
 
-// openFresh opens a fresh, empty database with opts, closed when the test ends.
+// openFresh opens a fresh, empty database with opts, closed when the test ends. Timeouts opts
+// leaves zero are testenv's.
 func openFresh(t *testing.T, fresh func(testing.TB) testenv.Database, opts gormdb.Options) *gormdb.DB {
 	t.Helper()
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = testenv.DBOptions().ConnectTimeout
+	}
+	if opts.TxTimeout == 0 {
+		opts.TxTimeout = testenv.DBOptions().TxTimeout
+	}
 	db, err := gormdb.Open(context.Background(), fresh(t).URL, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })

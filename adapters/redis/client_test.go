@@ -107,7 +107,7 @@ func TestPing(t *testing.T) {
 	t.Parallel()
 	t.Run("reachable", func(t *testing.T) {
 		t.Parallel()
-		client, err := rgredis.NewClient("redis://"+testenv.RedisAddr(t), rgredis.Options{})
+		client, err := rgredis.NewClient("redis://"+testenv.RedisAddr(t), rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = client.Close() })
 		require.NoError(t, rgredis.Ping(context.Background(), client))

@@ -15,12 +15,12 @@ import (
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
-// noticeBound is how long a release notice may take to cross Redis.
-const noticeBound = 2 * time.Second
+// noticeBound is how long a release notice may take to cross a Redis shared with other work.
+const noticeBound = testenv.DependencyTimeout
 
 func newTestClient(t *testing.T) goredis.UniversalClient {
 	t.Helper()
-	client, err := rgredis.NewClient("redis://"+testenv.RedisAddr(t), rgredis.Options{})
+	client, err := rgredis.NewClient("redis://"+testenv.RedisAddr(t), rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	return client

@@ -17,7 +17,8 @@ import (
 // whatever the batch mixes: new users, a user already waiting, an admitted user, one user twice.
 func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 	ctx := context.Background()
-	client, err := NewClient("redis://"+testenv.RedisAddr(t), Options{})
+	client, err := NewClient("redis://"+testenv.RedisAddr(t), Options{
+		DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,16 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// shortLockTTL expires quickly yet leaves a remote attempt room for a fresh connection under
-// -race; waitBeyondShortLockTTL surely outlasts it.
+// shortLockTTL expires within the case yet leaves a remote attempt (bounded by half the TTL in
+// rushgate's Redis Locker) room on a Redis shared with other work; waitBeyondShortLockTTL
+// surely outlasts it.
 const (
-	shortLockTTL           = 200 * time.Millisecond
-	waitBeyondShortLockTTL = 600 * time.Millisecond
+	shortLockTTL           = 2 * time.Second
+	waitBeyondShortLockTTL = 3 * time.Second
 	longLockTTL            = time.Minute
-	// noticeBound is how long a release notice may take to arrive, across instances included.
-	noticeBound = 2 * time.Second
+	// noticeBound is how long a release notice may take to arrive, across instances included,
+	// on a Redis shared with other work (only a notice that never comes waits it out).
+	noticeBound = 10 * time.Second
 )
 
 // TestLocker checks ports.Locker: TryAcquire takes a free key and refuses a held one with

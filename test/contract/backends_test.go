@@ -109,11 +109,15 @@ func sqlStores(fresh func(testing.TB) testenv.Database) suite[ports.Stores] {
 	return func(t *testing.T) (func(*testing.T) ports.Stores, porttest.Capabilities) {
 		database := fresh(t)
 		withTxTimeout := func(t *testing.T, timeout time.Duration) ports.Stores {
-			return gormdb.NewStores(openSQL(t, database, gormdb.Options{TxTimeout: timeout}))
+			opts := testenv.DBOptions()
+			opts.TxTimeout = timeout
+			return gormdb.NewStores(openSQL(t, database, opts))
 		}
 		open := func(t *testing.T) ports.Stores { return withTxTimeout(t, contractTxTimeout) }
 		empty := func(t *testing.T) ports.Stores {
-			return gormdb.NewStores(openSQL(t, fresh(t), gormdb.Options{TxTimeout: contractTxTimeout}))
+			opts := testenv.DBOptions()
+			opts.TxTimeout = contractTxTimeout
+			return gormdb.NewStores(openSQL(t, fresh(t), opts))
 		}
 		return open, porttest.Capabilities{NewStoresWithTxTimeout: withTxTimeout, NewEmptyStores: empty}
 	}
@@ -157,27 +161,24 @@ func redisIdempotency(server func(testing.TB) string) suite[ports.IdempotencySto
 	}
 }
 
-// redisWaitingRoom runs the WaitingRoom suite as redisLocker does the Locker suite.
+// redisWaitingRoom runs the WaitingRoom suite as redisLocker does the Locker suite. Its
+// instances share a key prefix of the suite's own: the rooms' index and the brokers' set are
+// whole-prefix keys, which another process on the same Redis (another test run) would share.
 func redisWaitingRoom(server func(testing.TB) string) suite[ports.WaitingRoom] {
 	return func(t *testing.T) (func(*testing.T) ports.WaitingRoom, porttest.Capabilities) {
-		url := server(t)
-		return func(t *testing.T) ports.WaitingRoom { return newRedisWaitingRoom(t, url) }, porttest.Capabilities{SharedInstances: true}
+		url, prefix := server(t), testenv.KeyPrefix()
+		return func(t *testing.T) ports.WaitingRoom { return newRedisWaitingRoom(t, url, prefix) }, porttest.Capabilities{SharedInstances: true}
 	}
 }
 
 // redisPushQueue runs the PushQueue suite on the same store as redisWaitingRoom.
 func redisPushQueue(server func(testing.TB) string) suite[porttest.PushRoom] {
 	return func(t *testing.T) (func(*testing.T) porttest.PushRoom, porttest.Capabilities) {
-		url := server(t)
-		return func(t *testing.T) porttest.PushRoom { return newRedisWaitingRoom(t, url) }, porttest.Capabilities{SharedInstances: true}
+		url, prefix := server(t), testenv.KeyPrefix()
+		return func(t *testing.T) porttest.PushRoom { return newRedisWaitingRoom(t, url, prefix) }, porttest.Capabilities{SharedInstances: true}
 	}
 }
 
-func newRedisWaitingRoom(t *testing.T, url string) *rgredis.WaitingRoom {
-	// The suite runs 1,000 callers at once through one client of 64 connections: on a busy
-	// machine a caller may wait longer than the default 500 ms for a connection.
-	client, err := rgredis.NewClient(url, rgredis.Options{ReadTimeout: 10 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
-	return rgredis.NewWaitingRoom(client, rgredis.WaitingRoomKeyPrefix)
+func newRedisWaitingRoom(t *testing.T, url, prefix string) *rgredis.WaitingRoom {
+	return rgredis.NewWaitingRoom(newRedisClientURL(t, url), prefix)
 }

@@ -3,10 +3,10 @@ package contract_test
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,6 +34,7 @@ func TestObjectStorage(t *testing.T) {
 		}
 		srv.Config.Handler = rghttp.NewRouter(rghttp.Deps{
 			Uploads: store, Tokens: rghttp.NewTokens([]byte("unused")), Metrics: telemetry.NewMetrics(prometheus.NewRegistry()),
+			Logger: slog.New(slog.NewTextHandler(testenv.LogWriter(t), nil)),
 		})
 		srv.Start()
 		t.Cleanup(srv.Close)
@@ -43,10 +44,14 @@ func TestObjectStorage(t *testing.T) {
 		t.Parallel()
 		gw := testenv.Versitygw(t)
 		store := s3.New(s3.Config{Endpoint: gw.Endpoint, Bucket: gw.Bucket, Region: gw.Region,
-			AccessKey: gw.AccessKey, SecretKey: gw.SecretKey, PathStyle: true, Timeout: 5 * time.Second})
+			AccessKey: gw.AccessKey, SecretKey: gw.SecretKey, PathStyle: true, Timeout: testenv.DependencyTimeout})
 		porttest.TestObjectStorage(t, func(*testing.T) ports.ObjectStorage { return store }, sendPut, porttest.Capabilities{})
 	})
 }
+
+// putClient sends the suites' uploads; its timeout turns a server that never answers into a
+// failure instead of a hang.
+var putClient = &http.Client{Timeout: testenv.DependencyTimeout}
 
 // sendPut is the suites' porttest.Sender over net/http.
 func sendPut(url string, header map[string]string, contentLength int64, body []byte) (int, error) {
@@ -58,7 +63,7 @@ func sendPut(url string, header map[string]string, contentLength int64, body []b
 		req.Header.Set(name, value)
 	}
 	req.ContentLength = contentLength
-	res, err := http.DefaultClient.Do(req)
+	res, err := putClient.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package contract_test
 import (
 	"net"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -52,15 +53,28 @@ func silentServer(t *testing.T) string {
 	return listener.Addr().String()
 }
 
-func newRedisClient(t *testing.T, addr string) goredis.UniversalClient {
+// deadRedisTimeout is the client timeout of the tests about a dead Redis, which measure their
+// time bounds against it.
+const deadRedisTimeout = 500 * time.Millisecond
+
+// newDeadRedisClient returns a client with deadRedisTimeout to the (dead) Redis at addr.
+func newDeadRedisClient(t *testing.T, addr string) goredis.UniversalClient {
 	t.Helper()
-	return newRedisClientURL(t, "redis://"+addr)
+	return newRedisClientOptions(t, "redis://"+addr, rgredis.Options{
+		DialTimeout: deadRedisTimeout, ReadTimeout: deadRedisTimeout, WriteTimeout: deadRedisTimeout})
 }
 
-// newRedisClientURL returns a client to the Redis at url, closed when the test ends.
+// newRedisClientURL returns a client to the Redis at url with testenv's generous timeouts (the
+// suites run up to 1,000 callers at once through one pool), closed when the test ends.
 func newRedisClientURL(t *testing.T, url string) goredis.UniversalClient {
 	t.Helper()
-	client, err := rgredis.NewClient(url, rgredis.Options{})
+	return newRedisClientOptions(t, url, rgredis.Options{
+		DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
+}
+
+func newRedisClientOptions(t *testing.T, url string, opts rgredis.Options) goredis.UniversalClient {
+	t.Helper()
+	client, err := rgredis.NewClient(url, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	return client

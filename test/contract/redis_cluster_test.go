@@ -43,7 +43,7 @@ func TestRedisClusterLocker_ReleaseNoticeCrossesNodes(t *testing.T) {
 
 	select {
 	case <-released:
-	case <-time.After(2 * time.Second):
+	case <-time.After(testenv.DependencyTimeout):
 		t.Fatal("the waiter subscribed on another node heard no release")
 	}
 }

@@ -22,7 +22,10 @@ import (
 // refuses connections or accepts them and stays silent.
 func TestSQLOpen_UnreachableServerFailsFast(t *testing.T) {
 	t.Parallel()
-	const password = "s3cret-pw"
+	const (
+		password       = "s3cret-pw"
+		connectTimeout = time.Second
+	)
 	silent := silentServer(t)
 	cases := []struct {
 		name, url, dialect, host string
@@ -36,12 +39,12 @@ func TestSQLOpen_UnreachableServerFailsFast(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			db, err := gormdb.Open(context.Background(), tc.url, gormdb.Options{})
+			db, err := gormdb.Open(context.Background(), tc.url, gormdb.Options{ConnectTimeout: connectTimeout})
 			elapsed := time.Since(start)
 
 			require.Error(t, err)
 			assert.Nil(t, db)
-			assert.Less(t, elapsed, 3*time.Second)
+			assert.Less(t, elapsed, connectTimeout+2*time.Second, "answered within the connect timeout")
 			assert.ErrorIs(t, err, ports.ErrUnavailable)
 			assert.Contains(t, err.Error(), tc.dialect)
 			assert.Contains(t, err.Error(), tc.host)
@@ -71,14 +74,14 @@ func TestRedisIdempotencyStore_UnreachableRedisIsUnavailableWithoutHanging(t *te
 		for name, call := range calls {
 			t.Run(server+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				store := rgredis.NewIdempotencyStore(newRedisClient(t, addr), "rushgate:contract:idem:")
+				store := rgredis.NewIdempotencyStore(newDeadRedisClient(t, addr), "rushgate:contract:idem:")
 
 				started := time.Now()
 				err := call(context.Background(), store)
 				elapsed := time.Since(started)
 
 				require.ErrorIs(t, err, ports.ErrUnavailable)
-				assert.Less(t, elapsed, time.Second, "answered within the configured timeout")
+				assert.Less(t, elapsed, deadRedisTimeout+500*time.Millisecond, "answered within the configured timeout")
 			})
 		}
 	}
@@ -93,7 +96,7 @@ func TestRedisLocker_UnreachableRedisAnswersWithoutHanging(t *testing.T) {
 	for name, addr := range deadRedisAddrs(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			locker := rgredis.NewLocker(newRedisClient(t, addr))
+			locker := rgredis.NewLocker(newDeadRedisClient(t, addr))
 			t.Cleanup(func() { _ = locker.Close() })
 
 			started := time.Now()
@@ -101,7 +104,7 @@ func TestRedisLocker_UnreachableRedisAnswersWithoutHanging(t *testing.T) {
 			elapsed := time.Since(started)
 
 			require.ErrorIs(t, err, ports.ErrUnavailable)
-			assert.Less(t, elapsed, time.Second, "answered within the configured timeout")
+			assert.Less(t, elapsed, deadRedisTimeout+500*time.Millisecond, "answered within the configured timeout")
 
 			started = time.Now()
 			released, stop := locker.Released("contract:" + rand.Text())

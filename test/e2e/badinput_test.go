@@ -15,6 +15,7 @@ import (
 func TestBadInput_AnswersErrorJSONAndChangesNothing(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b, func(c *bootstrap.Config) { c.Server.MaxBodyBytes = 4096 })
 			crewID := s.createCrew(5)
 			user := s.token("victim")

@@ -94,6 +94,7 @@ func (s *server) assertIssued(couponID string, want int) {
 func TestUsers_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			admin := s.adminToken()
 			created := s.do("POST", "/admin/users", admin, `{"id":"alice","balance":5000}`)
@@ -128,6 +129,7 @@ func TestUsers_EveryStatus(t *testing.T) {
 func TestCharge_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			s.createUser("alice", 500)
 			res := s.charge("alice", "100", "first")
@@ -203,6 +205,7 @@ func TestCharge_StampedeOfOneUserAddsExactly(t *testing.T) {
 func TestCoupons_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			admin := s.adminToken()
 			expiresAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
@@ -324,6 +327,7 @@ func TestCharge_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 	for _, b := range backends(t)[1:] {
 		for _, loss := range answerLosses {
 			t.Run(b.name+"/"+loss.name, func(t *testing.T) {
+				t.Parallel()
 				databaseURL, redisURL := b.provision(t)
 				s := startServer(t, backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL})
 				s.createUser("lost-charge", 100)

@@ -9,6 +9,7 @@ import (
 func TestCrew_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			crewID := s.createCrew(2)
 
@@ -78,6 +79,7 @@ func TestCrew_EveryStatus(t *testing.T) {
 func TestOperations_HealthReadinessMetricsOpenAPI(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			for path, want := range map[string]string{
 				"/healthz":      "ok",

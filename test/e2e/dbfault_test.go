@@ -47,7 +47,7 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 				stopAfter  = 40    // answers before the database is stopped
 				inCapacity = joins // no crew fills: every refusal is the outage's
 			)
-			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)})
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)}, productionTimeouts)
 			crewIDs := make([]string, crews)
 			for i := range crewIDs {
 				crewIDs[i] = s.createCrew(inCapacity)

@@ -18,6 +18,7 @@ import (
 func TestHardening_TextReachingStorageIsValidatedAlike(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			crewID := s.createCrew(5)
 			user := s.token("reader")

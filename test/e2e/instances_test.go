@@ -67,6 +67,7 @@ func TestJoin_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 	for _, b := range backends(t)[1:] {
 		for _, loss := range answerLosses {
 			t.Run(b.name+"/"+loss.name, func(t *testing.T) {
+				t.Parallel()
 				databaseURL, redisURL := b.provision(t)
 				s := startServer(t, backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL})
 				crewID := s.createCrew(5)
@@ -101,6 +102,7 @@ func TestJoin_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 func TestWorkers_ExpiredIdempotencyMarkersArePruned(t *testing.T) {
 	for _, b := range backends(t)[1:] {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b, func(c *bootstrap.Config) {
 				c.Guard.IdempotencyTTL, c.Guard.IdempotencyLease = 300*time.Millisecond, 100*time.Millisecond
 				c.Guard.MarkerPruneInterval = 50 * time.Millisecond

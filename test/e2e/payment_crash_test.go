@@ -54,7 +54,7 @@ var storages = []struct {
 
 func sqlStoresOn(t *testing.T, database testenv.Database) ports.Stores {
 	ctx := context.Background()
-	db, err := gormdb.Open(ctx, database.URL, gormdb.Options{TxTimeout: 5 * time.Second})
+	db, err := gormdb.Open(ctx, database.URL, testenv.DBOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

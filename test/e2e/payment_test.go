@@ -87,6 +87,7 @@ func (s *server) outboxOrders() map[string]int {
 func TestPayment_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b)
 			p := s.createProduct("paid thing", 1000, 5)
 			s.createUser("payer", 2500)
@@ -280,6 +281,7 @@ func TestTopProducts_RanksCompletedOrdersOfTheLastThreeDays(t *testing.T) {
 	}
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b, func(cfg *bootstrap.Config) { cfg.Commerce.TopProductsFreshFor = time.Microsecond })
 			empty := s.do("GET", "/api/products/top", s.token("u1"), "")
 			if empty.status != http.StatusOK || string(empty.raw) != `{"period":"3days","products":[]}` {

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -50,10 +52,14 @@ type process struct {
 }
 
 // processEnv is what every process of one test shares: the database at databaseURL, one Redis,
-// one secret, and the short push timings (processHeartbeatTimeout). A later entry of the same
-// variable, appended by a test, wins.
+// one secret, testenv's dependency timeouts and lock budget (as testConfig), and the short push
+// timings (processHeartbeatTimeout). A later entry of the same variable, appended by a test, wins.
 func processEnv(t *testing.T, databaseURL string) []string {
 	return []string{
+		"RUSHGATE_DB_TIMEOUT=" + testenv.DependencyTimeout.String(),
+		"RUSHGATE_REDIS_TIMEOUT=" + testenv.DependencyTimeout.String(),
+		"RUSHGATE_LOCK_TTL=" + testenv.LockTTL.String(),
+		"RUSHGATE_LOCK_RETRIES=" + strconv.Itoa(testenv.LockRetries),
 		"RUSHGATE_DATABASE_URL=" + databaseURL,
 		"RUSHGATE_REDIS_URL=" + redisURL(t),
 		"RUSHGATE_JWT_SECRET=" + jwtSecret,
@@ -72,7 +78,9 @@ func startProcess(t *testing.T, env []string, name, role string) *process {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(rushgateBinary(t), "serve", "--role", role)
 	cmd.Env = append(append([]string{}, env...), "RUSHGATE_ADDR="+addr, "RUSHGATE_INSTANCE_ID="+name)
-	cmd.Stderr = os.Stderr
+	// Its logs and any crash report go to t.Log, shown when the test fails.
+	cmd.Stdout = testenv.LogWriter(t)
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +122,7 @@ func (p *process) thaw()   { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
 // client is a server client for a process, sharing the test's secret.
 func (p *process) client(t *testing.T) *server {
 	return &server{t: t, url: p.url, tokens: rghttp.NewTokens([]byte(jwtSecret)),
-		http: &http.Client{Timeout: 10 * time.Second}, run: fmt.Sprintf("%d-", time.Now().UnixNano())}
+		http: newClient(bootstrap.DefaultConfig().Server.ReadHeaderTimeout), run: newRunID()}
 }
 
 // TestPush_TwoBrokersOneDispatcherAsProcesses: users spread over two broker processes are each

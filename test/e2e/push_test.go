@@ -52,6 +52,11 @@ func pushConfig(grace time.Duration) func(*bootstrap.Config) {
 	}
 }
 
+// streamClient opens the tests' streams: no overall timeout, and idle connections closed as
+// newClient's are, at half the default header timeout.
+var streamClient = &http.Client{Transport: &http.Transport{
+	IdleConnTimeout: bootstrap.DefaultConfig().Server.ReadHeaderTimeout / 2}}
+
 // openStream opens GET /events/{eventId}/tickets/waiting on baseURL with the JWT in the query, as
 // a browser's EventSource sends it; it answers the status and, on 200, the open stream.
 func openStream(t *testing.T, baseURL, eventID, user, token string) (int, *sseClient) {
@@ -60,7 +65,7 @@ func openStream(t *testing.T, baseURL, eventID, user, token string) (int, *sseCl
 	u := baseURL + "/events/" + eventID + "/tickets/waiting?access_token=" + url.QueryEscape(token)
 	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
 	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
+	res, err := streamClient.Do(req)
 	if err != nil {
 		cancel()
 		t.Fatalf("open stream of %s: %v", user, err)
@@ -376,6 +381,7 @@ func TestPush_HeartbeatsKeepTheStreamAlive(t *testing.T) {
 func TestPush_BadRequests(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			s := startServer(t, b, pushConfig(0))
 			pull := s.createEvent(`{"name":"pull","seats":1,"mode":"pull"}`)
 			push := s.createEvent(`{"name":"push","seats":1,"mode":"push"}`)
@@ -418,10 +424,10 @@ func TestPush_StopClosesTheStreams(t *testing.T) {
 	pushConfig(0)(&cfg)
 	cfg.Server.ShutdownTimeout = time.Minute
 	var srv *bootstrap.Server
-	app := fxtest.New(t, bootstrap.Modules(cfg), fx.Populate(&srv))
+	app := fxtest.New(t, modules(t, cfg), fx.Populate(&srv))
 	app.RequireStart()
 	t.Cleanup(func() { _ = stopWithin(app, 30*time.Second) }) // when the test fails before its own stop
-	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}
+	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: newClient(cfg.Server.ReadHeaderTimeout)}
 	eventID := s.createEvent(`{"name":"stop","seats":2,"slots":1,"mode":"push"}`)
 	admitted := s.openStream(eventID, "stop-admitted")
 	waiting := s.openStream(eventID, "stop-waiting")

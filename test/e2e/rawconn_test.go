@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,6 +168,75 @@ func TestProtocolErrors_AnswerJSONWhereTheRouterDecides(t *testing.T) {
 			if got := jsonCode(ex); got != tc.code {
 				t.Fatalf("error code %q, want %q (body %q)", got, tc.code, ex.body)
 			}
+		})
+	}
+}
+
+// TestLongRequest_IsAnsweredOnItsConnectionPastTheReadTimeout: RUSHGATE_READ_TIMEOUT bounds
+// reading a request, not handling it. A charge that waits on its user's row (held by the test)
+// well past the read timeout is answered on the kept-alive connection it came on, sent once: a
+// server that cut it off there would drop the connection, and Go's client transport re-sends a
+// request carrying an Idempotency-Key on a dropped kept-alive connection, whose second copy
+// then meets the first's record (409 IDEMPOTENCY_IN_PROGRESS).
+func TestLongRequest_IsAnsweredOnItsConnectionPastTheReadTimeout(t *testing.T) {
+	const readTimeout = 400 * time.Millisecond
+	for _, b := range backends(t)[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, b, func(c *bootstrap.Config) {
+				c.Server.ReadHeaderTimeout, c.Server.ReadTimeout = readTimeout/2, readTimeout
+			})
+			// A client of the test's own, which keeps its idle connection: the charge must go
+			// on the one createUser leaves in the pool.
+			s.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+			s.createUser("long", 1000)
+
+			tx, err := s.db.BeginTx(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := tx.Exec(s.query("SELECT balance FROM users WHERE id = ? FOR UPDATE"), "long"); err != nil {
+				t.Fatal(err)
+			}
+			const held = 4 * readTimeout
+			time.AfterFunc(held, func() { _ = tx.Commit() })
+
+			var (
+				sent   atomic.Int32
+				reused atomic.Bool
+			)
+			trace := &httptrace.ClientTrace{
+				GotConn:      func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+				WroteRequest: func(httptrace.WroteRequestInfo) { sent.Add(1) },
+			}
+			req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost,
+				s.url+"/api/users/long/balance/charge", strings.NewReader(`{"amount":500}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+s.token("long"))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", s.run+"long")
+			started := time.Now()
+			res, err := s.http.Do(req)
+			if err != nil {
+				t.Fatalf("charge: %v", err)
+			}
+			body := readAll(t, res)
+			took := time.Since(started)
+
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("charge answered %d %s after %v, want 200", res.StatusCode, body, took)
+			}
+			if took < held {
+				t.Fatalf("answered after %v, before the row was released (%v): the condition was not met", took, held)
+			}
+			if sent.Load() != 1 || !reused.Load() {
+				t.Fatalf("request written %d times, last on a reused connection: %v; want once, on the kept-alive connection",
+					sent.Load(), reused.Load())
+			}
+			s.assertWallet("long", 1500, 2)
 		})
 	}
 }

@@ -29,7 +29,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	// The Redis timeout and the lock TTL (half of which bounds one lock attempt) are the defaults.
 	redisTimeout := bootstrap.DefaultConfig().Redis.Timeout
 	redis := startPrivateRedis(t)
-	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, func(c *bootstrap.Config) {
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, productionTimeouts, func(c *bootstrap.Config) {
 		c.Guard.IdempotencyLease = lease
 		// Short backoff steps, so Redis freezes between two quick lock attempts.
 		c.Guard.LockBaseDelay = 20 * time.Millisecond

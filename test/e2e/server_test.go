@@ -5,12 +5,15 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	rgredis "github.com/rushgate/rushgate/adapters/redis"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/ports"
@@ -64,7 +68,7 @@ type server struct {
 	// dialect tells how to write placeholders for db.
 	dialect gormdb.Dialect
 	http    *http.Client
-	// run makes idempotency keys unique to this server, since backends share one Redis.
+	// run makes idempotency keys unique to this server (newRunID).
 	run string
 	// stores is the server's own storage, memory included, for checks through the ports.
 	stores ports.Stores
@@ -92,7 +96,7 @@ func startServerWith(t *testing.T, b backend, extra fx.Option, tweak ...func(*bo
 		srv    *bootstrap.Server
 		stores ports.Stores
 	)
-	app := fxtest.New(t, bootstrap.Modules(cfg), extra, fx.Populate(&srv, &stores))
+	app := fxtest.New(t, modules(t, cfg), extra, fx.Populate(&srv, &stores))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
@@ -100,12 +104,12 @@ func startServerWith(t *testing.T, b backend, extra fx.Option, tweak ...func(*bo
 		t:      t,
 		url:    srv.URL(),
 		tokens: rghttp.NewTokens([]byte(jwtSecret)),
-		http:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 600}},
-		run:    fmt.Sprintf("%d-", time.Now().UnixNano()),
+		http:   newClient(cfg.Server.ReadHeaderTimeout),
+		run:    newRunID(),
 		stores: stores,
 	}
 	if b.databaseURL != "" {
-		db, err := gormdb.Open(context.Background(), b.databaseURL, gormdb.Options{})
+		db, err := gormdb.Open(context.Background(), b.databaseURL, testenv.DBOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +118,55 @@ func startServerWith(t *testing.T, b backend, extra fx.Option, tweak ...func(*bo
 	}
 	return s
 }
+
+// newRunID returns a random prefix for a server's idempotency keys: the servers of parallel
+// tests, and of other runs of the suite, share one Redis, where the keys' records live.
+func newRunID() string { return rand.Text() + "-" }
+
+// newClient returns the tests' client of a server whose RUSHGATE_READ_HEADER_TIMEOUT is
+// readHeaderTimeout. The server closes a connection on which no request starts within that
+// timeout, and Go's transport keeps the spare connections it dialed during a burst idle in its
+// pool: one picked up as the server closes it fails with EOF, not retried since it never
+// carried a request. Closing idle connections at half the header timeout leaves that to the
+// client.
+func newClient(readHeaderTimeout time.Duration) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: 600, IdleConnTimeout: readHeaderTimeout / 2}}
+}
+
+// modules is the application under test on cfg, as bootstrap builds it, but for two things:
+// its logs go to t.Log (shown when the test fails), and on Redis its waiting rooms live under
+// a key prefix of the test's own, shared by the servers of one test. The rooms' index and the
+// brokers' set are whole-prefix keys every server's workers scan, so with the default prefix a
+// server of another test run on the same Redis would reconcile this test's rooms with its own
+// settings (an idle timeout of 1.5 s drops users that poll every 2 s).
+func modules(t *testing.T, cfg bootstrap.Config) fx.Option {
+	logs := testenv.LogWriter(t)
+	options := []fx.Option{bootstrap.Modules(cfg), fx.Decorate(func(*slog.Logger) *slog.Logger {
+		var level slog.Level
+		_ = level.UnmarshalText([]byte(cfg.Server.LogLevel))
+		return slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
+	})}
+	if cfg.Redis.URL != "" {
+		prefix, _ := roomPrefixes.LoadOrStore(t, testenv.KeyPrefix())
+		t.Cleanup(func() { roomPrefixes.Delete(t) })
+		options = append(options, fx.Decorate(func(lc fx.Lifecycle, c ports.Coordination) (ports.Coordination, error) {
+			timeout := cfg.Redis.Timeout
+			client, err := rgredis.NewClient(cfg.Redis.URL, rgredis.Options{DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+			if err != nil {
+				return c, err
+			}
+			lc.Append(fx.StopHook(client.Close))
+			room := rgredis.NewWaitingRoom(client, prefix.(string))
+			c.WaitingRoom, c.PushQueue = room, room
+			return c, nil
+		}))
+	}
+	return fx.Options(options...)
+}
+
+// roomPrefixes holds each running test's waiting-room key prefix.
+var roomPrefixes sync.Map // *testing.T → string
 
 // stopWithin stops an app the test built itself, giving its stop hooks limit to finish, so a
 // stop that hangs fails the test instead of stalling the run.
@@ -124,15 +177,28 @@ func stopWithin(app interface{ Stop(context.Context) error }, limit time.Duratio
 }
 
 // testConfig is the production defaults with the test's backend, a fixed secret, an ephemeral
-// port, quiet logs and a roomier database timeout for -race on two cores.
+// port, quiet logs, and testenv's generous dependency timeouts and lock budget, so that only a
+// test about faults (productionTimeouts) sees a 503 or a 429.
 func testConfig(b backend) bootstrap.Config {
 	cfg := bootstrap.DefaultConfig()
 	cfg.Server.Addr = "127.0.0.1:0"
 	cfg.Server.LogLevel = "error"
 	cfg.Database.URL, cfg.Redis.URL = b.databaseURL, b.redisURL
-	cfg.Database.Timeout = 2 * time.Second
+	cfg.Database.Timeout, cfg.Redis.Timeout = testenv.DependencyTimeout, testenv.DependencyTimeout
+	cfg.Storage.S3Timeout, cfg.Outbox.DataPlatformTimeout = testenv.DependencyTimeout, testenv.DependencyTimeout
+	cfg.Commerce.TopProductsTimeout = testenv.DependencyTimeout
+	cfg.Guard.LockTTL, cfg.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries
 	cfg.Auth.JWTSecret = jwtSecret
 	return cfg
+}
+
+// productionTimeouts puts back the production defaults of the dependency timeouts and the lock
+// budget, for a test about what users get when a dependency fails: its time bounds are
+// measured against these.
+func productionTimeouts(c *bootstrap.Config) {
+	d := bootstrap.DefaultConfig()
+	c.Database.Timeout, c.Redis.Timeout, c.Storage.S3Timeout = d.Database.Timeout, d.Redis.Timeout, d.Storage.S3Timeout
+	c.Guard.LockTTL, c.Guard.LockRetries = d.Guard.LockTTL, d.Guard.LockRetries
 }
 
 func (s *server) token(user string) string {

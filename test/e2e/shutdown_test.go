@@ -37,14 +37,15 @@ func (l *waitingLocker) TryAcquire(ctx context.Context, key string, ttl time.Dur
 func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 	var srv *bootstrap.Server
 	observed := &waitingLocker{waiting: make(chan struct{})}
-	app := fxtest.New(t, bootstrap.Modules(testConfig(backend{name: "memory"})),
+	cfg := testConfig(backend{name: "memory"})
+	app := fxtest.New(t, modules(t, cfg),
 		fx.Decorate(func(c ports.Coordination) ports.Coordination {
 			observed.Locker, c.Locker = c.Locker, observed
 			return c
 		}),
 		fx.Populate(&srv))
 	app.RequireStart()
-	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: &http.Client{Timeout: 10 * time.Second}}
+	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: newClient(cfg.Server.ReadHeaderTimeout)}
 	crewID := s.createCrew(3)
 
 	// Another holder keeps the crew's lock, so the join below backs off while shutdown begins.

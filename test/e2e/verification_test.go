@@ -48,7 +48,6 @@ func startVerificationServer(t *testing.T, vb verificationBackend, tweak ...func
 		tweak = append([]func(*bootstrap.Config){func(cfg *bootstrap.Config) {
 			cfg.Storage.S3Endpoint, cfg.Storage.S3Bucket, cfg.Storage.S3Region = s3.Endpoint, s3.Bucket, s3.Region
 			cfg.Storage.S3AccessKey, cfg.Storage.S3SecretKey, cfg.Storage.S3PathStyle = s3.AccessKey, s3.SecretKey, true
-			cfg.Storage.S3Timeout = 5 * time.Second
 		}}, tweak...)
 	}
 	return startServer(t, vb.backend, tweak...)
@@ -368,16 +367,20 @@ func TestVerification_ConcurrentSubmissionsOfOneSessionVerifyOnce(t *testing.T) 
 }
 
 // TestUpload_RefusesBadInputAndWritesNothing drives rushgate's own upload route with every
-// tampering and checks the data directory stays empty until the good upload.
+// tampering and checks the data directory stays empty until the good upload. The URLs it uses
+// live the default 5 minutes; the expired one comes from a second server whose URLs live 1 s.
 func TestUpload_RefusesBadInputAndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, testBackends[0], func(cfg *bootstrap.Config) {
+	s := startServer(t, testBackends[0], func(cfg *bootstrap.Config) { cfg.Storage.DataDir = dir })
+	const shortExpiry = time.Second
+	short := startServer(t, testBackends[0], func(cfg *bootstrap.Config) {
 		cfg.Storage.DataDir = dir
-		cfg.Upload.URLExpiry = time.Second
+		cfg.Upload.URLExpiry = shortExpiry
 	})
 	img := pngImage()
+	expiring, _ := short.openSession("u1", "photo.png", "image/png", len(img))
+	expiringSince := time.Now()
 	sess, _ := s.openSession("u1", "photo.png", "image/png", len(img))
-	expiring, _ := s.openSession("u1", "photo.png", "image/png", len(img))
 	other, _ := s.openSession("u1", "other.png", "image/png", len(img))
 
 	tampered := strings.Replace(sess.URL, "signature=", "signature=0", 1)
@@ -404,8 +407,8 @@ func TestUpload_RefusesBadInputAndWritesNothing(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, status, body, tc.status, tc.code)
 		}
 	}
-	time.Sleep(time.Second) // the condition: the URL's expiry has passed
-	if status, body := s.put(expiring.URL, expiring.Headers, img, nil); status != http.StatusForbidden || !strings.Contains(body, "UPLOAD_URL_EXPIRED") {
+	time.Sleep(time.Until(expiringSince.Add(shortExpiry))) // the condition: the URL's expiry has passed
+	if status, body := short.put(expiring.URL, expiring.Headers, img, nil); status != http.StatusForbidden || !strings.Contains(body, "UPLOAD_URL_EXPIRED") {
 		t.Errorf("expired URL: %d %s", status, body)
 	}
 	if files := regularFiles(t, dir); len(files) != 0 {
@@ -449,7 +452,7 @@ func TestVerification_StorageDownAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, testBackends[0], func(cfg *bootstrap.Config) {
+	s := startServer(t, testBackends[0], productionTimeouts, func(cfg *bootstrap.Config) {
 		cfg.Storage.S3Endpoint, cfg.Storage.S3Bucket, cfg.Storage.S3PathStyle = "http://127.0.0.1:"+strconv.Itoa(ports[0]), "down", true
 		cfg.Storage.S3AccessKey, cfg.Storage.S3SecretKey = "key", "secret"
 	})
@@ -461,7 +464,8 @@ func TestVerification_StorageDownAnswers503(t *testing.T) {
 	began := time.Now()
 	down := s.verify("u1", sess.ID, challengeID, sess.Key, "k1")
 	assertError(t, down, http.StatusServiceUnavailable, "UNAVAILABLE")
-	if down.header.Get("Retry-After") == "" || time.Since(began) > 2*time.Second {
+	// Refused at once; the bound is the storage timeout plus slack for a busy machine.
+	if bound := bootstrap.DefaultConfig().Storage.S3Timeout + time.Second; down.header.Get("Retry-After") == "" || time.Since(began) > bound {
 		t.Fatalf("503 after %v with Retry-After %q", time.Since(began), down.header.Get("Retry-After"))
 	}
 	if c := s.verificationCounts(challengeID); c.verifications != 0 {

@@ -209,9 +209,7 @@ func TestWaiting_SeatStampedeReservesEachSeatOnce(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			// 500 requests at once queue for 64 Redis connections; on two busy cores under -race
-			// that wait can pass the default 1 s.
-			seatStampede(t, startServer(t, b, func(c *bootstrap.Config) { c.Redis.Timeout = 3 * time.Second }), 500, 20)
+			seatStampede(t, startServer(t, b), 500, 20)
 		})
 	}
 }

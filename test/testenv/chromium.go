@@ -1,14 +1,20 @@
 package testenv
 
 import (
-	"errors"
+	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
+
+// chromiumInstallLimit bounds installing chromium with apt-get, waiting included for another
+// apt-get (another test run's) to release Debian's package lock.
+const chromiumInstallLimit = 10 * time.Minute
 
 var (
 	chromiumOnce sync.Once
@@ -28,9 +34,15 @@ func Chromium(t testing.TB) string {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "chromium.sh")
-		out, err := exec.Command("bash", script).Output()
-		if err != nil {
-			chromiumErr = errors.Join(errors.New("scripts/chromium.sh failed"), err)
+		ctx, cancel := context.WithTimeout(context.Background(), chromiumInstallLimit)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "bash", script).Output()
+		switch {
+		case ctx.Err() != nil:
+			chromiumErr = fmt.Errorf("scripts/chromium.sh did not finish within %v", chromiumInstallLimit)
+			return
+		case err != nil:
+			chromiumErr = fmt.Errorf("scripts/chromium.sh failed: %w", err)
 			return
 		}
 		chromiumPath = strings.TrimSpace(string(out))

@@ -20,11 +20,11 @@ import (
 const clusterMasters = 3
 
 // Bounds on the cluster's start; a healthy one takes about a second, most of it
-// redis-cli's wait for the nodes to agree.
+// redis-cli's wait for the nodes to agree, and a loaded machine several.
 const (
-	nodeStartLimit   = 5 * time.Second
-	clusterJoinLimit = 30 * time.Second
-	clusterOKLimit   = 10 * time.Second
+	nodeStartLimit   = 20 * time.Second
+	clusterJoinLimit = 60 * time.Second
+	clusterOKLimit   = 30 * time.Second
 	pollInterval     = 20 * time.Millisecond
 )
 
@@ -46,13 +46,20 @@ func RedisCluster(t testing.TB) string {
 	cluster.mu.Lock()
 	defer cluster.mu.Unlock()
 	if cluster.users == 0 {
-		nodes, err := startRedisCluster()
+		nodes, err := startRedisCluster(t.Logf)
+		if err != nil {
+			// Free ports are chosen, then released for the nodes to bind: another process on
+			// the machine (another test run) can take one in between. A second start picks
+			// others.
+			t.Logf("start redis cluster, trying again on other ports: %v", err)
+			nodes, err = startRedisCluster(t.Logf)
+		}
 		var missing *missingBinaryError
 		switch {
 		case errors.As(err, &missing):
 			Unreachable(t, "redis cluster", err)
 		case err != nil:
-			t.Fatalf("start redis cluster: %v", err)
+			t.Fatalf("start redis cluster: %v", err) // the nodes' logs are in the test's log
 		}
 		cluster.nodes = nodes
 	}
@@ -94,8 +101,9 @@ func (c *redisCluster) stop() {
 }
 
 // startRedisCluster starts the nodes, joins them with redis-cli --cluster create and waits
-// until every node reports cluster_state:ok. On an error nothing is left running.
-func startRedisCluster() (c *redisCluster, err error) {
+// until every node reports cluster_state:ok. On an error nothing is left running, and the
+// nodes' logs go to logf.
+func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, err error) {
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, &missingBinaryError{err}
@@ -116,7 +124,7 @@ func startRedisCluster() (c *redisCluster, err error) {
 	c = &redisCluster{dir: dir}
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("%w%s", err, c.logs())
+			logf("redis cluster nodes' logs:%s", c.logs())
 			c.stop()
 			c = nil
 		}
@@ -139,7 +147,7 @@ func startRedisCluster() (c *redisCluster, err error) {
 	}
 	clients := make([]*goredis.Client, len(addrs))
 	for i, addr := range addrs {
-		clients[i] = goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		defer clients[i].Close()
 	}
 	if err := pollAll(clients, nodeStartLimit, "answer PING", func(ctx context.Context, node *goredis.Client) bool {
@@ -153,7 +161,8 @@ func startRedisCluster() (c *redisCluster, err error) {
 	create := append([]string{"--cluster", "create"}, addrs...)
 	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, cli, create...).CombinedOutput(); err != nil {
-		return c, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+		logf("redis-cli --cluster create:\n%s", out)
+		return c, fmt.Errorf("redis-cli --cluster create: %w", err)
 	}
 	if err := pollAll(clients, clusterOKLimit, "report cluster_state:ok", func(ctx context.Context, node *goredis.Client) bool {
 		info, err := node.ClusterInfo(ctx).Result()

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -48,7 +47,7 @@ func Unreachable(t testing.TB, service string, err error) {
 func RedisAddr(t testing.TB) string {
 	t.Helper()
 	addr := env("TEST_REDIS_ADDR", defaultRedis)
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	conn, err := net.DialTimeout("tcp", addr, DependencyTimeout)
 	if err != nil {
 		Unreachable(t, "redis", err)
 	}
@@ -92,7 +91,7 @@ func fresh(t testing.TB, serverURL string) Database {
 		t.Fatalf("open %s: %v", dialect, err)
 	}
 	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), DependencyTimeout)
 	defer cancel()
 	if err := admin.PingContext(ctx); err != nil {
 		Unreachable(t, string(dialect), err)
@@ -119,7 +118,10 @@ func drop(t testing.TB, driver, dsn string, dialect gormdb.Dialect, name string)
 	if dialect == gormdb.Postgres {
 		stmt += " WITH (FORCE)"
 	}
-	if _, err := admin.Exec(stmt); err != nil && !strings.Contains(err.Error(), "does not exist") {
+	// Dropping waits for the database's connections to end: longer than one query.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*DependencyTimeout)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, stmt); err != nil && !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("drop database %s: %v", name, err)
 	}
 }

@@ -3,9 +3,8 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,17 +25,29 @@ type S3 struct {
 	SecretKey string
 }
 
+// Bounds on getting versitygw: its first build takes about 75 s on a quiet machine, and a
+// started server answers HTTP within a second or two.
+const (
+	versitygwBuildLimit = 10 * time.Minute
+	versitygwReadyLimit = 30 * time.Second
+)
+
 // versitygwBinary builds or finds versitygw once per test process through scripts/versitygw.sh,
-// so `go test` alone works on a fresh machine (the first build takes about 75 s).
+// so `go test` alone works on a fresh machine.
 var versitygwBinary = sync.OnceValues(func() (string, error) {
 	_, here, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(here), "..", "..", "scripts", "versitygw.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), versitygwBuildLimit)
+	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.Command("bash", script)
+	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("scripts/versitygw.sh did not finish within %v", versitygwBuildLimit)
+	}
 	if err != nil {
-		return "", fmt.Errorf("scripts/versitygw.sh: %w: %s", err, stderr.String())
+		return "", fmt.Errorf("scripts/versitygw.sh: %w: %s", err, strings.Join(strings.Fields(stderr.String()), " "))
 	}
 	return strings.TrimSpace(string(out)), nil
 })
@@ -61,42 +72,48 @@ func Versitygw(t testing.TB) S3 {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	s3.Endpoint = "http://" + addr
-	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--access", s3.AccessKey, "--secret", s3.SecretKey, "--region", s3.Region,
 		"--port", addr, "posix", root)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout = LogWriter(t)
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		Unreachable(t, "versitygw", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// Closed when the process has exited, its status in exitErr: both the readiness wait and the
+	// cleanup wait on it.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited //nolint:errcheck // killed: the exit status says only that
+		<-exited
 	})
-	if err := waitForListener(addr, exited, 20*time.Second); err != nil {
-		Unreachable(t, "versitygw", fmt.Errorf("%w\n%s", err, logs.String()))
+	if err := waitForHTTP(s3.Endpoint, exited, &exitErr, versitygwReadyLimit); err != nil {
+		Unreachable(t, "versitygw", err) // its output is in the test's log
 	}
 	return s3
 }
 
-// waitForListener waits until addr accepts connections, the process exits, or limit passes.
-func waitForListener(addr string, exited <-chan error, limit time.Duration) error {
+// waitForHTTP waits until endpoint answers an HTTP request (any status: an unsigned request is
+// refused once the gateway serves), the process exits, or limit passes. Accepting connections
+// is not enough: a gateway still starting can accept and not answer.
+func waitForHTTP(endpoint string, exited <-chan struct{}, exitErr *error, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
+	client := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		res, err := client.Get(endpoint)
 		if err == nil {
-			_ = conn.Close()
+			_ = res.Body.Close()
 			return nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("versitygw exited before listening: %w", err)
+		case <-exited:
+			return fmt.Errorf("versitygw exited before serving: %w", *exitErr)
 		case <-ctx.Done():
-			return errors.New("versitygw did not listen on " + addr + " in time")
+			return fmt.Errorf("versitygw did not answer HTTP on %s within %v", endpoint, limit)
 		case <-tick.C:
 		}
 	}
