@@ -126,6 +126,18 @@ func TestDashboardAndRules_NameOnlyMetricsTheServerExports(t *testing.T) {
 	}
 }
 
+// unsetGauges lists the names among names whose gauge is missing or 0 in families.
+func unsetGauges(families []*dto.MetricFamily, names []string) []string {
+	var unset []string
+	for _, name := range names {
+		i := slices.IndexFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == name })
+		if i < 0 || len(families[i].GetMetric()) == 0 || families[i].GetMetric()[0].GetGauge().GetValue() == 0 {
+			unset = append(unset, name)
+		}
+	}
+	return unset
+}
+
 // descName reads a descriptor's name from its String form, Desc{fqName: "…", …}, the only
 // place a Desc shows it.
 var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -203,6 +215,8 @@ func serverMetrics(t *testing.T) map[string]struct{} {
 	cfg.Server.LogLevel = "error"
 	cfg.Auth.JWTSecret = secret
 	cfg.Storage.DataDir = t.TempDir()
+	// Short periods, so the relay, the dispatcher and the broker each record a round soon.
+	cfg.Outbox.Interval, cfg.Queue.Tick = 20*time.Millisecond, 20*time.Millisecond
 	var (
 		srv *bootstrap.Server
 		reg *prometheus.Registry
@@ -239,11 +253,25 @@ func serverMetrics(t *testing.T) map[string]struct{} {
 	crew := call("/crews", rghttp.RoleAdmin, "admin", `{"name":"deploy","maxMembers":2}`)
 	call(fmt.Sprintf("/crews/%v/join", crew["id"]), rghttp.RoleUser, "u1", "")
 
-	exported := make(map[string]struct{})
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	// The alerts age these timestamps: each role running sets its own, within a few periods
+	// (the bound is generous for a loaded machine).
+	liveness := []string{"rushgate_outbox_relay_last_round_timestamp_seconds",
+		"rushgate_queue_dispatcher_last_tick_timestamp_seconds", "rushgate_queue_broker_last_heartbeat_timestamp_seconds"}
+	var families []*dto.MetricFamily
+	for deadline := time.Now().Add(500 * cfg.Queue.Tick); ; time.Sleep(cfg.Queue.Tick) {
+		var err error
+		if families, err = reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		unset := unsetGauges(families, liveness)
+		if len(unset) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still 0 after %v: %v", 500*cfg.Queue.Tick, unset)
+		}
 	}
+	exported := make(map[string]struct{})
 	for _, f := range families {
 		exported[f.GetName()] = struct{}{}
 		if f.GetType() == dto.MetricType_HISTOGRAM {
