@@ -20,8 +20,8 @@ var PushModule = fx.Module("push",
 	fx.Provide(providePushMetrics, providePushConfig, provideBroker),
 	fx.Invoke(runBroker, runDispatcher))
 
-func providePushMetrics(reg *prometheus.Registry) *telemetry.PushMetrics {
-	return telemetry.NewPushMetrics(reg)
+func providePushMetrics(reg *prometheus.Registry, rooms *telemetry.Metrics) *telemetry.PushMetrics {
+	return telemetry.NewPushMetrics(reg, rooms)
 }
 
 func providePushConfig(cfg Config) waiting.PushConfig {

@@ -38,12 +38,16 @@ type Metrics struct {
 	batchSize      *prometheus.HistogramVec
 	queueLength    *prometheus.HistogramVec
 	idempotentHits prometheus.Counter
-	// The waiting rooms, per event, as the last reconciliation pass read them from the shared
-	// store: gauges, so every instance reports the same deployment-wide numbers.
-	queueWaiting, queueAdmitted, queueClaims, queueExpired, queueDropped *prometheus.GaugeVec
+	// The waiting rooms, per event, and the other series labelled by event: both last only
+	// while the event's room is in use.
+	rooms    *roomCollector
+	perEvent eventSeries
 	// The outbox, as the last relay round counted it, and the messages given up on.
 	outboxPending, outboxFailed prometheus.Gauge
 	outboxGaveUp                prometheus.Counter
+	// When the last relay round of this instance completed: an alert on its age finds a stalled
+	// relay.
+	outboxLastRound prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg; it panics if one is already
@@ -98,23 +102,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "Requests answered from a stored idempotent response.",
 		}),
 	}
-	room := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rushgate", Name: name, Help: help}, []string{"event"})
-	}
-	m.queueWaiting = room("queue_waiting", "Users waiting in an event's queue.")
-	m.queueAdmitted = room("queue_admitted", "Users holding a live entry token of an event.")
-	m.queueClaims = room("queue_claims", "Entry tokens claimed for an event since it opened (admissions).")
-	m.queueExpired = room("queue_expired_reconciled", "Entry tokens of an event that expired and gave their slot back.")
-	m.queueDropped = room("queue_dropped_idle", "Waiting users of an event dropped for not polling.")
+	m.rooms = newRoomCollector()
 	m.outboxPending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "outbox_pending",
 		Help: "Outbox messages waiting to be delivered, as the last relay round counted them."})
 	m.outboxFailed = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "outbox_failed",
 		Help: "Outbox messages given up on (FAILED), as the last relay round counted them."})
 	m.outboxGaveUp = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "rushgate", Name: "outbox_gave_up_total",
 		Help: "Outbox messages this instance turned FAILED after every retry."})
-	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp)
+	m.outboxLastRound = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "outbox_relay_last_round_timestamp_seconds",
+		Help: "Unix time of this instance's last relay round that sent every due message and counted the outbox."})
+	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
-		m.queueWaiting, m.queueAdmitted, m.queueClaims, m.queueExpired, m.queueDropped)
+		m.rooms)
 	return m
 }
 
@@ -146,18 +145,26 @@ func (m *Metrics) BatchServed(lockKey string, size int) {
 }
 
 // RoomObserved records an event's waiting-room numbers after a reconciliation pass.
-func (m *Metrics) RoomObserved(eventID string, s ports.RoomStats) {
-	m.queueWaiting.WithLabelValues(eventID).Set(float64(s.Waiting))
-	m.queueAdmitted.WithLabelValues(eventID).Set(float64(s.Admitted))
-	m.queueClaims.WithLabelValues(eventID).Set(float64(s.Claims))
-	m.queueExpired.WithLabelValues(eventID).Set(float64(s.Expired))
-	m.queueDropped.WithLabelValues(eventID).Set(float64(s.Dropped))
+func (m *Metrics) RoomObserved(eventID string, s ports.RoomStats) { m.rooms.observe(eventID, s) }
+
+// RoomsInUse drops the series of the events no longer in use (ended, or idle: nobody waiting
+// or admitted), so there are as many per-event series as events in use, however many came and
+// went: the waiting-room numbers at once, the push mode's counters once the event was missing
+// from two passes in a row.
+func (m *Metrics) RoomsInUse(eventIDs []string) {
+	inUse := make(map[string]struct{}, len(eventIDs))
+	for _, id := range eventIDs {
+		inUse[id] = struct{}{}
+	}
+	m.rooms.keepOnly(inUse)
+	m.perEvent.keepOnly(inUse)
 }
 
-// OutboxCounted records the outbox's PENDING and FAILED messages.
+// OutboxCounted records the outbox's PENDING and FAILED messages at the end of a round.
 func (m *Metrics) OutboxCounted(pending, failed int) {
 	m.outboxPending.Set(float64(pending))
 	m.outboxFailed.Set(float64(failed))
+	m.outboxLastRound.SetToCurrentTime()
 }
 
 // OutboxGaveUp counts a message turned FAILED.

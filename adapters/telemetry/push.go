@@ -28,11 +28,15 @@ type PushMetrics struct {
 	reapedSlots  prometheus.Counter
 	reclaimed    *prometheus.CounterVec
 	dispatchStop prometheus.Counter
+	// When this process's dispatcher last ticked through every event, and its broker's heartbeat
+	// last reached Redis: an alert on their age finds a role that is missing or stuck.
+	lastTick, lastBeat prometheus.Gauge
 }
 
 // NewPushMetrics creates the push collectors and registers them on reg (panicking on a clash,
-// as prometheus.MustRegister does).
-func NewPushMetrics(reg prometheus.Registerer) *PushMetrics {
+// as prometheus.MustRegister does). Their per-event counters last as long as rooms reports the
+// event in use (Metrics.RoomsInUse).
+func NewPushMetrics(reg prometheus.Registerer, rooms *Metrics) *PushMetrics {
 	m := &PushMetrics{
 		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "rushgate", Name: "queue_promotions_total",
 			Help: "Users promoted from an event's queue by the dispatcher (rate() gives promotions/s)."}, []string{"event"}),
@@ -55,8 +59,14 @@ func NewPushMetrics(reg prometheus.Registerer) *PushMetrics {
 	m.reclaimed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "rushgate", Name: "queue_entries_reclaimed_total",
 		Help: "Entry messages this dispatcher routed after they were left unacknowledged past the heartbeat timeout (a stalled or dead dispatcher)."}, []string{"event"})
 	m.dispatchStop = counter("queue_dispatcher_stalls_total", "Times this dispatcher ticked again after a gap longer than the heartbeat timeout.")
+	m.lastTick = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "queue_dispatcher_last_tick_timestamp_seconds",
+		Help: "Unix time of this dispatcher's last tick that went through every event without an error."})
+	m.lastBeat = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "queue_broker_last_heartbeat_timestamp_seconds",
+		Help: "Unix time of this broker's last heartbeat that reached Redis."})
+	rooms.perEvent.add(m.promotions.MetricVec, m.delivered.MetricVec, m.reclaimed.MetricVec)
 	reg.MustRegister(m.promotions, m.scriptTime, m.backlog, m.connections, m.broadcast, m.delivered,
-		m.lapses, m.lapseEnded, m.reaped, m.reapedSlots, m.reclaimed, m.dispatchStop)
+		m.lapses, m.lapseEnded, m.reaped, m.reapedSlots, m.reclaimed, m.dispatchStop,
+		m.lastTick, m.lastBeat)
 	return m
 }
 
@@ -73,8 +83,13 @@ func (m *PushMetrics) Promoted(eventID string, n int, took time.Duration) {
 // PromotionBacklog records the pool's backlog.
 func (m *PushMetrics) PromotionBacklog(n int) { m.backlog.Set(float64(n)) }
 
-// Connections records this broker's connections to an event.
+// Connections records this broker's connections to an event; the event's series goes with its
+// last connection.
 func (m *PushMetrics) Connections(eventID string, n int) {
+	if n == 0 {
+		m.connections.DeleteLabelValues(eventID)
+		return
+	}
 	m.connections.WithLabelValues(eventID).Set(float64(n))
 }
 
@@ -103,3 +118,9 @@ func (m *PushMetrics) EntriesReclaimed(eventID string, n int) {
 
 // DispatcherStalled counts a stall of this dispatcher.
 func (m *PushMetrics) DispatcherStalled(time.Duration) { m.dispatchStop.Inc() }
+
+// DispatcherTicked records a complete tick's time.
+func (m *PushMetrics) DispatcherTicked() { m.lastTick.SetToCurrentTime() }
+
+// BrokerBeat records a heartbeat's time.
+func (m *PushMetrics) BrokerBeat() { m.lastBeat.SetToCurrentTime() }

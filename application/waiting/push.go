@@ -90,6 +90,10 @@ type PushObserver interface {
 	EntriesReclaimed(eventID string, n int)
 	// DispatcherStalled: a dispatcher ticked again after a gap longer than the heartbeat timeout.
 	DispatcherStalled(gap time.Duration)
+	// DispatcherTicked: a dispatcher's tick went through every event without an error.
+	DispatcherTicked()
+	// BrokerBeat: a broker's heartbeat reached the store.
+	BrokerBeat()
 }
 
 // PositionView is a push `position` event (SPEC §3); EstimatedWaitSeconds follows
@@ -394,6 +398,9 @@ func (b *Broker) heartbeat(ctx context.Context) {
 			b.beating, b.lastBeat = true, now
 		}
 		b.mu.Unlock()
+		if b.obs != nil {
+			b.obs.BrokerBeat()
+		}
 	case err == nil:
 		b.lapse(id, "its heartbeat had lapsed; a dispatcher may have reaped its users", now)
 		b.heartbeat(ctx) // the new id is not beating yet: this cannot lapse again
@@ -598,7 +605,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		}
 		last = now
-		if err := d.Tick(ctx); err != nil && ctx.Err() == nil {
+		err := d.Tick(ctx)
+		switch {
+		case err == nil && d.obs != nil:
+			d.obs.DispatcherTicked()
+		case err != nil && ctx.Err() == nil:
 			d.log.Warn("push dispatcher tick failed", "dispatcher", d.id, "error", err)
 		}
 	})

@@ -166,6 +166,8 @@ func (o *observed) Connections(string, int)             {}
 func (o *observed) Broadcast(string, time.Duration)     {}
 func (o *observed) Delivered(string)                    {}
 func (o *observed) DispatcherStalled(time.Duration)     {}
+func (o *observed) DispatcherTicked()                   {}
+func (o *observed) BrokerBeat()                         {}
 func (o *observed) BrokerLapsed(streams int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

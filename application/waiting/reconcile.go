@@ -14,9 +14,9 @@ import (
 // Reconcile is one pass of the background work over the events in use (the store's index, no
 // keyspace scan): it gives back the slots of expired tokens, drops waiting users idle past
 // IdleTimeout, repairs the seat counter from the database, measures the admission rate and
-// reports each event's numbers to the Observer. Several instances may run it at once: each
-// expiry and drop happens once in the store. It returns the first error after trying every
-// event.
+// reports each event's numbers, then the list of events in use, to the Observer. Several
+// instances may run it at once: each expiry and drop happens once in the store. It returns the
+// first error after trying every event.
 func (s *Service) Reconcile(ctx context.Context) error {
 	events, err := s.d.Room.Events(ctx)
 	if err != nil {
@@ -27,6 +27,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		if err := s.reconcileEvent(ctx, eventID); err != nil {
 			errs = append(errs, fmt.Errorf("event %s: %w", eventID, err))
 		}
+	}
+	if s.d.Observer != nil {
+		s.d.Observer.RoomsInUse(events)
 	}
 	return errors.Join(errs...)
 }

@@ -46,6 +46,9 @@ type Config struct {
 // be cheap and safe for concurrent use.
 type Observer interface {
 	RoomObserved(eventID string, stats ports.RoomStats)
+	// RoomsInUse ends each pass with the events it found in use: any other event has ended or
+	// gone idle (nobody waiting or admitted), and its numbers can be forgotten.
+	RoomsInUse(eventIDs []string)
 }
 
 // Deps are the ports and the guard the waiting-room use cases run on. Observer may be nil.
