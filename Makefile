@@ -23,8 +23,8 @@ test: ## run every test with -race against the local Postgres, MariaDB and Redis
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 .PHONY: lint
-lint: ## golangci-lint (pinned in go.mod's tool block; gofmt, vet, staticcheck, errcheck …) and the dependency rule
-	$(GO) tool golangci-lint run $(PKGS)
+lint: ## golangci-lint (pinned in tools/go.mod, apart from the library's go.mod; gofmt, vet, staticcheck, errcheck …) and the dependency rule
+	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
 	$(GO) test -count=1 ./test/architecture/
 
 .PHONY: generate
