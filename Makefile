@@ -27,9 +27,9 @@ test-twice: ## run make test in two clean clones of HEAD at once, on the same se
 	bash scripts/test-twice.sh
 
 .PHONY: lint
-lint: ## golangci-lint (pinned in go.mod's tool block; gofmt, vet, staticcheck, errcheck …) and the dependency rule
+lint: ## golangci-lint (pinned in tools/go.mod, apart from the library's go.mod; gofmt, vet, staticcheck, errcheck …) and the dependency rule
 	# Another checkout's lint may run at the same time (two CI jobs on one runner): both proceed.
-	$(GO) tool golangci-lint run --allow-parallel-runners $(PKGS)
+	$(GO) tool -modfile=tools/go.mod golangci-lint run --allow-parallel-runners $(PKGS)
 	$(GO) test -count=1 ./test/architecture/
 
 .PHONY: generate

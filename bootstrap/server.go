@@ -61,10 +61,16 @@ var HTTPModule = fx.Module("http",
 
 // generatedTokens are the ready tokens of a secret generated at start; empty when
 // RUSHGATE_JWT_SECRET is set.
-type generatedTokens struct{ admin, user string }
+type generatedTokens struct {
+	admin string
+	users []string // user-1, user-2, …: several, so trials can race users against each other
+}
 
-// provideTokens uses the configured secret, or generates one, with an admin and a user token,
-// so the embedded default is usable at once.
+// generatedUsers is how many user tokens a generated secret comes with.
+const generatedUsers = 3
+
+// provideTokens uses the configured secret, or generates one, with an admin token and a few
+// user tokens, so the embedded default is usable at once.
 func provideTokens(cfg Config, log *slog.Logger) (*rghttp.Tokens, generatedTokens, error) {
 	if cfg.Auth.JWTSecret != "" {
 		return rghttp.NewTokens([]byte(cfg.Auth.JWTSecret)), generatedTokens{}, nil
@@ -76,26 +82,38 @@ func provideTokens(cfg Config, log *slog.Logger) (*rghttp.Tokens, generatedToken
 	if err != nil {
 		return nil, generatedTokens{}, err
 	}
-	user, err := tokens.Mint("user-1", rghttp.RoleUser, 24*time.Hour)
-	if err != nil {
-		return nil, generatedTokens{}, err
+	generated := generatedTokens{admin: admin}
+	for i := 1; i <= generatedUsers; i++ {
+		user, err := tokens.Mint(fmt.Sprintf("user-%d", i), rghttp.RoleUser, 24*time.Hour)
+		if err != nil {
+			return nil, generatedTokens{}, err
+		}
+		generated.users = append(generated.users, user)
 	}
 	log.Warn("RUSHGATE_JWT_SECRET is not set: generated a secret for this process only; ready tokens are printed on the console")
-	return tokens, generatedTokens{admin: admin, user: user}, nil
+	return tokens, generated, nil
 }
 
 // announceTokens prints generated tokens on the console as shell lines to paste, once the
-// server listens, so they work the moment they are pasted. They stay out of the logs, which are
-// often shipped and kept.
+// server listens, so they work the moment they are pasted: RUSHGATE_ADMIN_TOKEN,
+// RUSHGATE_USER_TOKEN (user-1), then RUSHGATE_USER2_TOKEN (user-2) and on. They stay out of the
+// logs, which are often shipped and kept.
 func announceTokens(lc fx.Lifecycle, _ *Server, generated generatedTokens, console Console) {
 	if generated.admin == "" {
 		return
 	}
+	var lines strings.Builder
+	lines.WriteString("# RUSHGATE_JWT_SECRET is not set: tokens for this process only, valid 24h. Paste to use them:\n")
+	fmt.Fprintf(&lines, "export RUSHGATE_ADMIN_TOKEN=%s\n", generated.admin)
+	for i, user := range generated.users {
+		name := "RUSHGATE_USER_TOKEN"
+		if i > 0 {
+			name = fmt.Sprintf("RUSHGATE_USER%d_TOKEN", i+1)
+		}
+		fmt.Fprintf(&lines, "export %s=%s\n", name, user)
+	}
 	// Started after the server's own hook, which this function's dependency on *Server orders.
-	lc.Append(fx.StartHook(func() {
-		fmt.Fprintf(console, "# RUSHGATE_JWT_SECRET is not set: tokens for this process only, valid 24h. Paste to use them:\n"+
-			"export RUSHGATE_ADMIN_TOKEN=%s\nexport RUSHGATE_USER_TOKEN=%s\n", generated.admin, generated.user)
-	}))
+	lc.Append(fx.StartHook(func() { _, _ = io.WriteString(console, lines.String()) }))
 }
 
 type routerParams struct {

@@ -44,7 +44,7 @@ func (h couponHandlers) createCoupon(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, view)
 }
 
 // issue answers POST /api/coupons/{couponId}/issue; an Idempotency-Key header is honoured but

@@ -39,7 +39,7 @@ func (h crewHandlers) create(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/crews/"+view.ID)
-	c.JSON(stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, view)
 }
 
 // get answers GET /crews/{crewId}.
@@ -49,7 +49,7 @@ func (h crewHandlers) get(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, view)
 }
 
 // listMembers answers GET /crews/{crewId}/members?limit=&cursor=.
@@ -64,7 +64,7 @@ func (h crewHandlers) listMembers(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, page)
 }
 
 // pageLimit reads the optional ?limit= of a paged list: 0 (the service's default) when absent.

@@ -412,3 +412,14 @@ func TestListMembers_UnknownCrewIsNotFound(t *testing.T) {
 
 	assertError(t, rec, stdhttp.StatusNotFound, "CREW_NOT_FOUND")
 }
+
+// TestAnswers_KeepHTMLCharactersAsTheyAre: an answer writes &, < and > as themselves, not as
+// \u0026 and the like, so a presigned URL or a name reads the same to a shell as to a JSON client.
+func TestAnswers_KeepHTMLCharactersAsTheyAre(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	rec := h.do(call{method: "POST", path: "/crews", token: h.token("admin-1", rhttp.RoleAdmin),
+		body: `{"name":"R&D <runners>","maxMembers":5}`})
+	require.Equal(t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Body.String(), `"name":"R&D <runners>"`)
+	assert.NotContains(t, rec.Body.String(), `\u0026`)
+}

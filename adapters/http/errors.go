@@ -167,7 +167,8 @@ func writeError(c *gin.Context, status int, de *domain.Error) {
 	}
 	body["error"] = de.Code
 	body["message"] = de.Message
-	c.AbortWithStatusJSON(status, body)
+	c.Abort()
+	writeJSON(c, status, body)
 }
 
 // classify maps err to the domain error the client sees and its status.

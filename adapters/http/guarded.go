@@ -36,5 +36,5 @@ func respondGuarded[T any](c *gin.Context, res guard.Result[T], err error) {
 	if res.Replayed {
 		c.Header(IdempotentReplayedHeader, "true")
 	}
-	c.JSON(statusOf(res.Outcome), res.Value)
+	writeJSON(c, statusOf(res.Outcome), res.Value)
 }

@@ -21,7 +21,7 @@ const readinessTimeout = time.Second
 // healthz answers GET /healthz: the process is up, and which build it runs.
 func healthz(build system.Build) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.JSON(stdhttp.StatusOK, gin.H{"status": "ok", "version": build.Version, "revision": build.Revision})
+		writeJSON(c, stdhttp.StatusOK, gin.H{"status": "ok", "version": build.Version, "revision": build.Revision})
 	}
 }
 
@@ -62,6 +62,6 @@ func readyz(checks []telemetry.ReadinessCheck) gin.HandlerFunc {
 			})
 			return
 		}
-		c.JSON(stdhttp.StatusOK, gin.H{"status": "ready", "checks": results})
+		writeJSON(c, stdhttp.StatusOK, gin.H{"status": "ready", "checks": results})
 	}
 }

@@ -48,7 +48,7 @@ func (h orderHandlers) get(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, view)
 }
 
 // cancel answers POST /api/orders/{orderId}/cancel for the order's owner or an admin: 200 with
@@ -65,5 +65,5 @@ func (h orderHandlers) cancel(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, view)
 }

@@ -20,7 +20,7 @@ type paymentHandlers struct {
 // topProducts answers GET /api/products/top: always 200, with an empty list when the read
 // failed.
 func (h paymentHandlers) topProducts(c *gin.Context) {
-	c.JSON(stdhttp.StatusOK, h.ranking.TopProducts(c.Request.Context()))
+	writeJSON(c, stdhttp.StatusOK, h.ranking.TopProducts(c.Request.Context()))
 }
 
 // pay answers POST /api/orders/{orderId}/payment, guarded by the Idempotency-Key header.
@@ -48,7 +48,7 @@ func (h paymentHandlers) listOutbox(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, page)
 }
 
 // retryOutbox answers POST /admin/outbox/{messageId}/retry (admin).
@@ -61,5 +61,5 @@ func (h paymentHandlers) retryOutbox(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, view)
 }

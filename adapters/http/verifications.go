@@ -51,7 +51,7 @@ func (h verificationHandlers) createChallenge(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/challenges/"+view.ID)
-	c.JSON(stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, view)
 }
 
 // getChallenge answers GET /challenges/{challengeId}.
@@ -61,7 +61,7 @@ func (h verificationHandlers) getChallenge(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, view)
 }
 
 // listVerifications answers GET /challenges/{challengeId}/verifications?limit=&cursor=: the
@@ -81,7 +81,7 @@ func (h verificationHandlers) listVerifications(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, page)
 }
 
 type createSessionRequest struct {
@@ -104,7 +104,7 @@ func (h verificationHandlers) createSession(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, view)
 }
 
 type verifyRequest struct {

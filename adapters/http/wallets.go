@@ -40,7 +40,7 @@ func (h walletHandlers) createUser(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/api/users/"+user.ID+"/balance")
-	c.JSON(stdhttp.StatusCreated, user)
+	writeJSON(c, stdhttp.StatusCreated, user)
 }
 
 // balance answers GET /api/users/{userId}/balance, for that user or an admin.
@@ -55,7 +55,7 @@ func (h walletHandlers) balance(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.JSON(stdhttp.StatusOK, b)
+	writeJSON(c, stdhttp.StatusOK, b)
 }
 
 // chargeRequest holds the amount undecoded: a number that is not an integer in range is the

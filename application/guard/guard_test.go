@@ -1,6 +1,6 @@
 package guard_test
 
-//go:generate go tool mockgen -destination=mocks_test.go -package=guard_test github.com/rushgate/rushgate/ports Locker,Lock,IdempotencyStore
+//go:generate go tool -modfile=../../tools/go.mod mockgen -destination=mocks_test.go -package=guard_test github.com/rushgate/rushgate/ports Locker,Lock,IdempotencyStore
 
 import (
 	"context"

@@ -88,11 +88,14 @@ func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 }
 
 // exportLine matches a line of the ready-to-paste block serve prints without a secret.
-var exportLine = regexp.MustCompile(`^export (RUSHGATE_ADMIN_TOKEN|RUSHGATE_USER_TOKEN)=(\S+)$`)
+var exportLine = regexp.MustCompile(`^export (RUSHGATE_ADMIN_TOKEN|RUSHGATE_USER\d*_TOKEN)=(\S+)$`)
+
+// printedTokens are the variables serve prints without a secret: an admin and three users.
+var printedTokens = []string{"RUSHGATE_ADMIN_TOKEN", "RUSHGATE_USER_TOKEN", "RUSHGATE_USER2_TOKEN", "RUSHGATE_USER3_TOKEN"}
 
 // TestServe_WithoutSecretPrintsTokensToPaste: the embedded default prints, on stderr, shell
-// lines setting RUSHGATE_ADMIN_TOKEN and RUSHGATE_USER_TOKEN, and those tokens work: the admin
-// creates a crew and the user joins it.
+// lines setting an admin token and three user tokens, and those tokens work: the admin creates
+// a crew and each user joins it as a different member.
 func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,12 +121,12 @@ func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
 		}
 	}()
 
-	// Read stderr line by line until both tokens are seen, then drain it so serve never blocks.
+	// Read stderr line by line until every token is seen, then drain it so serve never blocks.
 	printed := make(chan map[string]string, 1)
 	go func() {
 		tokens := map[string]string{}
 		lines := bufio.NewScanner(stderr)
-		for len(tokens) < 2 && lines.Scan() {
+		for len(tokens) < len(printedTokens) && lines.Scan() {
 			if m := exportLine.FindStringSubmatch(lines.Text()); m != nil {
 				tokens[m[1]] = m[2]
 			}
@@ -137,8 +140,10 @@ func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no ready-to-paste tokens on stderr within 10s")
 	}
-	if len(tokens) < 2 {
-		t.Fatalf("serve stopped before printing both tokens: %v", tokens)
+	for _, name := range printedTokens {
+		if tokens[name] == "" {
+			t.Fatalf("serve did not print %s: %v", name, tokens)
+		}
 	}
 
 	base := "http://" + addr
@@ -147,9 +152,12 @@ func TestServe_WithoutSecretPrintsTokensToPaste(t *testing.T) {
 		t.Fatalf("create with the printed admin token: %d %s", created.status, created.body)
 	}
 	crewID := regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(created.body)[1]
-	joined := call(t, "POST", base+"/crews/"+crewID+"/join", tokens["RUSHGATE_USER_TOKEN"], "", "Idempotency-Key", "k1")
-	if joined.status != http.StatusCreated {
-		t.Fatalf("join with the printed user token: %d %s", joined.status, joined.body)
+	for i, name := range printedTokens[1:] {
+		joined := call(t, "POST", base+"/crews/"+crewID+"/join", tokens[name], "", "Idempotency-Key", "k1")
+		want := fmt.Sprintf(`"currentMembers":%d`, i+1)
+		if joined.status != http.StatusCreated || !strings.Contains(joined.body, want) {
+			t.Fatalf("join with %s: %d %s, want 201 with %s", name, joined.status, joined.body, want)
+		}
 	}
 }
 

@@ -18,10 +18,10 @@ import (
 // (another test run's) to release Debian's package lock.
 const toolInstallLimit = 10 * time.Minute
 
-// debianTool is a command from a Debian package that a test needs, installed by its script in
-// scripts/ on a machine that lacks it, once per test binary.
+// debianTool is a command from a Debian package that a test needs, installed by
+// scripts/debian-tool.sh on a machine that lacks it, once per test binary.
 type debianTool struct {
-	command, script string
+	command, pkg string
 
 	once sync.Once
 	path string
@@ -29,23 +29,30 @@ type debianTool struct {
 }
 
 var (
-	chromium = &debianTool{command: "chromium", script: "chromium.sh"}
-	promtool = &debianTool{command: "promtool", script: "promtool.sh"}
+	chromium = &debianTool{command: "chromium", pkg: "chromium"}
+	promtool = &debianTool{command: "promtool", pkg: "prometheus"}
+	jq       = &debianTool{command: "jq", pkg: "jq"}
 )
 
-// Chromium returns the path of Debian's chromium (scripts/chromium.sh installs it).
+// Chromium returns the path of Debian's chromium.
 // Unreachable when that fails: a skip, or a failure under CI=true.
 func Chromium(t testing.TB) string {
 	t.Helper()
 	return chromium.find(t)
 }
 
-// Promtool returns the path of promtool, from Debian's prometheus package
-// (scripts/promtool.sh installs it). Unreachable when that fails: a skip, or a failure under
+// Promtool returns the path of promtool, from Debian's prometheus package. Unreachable when that fails: a skip, or a failure under
 // CI=true.
 func Promtool(t testing.TB) string {
 	t.Helper()
 	return promtool.find(t)
+}
+
+// Jq returns the path of Debian's jq. Unreachable when installing it fails: a skip, or a
+// failure under CI=true.
+func Jq(t testing.TB) string {
+	t.Helper()
+	return jq.find(t)
 }
 
 func (d *debianTool) find(t testing.TB) string {
@@ -56,16 +63,16 @@ func (d *debianTool) find(t testing.TB) string {
 			return
 		}
 		_, file, _, _ := runtime.Caller(0)
-		script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", d.script)
+		script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "debian-tool.sh")
 		ctx, cancel := context.WithTimeout(context.Background(), toolInstallLimit)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "bash", script).Output()
+		out, err := exec.CommandContext(ctx, "bash", script, d.command, d.pkg).Output()
 		switch {
 		case ctx.Err() != nil:
-			d.err = fmt.Errorf("scripts/%s did not finish within %v", d.script, toolInstallLimit)
+			d.err = fmt.Errorf("scripts/debian-tool.sh %s did not finish within %v", d.command, toolInstallLimit)
 			return
 		case err != nil:
-			d.err = fmt.Errorf("scripts/%s failed (%w)%s", d.script, err, lastLine(err))
+			d.err = fmt.Errorf("scripts/debian-tool.sh %s failed (%w)%s", d.command, err, lastLine(err))
 			return
 		}
 		d.path = strings.TrimSpace(string(out))
