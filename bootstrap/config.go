@@ -79,8 +79,9 @@ type RedisConfig struct {
 	URL string `env:"RUSHGATE_REDIS_URL"`
 	// Timeout bounds dialing, each read and each write (503 beyond). Default 1s.
 	Timeout time.Duration `env:"RUSHGATE_REDIS_TIMEOUT" envDefault:"1s"`
-	// KeyPrefix starts the waiting rooms' keys, so that two deployments, or two test runs,
-	// can share one Redis. Default redis.WaitingRoomKeyPrefix, "rushgate:wr:".
+	// KeyPrefix starts the waiting rooms' keys (push streams included), so that two test runs
+	// share one Redis without sharing rooms; locks and idempotency records keep their own
+	// "rushgate:" prefixes. Default redis.WaitingRoomKeyPrefix, "rushgate:wr:".
 	KeyPrefix string `env:"RUSHGATE_REDIS_KEY_PREFIX" envDefault:"rushgate:wr:"`
 }
 
