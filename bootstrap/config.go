@@ -79,6 +79,10 @@ type RedisConfig struct {
 	URL string `env:"RUSHGATE_REDIS_URL"`
 	// Timeout bounds dialing, each read and each write (503 beyond). Default 1s.
 	Timeout time.Duration `env:"RUSHGATE_REDIS_TIMEOUT" envDefault:"1s"`
+	// KeyPrefix starts the waiting rooms' keys (push streams included), so that two test runs
+	// share one Redis without sharing rooms; locks and idempotency records keep their own
+	// "rushgate:" prefixes. Default redis.WaitingRoomKeyPrefix, "rushgate:wr:".
+	KeyPrefix string `env:"RUSHGATE_REDIS_KEY_PREFIX" envDefault:"rushgate:wr:"`
 }
 
 // AuthConfig is how bearer tokens are checked.
@@ -355,7 +359,27 @@ func (c RedisConfig) Validate() error {
 			return fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 		}
 	}
+	if err := validKeyPrefix(c.KeyPrefix); err != nil {
+		return fmt.Errorf("RUSHGATE_REDIS_KEY_PREFIX: %q %w", c.KeyPrefix, err)
+	}
 	return allPositive(positive{"RUSHGATE_REDIS_TIMEOUT", c.Timeout > 0})
+}
+
+// validKeyPrefix refuses a key prefix that is empty, holds anything but printable ASCII, or
+// holds a brace: the keys carry {eventId} hash tags, which a brace in the prefix would move.
+func validKeyPrefix(prefix string) error {
+	if prefix == "" {
+		return errors.New("is empty")
+	}
+	for _, r := range prefix {
+		if r < ' ' || r > '~' {
+			return errors.New("holds a character other than printable ASCII")
+		}
+		if r == '{' || r == '}' {
+			return errors.New("holds a brace, which would move the keys' {eventId} hash tags")
+		}
+	}
+	return nil
 }
 
 // Validate checks the authentication settings.

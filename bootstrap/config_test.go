@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/rushgate/rushgate/adapters/redis"
 )
 
 func TestDefaultConfig_IsValid(t *testing.T) {
@@ -54,9 +56,34 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_ACCESS_LOG_LEVEL", "loud"},
 		{"RUSHGATE_ACCESS_LOG_LEVEL", "info+2"},
 		{"RUSHGATE_ACCESS_LOG_SAMPLE", "-1"},
-		{"RUSHGATE_ROLE", "broker"}, // a split role needs Redis, unset here
+		{"RUSHGATE_ROLE", "broker"},                // a split role needs Redis, unset here
+		{"RUSHGATE_REDIS_KEY_PREFIX", "rooms{a}:"}, // a brace would move the {eventId} hash tags
+		{"RUSHGATE_REDIS_KEY_PREFIX", "rooms}:"},
+		{"RUSHGATE_REDIS_KEY_PREFIX", "rooms\n:"},
+		{"RUSHGATE_REDIS_KEY_PREFIX", "salle-é:"},
 	} {
 		expectRefusedNaming(t, tc.name, tc.value)
+	}
+}
+
+// TestRedisKeyPrefix_DefaultsToTheWaitingRoomPrefix: unset or empty, the rooms keep the keys
+// they had before the setting existed; set, any printable ASCII without braces is taken as it
+// is. An empty prefix set in code (tests build their Config) is refused.
+func TestRedisKeyPrefix_DefaultsToTheWaitingRoomPrefix(t *testing.T) {
+	for _, environment := range []map[string]string{{}, {"RUSHGATE_REDIS_KEY_PREFIX": ""}} {
+		cfg, err := parseConfig(env.Options{Environment: environment})
+		if err != nil || cfg.Redis.KeyPrefix != redis.WaitingRoomKeyPrefix {
+			t.Errorf("%v: key prefix %q, %v; want %q", environment, cfg.Redis.KeyPrefix, err, redis.WaitingRoomKeyPrefix)
+		}
+	}
+	empty := DefaultConfig()
+	empty.Redis.KeyPrefix = ""
+	if err := empty.Validate(); err == nil || !strings.HasPrefix(err.Error(), "RUSHGATE_REDIS_KEY_PREFIX: ") {
+		t.Errorf("empty key prefix: want an error naming RUSHGATE_REDIS_KEY_PREFIX, got %v", err)
+	}
+	cfg := parseWith(t, "RUSHGATE_REDIS_KEY_PREFIX", "staging rooms:")
+	if err := cfg.Validate(); err != nil || cfg.Redis.KeyPrefix != "staging rooms:" {
+		t.Errorf("key prefix %q, %v; want \"staging rooms:\" accepted", cfg.Redis.KeyPrefix, err)
 	}
 }
 

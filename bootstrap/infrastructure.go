@@ -96,7 +96,7 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 		_ = client.Close()
 		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 	}
-	set, closeSet := redis.NewCoordination(client)
+	set, closeSet := redis.NewCoordination(client, cfg.Redis.KeyPrefix)
 	// Stop hooks run in reverse: the locker's release subscription ends before the client closes.
 	lc.Append(fx.StopHook(client.Close))
 	lc.Append(fx.StopHook(closeSet))

@@ -135,9 +135,10 @@ func openSQL(t *testing.T, d testenv.Database, opts gormdb.Options) *gormdb.DB {
 }
 
 // redisCoordination returns the Redis coordination set of one instance, on a client of its own
-// to the Redis at url, closed when the test ends.
+// to the Redis at url, closed when the test ends. Its waiting room, unused by these suites,
+// keys under a prefix of its own.
 func redisCoordination(t *testing.T, url string) ports.Coordination {
-	set, closeSet := rgredis.NewCoordination(newRedisClientURL(t, url))
+	set, closeSet := rgredis.NewCoordination(newRedisClientURL(t, url), testenv.KeyPrefix())
 	t.Cleanup(func() { assert.NoError(t, closeSet()) })
 	return set
 }

@@ -51,8 +51,8 @@ type process struct {
 	cmd *exec.Cmd
 }
 
-// processEnv is what every process of one test shares: the database at databaseURL, one Redis,
-// one secret, testenv's dependency timeouts and lock budget (as testConfig), and the short push
+// processEnv is what every process of one test shares: the database at databaseURL, one Redis
+// and the test's key prefix there (keyPrefix), one secret, testenv's dependency timeouts and lock budget (as testConfig), and the short push
 // timings (processHeartbeatTimeout). A later entry of the same variable, appended by a test, wins.
 func processEnv(t *testing.T, databaseURL string) []string {
 	return []string{
@@ -62,6 +62,7 @@ func processEnv(t *testing.T, databaseURL string) []string {
 		"RUSHGATE_LOCK_RETRIES=" + strconv.Itoa(testenv.LockRetries),
 		"RUSHGATE_DATABASE_URL=" + databaseURL,
 		"RUSHGATE_REDIS_URL=" + redisURL(t),
+		"RUSHGATE_REDIS_KEY_PREFIX=" + keyPrefix(t),
 		"RUSHGATE_JWT_SECRET=" + jwtSecret,
 		"RUSHGATE_LOG_LEVEL=error",
 		"RUSHGATE_QUEUE_TICK=" + pushTick.String(),

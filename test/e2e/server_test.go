@@ -23,7 +23,6 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
-	rgredis "github.com/rushgate/rushgate/adapters/redis"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/ports"
@@ -136,37 +135,33 @@ func newClient(readHeaderTimeout time.Duration) *http.Client {
 
 // modules is the application under test on cfg, as bootstrap builds it, but for two things:
 // its logs go to t.Log (shown when the test fails), and on Redis its waiting rooms live under
-// a key prefix of the test's own, shared by the servers of one test. The rooms' index and the
-// brokers' set are whole-prefix keys every server's workers scan, so with the default prefix a
-// server of another test run on the same Redis would reconcile this test's rooms with its own
-// settings (an idle timeout of 1.5 s drops users that poll every 2 s).
+// the test's own key prefix (keyPrefix), shared by the servers of one test.
 func modules(t *testing.T, cfg bootstrap.Config) fx.Option {
 	logs := testenv.LogWriter(t)
-	options := []fx.Option{bootstrap.Modules(cfg), fx.Decorate(func(*slog.Logger) *slog.Logger {
+	cfg.Redis.KeyPrefix = keyPrefix(t)
+	return fx.Options(bootstrap.Modules(cfg), fx.Decorate(func(*slog.Logger) *slog.Logger {
 		var level slog.Level
 		_ = level.UnmarshalText([]byte(cfg.Server.LogLevel))
 		return slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	})}
-	if cfg.Redis.URL != "" {
-		prefix, _ := roomPrefixes.LoadOrStore(t, testenv.KeyPrefix())
-		t.Cleanup(func() { roomPrefixes.Delete(t) })
-		options = append(options, fx.Decorate(func(lc fx.Lifecycle, c ports.Coordination) (ports.Coordination, error) {
-			timeout := cfg.Redis.Timeout
-			client, err := rgredis.NewClient(cfg.Redis.URL, rgredis.Options{DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
-			if err != nil {
-				return c, err
-			}
-			lc.Append(fx.StopHook(client.Close))
-			room := rgredis.NewWaitingRoom(client, prefix.(string))
-			c.WaitingRoom, c.PushQueue = room, room
-			return c, nil
-		}))
-	}
-	return fx.Options(options...)
+	}))
 }
 
-// roomPrefixes holds each running test's waiting-room key prefix.
-var roomPrefixes sync.Map // *testing.T → string
+// keyPrefix returns the waiting-room key prefix (RUSHGATE_REDIS_KEY_PREFIX) of t, the same on
+// every call during t, so that the servers and processes of one test share their rooms. The
+// rooms' index and the brokers' set are whole-prefix keys every server's workers scan, so with
+// the default prefix a server of another test, or of another run on the same Redis, would
+// reconcile this test's rooms with its own settings (an idle timeout of 1.5 s drops users that
+// poll every 2 s).
+func keyPrefix(t *testing.T) string {
+	prefix, loaded := keyPrefixes.LoadOrStore(t, testenv.KeyPrefix())
+	if !loaded {
+		t.Cleanup(func() { keyPrefixes.Delete(t) })
+	}
+	return prefix.(string)
+}
+
+// keyPrefixes holds each running test's key prefix.
+var keyPrefixes sync.Map // *testing.T → string
 
 // stopWithin stops an app the test built itself, giving its stop hooks limit to finish, so a
 // stop that hangs fails the test instead of stalling the run.

@@ -222,7 +222,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			eventually(t, 5*time.Second, "the slots come back", func() bool {
 				return broker.queueView(eventID).num("remainingSlots") == slots
 			})
-			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), redis.WaitingRoomKeyPrefix)
+			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), keyPrefix(t))
 			ctx := context.Background()
 			if n, err := stalled.Promote(ctx, eventID, 5*time.Minute); err != nil || n != slots {
 				t.Fatalf("promote as the stalled dispatcher: %d, %v", n, err)
