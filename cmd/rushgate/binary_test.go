@@ -174,7 +174,7 @@ func TestVersion_LinkTimeOverride(t *testing.T) {
 
 	s := startServe(t, "RUSHGATE_LOG_LEVEL=error")
 	want := `{"revision":"` + linkedRevision + `","status":"ok","version":"` + linkedVersion + `"}`
-	if body := strings.TrimSuffix(s.healthz(t), "\n"); body != want {
+	if body := s.healthz(t); body != want {
 		t.Fatalf("/healthz: %s, want %s", body, want)
 	}
 }

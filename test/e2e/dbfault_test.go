@@ -239,13 +239,20 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 	if os.Geteuid() == 0 {
 		asRoot = []string{"--user=root"}
 	}
-	installArgs := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}, asRoot...)
+	// A temporary directory of its own: in the shared /tmp, another run's server bootstrapping at
+	// the same moment can take the same temporary table names.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	installArgs := append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
+		"--auth-root-authentication-method=normal", "--skip-test-db"}, asRoot...)
 	if out, err := exec.Command(install, installArgs...).CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	var process *os.Process
 	start := func(t *testing.T) {
-		args := append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+		args := append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + filepath.Join(dir, "sock"),
 			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--skip-log-bin",
 			"--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=2"}, asRoot...)
 		cmd := exec.Command(server, args...)
