@@ -79,12 +79,12 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 				users[i] = fmt.Sprintf("stall-a%d-%s", i, a.run)
 				streams[i] = a.openStream(eventID, users[i])
 				if i < 2 {
-					eventually(t, 5*time.Second, users[i]+" admitted", func() bool { return streams[i].token() != "" })
+					eventually(t, stallSetupWait, users[i]+" admitted", func() bool { return streams[i].token() != "" })
 				}
 			}
 			oldTokens := []string{streams[0].token(), streams[1].token()}
 			onB := b.openStream(eventID, "stall-b-"+a.run)
-			eventually(t, 5*time.Second, "B's user waits behind A's", func() bool { return onB.lastRank() == 2 })
+			eventually(t, stallSetupWait, "B's user waits behind A's", func() bool { return onB.lastRank() == 2 })
 
 			procA.freeze()
 			t.Cleanup(procA.thaw)
@@ -160,6 +160,10 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 	}
 }
 
+// stallSetupWait bounds the steps that set a stall up or check its aftermath (admissions, slots
+// coming back): not what the tests measure, so roomy enough for a runner shared with other jobs.
+const stallSetupWait = 15 * time.Second
+
 // TestPush_StalledDispatcherResumesAndAnotherTakesOver: with the only dispatcher frozen
 // (SIGSTOP) nobody is admitted though slots are free; once it resumes (SIGCONT) admission goes
 // on within stallTicks ticks, and the stall is counted. Entries a stalled dispatcher read and
@@ -179,7 +183,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for i := range clients {
 				clients[i] = broker.openStream(eventID, fmt.Sprintf("sd-%s%d", broker.run, i))
 			}
-			eventually(t, 5*time.Second, "the first wave admitted", func() bool {
+			eventually(t, stallSetupWait, "the first wave admitted", func() bool {
 				return clients[0].token() != "" && clients[1].token() != "" && clients[2].token() != ""
 			})
 
@@ -188,7 +192,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for _, c := range clients[:slots] {
 				c.close()
 			}
-			eventually(t, 5*time.Second, "the slots come back", func() bool {
+			eventually(t, stallSetupWait, "the slots come back", func() bool {
 				return broker.queueView(eventID).num("remainingSlots") == slots
 			})
 			// Frozen past the heartbeat timeout, so the resumed dispatcher sees its stall.
@@ -219,7 +223,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for _, c := range clients[slots : 2*slots] {
 				c.close()
 			}
-			eventually(t, 5*time.Second, "the slots come back", func() bool {
+			eventually(t, stallSetupWait, "the slots come back", func() bool {
 				return broker.queueView(eventID).num("remainingSlots") == slots
 			})
 			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), keyPrefix(t))
@@ -288,7 +292,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 					t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
 				}
 			}
-			eventually(t, 5*time.Second, "every slot back", func() bool {
+			eventually(t, stallSetupWait, "every slot back", func() bool {
 				v := broker.queueView(eventID)
 				return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("remainingSlots") == slots && v.num("connections") == 0
 			})
