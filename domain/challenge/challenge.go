@@ -4,6 +4,7 @@
 package challenge
 
 import (
+	"encoding/base64"
 	"fmt"
 	"path"
 	"strings"
@@ -29,11 +30,11 @@ var (
 
 // Challenge is something users verify with a photo before its deadline.
 type Challenge struct {
-	ID        string
-	CrewID    string // empty when the challenge belongs to no crew
-	Title     string
-	Deadline  time.Time
-	CreatedAt time.Time
+	id        string
+	crewID    string // empty when the challenge belongs to no crew
+	title     string
+	deadline  time.Time
+	createdAt time.Time
 }
 
 // NewChallenge validates and creates a challenge. crewID, when not empty, must be a UUID.
@@ -49,12 +50,25 @@ func NewChallenge(id, crewID, title string, deadline, now time.Time) (Challenge,
 	if deadline.IsZero() {
 		return Challenge{}, domain.Invalid("deadline", "is required (RFC 3339)")
 	}
-	return Challenge{ID: id, CrewID: crewID, Title: title, Deadline: deadline.UTC().Truncate(time.Microsecond), CreatedAt: now}, nil
+	return Challenge{id: id, crewID: crewID, title: title, deadline: deadline.UTC().Truncate(time.Microsecond), createdAt: now}, nil
 }
+
+// RebuildChallenge restores a challenge from storage without re-validating; adapters only.
+func RebuildChallenge(id, crewID, title string, deadline, createdAt time.Time) Challenge {
+	return Challenge{id: id, crewID: crewID, title: title, deadline: deadline, createdAt: createdAt}
+}
+
+func (c Challenge) ID() string { return c.id }
+
+// CrewID is the crew the challenge belongs to, "" when none.
+func (c Challenge) CrewID() string       { return c.crewID }
+func (c Challenge) Title() string        { return c.title }
+func (c Challenge) Deadline() time.Time  { return c.deadline }
+func (c Challenge) CreatedAt() time.Time { return c.createdAt }
 
 // Accepts reports whether a session requested at requestedAt is in time: strictly before the
 // deadline (a session requested exactly at the deadline is late).
-func (c Challenge) Accepts(requestedAt time.Time) bool { return requestedAt.Before(c.Deadline) }
+func (c Challenge) Accepts(requestedAt time.Time) bool { return requestedAt.Before(c.deadline) }
 
 // SessionStatus is an upload session's state.
 type SessionStatus string
@@ -67,23 +81,74 @@ const (
 	SessionExpired   SessionStatus = "EXPIRED"
 )
 
+// DeclaredFile is the file a user says they are about to upload.
+type DeclaredFile struct {
+	Name        string
+	ContentType string
+	Size        int64
+}
+
 // UploadSession reserves a server-chosen object key for one user's declared file.
 type UploadSession struct {
-	ID          string
-	UserID      string
-	ChallengeID string // empty: the session is not tied to a challenge
-	ObjectKey   string
-	FileName    string
-	ContentType string
-	FileSize    int64
-	Status      SessionStatus
-	RequestedAt time.Time // the server's clock when the session was created
+	id          string
+	userID      string
+	challengeID string // empty: the session is not tied to a challenge
+	objectKey   string
+	fileName    string
+	contentType string
+	fileSize    int64
+	status      SessionStatus
+	requestedAt time.Time // the server's clock when the session was created
 }
+
+// OpenSession validates a declared file against rules and creates the PENDING session of
+// userID for it, requested now. Its object key lies under the user's own prefix (the user id in
+// unpadded base64url, so any id is one safe path segment) and is named by the session id and
+// keyToken, random lower-case letters and digits that make the key unguessable; its content
+// type is the canonical one of the file's extension.
+func OpenSession(id, userID string, file DeclaredFile, rules FileRules, keyToken string, now time.Time) (UploadSession, error) {
+	if err := domain.ValidateUserID("userId", userID); err != nil {
+		return UploadSession{}, err
+	}
+	ext, err := rules.Check(file.Name, file.ContentType, file.Size)
+	if err != nil {
+		return UploadSession{}, err
+	}
+	if keyToken == "" || strings.TrimFunc(keyToken, isLowerAlphanumeric) != "" {
+		return UploadSession{}, fmt.Errorf("challenge: the object key token %q must be lower-case letters and digits", keyToken)
+	}
+	key := "uploads/" + base64.RawURLEncoding.EncodeToString([]byte(userID)) + "/" + id + "-" + keyToken + "." + ext
+	return UploadSession{id: id, userID: userID, objectKey: key, fileName: file.Name, contentType: ContentTypeOf(ext),
+		fileSize: file.Size, status: SessionPending, requestedAt: now}, nil
+}
+
+func isLowerAlphanumeric(r rune) bool { return ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') }
+
+// RebuildUploadSession restores a session from storage without re-validating; adapters only.
+func RebuildUploadSession(id, userID, challengeID, objectKey, fileName, contentType string, fileSize int64,
+	status SessionStatus, requestedAt time.Time) UploadSession {
+	return UploadSession{id: id, userID: userID, challengeID: challengeID, objectKey: objectKey, fileName: fileName,
+		contentType: contentType, fileSize: fileSize, status: status, requestedAt: requestedAt}
+}
+
+func (s UploadSession) ID() string     { return s.id }
+func (s UploadSession) UserID() string { return s.userID }
+
+// ChallengeID is the challenge the session is tied to, "" when none.
+func (s UploadSession) ChallengeID() string   { return s.challengeID }
+func (s UploadSession) ObjectKey() string     { return s.objectKey }
+func (s UploadSession) FileName() string      { return s.fileName }
+func (s UploadSession) ContentType() string   { return s.contentType }
+func (s UploadSession) FileSize() int64       { return s.fileSize }
+func (s UploadSession) Status() SessionStatus { return s.status }
+
+// RequestedAt is the server's clock when the session was created.
+func (s UploadSession) RequestedAt() time.Time { return s.requestedAt }
 
 // ExpiredAt reports whether the session is past its expiry at now: older than expiry, whether
 // or not the expiry worker has marked it yet.
 func (s UploadSession) ExpiredAt(now time.Time, expiry time.Duration) bool {
-	return s.Status == SessionExpired || now.Sub(s.RequestedAt) > expiry
+	return s.status == SessionExpired || now.Sub(s.requestedAt) > expiry
 }
 
 // CheckUse is the session's part of a verification, in SPEC §2's order: a session that is
@@ -91,14 +156,58 @@ func (s UploadSession) ExpiredAt(now time.Time, expiry time.Duration) bool {
 // completed one ErrSessionAlreadyUsed, and imageKey must be the session's object key.
 func (s UploadSession) CheckUse(userID, imageKey string, now time.Time, expiry time.Duration) error {
 	switch {
-	case s.UserID != userID || s.ExpiredAt(now, expiry):
+	case s.userID != userID || s.ExpiredAt(now, expiry):
 		return ErrInvalidSession
-	case s.Status == SessionCompleted:
+	case s.status == SessionCompleted:
 		return ErrSessionAlreadyUsed
-	case s.ObjectKey != imageKey:
+	case s.objectKey != imageKey:
 		return ErrInvalidImageKey
 	}
 	return nil
+}
+
+// CheckStoredSize returns ErrImageNotUploaded unless the stored object holds exactly the
+// declared number of bytes, whatever the upload route let through.
+func (s UploadSession) CheckStoredSize(size int64) error {
+	if size != s.fileSize {
+		return ImageNotUploaded(fmt.Sprintf("the object holds %d bytes, the session declared %d", size, s.fileSize))
+	}
+	return nil
+}
+
+// CheckStoredHead returns ErrImageNotUploaded unless head, the stored object's first
+// SniffBytes bytes, carries the signature of the declared content type.
+func (s UploadSession) CheckStoredHead(head []byte) error {
+	if !IsImage(s.contentType, head) {
+		return ImageNotUploaded("the object is not a " + s.contentType + " image")
+	}
+	return nil
+}
+
+// ImageNotUploaded refuses a verification whose object is missing or is not the declared file,
+// saying why.
+func ImageNotUploaded(why string) error {
+	return &domain.Error{Code: ErrImageNotUploaded.Code, Message: ErrImageNotUploaded.Message + ": " + why}
+}
+
+// Complete turns a PENDING session COMPLETED, or returns ErrSessionAlreadyUsed and leaves it
+// unchanged.
+func (s *UploadSession) Complete() error {
+	if s.status != SessionPending {
+		return ErrSessionAlreadyUsed
+	}
+	s.status = SessionCompleted
+	return nil
+}
+
+// Expire turns a PENDING session EXPIRED and reports whether it changed it: a completed
+// session stays completed.
+func (s *UploadSession) Expire() bool {
+	if s.status != SessionPending {
+		return false
+	}
+	s.status = SessionExpired
+	return true
 }
 
 // VerificationApproved is the status every verification is created with.
@@ -107,20 +216,48 @@ const VerificationApproved = "APPROVED"
 // Verification is a user's accepted photo for a challenge; (ChallengeID, UserID) and
 // UploadSessionID are each unique.
 type Verification struct {
-	ID              string
-	UserID          string
-	ChallengeID     string
-	UploadSessionID string
-	ImageKey        string
-	Status          string
-	RequestedAt     time.Time // the session's requestedAt, which the deadline was judged by
+	id              string
+	userID          string
+	challengeID     string
+	uploadSessionID string
+	imageKey        string
+	status          string
+	requestedAt     time.Time // the session's requestedAt, which the deadline was judged by
 }
 
-// Verify creates the verification that consumes session s for challenge c.
-func Verify(id string, s UploadSession, c Challenge) Verification {
-	return Verification{ID: id, UserID: s.UserID, ChallengeID: c.ID, UploadSessionID: s.ID,
-		ImageKey: s.ObjectKey, Status: VerificationApproved, RequestedAt: s.RequestedAt}
+// Verify creates the APPROVED verification that consumes session s for challenge c: the
+// session's user, object key and requestedAt. A session that is not PENDING is
+// ErrSessionAlreadyUsed (an expired one ErrInvalidSession), one requested at or after c's
+// deadline ErrDeadlinePassed. Marking the session COMPLETED is the caller's write.
+func Verify(id string, s UploadSession, c Challenge) (Verification, error) {
+	switch {
+	case s.status == SessionExpired:
+		return Verification{}, ErrInvalidSession
+	case s.status != SessionPending:
+		return Verification{}, ErrSessionAlreadyUsed
+	case !c.Accepts(s.requestedAt):
+		return Verification{}, ErrDeadlinePassed
+	}
+	return Verification{id: id, userID: s.userID, challengeID: c.id, uploadSessionID: s.id,
+		imageKey: s.objectKey, status: VerificationApproved, requestedAt: s.requestedAt}, nil
 }
+
+// RebuildVerification restores a verification from storage without re-validating; adapters
+// only.
+func RebuildVerification(id, userID, challengeID, uploadSessionID, imageKey, status string, requestedAt time.Time) Verification {
+	return Verification{id: id, userID: userID, challengeID: challengeID, uploadSessionID: uploadSessionID,
+		imageKey: imageKey, status: status, requestedAt: requestedAt}
+}
+
+func (v Verification) ID() string              { return v.id }
+func (v Verification) UserID() string          { return v.userID }
+func (v Verification) ChallengeID() string     { return v.challengeID }
+func (v Verification) UploadSessionID() string { return v.uploadSessionID }
+func (v Verification) ImageKey() string        { return v.imageKey }
+func (v Verification) Status() string          { return v.status }
+
+// RequestedAt is the session's requestedAt, which the deadline was judged by.
+func (v Verification) RequestedAt() time.Time { return v.requestedAt }
 
 // Default file bounds (SPEC §2).
 const (

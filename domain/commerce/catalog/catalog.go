@@ -65,24 +65,33 @@ func (p *Product) Name() string         { return p.name }
 func (p *Product) Price() int64         { return p.price }
 func (p *Product) CreatedAt() time.Time { return p.createdAt }
 
-// Stock is the units of one product on hand. Version counts its changes, for the optimistic
-// update that deducts it (UPDATE … WHERE version = ?).
+// Stock is the units of one product on hand, never negative. Version counts its changes, for
+// the optimistic update that deducts it (UPDATE … WHERE version = ?).
 type Stock struct {
-	ProductID string
-	Quantity  int64
-	Version   int64
+	productID string
+	quantity  int64
+	version   int64
 }
 
-// NewStock validates an initial quantity of productID's stock.
+// NewStock validates an initial quantity (0..MaxStock) of productID's stock.
 func NewStock(productID string, quantity int64) (Stock, error) {
 	if quantity < 0 || quantity > MaxStock {
 		return Stock{}, domain.Invalid("stock", "must be between 0 and %d", MaxStock)
 	}
-	return Stock{ProductID: productID, Quantity: quantity}, nil
+	return Stock{productID: productID, quantity: quantity}, nil
 }
 
+// RebuildStock restores a product's stock from storage without re-validating; adapters only.
+func RebuildStock(productID string, quantity, version int64) Stock {
+	return Stock{productID: productID, quantity: quantity, version: version}
+}
+
+func (s Stock) ProductID() string { return s.productID }
+func (s Stock) Quantity() int64   { return s.quantity }
+func (s Stock) Version() int64    { return s.version }
+
 // Covers reports whether the stock holds at least quantity units.
-func (s Stock) Covers(quantity int64) bool { return quantity <= s.Quantity }
+func (s Stock) Covers(quantity int64) bool { return quantity <= s.quantity }
 
 // CodeStockDeductionFailed is the code of DeductionFailed's error.
 const CodeStockDeductionFailed = "STOCK_DEDUCTION_FAILED"
@@ -125,14 +134,15 @@ type Movement struct {
 	CreatedAt time.Time
 }
 
-// Take removes n units (1..Quantity) from s for the reference refID and returns the movement.
-// The caller writes the stock with the optimistic version check of the version it read.
+// Take removes n units (1..Quantity) from s for the reference refID and returns the movement,
+// or reports false and leaves s unchanged. The caller writes the stock with the optimistic
+// version check of the version it read.
 func (s *Stock) Take(n int64, movementID, refType, refID string, now time.Time) (Movement, bool) {
-	if n < 1 || n > s.Quantity {
+	if n < 1 || n > s.quantity {
 		return Movement{}, false
 	}
-	m := Movement{ID: movementID, ProductID: s.ProductID, Type: MovementOut, Before: s.Quantity, After: s.Quantity - n,
+	m := Movement{ID: movementID, ProductID: s.productID, Type: MovementOut, Before: s.quantity, After: s.quantity - n,
 		RefType: refType, RefID: refID, CreatedAt: now}
-	s.Quantity -= n
+	s.quantity -= n
 	return m, true
 }

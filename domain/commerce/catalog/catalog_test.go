@@ -49,9 +49,30 @@ func TestNewStock_RefusesNegativeOrAbsurdQuantities(t *testing.T) {
 			t.Errorf("stock %d: %v", q, err)
 		}
 	}
+	for _, q := range []int64{0, catalog.MaxStock} {
+		if s, err := catalog.NewStock("p1", q); err != nil || s.Quantity() != q || s.Version() != 0 || s.ProductID() != "p1" {
+			t.Errorf("stock %d: %+v, %v", q, s, err)
+		}
+	}
 	s, err := catalog.NewStock("p1", 5)
 	if err != nil || !s.Covers(5) || s.Covers(6) {
 		t.Fatalf("stock of 5: %+v, %v", s, err)
+	}
+}
+
+func TestStock_TakeOneToAllOnHand(t *testing.T) {
+	now := time.Now()
+	s := catalog.RebuildStock("p1", 5, 7)
+	for _, n := range []int64{0, -1, 6} {
+		if _, ok := s.Take(n, "m", catalog.RefOrder, "o1", now); ok || s.Quantity() != 5 {
+			t.Fatalf("taking %d of 5: %v, left %d", n, ok, s.Quantity())
+		}
+	}
+	m, ok := s.Take(5, "m1", catalog.RefOrder, "o1", now)
+	want := catalog.Movement{ID: "m1", ProductID: "p1", Type: catalog.MovementOut, Before: 5, After: 0,
+		RefType: catalog.RefOrder, RefID: "o1", CreatedAt: now}
+	if !ok || m != want || s.Quantity() != 0 || s.Version() != 7 {
+		t.Fatalf("taking all 5: %+v %v, stock %+v", m, ok, s)
 	}
 }
 

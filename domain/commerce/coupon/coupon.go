@@ -91,19 +91,56 @@ const (
 	Used      Status = "USED"
 )
 
-// UserCoupon is one user's copy of a coupon; (UserID, CouponID) is unique.
+// UserCoupon is one user's copy of a coupon; (userID, couponID) is unique. It is AVAILABLE
+// from issue until a payment uses it, once.
 type UserCoupon struct {
-	ID       string
-	UserID   string
-	CouponID string
-	Status   Status
-	IssuedAt time.Time
-	UsedAt   *time.Time // set once Status is Used
+	id       string
+	userID   string
+	couponID string
+	status   Status
+	issuedAt time.Time
+	usedAt   *time.Time // set once status is Used
 }
 
 // Issue returns the AVAILABLE user coupon of c for userID.
 func (c *Coupon) Issue(id, userID string, now time.Time) UserCoupon {
-	return UserCoupon{ID: id, UserID: userID, CouponID: c.id, Status: Available, IssuedAt: now}
+	return UserCoupon{id: id, userID: userID, couponID: c.id, status: Available, issuedAt: now}
+}
+
+// RebuildUserCoupon restores a user coupon from storage without re-validating; adapters only.
+func RebuildUserCoupon(id, userID, couponID string, status Status, issuedAt time.Time, usedAt *time.Time) UserCoupon {
+	uc := UserCoupon{id: id, userID: userID, couponID: couponID, status: status, issuedAt: issuedAt}
+	if usedAt != nil {
+		at := *usedAt
+		uc.usedAt = &at
+	}
+	return uc
+}
+
+func (uc UserCoupon) ID() string          { return uc.id }
+func (uc UserCoupon) UserID() string      { return uc.userID }
+func (uc UserCoupon) CouponID() string    { return uc.couponID }
+func (uc UserCoupon) Status() Status      { return uc.status }
+func (uc UserCoupon) IssuedAt() time.Time { return uc.issuedAt }
+
+// UsedAt is when a payment used the coupon, nil while it is AVAILABLE; a copy, so the caller
+// cannot change the user coupon through it.
+func (uc UserCoupon) UsedAt() *time.Time {
+	if uc.usedAt == nil {
+		return nil
+	}
+	at := *uc.usedAt
+	return &at
+}
+
+// Use marks an AVAILABLE user coupon USED at now, or returns ErrInvalid and leaves it
+// unchanged.
+func (uc *UserCoupon) Use(now time.Time) error {
+	if uc.status != Available {
+		return ErrInvalid
+	}
+	uc.status, uc.usedAt = Used, &now
+	return nil
 }
 
 // Held is a user coupon with the terms of its coupon: what order creation validates and
@@ -116,7 +153,7 @@ type Held struct {
 
 // CheckUsable returns ErrInvalid unless the coupon is AVAILABLE and unexpired at now.
 func (h Held) CheckUsable(now time.Time) error {
-	if h.Status != Available || !now.Before(h.ExpiresAt) {
+	if h.Status() != Available || !now.Before(h.ExpiresAt) {
 		return ErrInvalid
 	}
 	return nil

@@ -19,21 +19,39 @@ func TestCoupon_RemainingAndExpiry(t *testing.T) {
 		t.Fatal("a coupon is valid strictly before expiresAt")
 	}
 	uc := c.Issue("uc1", "alice", now)
-	if uc != (coupon.UserCoupon{ID: "uc1", UserID: "alice", CouponID: "c1", Status: coupon.Available, IssuedAt: now}) {
+	if uc.ID() != "uc1" || uc.UserID() != "alice" || uc.CouponID() != "c1" || uc.Status() != coupon.Available ||
+		!uc.IssuedAt().Equal(now) || uc.UsedAt() != nil {
 		t.Fatalf("issued %+v", uc)
+	}
+}
+
+func TestUserCoupon_UsedOnce(t *testing.T) {
+	uc := coupon.Rebuild("c1", "10% off", 10, 5, 0, 0, now.Add(time.Hour), now).Issue("uc1", "alice", now)
+	usedAt := now.Add(time.Minute)
+	if err := uc.Use(usedAt); err != nil || uc.Status() != coupon.Used || !uc.UsedAt().Equal(usedAt) {
+		t.Fatalf("first use: %v, %+v", err, uc)
+	}
+	if err := uc.Use(usedAt.Add(time.Minute)); !errors.Is(err, coupon.ErrInvalid) || !uc.UsedAt().Equal(usedAt) {
+		t.Fatalf("second use: %v, used at %v", err, uc.UsedAt())
+	}
+	*uc.UsedAt() = time.Time{}
+	if !uc.UsedAt().Equal(usedAt) {
+		t.Fatal("UsedAt must return a copy")
 	}
 }
 
 func TestHeld_CheckUsable(t *testing.T) {
 	usedAt := now
+	available := coupon.RebuildUserCoupon("uc1", "alice", "c1", coupon.Available, now, nil)
+	used := coupon.RebuildUserCoupon("uc1", "alice", "c1", coupon.Used, now, &usedAt)
 	for _, tc := range []struct {
 		name string
 		held coupon.Held
 		want error
 	}{
-		{"available", coupon.Held{UserCoupon: coupon.UserCoupon{Status: coupon.Available}, ExpiresAt: now.Add(time.Second)}, nil},
-		{"used", coupon.Held{UserCoupon: coupon.UserCoupon{Status: coupon.Used, UsedAt: &usedAt}, ExpiresAt: now.Add(time.Second)}, coupon.ErrInvalid},
-		{"expired", coupon.Held{UserCoupon: coupon.UserCoupon{Status: coupon.Available}, ExpiresAt: now}, coupon.ErrInvalid},
+		{"available", coupon.Held{UserCoupon: available, ExpiresAt: now.Add(time.Second)}, nil},
+		{"used", coupon.Held{UserCoupon: used, ExpiresAt: now.Add(time.Second)}, coupon.ErrInvalid},
+		{"expired", coupon.Held{UserCoupon: available, ExpiresAt: now}, coupon.ErrInvalid},
 	} {
 		if err := tc.held.CheckUsable(now); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)

@@ -21,20 +21,50 @@ const (
 
 // Cart is a user's one cart (UNIQUE per user), created on the first add.
 type Cart struct {
-	ID        string
-	UserID    string
-	CreatedAt time.Time
+	id        string
+	userID    string
+	createdAt time.Time
 }
 
-// CartItem is one line of a cart: a product and how many units of it; (CartID, ProductID) is
-// unique. AddedAt is when the product first entered the cart.
-type CartItem struct {
-	ID        string
-	CartID    string
-	ProductID string
-	Quantity  int
-	AddedAt   time.Time
+// NewCart validates and creates the empty cart of userID.
+func NewCart(id, userID string, now time.Time) (Cart, error) {
+	if err := domain.ValidateUserID("userId", userID); err != nil {
+		return Cart{}, err
+	}
+	return Cart{id: id, userID: userID, createdAt: now}, nil
 }
+
+// RebuildCart restores a cart from storage without re-validating; adapters only.
+func RebuildCart(id, userID string, createdAt time.Time) Cart {
+	return Cart{id: id, userID: userID, createdAt: createdAt}
+}
+
+func (c Cart) ID() string           { return c.id }
+func (c Cart) UserID() string       { return c.userID }
+func (c Cart) CreatedAt() time.Time { return c.createdAt }
+
+// CartItem is one line of a cart: a product and how many units of it; (cartID, productID) is
+// unique. Items are made by Cart.Add.
+type CartItem struct {
+	id        string
+	cartID    string
+	productID string
+	quantity  int
+	addedAt   time.Time
+}
+
+// RebuildCartItem restores a cart item from storage without re-validating; adapters only.
+func RebuildCartItem(id, cartID, productID string, quantity int, addedAt time.Time) CartItem {
+	return CartItem{id: id, cartID: cartID, productID: productID, quantity: quantity, addedAt: addedAt}
+}
+
+func (i CartItem) ID() string        { return i.id }
+func (i CartItem) CartID() string    { return i.cartID }
+func (i CartItem) ProductID() string { return i.productID }
+func (i CartItem) Quantity() int     { return i.quantity }
+
+// AddedAt is when the product first entered the cart.
+func (i CartItem) AddedAt() time.Time { return i.addedAt }
 
 // CartLine is a cart item with its product's name, current unit price and stock on hand.
 type CartLine struct {
@@ -45,10 +75,10 @@ type CartLine struct {
 }
 
 // Subtotal is the line's unit price × quantity.
-func (l CartLine) Subtotal() (int64, error) { return commerce.Mul(l.UnitPrice, int64(l.Quantity)) }
+func (l CartLine) Subtotal() (int64, error) { return commerce.Mul(l.UnitPrice, int64(l.quantity)) }
 
 // StockAvailable reports whether the stock on hand covers the line's quantity.
-func (l CartLine) StockAvailable() bool { return int64(l.Quantity) <= l.Stock }
+func (l CartLine) StockAvailable() bool { return int64(l.quantity) <= l.Stock }
 
 // ValidateQuantity accepts 1..MaxLineQuantity units.
 func ValidateQuantity(quantity int) error {
@@ -58,21 +88,21 @@ func ValidateQuantity(quantity int) error {
 	return nil
 }
 
-// AddToCart returns the item that adding quantity units of product to cart makes: the cart's
-// line of the product (among lines) with its quantity raised, or a new line with newItemID. The
+// Add returns the item that adding quantity units of product to c makes: c's line of the
+// product (among lines, c's lines) with its quantity raised, or a new line with newItemID. The
 // line's resulting quantity must stay within MaxLineQuantity and be covered by stock
 // (catalog.InsufficientStock otherwise), a new product must fit within MaxCartLines, and the
 // cart's total must stay within commerce.MaxAmount, so that an order of it can always be priced.
-func AddToCart(cart Cart, lines []CartLine, newItemID string, product *catalog.Product, stock catalog.Stock,
+func (c Cart) Add(lines []CartLine, newItemID string, product *catalog.Product, stock catalog.Stock,
 	quantity int, now time.Time) (CartItem, error) {
 	if err := ValidateQuantity(quantity); err != nil {
 		return CartItem{}, err
 	}
-	item := CartItem{ID: newItemID, CartID: cart.ID, ProductID: product.ID(), AddedAt: now}
+	item := CartItem{id: newItemID, cartID: c.id, productID: product.ID(), addedAt: now}
 	found := false
 	var others int64 // the total of the cart's other lines
 	for _, l := range lines {
-		if l.ProductID == product.ID() {
+		if l.productID == product.ID() {
 			item, found = l.CartItem, true
 			continue
 		}
@@ -87,15 +117,15 @@ func AddToCart(cart Cart, lines []CartLine, newItemID string, product *catalog.P
 	if !found && len(lines) >= MaxCartLines {
 		return CartItem{}, domain.Invalid("productId", "a cart holds at most %d products", MaxCartLines)
 	}
-	if item.Quantity+quantity > MaxLineQuantity {
+	if item.quantity+quantity > MaxLineQuantity {
 		return CartItem{}, domain.Invalid("quantity",
-			"a cart holds at most %d units of a product and already holds %d", MaxLineQuantity, item.Quantity)
+			"a cart holds at most %d units of a product and already holds %d", MaxLineQuantity, item.quantity)
 	}
-	item.Quantity += quantity
-	if !stock.Covers(int64(item.Quantity)) {
+	item.quantity += quantity
+	if !stock.Covers(int64(item.quantity)) {
 		return CartItem{}, catalog.InsufficientStock(product.ID())
 	}
-	subtotal, err := commerce.Mul(product.Price(), int64(item.Quantity))
+	subtotal, err := commerce.Mul(product.Price(), int64(item.quantity))
 	if err != nil {
 		return CartItem{}, err
 	}

@@ -70,7 +70,7 @@ func Place(id, userID string, lines []CartLine, discount Discount, now time.Time
 		items: make([]Item, len(lines))}
 	for i, l := range lines {
 		if !l.StockAvailable() {
-			return nil, catalog.InsufficientStock(l.ProductID)
+			return nil, catalog.InsufficientStock(l.productID)
 		}
 		subtotal, err := l.Subtotal()
 		if err != nil {
@@ -79,7 +79,7 @@ func Place(id, userID string, lines []CartLine, discount Discount, now time.Time
 		if o.subtotal, err = commerce.Add(o.subtotal, subtotal); err != nil {
 			return nil, err
 		}
-		o.items[i] = Item{ProductID: l.ProductID, Name: l.Name, Quantity: l.Quantity, UnitPrice: l.UnitPrice, Subtotal: subtotal}
+		o.items[i] = Item{ProductID: l.productID, Name: l.Name, Quantity: l.quantity, UnitPrice: l.UnitPrice, Subtotal: subtotal}
 	}
 	var err error
 	if o.discount, err = commerce.Percent(o.subtotal, discount.Rate); err != nil {

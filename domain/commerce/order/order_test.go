@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 var now = time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC)
 
 func line(productID string, quantity int, price, stock int64) order.CartLine {
-	return order.CartLine{CartItem: order.CartItem{ID: "i-" + productID, CartID: "c1", ProductID: productID, Quantity: quantity},
+	return order.CartLine{CartItem: order.RebuildCartItem("i-"+productID, "c1", productID, quantity, now),
 		Name: "n-" + productID, UnitPrice: price, Stock: stock}
 }
 
@@ -55,25 +56,38 @@ func TestPlace_Refusals(t *testing.T) {
 	}
 }
 
-func TestAddToCart(t *testing.T) {
-	cart := order.Cart{ID: "c1", UserID: "u1"}
+func TestNewCart_RefusesABadUserID(t *testing.T) {
+	for _, userID := range []string{"", "a\x00b", strings.Repeat("u", 200)} {
+		if _, err := order.NewCart("c1", userID, now); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("user %q: %v", userID, err)
+		}
+	}
+	cart, err := order.NewCart("c1", "u1", now)
+	if err != nil || cart.ID() != "c1" || cart.UserID() != "u1" || !cart.CreatedAt().Equal(now) {
+		t.Fatalf("cart %+v, %v", cart, err)
+	}
+}
+
+func TestCart_Add(t *testing.T) {
+	cart := order.RebuildCart("c1", "u1", now)
 	p, _ := catalog.NewProduct("p1", "pen", 100, now)
-	stock := catalog.Stock{ProductID: "p1", Quantity: 10}
+	stock := catalog.RebuildStock("p1", 10, 0)
 	existing := line("p1", 4, 100, 10)
 
-	item, err := order.AddToCart(cart, nil, "new", p, stock, 3, now)
-	if err != nil || item.ID != "new" || item.Quantity != 3 || item.CartID != "c1" || !item.AddedAt.Equal(now) {
+	item, err := cart.Add(nil, "new", p, stock, 3, now)
+	if err != nil || item.ID() != "new" || item.Quantity() != 3 || item.CartID() != "c1" || item.ProductID() != "p1" ||
+		!item.AddedAt().Equal(now) {
 		t.Fatalf("new line: %+v, %v", item, err)
 	}
-	item, err = order.AddToCart(cart, []order.CartLine{existing}, "new", p, stock, 6, now.Add(time.Hour))
-	if err != nil || item.ID != existing.ID || item.Quantity != 10 || !item.AddedAt.Equal(existing.AddedAt) {
+	item, err = cart.Add([]order.CartLine{existing}, "new", p, stock, 6, now.Add(time.Hour))
+	if err != nil || item.ID() != existing.ID() || item.Quantity() != 10 || !item.AddedAt().Equal(existing.AddedAt()) {
 		t.Fatalf("raised line: %+v, %v", item, err)
 	}
-	if _, err := order.AddToCart(cart, []order.CartLine{existing}, "new", p, stock, 7, now); !errors.Is(err, catalog.ErrInsufficientStock) {
+	if _, err := cart.Add([]order.CartLine{existing}, "new", p, stock, 7, now); !errors.Is(err, catalog.ErrInsufficientStock) {
 		t.Fatalf("4 + 7 > 10: %v", err)
 	}
 	for _, q := range []int{0, -1, order.MaxLineQuantity + 1} {
-		if _, err := order.AddToCart(cart, nil, "new", p, stock, q, now); !errors.Is(err, domain.ErrValidation) {
+		if _, err := cart.Add(nil, "new", p, stock, q, now); !errors.Is(err, domain.ErrValidation) {
 			t.Fatalf("quantity %d: %v", q, err)
 		}
 	}
@@ -81,11 +95,11 @@ func TestAddToCart(t *testing.T) {
 	for i := range full {
 		full[i] = line(string(rune('A'+i%26))+string(rune('a'+i/26)), 1, 1, 10)
 	}
-	if _, err := order.AddToCart(cart, full, "new", p, stock, 1, now); !errors.Is(err, domain.ErrValidation) {
+	if _, err := cart.Add(full, "new", p, stock, 1, now); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("a cart past %d products: %v", order.MaxCartLines, err)
 	}
 	dear, _ := catalog.NewProduct("p2", "gold", commerce.MaxAmount, now)
-	if _, err := order.AddToCart(cart, []order.CartLine{existing}, "new", dear, stock, 1, now); !errors.Is(err, commerce.ErrAmountOverflow) {
+	if _, err := cart.Add([]order.CartLine{existing}, "new", dear, stock, 1, now); !errors.Is(err, commerce.ErrAmountOverflow) {
 		t.Fatalf("total past MaxAmount: %v", err)
 	}
 }
