@@ -43,7 +43,7 @@ func NewChallengeRepository(db *DB) *ChallengeRepository {
 // Create inserts a challenge.
 func (r *ChallengeRepository) Create(ctx context.Context, c challenge.Challenge) error {
 	_, err := r.db.exec(ctx, errorMeanings{op: "create challenge"}, r.createSQL,
-		c.ID, nullIfEmpty(c.CrewID), c.Title, c.Deadline.UTC(), c.CreatedAt.UTC())
+		c.ID(), nullIfEmpty(c.CrewID()), c.Title(), c.Deadline().UTC(), c.CreatedAt().UTC())
 	return err
 }
 
@@ -63,11 +63,12 @@ func (r *ChallengeRepository) GetForUpdate(ctx context.Context, id string) (chal
 
 func (r *ChallengeRepository) read(ctx context.Context, op, query, id string) (challenge.Challenge, error) {
 	var (
-		c      challenge.Challenge
-		crewID sql.NullString
+		crewID              sql.NullString
+		title               string
+		deadline, createdAt time.Time
 	)
 	found, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
-		return rows.Scan(&c.ID, &crewID, &c.Title, &c.Deadline, &c.CreatedAt)
+		return rows.Scan(&id, &crewID, &title, &deadline, &createdAt)
 	})
 	if err != nil {
 		return challenge.Challenge{}, err
@@ -75,8 +76,7 @@ func (r *ChallengeRepository) read(ctx context.Context, op, query, id string) (c
 	if !found {
 		return challenge.Challenge{}, challenge.ErrNotFound
 	}
-	c.CrewID, c.Deadline, c.CreatedAt = crewID.String, c.Deadline.UTC(), c.CreatedAt.UTC()
-	return c, nil
+	return challenge.RebuildChallenge(id, crewID.String, title, deadline.UTC(), createdAt.UTC()), nil
 }
 
 const sessionColumns = "id, user_id, challenge_id, object_key, file_name, content_type, file_size, status, requested_at"
@@ -121,7 +121,8 @@ func expireStatement(d Dialect) string {
 // Create inserts a session.
 func (r *UploadSessionRepository) Create(ctx context.Context, s challenge.UploadSession) error {
 	_, err := r.db.exec(ctx, errorMeanings{op: "create upload session"}, r.createSQL,
-		s.ID, s.UserID, nullIfEmpty(s.ChallengeID), s.ObjectKey, s.FileName, s.ContentType, s.FileSize, string(s.Status), s.RequestedAt.UTC())
+		s.ID(), s.UserID(), nullIfEmpty(s.ChallengeID()), s.ObjectKey(), s.FileName(), s.ContentType(), s.FileSize(),
+		string(s.Status()), s.RequestedAt().UTC())
 	return err
 }
 
@@ -141,12 +142,13 @@ func (r *UploadSessionRepository) GetForUpdate(ctx context.Context, id string) (
 
 func (r *UploadSessionRepository) read(ctx context.Context, op, query, id string) (challenge.UploadSession, error) {
 	var (
-		s           challenge.UploadSession
-		challengeID sql.NullString
-		status      string
+		userID, objectKey, fileName, contentType, status string
+		challengeID                                      sql.NullString
+		fileSize                                         int64
+		requestedAt                                      time.Time
 	)
 	found, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) error {
-		return rows.Scan(&s.ID, &s.UserID, &challengeID, &s.ObjectKey, &s.FileName, &s.ContentType, &s.FileSize, &status, &s.RequestedAt)
+		return rows.Scan(&id, &userID, &challengeID, &objectKey, &fileName, &contentType, &fileSize, &status, &requestedAt)
 	})
 	if err != nil {
 		return challenge.UploadSession{}, err
@@ -154,8 +156,8 @@ func (r *UploadSessionRepository) read(ctx context.Context, op, query, id string
 	if !found {
 		return challenge.UploadSession{}, challenge.ErrInvalidSession
 	}
-	s.ChallengeID, s.Status, s.RequestedAt = challengeID.String, challenge.SessionStatus(status), s.RequestedAt.UTC()
-	return s, nil
+	return challenge.RebuildUploadSession(id, userID, challengeID.String, objectKey, fileName, contentType, fileSize,
+		challenge.SessionStatus(status), requestedAt.UTC()), nil
 }
 
 // Complete turns the PENDING session COMPLETED with a conditional UPDATE.
@@ -201,7 +203,7 @@ func (r *VerificationRepository) Add(ctx context.Context, v challenge.Verificati
 			"verifications_one_per_user":    challenge.ErrAlreadyVerified,
 			"verifications_one_per_session": challenge.ErrSessionAlreadyUsed,
 		},
-	}, r.addSQL, v.ID, v.UserID, v.ChallengeID, v.UploadSessionID, v.ImageKey, v.Status, v.RequestedAt.UTC())
+	}, r.addSQL, v.ID(), v.UserID(), v.ChallengeID(), v.UploadSessionID(), v.ImageKey(), v.Status(), v.RequestedAt().UTC())
 	return err
 }
 
@@ -221,12 +223,14 @@ func (r *VerificationRepository) List(ctx context.Context, challengeID, userID, 
 	query += " ORDER BY id LIMIT ?"
 	args = append(args, limit)
 	err := r.db.query(ctx, errorMeanings{op: "list verifications"}, Bind(r.db.dialect, query), args, func(rows *sql.Rows) error {
-		var v challenge.Verification
-		if err := rows.Scan(&v.ID, &v.UserID, &v.ChallengeID, &v.UploadSessionID, &v.ImageKey, &v.Status, &v.RequestedAt); err != nil {
+		var (
+			id, userID, challengeID, sessionID, imageKey, status string
+			requestedAt                                          time.Time
+		)
+		if err := rows.Scan(&id, &userID, &challengeID, &sessionID, &imageKey, &status, &requestedAt); err != nil {
 			return err
 		}
-		v.RequestedAt = v.RequestedAt.UTC()
-		page = append(page, v)
+		page = append(page, challenge.RebuildVerification(id, userID, challengeID, sessionID, imageKey, status, requestedAt.UTC()))
 		return nil
 	})
 	if err != nil {

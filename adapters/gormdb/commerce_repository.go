@@ -44,7 +44,7 @@ func (r *ProductRepository) Create(ctx context.Context, p *catalog.Product, s ca
 		if _, err := r.db.exec(ctx, m, r.insertProductSQL, p.ID(), p.Name(), p.Price(), p.CreatedAt().UTC()); err != nil {
 			return err
 		}
-		_, err := r.db.exec(ctx, m, r.insertStockSQL, s.ProductID, s.Quantity, s.Version)
+		_, err := r.db.exec(ctx, m, r.insertStockSQL, s.ProductID(), s.Quantity(), s.Version())
 		return err
 	})
 }
@@ -54,16 +54,15 @@ func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Produc
 	conn, ctx, done := r.db.conn(ctx)
 	defer done()
 	var (
-		name      string
-		price     int64
-		createdAt time.Time
-		stock     = catalog.Stock{ProductID: id}
+		name                     string
+		price, quantity, version int64
+		createdAt                time.Time
 	)
-	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&name, &price, &createdAt, &stock.Quantity, &stock.Version)
+	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&name, &price, &createdAt, &quantity, &version)
 	if err != nil {
 		return nil, catalog.Stock{}, translate(err, errorMeanings{op: "get product", notFound: catalog.ErrProductNotFound})
 	}
-	return catalog.RebuildProduct(id, name, price, createdAt.UTC()), stock, nil
+	return catalog.RebuildProduct(id, name, price, createdAt.UTC()), catalog.RebuildStock(id, quantity, version), nil
 }
 
 // CartRepository stores carts and their items; it implements ports.CartRepository.
@@ -105,10 +104,10 @@ func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.C
 	if _, ok := r.db.transaction(ctx); !ok {
 		return order.Cart{}, errNoTransaction
 	}
-	if _, err := r.db.exec(ctx, errorMeanings{op: "create cart"}, r.createSQL, fresh.ID, fresh.UserID, fresh.CreatedAt.UTC()); err != nil {
+	if _, err := r.db.exec(ctx, errorMeanings{op: "create cart"}, r.createSQL, fresh.ID(), fresh.UserID(), fresh.CreatedAt().UTC()); err != nil {
 		return order.Cart{}, err
 	}
-	cart, found, err := r.GetForUpdate(ctx, fresh.UserID)
+	cart, found, err := r.GetForUpdate(ctx, fresh.UserID())
 	if err == nil && !found {
 		// Unreachable: the statement above inserted the row or met the one that exists.
 		return order.Cart{}, translate(sql.ErrNoRows, errorMeanings{op: "read created cart"})
@@ -127,10 +126,16 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 		found bool
 	)
 	err := r.db.query(ctx, errorMeanings{op: "get cart for update"}, r.getForUpdateSQL, []any{userID}, func(rows *sql.Rows) error {
-		found = true
-		return rows.Scan(&cart.ID, &cart.UserID, &cart.CreatedAt)
+		var (
+			id        string
+			createdAt time.Time
+		)
+		if err := rows.Scan(&id, &userID, &createdAt); err != nil {
+			return err
+		}
+		cart, found = order.RebuildCart(id, userID, createdAt.UTC()), true
+		return nil
 	})
-	cart.CreatedAt = cart.CreatedAt.UTC()
 	return cart, found, err
 }
 
@@ -138,11 +143,16 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.CartLine, error) {
 	var lines []order.CartLine
 	err := r.db.query(ctx, errorMeanings{op: "read cart lines"}, r.linesSQL, []any{userID}, func(rows *sql.Rows) error {
-		var l order.CartLine
-		if err := rows.Scan(&l.ID, &l.CartID, &l.ProductID, &l.Quantity, &l.AddedAt, &l.Name, &l.UnitPrice, &l.Stock); err != nil {
+		var (
+			l                     order.CartLine
+			id, cartID, productID string
+			quantity              int
+			addedAt               time.Time
+		)
+		if err := rows.Scan(&id, &cartID, &productID, &quantity, &addedAt, &l.Name, &l.UnitPrice, &l.Stock); err != nil {
 			return err
 		}
-		l.AddedAt = l.AddedAt.UTC()
+		l.CartItem = order.RebuildCartItem(id, cartID, productID, quantity, addedAt.UTC())
 		lines = append(lines, l)
 		return nil
 	})
@@ -156,7 +166,7 @@ func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.Cart
 // quantity in the same statement.
 func (r *CartRepository) PutItem(ctx context.Context, item order.CartItem) error {
 	_, err := r.db.exec(ctx, errorMeanings{op: "put cart item", notFound: catalog.ErrProductNotFound}, r.putItemSQL,
-		item.ID, item.CartID, item.ProductID, item.Quantity, item.AddedAt.UTC())
+		item.ID(), item.CartID(), item.ProductID(), item.Quantity(), item.AddedAt().UTC())
 	return err
 }
 

@@ -30,9 +30,11 @@ func TestCommerceSchema_RefusesWhatTheDomainNeverWrites(t *testing.T) {
 			stock, err := catalog.NewStock(p.ID(), 5)
 			require.NoError(t, err)
 			require.NoError(t, products.Create(ctx, p, stock))
+			fresh, err := order.NewCart(rand.Text(), "u1", now)
+			require.NoError(t, err)
 			var cart order.Cart
 			require.NoError(t, gormdb.NewTxRunner(db).InTx(ctx, func(ctx context.Context) error {
-				cart, err = carts.GetOrCreateForUpdate(ctx, order.Cart{ID: rand.Text(), UserID: "u1", CreatedAt: now})
+				cart, err = carts.GetOrCreateForUpdate(ctx, fresh)
 				return err
 			}))
 
@@ -40,7 +42,7 @@ func TestCommerceSchema_RefusesWhatTheDomainNeverWrites(t *testing.T) {
 				"negative stock": {"UPDATE stock SET quantity = -1 WHERE product_id = ?", p.ID()},
 				"negative price": {"UPDATE products SET price = -1 WHERE id = ?", p.ID()},
 				"a line of no units": {"INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, 0, ?)",
-					rand.Text(), cart.ID, p.ID(), now},
+					rand.Text(), cart.ID(), p.ID(), now},
 				"a total that is not subtotal − discount": {"INSERT INTO orders (id, user_id, subtotal_amount, discount_amount, " +
 					"total_amount, status, created_at) VALUES (?, 'u1', 100, 10, 100, 'PENDING', ?)", rand.Text(), now},
 				"a discount above the subtotal": {"INSERT INTO orders (id, user_id, subtotal_amount, discount_amount, " +
@@ -57,7 +59,7 @@ func TestCommerceSchema_RefusesWhatTheDomainNeverWrites(t *testing.T) {
 			got, gotStock, err := products.Get(ctx, p.ID())
 			require.NoError(t, err)
 			assert.Equal(t, int64(100), got.Price())
-			assert.Equal(t, int64(5), gotStock.Quantity)
+			assert.Equal(t, int64(5), gotStock.Quantity())
 			lines, err := carts.Lines(ctx, "u1")
 			require.NoError(t, err)
 			assert.Empty(t, lines)

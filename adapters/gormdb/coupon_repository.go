@@ -124,10 +124,10 @@ func (r *UserCouponRepository) Add(ctx context.Context, userCoupons ...coupon.Us
 	args := make([]any, 0, 6*len(userCoupons))
 	for _, uc := range userCoupons {
 		var usedAt any
-		if uc.UsedAt != nil {
-			usedAt = uc.UsedAt.UTC()
+		if at := uc.UsedAt(); at != nil {
+			usedAt = at.UTC()
 		}
-		args = append(args, uc.ID, uc.UserID, uc.CouponID, string(uc.Status), uc.IssuedAt.UTC(), usedAt)
+		args = append(args, uc.ID(), uc.UserID(), uc.CouponID(), string(uc.Status()), uc.IssuedAt().UTC(), usedAt)
 	}
 	_, err := r.db.exec(ctx, errorMeanings{
 		op:        "add user coupons",
@@ -174,18 +174,20 @@ func (r *UserCouponRepository) held(ctx context.Context, query, userID, couponID
 	)
 	err := r.db.query(ctx, errorMeanings{op: "get user coupon"}, query, []any{userID, couponID}, func(rows *sql.Rows) error {
 		var (
-			status string
-			usedAt sql.NullTime
+			id, userID, couponID, status string
+			issuedAt                     time.Time
+			usedAt                       sql.NullTime
+			used                         *time.Time
 		)
-		if err := rows.Scan(&h.ID, &h.UserID, &h.CouponID, &status, &h.IssuedAt, &usedAt); err != nil {
+		if err := rows.Scan(&id, &userID, &couponID, &status, &issuedAt, &usedAt); err != nil {
 			return err
 		}
 		found = true
-		h.Status, h.IssuedAt = coupon.Status(status), h.IssuedAt.UTC()
 		if usedAt.Valid {
 			at := usedAt.Time.UTC()
-			h.UsedAt = &at
+			used = &at
 		}
+		h.UserCoupon = coupon.RebuildUserCoupon(id, userID, couponID, coupon.Status(status), issuedAt.UTC(), used)
 		return nil
 	})
 	if err != nil {

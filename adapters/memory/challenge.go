@@ -18,9 +18,9 @@ var (
 	_ ports.VerificationRepository  = (*VerificationRepository)(nil)
 )
 
-func challengeKeyOf(c challenge.Challenge) string { return c.ID }
+func challengeKeyOf(c challenge.Challenge) string { return c.ID() }
 
-func sessionKeyOf(s challenge.UploadSession) string { return s.ID }
+func sessionKeyOf(s challenge.UploadSession) string { return s.ID() }
 
 // verificationKey is the unique key (challengeId, userId) of a verification.
 type verificationKey struct {
@@ -28,14 +28,14 @@ type verificationKey struct {
 }
 
 func verificationKeyOf(v challenge.Verification) verificationKey {
-	return verificationKey{v.ChallengeID, v.UserID}
+	return verificationKey{v.ChallengeID(), v.UserID()}
 }
 
 // challenge partitions the verifications table by challenge, for List.
 func (k verificationKey) challenge() string { return k.challengeID }
 
 // verificationSessionKeyOf is the unique key of the verifications' session index.
-func verificationSessionKeyOf(v challenge.Verification) string { return v.UploadSessionID }
+func verificationSessionKeyOf(v challenge.Verification) string { return v.UploadSessionID() }
 
 // ChallengeRepository stores challenges in a Database.
 type ChallengeRepository struct{ db *Database }
@@ -117,7 +117,7 @@ func (r *UploadSessionRepository) GetForUpdate(ctx context.Context, id string) (
 // Complete turns the PENDING session COMPLETED under its row lock.
 func (r *UploadSessionRepository) Complete(ctx context.Context, id string) error {
 	return r.db.run(ctx, func(t *tx) error {
-		changed, err := r.setStatusIfPending(ctx, t, id, challenge.SessionCompleted)
+		changed, err := r.update(ctx, t, id, func(s *challenge.UploadSession) bool { return s.Complete() == nil })
 		if err != nil {
 			return err
 		}
@@ -135,13 +135,13 @@ func (r *UploadSessionRepository) Expire(ctx context.Context, requestedBefore ti
 	var expired int
 	err := r.db.run(ctx, func(t *tx) error {
 		old := r.db.sessions.filter(t, func(s challenge.UploadSession) bool {
-			return s.Status == challenge.SessionPending && s.RequestedAt.Before(requestedBefore)
+			return s.Status() == challenge.SessionPending && s.RequestedAt().Before(requestedBefore)
 		})
 		slices.SortFunc(old, func(a, b challenge.UploadSession) int {
-			return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), cmp.Compare(a.ID, b.ID))
+			return cmp.Or(a.RequestedAt().Compare(b.RequestedAt()), cmp.Compare(a.ID(), b.ID()))
 		})
 		for _, s := range old[:min(max(limit, 0), len(old))] {
-			changed, err := r.setStatusIfPending(ctx, t, s.ID, challenge.SessionExpired)
+			changed, err := r.update(ctx, t, s.ID(), (*challenge.UploadSession).Expire)
 			if err != nil {
 				return err
 			}
@@ -154,13 +154,13 @@ func (r *UploadSessionRepository) Expire(ctx context.Context, requestedBefore ti
 	return expired, err
 }
 
-// setStatusIfPending locks the session and moves it to status when it is still PENDING.
-func (r *UploadSessionRepository) setStatusIfPending(ctx context.Context, t *tx, id string, status challenge.SessionStatus) (bool, error) {
+// update locks the session and writes it back when change, the session's own transition out
+// of PENDING, reports that it changed it.
+func (r *UploadSessionRepository) update(ctx context.Context, t *tx, id string, change func(*challenge.UploadSession) bool) (bool, error) {
 	s, ok, err := r.db.sessions.getForUpdate(ctx, t, id)
-	if err != nil || !ok || s.Status != challenge.SessionPending {
+	if err != nil || !ok || !change(&s) {
 		return false, err
 	}
-	s.Status = status
 	return true, r.db.sessions.put(ctx, t, s)
 }
 
@@ -176,8 +176,8 @@ func NewVerificationRepository(d *Database) *VerificationRepository {
 // keys for the rest of the transaction, so a concurrent duplicate waits and then fails.
 func (r *VerificationRepository) Add(ctx context.Context, v challenge.Verification) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if _, ok := r.db.challenges.get(t, v.ChallengeID); !ok {
-			return fmt.Errorf("memory: add verification: foreign key challenge %q: %w", v.ChallengeID, challenge.ErrNotFound)
+		if _, ok := r.db.challenges.get(t, v.ChallengeID()); !ok {
+			return fmt.Errorf("memory: add verification: foreign key challenge %q: %w", v.ChallengeID(), challenge.ErrNotFound)
 		}
 		if err := r.db.verifications.insert(ctx, t, v); err != nil {
 			if errors.Is(err, errDuplicateKey) {
@@ -202,9 +202,9 @@ func (r *VerificationRepository) List(ctx context.Context, challengeID, userID, 
 	err := r.db.run(ctx, func(t *tx) error {
 		all := r.db.verifications.rowsIn(t, challengeID)
 		all = slices.DeleteFunc(all, func(v challenge.Verification) bool {
-			return (userID != "" && v.UserID != userID) || v.ID <= afterID
+			return (userID != "" && v.UserID() != userID) || v.ID() <= afterID
 		})
-		slices.SortFunc(all, func(a, b challenge.Verification) int { return cmp.Compare(a.ID, b.ID) })
+		slices.SortFunc(all, func(a, b challenge.Verification) int { return cmp.Compare(a.ID(), b.ID()) })
 		page = all[:min(max(limit, 0), len(all))]
 		return nil
 	})

@@ -18,17 +18,17 @@ var (
 )
 
 func productKeyOf(p catalog.Product) string { return p.ID() }
-func stockKeyOf(s catalog.Stock) string     { return s.ProductID }
+func stockKeyOf(s catalog.Stock) string     { return s.ProductID() }
 
 // cartKeyOf keys carts by their user: the UNIQUE(user_id) a user's first adds race on.
-func cartKeyOf(c order.Cart) string { return c.UserID }
+func cartKeyOf(c order.Cart) string { return c.UserID() }
 
 // cartItemKey is the unique key (cartId, productId) of a cart line.
 type cartItemKey struct {
 	cartID, productID string
 }
 
-func cartItemKeyOf(i order.CartItem) cartItemKey { return cartItemKey{i.CartID, i.ProductID} }
+func cartItemKeyOf(i order.CartItem) cartItemKey { return cartItemKey{i.CartID(), i.ProductID()} }
 
 // cart partitions the cart items table by cart, for Lines and Clear.
 func (k cartItemKey) cart() string { return k.cartID }
@@ -93,7 +93,7 @@ func NewCartRepository(d *Database) *CartRepository { return &CartRepository{db:
 func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error) {
 	var cart order.Cart
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		found, ok, err := r.db.carts.getForUpdate(ctx, t, fresh.UserID)
+		found, ok, err := r.db.carts.getForUpdate(ctx, t, fresh.UserID())
 		if err != nil {
 			return err
 		}
@@ -130,15 +130,15 @@ func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.Cart
 		if !ok {
 			return nil
 		}
-		for _, item := range r.db.cartItems.rowsIn(t, cart.ID) {
-			product, _ := r.db.products.get(t, item.ProductID)
-			stock, _ := r.db.stock.get(t, item.ProductID)
-			lines = append(lines, order.CartLine{CartItem: item, Name: product.Name(), UnitPrice: product.Price(), Stock: stock.Quantity})
+		for _, item := range r.db.cartItems.rowsIn(t, cart.ID()) {
+			product, _ := r.db.products.get(t, item.ProductID())
+			stock, _ := r.db.stock.get(t, item.ProductID())
+			lines = append(lines, order.CartLine{CartItem: item, Name: product.Name(), UnitPrice: product.Price(), Stock: stock.Quantity()})
 		}
 		return nil
 	})
 	slices.SortFunc(lines, func(a, b order.CartLine) int {
-		return cmp.Or(a.AddedAt.Compare(b.AddedAt), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(a.AddedAt().Compare(b.AddedAt()), cmp.Compare(a.ID(), b.ID()))
 	})
 	return lines, err
 }
@@ -147,16 +147,15 @@ func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.Cart
 // line's key lock. An unknown product violates the foreign key: catalog.ErrProductNotFound.
 func (r *CartRepository) PutItem(ctx context.Context, item order.CartItem) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if _, ok := r.db.products.get(t, item.ProductID); !ok {
-			return fmt.Errorf("memory: put cart item: foreign key product %q: %w", item.ProductID, catalog.ErrProductNotFound)
+		if _, ok := r.db.products.get(t, item.ProductID()); !ok {
+			return fmt.Errorf("memory: put cart item: foreign key product %q: %w", item.ProductID(), catalog.ErrProductNotFound)
 		}
 		existing, ok, err := r.db.cartItems.getForUpdate(ctx, t, cartItemKeyOf(item))
 		if err != nil {
 			return err
 		}
 		if ok {
-			existing.Quantity = item.Quantity
-			item = existing
+			item = order.RebuildCartItem(existing.ID(), existing.CartID(), existing.ProductID(), item.Quantity(), existing.AddedAt())
 		}
 		return r.db.cartItems.put(ctx, t, item)
 	})

@@ -23,21 +23,11 @@ type userCouponKey struct {
 }
 
 func userCouponKeyOf(uc coupon.UserCoupon) userCouponKey {
-	return userCouponKey{uc.CouponID, uc.UserID}
+	return userCouponKey{uc.CouponID(), uc.UserID()}
 }
 
 // coupon partitions the user coupons table by coupon, for Count.
 func (k userCouponKey) coupon() string { return k.couponID }
-
-// cloneUserCoupon copies UsedAt, so that neither the caller nor the store can change the
-// other's row.
-func cloneUserCoupon(uc coupon.UserCoupon) coupon.UserCoupon {
-	if uc.UsedAt != nil {
-		at := *uc.UsedAt
-		uc.UsedAt = &at
-	}
-	return uc
-}
 
 // CouponRepository stores coupons in a Database.
 type CouponRepository struct {
@@ -107,14 +97,12 @@ func (r *UserCouponRepository) Add(ctx context.Context, userCoupons ...coupon.Us
 		return nil
 	}
 	return r.db.run(ctx, func(t *tx) error {
-		rows := make([]coupon.UserCoupon, len(userCoupons))
-		for i, uc := range userCoupons {
-			if _, ok := r.db.coupons.get(t, uc.CouponID); !ok {
-				return fmt.Errorf("memory: add user coupon %q: foreign key coupon %q: %w", uc.ID, uc.CouponID, coupon.ErrNotFound)
+		for _, uc := range userCoupons {
+			if _, ok := r.db.coupons.get(t, uc.CouponID()); !ok {
+				return fmt.Errorf("memory: add user coupon %q: foreign key coupon %q: %w", uc.ID(), uc.CouponID(), coupon.ErrNotFound)
 			}
-			rows[i] = cloneUserCoupon(uc)
 		}
-		err := r.db.userCoupons.insert(ctx, t, rows...)
+		err := r.db.userCoupons.insert(ctx, t, userCoupons...)
 		if errors.Is(err, errDuplicateKey) {
 			return coupon.ErrAlreadyIssued
 		}
@@ -183,8 +171,8 @@ func (r *UserCouponRepository) GetForUpdate(ctx context.Context, userID, couponI
 
 // held joins a user coupon with its coupon's terms; the foreign key guarantees the coupon.
 func (r *UserCouponRepository) held(t *tx, uc coupon.UserCoupon) coupon.Held {
-	c, _ := r.db.coupons.get(t, uc.CouponID)
-	return coupon.Held{UserCoupon: cloneUserCoupon(uc), DiscountRate: c.DiscountRate(), ExpiresAt: c.ExpiresAt()}
+	c, _ := r.db.coupons.get(t, uc.CouponID())
+	return coupon.Held{UserCoupon: uc, DiscountRate: c.DiscountRate(), ExpiresAt: c.ExpiresAt()}
 }
 
 // MarkUsed turns the AVAILABLE user coupon USED under its row lock, or returns
@@ -192,7 +180,7 @@ func (r *UserCouponRepository) held(t *tx, uc coupon.UserCoupon) coupon.Held {
 func (r *UserCouponRepository) MarkUsed(ctx context.Context, userCouponID string, usedAt time.Time) error {
 	return r.db.run(ctx, func(t *tx) error {
 		// The id is a secondary key here: find the row, then lock it and read it again.
-		found := r.db.userCoupons.filter(t, func(uc coupon.UserCoupon) bool { return uc.ID == userCouponID })
+		found := r.db.userCoupons.filter(t, func(uc coupon.UserCoupon) bool { return uc.ID() == userCouponID })
 		if len(found) == 0 {
 			return coupon.ErrInvalid
 		}
@@ -200,10 +188,12 @@ func (r *UserCouponRepository) MarkUsed(ctx context.Context, userCouponID string
 		if err != nil {
 			return err
 		}
-		if !ok || uc.Status != coupon.Available {
+		if !ok {
 			return coupon.ErrInvalid
 		}
-		uc.Status, uc.UsedAt = coupon.Used, &usedAt
+		if err := uc.Use(usedAt); err != nil {
+			return err
+		}
 		return r.db.userCoupons.put(ctx, t, uc)
 	})
 }

@@ -114,12 +114,10 @@ func (r *StockRepository) Deduct(ctx context.Context, productID string, version,
 		if err != nil {
 			return err
 		}
-		if !ok || s.Version != version || s.Quantity < n {
+		if !ok || s.Version() != version || !s.Covers(n) {
 			return ports.ErrVersionConflict
 		}
-		s.Quantity -= n
-		s.Version++
-		return r.db.stock.put(ctx, t, s)
+		return r.db.stock.put(ctx, t, catalog.RebuildStock(productID, s.Quantity()-n, s.Version()+1))
 	})
 }
 

@@ -41,7 +41,7 @@ type View struct {
 }
 
 func viewOf(p *catalog.Product, s catalog.Stock) View {
-	return View{ID: p.ID(), Name: p.Name(), Price: p.Price(), Stock: s.Quantity, CreatedAt: p.CreatedAt()}
+	return View{ID: p.ID(), Name: p.Name(), Price: p.Price(), Stock: s.Quantity(), CreatedAt: p.CreatedAt()}
 }
 
 // CreateCommand creates a product with its initial stock.

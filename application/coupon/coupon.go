@@ -251,7 +251,7 @@ func (s *Service) issueOnce(ctx context.Context, couponID string, batch []issueI
 			uc := c.Issue(s.ids.NewID(), in.userID, now)
 			granted = append(granted, uc)
 			// The quantity left right after this user's coupon, as if issued one by one.
-			answers[i].Value = IssueResult{UserCouponID: uc.ID, CouponName: c.Name(), DiscountRate: c.DiscountRate(),
+			answers[i].Value = IssueResult{UserCouponID: uc.ID(), CouponName: c.Name(), DiscountRate: c.DiscountRate(),
 				ExpiresAt: c.ExpiresAt(), RemainingQuantity: c.Remaining() - len(granted)}
 		}
 		seen[in.userID] = true

@@ -135,7 +135,7 @@ func TestIssue_GivesOneCouponAndCountsDown(t *testing.T) {
 	}
 	f.assertIssued(t, c.ID, 2)
 	held, err := f.userCoupons.Get(context.Background(), "alice", c.ID)
-	if err != nil || held.Status != coupon.Available || held.CheckUsable(f.clock.Now()) != nil {
+	if err != nil || held.Status() != coupon.Available || held.CheckUsable(f.clock.Now()) != nil {
 		t.Fatalf("alice holds %+v, %v", held, err)
 	}
 }

@@ -52,7 +52,11 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 		// The cart's lock comes first: on MySQL a transaction's plain reads see the snapshot of
 		// its first one, which must not predate the writes of the add that held the lock before.
 		now := s.clock.Now()
-		cart, err := s.carts.GetOrCreateForUpdate(ctx, order.Cart{ID: s.ids.NewID(), UserID: cmd.UserID, CreatedAt: now})
+		fresh, err := order.NewCart(s.ids.NewID(), cmd.UserID, now)
+		if err != nil {
+			return err
+		}
+		cart, err := s.carts.GetOrCreateForUpdate(ctx, fresh)
 		if err != nil {
 			return fmt.Errorf("lock cart: %w", err)
 		}
@@ -64,7 +68,7 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 		if err != nil {
 			return fmt.Errorf("read cart: %w", err)
 		}
-		if item, err = order.AddToCart(cart, lines, s.ids.NewID(), product, stock, cmd.Quantity, now); err != nil {
+		if item, err = cart.Add(lines, s.ids.NewID(), product, stock, cmd.Quantity, now); err != nil {
 			return err
 		}
 		return s.carts.PutItem(ctx, item)
@@ -72,7 +76,7 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 	if err != nil {
 		return CartItemView{}, err
 	}
-	return CartItemView{CartItemID: item.ID, ProductID: item.ProductID, Quantity: item.Quantity, AddedAt: item.AddedAt}, nil
+	return CartItemView{CartItemID: item.ID(), ProductID: item.ProductID(), Quantity: item.Quantity(), AddedAt: item.AddedAt()}, nil
 }
 
 // CartLineView is one cart line with its product as it is now: stockAvailable tells whether the
@@ -113,8 +117,8 @@ func (s *Service) Cart(ctx context.Context, userID string) (CartView, error) {
 		if view.TotalAmount, err = commerce.Add(view.TotalAmount, subtotal); err != nil {
 			return CartView{}, err
 		}
-		view.Items[i] = CartLineView{CartItemID: l.ID, ProductID: l.ProductID, Name: l.Name, UnitPrice: l.UnitPrice,
-			Quantity: l.Quantity, Subtotal: subtotal, StockAvailable: l.StockAvailable(), CurrentStock: l.Stock}
+		view.Items[i] = CartLineView{CartItemID: l.ID(), ProductID: l.ProductID(), Name: l.Name, UnitPrice: l.UnitPrice,
+			Quantity: l.Quantity(), Subtotal: subtotal, StockAvailable: l.StockAvailable(), CurrentStock: l.Stock}
 	}
 	return view, nil
 }

@@ -150,7 +150,7 @@ func (s *Service) place(ctx context.Context, cmd PlaceCommand) (View, error) {
 		if err := s.orders.Create(ctx, placed); err != nil {
 			return fmt.Errorf("create order: %w", err)
 		}
-		if err := s.carts.Clear(ctx, cart.ID); err != nil {
+		if err := s.carts.Clear(ctx, cart.ID()); err != nil {
 			return fmt.Errorf("empty cart: %w", err)
 		}
 		return nil

@@ -68,7 +68,7 @@ func (s *shop) holdCoupon(user string, rate int, ttl time.Duration) (couponID, u
 	require.NoError(s.t, s.stores.Coupons.Create(ctx, c))
 	uc := c.Issue(system.UUIDs{}.NewID(), user, s.clock.Now())
 	require.NoError(s.t, s.stores.UserCoupons.Add(ctx, uc))
-	return c.ID(), uc.ID
+	return c.ID(), uc.ID()
 }
 
 func (s *shop) place(user string, couponID *string) (apporder.View, error) {

@@ -312,10 +312,10 @@ func (s *Service) decide(ctx context.Context, st *batchState, in payInput, now t
 		}
 		// Placing the order checked the coupon, but reserved nothing: it may have expired since,
 		// or another order (of this batch too) may have used it.
-		if held.CheckUsable(now) != nil || st.redeemed[held.ID] {
+		if held.CheckUsable(now) != nil || st.redeemed[held.ID()] {
 			return refuse(coupon.ErrInvalid)
 		}
-		userCouponID = held.ID
+		userCouponID = held.ID()
 	}
 
 	// Every check passed: apply. Nothing below can refuse.
@@ -372,11 +372,11 @@ func (s *Service) write(ctx context.Context, st *batchState) error {
 	slices.Sort(products)
 	for _, id := range products {
 		read := st.original[id]
-		deducted := read.Quantity - st.stocks[id].Quantity
+		deducted := read.Quantity() - st.stocks[id].Quantity()
 		if deducted == 0 {
 			continue
 		}
-		if err := s.d.Stock.Deduct(ctx, id, read.Version, deducted); err != nil {
+		if err := s.d.Stock.Deduct(ctx, id, read.Version(), deducted); err != nil {
 			if errors.Is(err, ports.ErrVersionConflict) {
 				return fmt.Errorf("%w: %w", err, catalog.DeductionFailed(id, "concurrent payments kept changing it; retry"))
 			}

@@ -114,7 +114,7 @@ func (s *shop) couponStatus(user, couponID string) coupon.Status {
 	s.t.Helper()
 	held, err := s.stores.UserCoupons.Get(context.Background(), user, couponID)
 	require.NoError(s.t, err)
-	return held.Status
+	return held.Status()
 }
 
 // state is everything a payment of user's order of productID could change: the balance and
@@ -137,7 +137,7 @@ func (s *shop) state(user, productID, couponID, orderID string) string {
 	messages, err := s.stores.Outbox.Count(ctx)
 	require.NoError(s.t, err)
 	return fmt.Sprintf("balance %d, ledger %d over %d; stock %+v, %d movements; coupon %s %v; order %s %v; outbox %v",
-		a.Balance(), sum, entries, stock, len(movements), held.Status, held.UsedAt, o.Status(), o.PaidAt(), messages)
+		a.Balance(), sum, entries, stock, len(movements), held.Status(), held.UsedAt(), o.Status(), o.PaidAt(), messages)
 }
 
 // A coupon valid when the order was placed but expired by the time of payment is refused
@@ -319,7 +319,7 @@ func (s *shop) raceWave(t *testing.T, p string, pairs int, stagger time.Duration
 	require.NoError(t, err)
 	movementsAfter, err := s.stores.Stock.Movements(ctx, p)
 	require.NoError(t, err)
-	assert.Equal(t, stockBefore.Quantity-int64(paid), stockAfter.Quantity, "stock")
+	assert.Equal(t, stockBefore.Quantity()-int64(paid), stockAfter.Quantity(), "stock")
 	assert.Len(t, movementsAfter, len(movementsBefore)+paid, "stock history")
 	assert.Equal(t, messagesBefore+paid, s.outboxTotal(), "outbox messages")
 	return paid, cancelled

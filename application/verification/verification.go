@@ -80,9 +80,9 @@ type ChallengeView struct {
 }
 
 func challengeViewOf(c challenge.Challenge) ChallengeView {
-	v := ChallengeView{ID: c.ID, Title: c.Title, Deadline: c.Deadline, CreatedAt: c.CreatedAt}
-	if c.CrewID != "" {
-		v.CrewID = &c.CrewID
+	v := ChallengeView{ID: c.ID(), Title: c.Title(), Deadline: c.Deadline(), CreatedAt: c.CreatedAt()}
+	if crewID := c.CrewID(); crewID != "" {
+		v.CrewID = &crewID
 	}
 	return v
 }
@@ -101,8 +101,8 @@ func (s *Service) CreateChallenge(ctx context.Context, cmd CreateChallengeComman
 	if err != nil {
 		return ChallengeView{}, err
 	}
-	if c.CrewID != "" {
-		if _, err := s.d.Crews.Get(ctx, c.CrewID); err != nil {
+	if c.CrewID() != "" {
+		if _, err := s.d.Crews.Get(ctx, c.CrewID()); err != nil {
 			return ChallengeView{}, err
 		}
 	}
@@ -142,46 +142,26 @@ type SessionView struct {
 }
 
 // CreateUploadSession checks the declared file (challenge.ErrUnsupportedFile), stores a PENDING
-// session requested now, and presigns a PUT of exactly that file to a fresh, unguessable key
-// under the user's prefix.
+// session requested now, and presigns a PUT of exactly that file to a fresh key under the
+// user's prefix. Nobody can guess another user's key: it is named by the session id, whose
+// time-ordered UUIDv7 carries 74 random bits, and a further 128 random bits.
 func (s *Service) CreateUploadSession(ctx context.Context, cmd SessionCommand) (SessionView, error) {
-	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
-		return SessionView{}, err
-	}
-	ext, err := s.cfg.Files.Check(cmd.FileName, cmd.ContentType, cmd.FileSize)
+	file := challenge.DeclaredFile{Name: cmd.FileName, ContentType: cmd.ContentType, Size: cmd.FileSize}
+	session, err := challenge.OpenSession(s.d.IDs.NewID(), cmd.UserID, file, s.cfg.Files, strings.ToLower(rand.Text()), s.d.Clock.Now())
 	if err != nil {
 		return SessionView{}, err
-	}
-	id := s.d.IDs.NewID()
-	session := challenge.UploadSession{
-		ID:          id,
-		UserID:      cmd.UserID,
-		ObjectKey:   ObjectKey(cmd.UserID, id, ext),
-		FileName:    cmd.FileName,
-		ContentType: challenge.ContentTypeOf(ext),
-		FileSize:    cmd.FileSize,
-		Status:      challenge.SessionPending,
-		RequestedAt: s.d.Clock.Now(),
 	}
 	if err := s.d.Sessions.Create(ctx, session); err != nil {
 		return SessionView{}, fmt.Errorf("create upload session: %w", err)
 	}
 	upload, err := s.d.Storage.PresignPut(ctx, ports.UploadGrant{
-		Key: session.ObjectKey, ContentType: session.ContentType, ContentLength: session.FileSize, Expiry: s.cfg.UploadURLExpiry,
+		Key: session.ObjectKey(), ContentType: session.ContentType(), ContentLength: session.FileSize(), Expiry: s.cfg.UploadURLExpiry,
 	})
 	if err != nil {
 		return SessionView{}, fmt.Errorf("presign upload: %w", err)
 	}
-	return SessionView{SessionID: id, PresignedURL: upload.URL, ExpiresIn: int(s.cfg.UploadURLExpiry / time.Second),
-		ObjectKey: session.ObjectKey, RequiredHeaders: upload.RequiredHeaders}, nil
-}
-
-// ObjectKey is the storage key of a session's file: under the user's own prefix (the user id in
-// unpadded base64url, so any id is one safe path segment), named by the session id, whose
-// time-ordered UUIDv7 carries 74 random bits, and a further 128 random bits, so nobody can guess
-// another user's key.
-func ObjectKey(userID, sessionID, ext string) string {
-	return "uploads/" + base64.RawURLEncoding.EncodeToString([]byte(userID)) + "/" + sessionID + "-" + strings.ToLower(rand.Text()) + "." + ext
+	return SessionView{SessionID: session.ID(), PresignedURL: upload.URL, ExpiresIn: int(s.cfg.UploadURLExpiry / time.Second),
+		ObjectKey: session.ObjectKey(), RequiredHeaders: upload.RequiredHeaders}, nil
 }
 
 // VerifyCommand asks to verify challengeID with the image of sessionID; IdempotencyKey is
@@ -206,8 +186,8 @@ type View struct {
 }
 
 func viewOf(v challenge.Verification) View {
-	return View{ID: v.ID, UserID: v.UserID, ChallengeID: v.ChallengeID, UploadSessionID: v.UploadSessionID,
-		ImageKey: v.ImageKey, Status: v.Status, RequestedAt: v.RequestedAt}
+	return View{ID: v.ID(), UserID: v.UserID(), ChallengeID: v.ChallengeID(), UploadSessionID: v.UploadSessionID(),
+		ImageKey: v.ImageKey(), Status: v.Status(), RequestedAt: v.RequestedAt()}
 }
 
 // verifyInput is one verification waiting in its (challenge, user) lane.
@@ -266,7 +246,7 @@ func (s *Service) precheck(ctx context.Context, cmd VerifyCommand) error {
 	if err != nil {
 		return err
 	}
-	if !c.Accepts(session.RequestedAt) {
+	if !c.Accepts(session.RequestedAt()) {
 		return challenge.ErrDeadlinePassed
 	}
 	return s.checkObject(ctx, session)
@@ -275,31 +255,24 @@ func (s *Service) precheck(ctx context.Context, cmd VerifyCommand) error {
 // checkObject makes sure the session's object was uploaded as declared: present, of the
 // declared size, starting with the declared image type's signature.
 func (s *Service) checkObject(ctx context.Context, session challenge.UploadSession) error {
-	size, err := s.d.Storage.Stat(ctx, session.ObjectKey)
+	size, err := s.d.Storage.Stat(ctx, session.ObjectKey())
 	if errors.Is(err, ports.ErrObjectNotFound) {
-		return imageNotUploaded("no object was uploaded under imageKey")
+		return challenge.ImageNotUploaded("no object was uploaded under imageKey")
 	}
 	if err != nil {
 		return fmt.Errorf("stat uploaded image: %w", err)
 	}
-	if size != session.FileSize {
-		return imageNotUploaded(fmt.Sprintf("the object holds %d bytes, the session declared %d", size, session.FileSize))
+	if err := session.CheckStoredSize(size); err != nil {
+		return err
 	}
-	head, err := s.d.Storage.ReadHead(ctx, session.ObjectKey, challenge.SniffBytes)
+	head, err := s.d.Storage.ReadHead(ctx, session.ObjectKey(), challenge.SniffBytes)
 	if errors.Is(err, ports.ErrObjectNotFound) {
-		return imageNotUploaded("no object was uploaded under imageKey")
+		return challenge.ImageNotUploaded("no object was uploaded under imageKey")
 	}
 	if err != nil {
 		return fmt.Errorf("read uploaded image: %w", err)
 	}
-	if !challenge.IsImage(session.ContentType, head) {
-		return imageNotUploaded("the object is not a " + session.ContentType + " image")
-	}
-	return nil
-}
-
-func imageNotUploaded(why string) *domain.Error {
-	return &domain.Error{Code: challenge.ErrImageNotUploaded.Code, Message: challenge.ErrImageNotUploaded.Message + ": " + why}
+	return session.CheckStoredHead(head)
 }
 
 // verifyBatch serves verifications of one (challenge, user) in one transaction, each in SPEC
@@ -331,11 +304,14 @@ func (s *Service) verifyBatch(ctx context.Context, batch []verifyInput) ([]guard
 				answers[i].Err = challenge.ErrAlreadyVerified
 				continue
 			}
-			v := challenge.Verify(s.d.IDs.NewID(), session, c)
+			v, err := challenge.Verify(s.d.IDs.NewID(), session, c)
+			if err != nil {
+				return err // checkLocked passed what Verify checks: not a rejection
+			}
 			if err := s.d.Verifications.Add(ctx, v); err != nil {
 				return err
 			}
-			if err := s.d.Sessions.Complete(ctx, session.ID); err != nil {
+			if err := s.d.Sessions.Complete(ctx, session.ID()); err != nil {
 				return err
 			}
 			verified = true
@@ -363,7 +339,7 @@ func (s *Service) checkLocked(ctx context.Context, in verifyInput, now time.Time
 	if err != nil {
 		return challenge.UploadSession{}, challenge.Challenge{}, err
 	}
-	if !c.Accepts(session.RequestedAt) {
+	if !c.Accepts(session.RequestedAt()) {
 		return challenge.UploadSession{}, challenge.Challenge{}, challenge.ErrDeadlinePassed
 	}
 	return session, c, nil
@@ -413,7 +389,7 @@ func (s *Service) ListVerifications(ctx context.Context, cmd ListCommand) (Verif
 	page := VerificationPage{Items: make([]View, 0, min(len(rows), limit))}
 	for i, v := range rows {
 		if i == limit {
-			next := base64.RawURLEncoding.EncodeToString([]byte(rows[i-1].ID))
+			next := base64.RawURLEncoding.EncodeToString([]byte(rows[i-1].ID()))
 			page.NextCursor = &next
 			break
 		}

@@ -139,7 +139,7 @@ func TestSessionExpiry_AtAndJustPastThirtyMinutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Status
+		return s.Status()
 	}
 	if status(older.SessionID) != challenge.SessionExpired || status(exact.SessionID) != challenge.SessionPending {
 		t.Fatalf("older %s, exact %s", status(older.SessionID), status(exact.SessionID))

@@ -218,7 +218,7 @@ func addTx(ctx context.Context, db *sql.DB, stmts cartStatements, userID, produc
 		}
 	case err != nil:
 		return fmt.Errorf("read line: %w", err)
-	case !(catalog.Stock{Quantity: stock}).Covers(quantity + 1):
+	case !catalog.RebuildStock(productID, stock, 0).Covers(quantity + 1):
 		return fmt.Errorf("stock %d does not cover %d", stock, quantity+1)
 	default:
 		if _, err := tx.ExecContext(ctx, stmts.raiseLine, quantity+1, lineID); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,11 +42,19 @@ func newChallenge(t *testing.T, s ports.Stores) challenge.Challenge {
 
 func newSession(t *testing.T, s ports.Stores, userID string, requestedAt time.Time) challenge.UploadSession {
 	t.Helper()
-	id := randomID()
-	session := challenge.UploadSession{ID: id, UserID: userID, ObjectKey: "uploads/" + id + ".png", FileName: "a.png",
-		ContentType: "image/png", FileSize: 42, Status: challenge.SessionPending, RequestedAt: requestedAt}
+	file := challenge.DeclaredFile{Name: "a.png", ContentType: "image/png", Size: 42}
+	session, err := challenge.OpenSession(randomID(), userID, file, challenge.FileRules{}, strings.ToLower(randomID()), requestedAt)
+	must(t, err, "open session")
 	must(t, s.UploadSessions.Create(context.Background(), session), "create session")
 	return session
+}
+
+// verify is the verification of session for c.
+func verify(t *testing.T, session challenge.UploadSession, c challenge.Challenge) challenge.Verification {
+	t.Helper()
+	v, err := challenge.Verify(randomID(), session, c)
+	must(t, err, "verify")
+	return v
 }
 
 func testChallengeRoundTrip(t *testing.T, e env[ports.Stores]) {
@@ -53,13 +62,13 @@ func testChallengeRoundTrip(t *testing.T, e env[ports.Stores]) {
 	c, err := challenge.NewChallenge(randomID(), "0190a0b0-0000-7000-8000-000000000001", "with crew", now().Add(time.Minute), now())
 	must(t, err, "new challenge")
 	must(t, e.impl.Challenges.Create(ctx, c), "create")
-	got, err := e.impl.Challenges.Get(ctx, c.ID)
+	got, err := e.impl.Challenges.Get(ctx, c.ID())
 	must(t, err, "get")
 	expectEqual(t, got, c, "challenge read back")
 	_, err = e.impl.Challenges.Get(ctx, randomID())
 	expectIs(t, err, challenge.ErrNotFound, "unknown challenge")
 	must(t, e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
-		locked, err := e.impl.Challenges.GetForUpdate(ctx, c.ID)
+		locked, err := e.impl.Challenges.GetForUpdate(ctx, c.ID())
 		expectEqual(t, locked, c, "challenge read for update")
 		if err != nil {
 			return err
@@ -72,7 +81,7 @@ func testChallengeRoundTrip(t *testing.T, e env[ports.Stores]) {
 
 func testChallengeGetForUpdateOutsideTx(t *testing.T, e env[ports.Stores]) {
 	c := newChallenge(t, e.impl)
-	if _, err := e.impl.Challenges.GetForUpdate(context.Background(), c.ID); err == nil {
+	if _, err := e.impl.Challenges.GetForUpdate(context.Background(), c.ID()); err == nil {
 		t.Error("GetForUpdate outside InTx succeeded")
 	}
 	if _, err := e.impl.UploadSessions.GetForUpdate(context.Background(), randomID()); err == nil || errors.Is(err, challenge.ErrInvalidSession) {
@@ -83,7 +92,7 @@ func testChallengeGetForUpdateOutsideTx(t *testing.T, e env[ports.Stores]) {
 func testSessionRoundTrip(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
 	s := newSession(t, e.impl, newUserID(), now())
-	got, err := e.impl.UploadSessions.Get(ctx, s.ID)
+	got, err := e.impl.UploadSessions.Get(ctx, s.ID())
 	must(t, err, "get")
 	expectEqual(t, got, s, "session read back")
 	_, err = e.impl.UploadSessions.Get(ctx, randomID())
@@ -94,12 +103,12 @@ func testSessionCompleteOnce(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
 	s := newSession(t, e.impl, newUserID(), now())
 	errs := startTogether(10, func(int) error {
-		return e.impl.Tx.InTx(ctx, func(ctx context.Context) error { return e.impl.UploadSessions.Complete(ctx, s.ID) })
+		return e.impl.Tx.InTx(ctx, func(ctx context.Context) error { return e.impl.UploadSessions.Complete(ctx, s.ID()) })
 	})
 	expectOneWinner(t, errs, challenge.ErrSessionAlreadyUsed)
-	got, err := e.impl.UploadSessions.Get(ctx, s.ID)
+	got, err := e.impl.UploadSessions.Get(ctx, s.ID())
 	must(t, err, "get")
-	expectEqual(t, got.Status, challenge.SessionCompleted, "status")
+	expectEqual(t, got.Status(), challenge.SessionCompleted, "status")
 }
 
 func testVerificationUniqueKeys(t *testing.T, e env[ports.Stores]) {
@@ -107,14 +116,13 @@ func testVerificationUniqueKeys(t *testing.T, e env[ports.Stores]) {
 	c, other := newChallenge(t, e.impl), newChallenge(t, e.impl)
 	user := newUserID()
 	first := newSession(t, e.impl, user, now())
-	must(t, e.impl.Verifications.Add(ctx, challenge.Verify(randomID(), first, c)), "first add")
+	must(t, e.impl.Verifications.Add(ctx, verify(t, first, c)), "first add")
 	second := newSession(t, e.impl, user, now())
-	expectIs(t, e.impl.Verifications.Add(ctx, challenge.Verify(randomID(), second, c)), challenge.ErrAlreadyVerified, "another session, same user and challenge")
-	expectIs(t, e.impl.Verifications.Add(ctx, challenge.Verify(randomID(), first, other)), challenge.ErrSessionAlreadyUsed, "same session, another challenge")
-	unknown := c
-	unknown.ID = randomID()
-	expectIs(t, e.impl.Verifications.Add(ctx, challenge.Verify(randomID(), second, unknown)), challenge.ErrNotFound, "unknown challenge")
-	page, err := e.impl.Verifications.List(ctx, c.ID, "", "", 10)
+	expectIs(t, e.impl.Verifications.Add(ctx, verify(t, second, c)), challenge.ErrAlreadyVerified, "another session, same user and challenge")
+	expectIs(t, e.impl.Verifications.Add(ctx, verify(t, first, other)), challenge.ErrSessionAlreadyUsed, "same session, another challenge")
+	unknown := challenge.RebuildChallenge(randomID(), "", c.Title(), c.Deadline(), c.CreatedAt())
+	expectIs(t, e.impl.Verifications.Add(ctx, verify(t, second, unknown)), challenge.ErrNotFound, "unknown challenge")
+	page, err := e.impl.Verifications.List(ctx, c.ID(), "", "", 10)
 	must(t, err, "list")
 	expectEqual(t, len(page), 1, "verifications stored")
 }
@@ -129,11 +137,11 @@ func testVerificationConcurrentAdds(t *testing.T, e env[ports.Stores]) {
 	}
 	errs := startTogether(len(sessions), func(i int) error {
 		return e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
-			return e.impl.Verifications.Add(ctx, challenge.Verify(randomID(), sessions[i], c))
+			return e.impl.Verifications.Add(ctx, verify(t, sessions[i], c))
 		})
 	})
 	expectOneWinner(t, errs, challenge.ErrAlreadyVerified)
-	page, err := e.impl.Verifications.List(ctx, c.ID, user, "", 100)
+	page, err := e.impl.Verifications.List(ctx, c.ID(), user, "", 100)
 	must(t, err, "list")
 	expectEqual(t, len(page), 1, "verifications stored")
 }
@@ -143,19 +151,19 @@ func testVerificationList(t *testing.T, e env[ports.Stores]) {
 	c := newChallenge(t, e.impl)
 	var all []challenge.Verification
 	for range 5 {
-		v := challenge.Verify(randomID(), newSession(t, e.impl, newUserID(), now()), c)
+		v := verify(t, newSession(t, e.impl, newUserID(), now()), c)
 		must(t, e.impl.Verifications.Add(ctx, v), "add")
 		all = append(all, v)
 	}
-	slices.SortFunc(all, func(a, b challenge.Verification) int { return compareStrings(a.ID, b.ID) })
-	first, err := e.impl.Verifications.List(ctx, c.ID, "", "", 2)
+	slices.SortFunc(all, func(a, b challenge.Verification) int { return compareStrings(a.ID(), b.ID()) })
+	first, err := e.impl.Verifications.List(ctx, c.ID(), "", "", 2)
 	must(t, err, "page 1")
-	rest, err := e.impl.Verifications.List(ctx, c.ID, "", first[len(first)-1].ID, 10)
+	rest, err := e.impl.Verifications.List(ctx, c.ID(), "", first[len(first)-1].ID(), 10)
 	must(t, err, "page 2")
 	if got := append(first, rest...); !slices.Equal(got, all) {
 		t.Errorf("pages %v, want %v", got, all)
 	}
-	mine, err := e.impl.Verifications.List(ctx, c.ID, all[3].UserID, "", 10)
+	mine, err := e.impl.Verifications.List(ctx, c.ID(), all[3].UserID(), "", 10)
 	must(t, err, "one user's")
 	if !slices.Equal(mine, all[3:4]) {
 		t.Errorf("one user's: %v, want %v", mine, all[3:4])
@@ -188,7 +196,7 @@ func testSessionExpire(t *testing.T, e env[ports.Stores]) {
 	status := func(id string) challenge.SessionStatus {
 		s, err := e.impl.UploadSessions.Get(ctx, id)
 		must(t, err, "get")
-		return s.Status
+		return s.Status()
 	}
 
 	t.Run("StrictlyBeforeAndPendingOnly", func(t *testing.T) {
@@ -196,11 +204,11 @@ func testSessionExpire(t *testing.T, e env[ports.Stores]) {
 		at := newSession(t, e.impl, newUserID(), cut)
 		past := newSession(t, e.impl, newUserID(), cut.Add(-time.Microsecond))
 		done := newSession(t, e.impl, newUserID(), cut.Add(-time.Hour))
-		must(t, e.impl.Tx.InTx(ctx, func(ctx context.Context) error { return e.impl.UploadSessions.Complete(ctx, done.ID) }), "complete")
+		must(t, e.impl.Tx.InTx(ctx, func(ctx context.Context) error { return e.impl.UploadSessions.Complete(ctx, done.ID()) }), "complete")
 		expectEqual(t, expire(cut, 100), 1, "expired")
-		expectEqual(t, status(at.ID), challenge.SessionPending, "session exactly at the cut")
-		expectEqual(t, status(past.ID), challenge.SessionExpired, "session just before the cut")
-		expectEqual(t, status(done.ID), challenge.SessionCompleted, "completed session")
+		expectEqual(t, status(at.ID()), challenge.SessionPending, "session exactly at the cut")
+		expectEqual(t, status(past.ID()), challenge.SessionExpired, "session just before the cut")
+		expectEqual(t, status(done.ID()), challenge.SessionCompleted, "completed session")
 		expectEqual(t, expire(cut, 100), 0, "second round")
 	})
 	t.Run("AtMostLimitOldestFirst", func(t *testing.T) {
@@ -208,8 +216,8 @@ func testSessionExpire(t *testing.T, e env[ports.Stores]) {
 		older := newSession(t, e.impl, newUserID(), cut.Add(-2*time.Hour))
 		newer := newSession(t, e.impl, newUserID(), cut.Add(-time.Hour))
 		expectEqual(t, expire(cut, 1), 1, "first round")
-		expectEqual(t, status(older.ID), challenge.SessionExpired, "older")
-		expectEqual(t, status(newer.ID), challenge.SessionPending, "newer")
+		expectEqual(t, status(older.ID()), challenge.SessionExpired, "older")
+		expectEqual(t, status(newer.ID()), challenge.SessionPending, "newer")
 		expectEqual(t, expire(cut, 1), 1, "second round")
 	})
 	t.Run("TwoCallersExpireEachOnce", func(t *testing.T) {
@@ -251,7 +259,7 @@ func testSessionExpire(t *testing.T, e env[ports.Stores]) {
 		expired := make(chan outcome, 1)
 		started := false
 		completeErr := e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
-			if _, err := e.impl.UploadSessions.GetForUpdate(ctx, s.ID); err != nil {
+			if _, err := e.impl.UploadSessions.GetForUpdate(ctx, s.ID()); err != nil {
 				return err
 			}
 			if !started {
@@ -270,11 +278,11 @@ func testSessionExpire(t *testing.T, e env[ports.Stores]) {
 				// or deadlocks with this transaction, and the database picks a victim to rerun.
 				time.Sleep(50 * time.Millisecond)
 			}
-			return e.impl.UploadSessions.Complete(ctx, s.ID)
+			return e.impl.UploadSessions.Complete(ctx, s.ID())
 		})
 		o := <-expired
 		must(t, o.err, "expire")
-		final := status(s.ID)
+		final := status(s.ID())
 		switch {
 		case completeErr == nil:
 			expectEqual(t, o.n, 0, "sessions expired after the transaction completed the one it locked")

@@ -49,21 +49,41 @@ func createProduct(t *testing.T, s ports.Stores, price, stock int64) *catalog.Pr
 	return p
 }
 
+// freshCart is a new cart of userID with a random id, for GetOrCreateForUpdate.
+func freshCart(t *testing.T, userID string) order.Cart {
+	t.Helper()
+	cart, err := order.NewCart(randomID(), userID, now())
+	must(t, err, "new cart")
+	return cart
+}
+
 // lockCart is GetOrCreateForUpdate in a transaction of its own, returning the cart.
 func lockCart(t *testing.T, s ports.Stores, userID string) order.Cart {
 	t.Helper()
 	var cart order.Cart
 	err := s.Tx.InTx(context.Background(), func(ctx context.Context) error {
 		var err error
-		cart, err = s.Carts.GetOrCreateForUpdate(ctx, order.Cart{ID: randomID(), UserID: userID, CreatedAt: now()})
+		cart, err = s.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID))
 		return err
 	})
 	must(t, err, "get or create cart")
 	return cart
 }
 
+// cartItem is a line of quantity units of productID in cart with a random id, added now. The
+// contract stores any line it is given: the rules of a cart's lines are the domain's.
 func cartItem(cart order.Cart, productID string, quantity int) order.CartItem {
-	return order.CartItem{ID: randomID(), CartID: cart.ID, ProductID: productID, Quantity: quantity, AddedAt: now()}
+	return cartItemAddedAt(cart, productID, quantity, now())
+}
+
+func cartItemAddedAt(cart order.Cart, productID string, quantity int, addedAt time.Time) order.CartItem {
+	return order.RebuildCartItem(randomID(), cart.ID(), productID, quantity, addedAt)
+}
+
+// orderLine is a cart line of quantity units of p, with stock units on hand, to place orders of.
+func orderLine(p *catalog.Product, quantity int, stock int64) order.CartLine {
+	return order.CartLine{CartItem: order.RebuildCartItem(randomID(), randomID(), p.ID(), quantity, now()),
+		Name: p.Name(), UnitPrice: p.Price(), Stock: stock}
 }
 
 func lines(t *testing.T, s ports.Stores, userID string) []order.CartLine {
@@ -81,7 +101,7 @@ func testProductCreateThenGet(t *testing.T, e env[ports.Stores]) {
 	expectEqual(t, got.Name(), p.Name(), "name")
 	expectEqual(t, got.Price(), p.Price(), "price")
 	expectEqual(t, got.CreatedAt(), p.CreatedAt(), "createdAt")
-	expectEqual(t, stock, catalog.Stock{ProductID: p.ID(), Quantity: 67}, "stock")
+	expectEqual(t, stock, catalog.RebuildStock(p.ID(), 67, 0), "stock")
 }
 
 func testProductUnknownIsNotFound(t *testing.T, e env[ports.Stores]) {
@@ -91,7 +111,7 @@ func testProductUnknownIsNotFound(t *testing.T, e env[ports.Stores]) {
 
 func testCartLocksOutsideTxFail(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
-	if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, order.Cart{ID: randomID(), UserID: newUserID(), CreatedAt: now()}); err == nil {
+	if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, newUserID())); err == nil {
 		t.Error("GetOrCreateForUpdate outside a transaction succeeded")
 	}
 	if _, _, err := e.impl.Carts.GetForUpdate(ctx, newUserID()); err == nil {
@@ -115,10 +135,10 @@ func testCartConcurrentFirstCalls(t *testing.T, e env[ports.Stores]) {
 	ids := make([]string, callers)
 	errs := startTogether(callers, func(i int) error {
 		return e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
-			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, order.Cart{ID: randomID(), UserID: userID, CreatedAt: now()})
-			ids[i] = cart.ID
-			if err == nil && cart.UserID != userID {
-				t.Errorf("cart of %q, want %q", cart.UserID, userID)
+			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID))
+			ids[i] = cart.ID()
+			if err == nil && cart.UserID() != userID {
+				t.Errorf("cart of %q, want %q", cart.UserID(), userID)
 			}
 			return err
 		})
@@ -127,7 +147,7 @@ func testCartConcurrentFirstCalls(t *testing.T, e env[ports.Stores]) {
 		must(t, err, "get or create")
 		expectEqual(t, ids[i], ids[0], "cart id")
 	}
-	expectEqual(t, lockCart(t, e.impl, userID).ID, ids[0], "the cart read later")
+	expectEqual(t, lockCart(t, e.impl, userID).ID(), ids[0], "the cart read later")
 }
 
 // testCartConcurrentLockedIncrements runs the add-to-cart transaction from many goroutines: lock
@@ -139,7 +159,7 @@ func testCartConcurrentLockedIncrements(t *testing.T, e env[ports.Stores]) {
 	p := createProduct(t, e.impl, 10, 1000)
 	errs := startTogether(adds, func(int) error {
 		return e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
-			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, order.Cart{ID: randomID(), UserID: userID, CreatedAt: now()})
+			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID))
 			if err != nil {
 				return err
 			}
@@ -147,11 +167,11 @@ func testCartConcurrentLockedIncrements(t *testing.T, e env[ports.Stores]) {
 			if err != nil {
 				return err
 			}
-			item := cartItem(cart, p.ID(), 1)
+			quantity := 1
 			if len(current) == 1 {
-				item.Quantity = current[0].Quantity + 1
+				quantity = current[0].Quantity() + 1
 			}
-			return e.impl.Carts.PutItem(ctx, item)
+			return e.impl.Carts.PutItem(ctx, cartItem(cart, p.ID(), quantity))
 		})
 	})
 	for _, err := range errs {
@@ -161,7 +181,7 @@ func testCartConcurrentLockedIncrements(t *testing.T, e env[ports.Stores]) {
 	if len(got) != 1 {
 		t.Fatalf("%d lines, want 1", len(got))
 	}
-	expectEqual(t, got[0].Quantity, adds, "quantity")
+	expectEqual(t, got[0].Quantity(), adds, "quantity")
 }
 
 func testCartPutItem(t *testing.T, e env[ports.Stores]) {
@@ -170,16 +190,14 @@ func testCartPutItem(t *testing.T, e env[ports.Stores]) {
 	cart := lockCart(t, e.impl, userID)
 	first := cartItem(cart, p.ID(), 2)
 	must(t, e.impl.Carts.PutItem(context.Background(), first), "insert")
-	again := cartItem(cart, p.ID(), 7)
-	again.AddedAt = first.AddedAt.Add(time.Hour)
+	again := cartItemAddedAt(cart, p.ID(), 7, first.AddedAt().Add(time.Hour))
 	must(t, e.impl.Carts.PutItem(context.Background(), again), "set quantity")
 
 	got := lines(t, e.impl, userID)
 	if len(got) != 1 {
 		t.Fatalf("%d lines, want 1", len(got))
 	}
-	want := first
-	want.Quantity = 7
+	want := order.RebuildCartItem(first.ID(), first.CartID(), first.ProductID(), 7, first.AddedAt())
 	expectEqual(t, got[0].CartItem, want, "the line keeps its id and time")
 }
 
@@ -196,8 +214,7 @@ func testCartLines(t *testing.T, e env[ports.Stores]) {
 	p, q := createProduct(t, e.impl, 500, 3), createProduct(t, e.impl, 20, 40)
 	cart := lockCart(t, e.impl, userID)
 	later := cartItem(cart, p.ID(), 5)
-	earlier := cartItem(cart, q.ID(), 2)
-	earlier.AddedAt = later.AddedAt.Add(-time.Second)
+	earlier := cartItemAddedAt(cart, q.ID(), 2, later.AddedAt().Add(-time.Second))
 	must(t, e.impl.Carts.PutItem(context.Background(), later), "put")
 	must(t, e.impl.Carts.PutItem(context.Background(), earlier), "put")
 	lockCart(t, e.impl, newUserID()) // another user's cart shows nowhere
@@ -220,7 +237,7 @@ func testCartClear(t *testing.T, e env[ports.Stores]) {
 
 	rollback := errors.New("roll back")
 	err := e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
-		must(t, e.impl.Carts.Clear(ctx, cart.ID), "clear")
+		must(t, e.impl.Carts.Clear(ctx, cart.ID()), "clear")
 		if got, err := e.impl.Carts.Lines(ctx, userID); err != nil || len(got) != 0 {
 			t.Errorf("lines inside the clearing transaction: %d, %v", len(got), err)
 		}
@@ -229,9 +246,9 @@ func testCartClear(t *testing.T, e env[ports.Stores]) {
 	expectIs(t, err, rollback, "InTx")
 	expectEqual(t, len(lines(t, e.impl, userID)), 2, "lines after a rolled-back clear")
 
-	must(t, e.impl.Carts.Clear(ctx, cart.ID), "clear")
+	must(t, e.impl.Carts.Clear(ctx, cart.ID()), "clear")
 	expectEqual(t, len(lines(t, e.impl, userID)), 0, "lines after clear")
-	expectEqual(t, lockCart(t, e.impl, userID).ID, cart.ID, "the emptied cart remains")
+	expectEqual(t, lockCart(t, e.impl, userID).ID(), cart.ID(), "the emptied cart remains")
 }
 
 // placeOrder builds a PENDING order of one unit of each product.
@@ -239,8 +256,7 @@ func placeOrder(t *testing.T, userID string, discount order.Discount, products .
 	t.Helper()
 	var placed []order.CartLine
 	for _, p := range products {
-		placed = append(placed, order.CartLine{CartItem: order.CartItem{ProductID: p.ID(), Quantity: 2},
-			Name: p.Name(), UnitPrice: p.Price(), Stock: 10})
+		placed = append(placed, orderLine(p, 2, 10))
 	}
 	o, err := order.Place(randomID(), userID, placed, discount, now())
 	must(t, err, "place order")

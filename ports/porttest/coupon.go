@@ -89,24 +89,30 @@ func issueTo(c *coupon.Coupon, userID string) coupon.UserCoupon {
 	return c.Issue(randomID(), userID, now())
 }
 
+// describeHeld spells out every field of h, for comparing what storage read back.
+func describeHeld(h coupon.Held) string {
+	return fmt.Sprintf("%s %s %s %s %v %v %d %v", h.ID(), h.UserID(), h.CouponID(), h.Status(), h.IssuedAt(), h.UsedAt(),
+		h.DiscountRate, h.ExpiresAt)
+}
+
 func testUserCouponAddThenRead(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
 	c := createCoupon(t, e.impl, 5)
 	a, b := issueTo(c, newUserID()), issueTo(c, newUserID())
 	must(t, e.impl.UserCoupons.Add(ctx, a, b), "add two")
-	existing, err := e.impl.UserCoupons.Existing(ctx, c.ID(), []string{a.UserID, newUserID()})
+	existing, err := e.impl.UserCoupons.Existing(ctx, c.ID(), []string{a.UserID(), newUserID()})
 	must(t, err, "existing")
-	expectEqual(t, fmt.Sprint(existing), fmt.Sprint(map[string]bool{a.UserID: true}), "existing")
+	expectEqual(t, fmt.Sprint(existing), fmt.Sprint(map[string]bool{a.UserID(): true}), "existing")
 	n, err := e.impl.UserCoupons.Count(ctx, c.ID())
 	must(t, err, "count")
 	expectEqual(t, n, 2, "count")
-	held, err := e.impl.UserCoupons.Get(ctx, b.UserID, c.ID())
+	held, err := e.impl.UserCoupons.Get(ctx, b.UserID(), c.ID())
 	must(t, err, "get")
 	want := coupon.Held{UserCoupon: b, DiscountRate: c.DiscountRate(), ExpiresAt: c.ExpiresAt()}
-	expectEqual(t, fmt.Sprint(held), fmt.Sprint(want), "held")
+	expectEqual(t, describeHeld(held), describeHeld(want), "held")
 	must(t, e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
-		locked, err := e.impl.UserCoupons.GetForUpdate(ctx, b.UserID, c.ID())
-		expectEqual(t, fmt.Sprint(locked), fmt.Sprint(want), "held for update")
+		locked, err := e.impl.UserCoupons.GetForUpdate(ctx, b.UserID(), c.ID())
+		expectEqual(t, describeHeld(locked), describeHeld(want), "held for update")
 		return err
 	}), "get for update")
 }
@@ -117,7 +123,7 @@ func testUserCouponAddWithExistingPair(t *testing.T, e env[ports.Stores]) {
 	first := issueTo(c, newUserID())
 	must(t, e.impl.UserCoupons.Add(ctx, first), "add")
 	fresh := issueTo(c, newUserID())
-	expectIs(t, e.impl.UserCoupons.Add(ctx, fresh, issueTo(c, first.UserID)), coupon.ErrAlreadyIssued, "add with an existing pair")
+	expectIs(t, e.impl.UserCoupons.Add(ctx, fresh, issueTo(c, first.UserID())), coupon.ErrAlreadyIssued, "add with an existing pair")
 	n, err := e.impl.UserCoupons.Count(ctx, c.ID())
 	must(t, err, "count")
 	expectEqual(t, n, 1, "count after the refused batch")
@@ -147,7 +153,7 @@ func testUserCouponFailedAddRollsBack(t *testing.T, e env[ports.Stores]) {
 		if err := e.impl.Coupons.AddIssued(ctx, c.ID(), c.Version(), 1); err != nil {
 			return err
 		}
-		return e.impl.UserCoupons.Add(ctx, issueTo(c, first.UserID))
+		return e.impl.UserCoupons.Add(ctx, issueTo(c, first.UserID()))
 	})
 	expectIs(t, err, coupon.ErrAlreadyIssued, "issue twice")
 	got := getCoupon(t, e.impl, c.ID())
@@ -172,7 +178,7 @@ func testUserCouponGetForUpdateOutsideTx(t *testing.T, e env[ports.Stores]) {
 	c := createCoupon(t, e.impl, 5)
 	uc := issueTo(c, newUserID())
 	must(t, e.impl.UserCoupons.Add(ctx, uc), "add")
-	if _, err := e.impl.UserCoupons.GetForUpdate(ctx, uc.UserID, c.ID()); err == nil {
+	if _, err := e.impl.UserCoupons.GetForUpdate(ctx, uc.UserID(), c.ID()); err == nil {
 		t.Error("GetForUpdate outside a transaction succeeded")
 	}
 }
@@ -183,12 +189,12 @@ func testUserCouponConcurrentMarkUsed(t *testing.T, e env[ports.Stores]) {
 	uc := issueTo(c, newUserID())
 	must(t, e.impl.UserCoupons.Add(ctx, uc), "add")
 	usedAt := now()
-	errs := startTogether(10, func(int) error { return e.impl.UserCoupons.MarkUsed(ctx, uc.ID, usedAt) })
+	errs := startTogether(10, func(int) error { return e.impl.UserCoupons.MarkUsed(ctx, uc.ID(), usedAt) })
 	expectOneWinner(t, errs, coupon.ErrInvalid)
-	held, err := e.impl.UserCoupons.Get(ctx, uc.UserID, c.ID())
+	held, err := e.impl.UserCoupons.Get(ctx, uc.UserID(), c.ID())
 	must(t, err, "get")
-	if held.Status != coupon.Used || held.UsedAt == nil || !held.UsedAt.Equal(usedAt) {
-		t.Errorf("after MarkUsed: %+v, want USED at %v", held.UserCoupon, usedAt)
+	if held.Status() != coupon.Used || held.UsedAt() == nil || !held.UsedAt().Equal(usedAt) {
+		t.Errorf("after MarkUsed: %s, want USED at %v", describeHeld(held), usedAt)
 	}
 	expectIs(t, held.CheckUsable(now()), coupon.ErrInvalid, "a used coupon is usable")
 	expectIs(t, e.impl.UserCoupons.MarkUsed(ctx, randomID(), usedAt), coupon.ErrInvalid, "mark an unknown user coupon")

@@ -50,14 +50,14 @@ func testStockDeduct(t *testing.T, e env[ports.Stores]) {
 	p := createProduct(t, e.impl, 100, 5)
 	_, st, err := e.impl.Products.Get(ctx, p.ID())
 	must(t, err, "get")
-	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version+1, 1), ports.ErrVersionConflict, "a stale version")
-	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version, 6), ports.ErrVersionConflict, "more than the stock")
-	must(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version, 5), "deduct all")
+	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version()+1, 1), ports.ErrVersionConflict, "a stale version")
+	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version(), 6), ports.ErrVersionConflict, "more than the stock")
+	must(t, e.impl.Stock.Deduct(ctx, p.ID(), st.Version(), 5), "deduct all")
 	_, after, err := e.impl.Products.Get(ctx, p.ID())
 	must(t, err, "get after")
-	expectEqual(t, after.Quantity, int64(0), "quantity")
-	expectEqual(t, after.Version, st.Version+1, "version")
-	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), after.Version, 1), ports.ErrVersionConflict, "an empty stock")
+	expectEqual(t, after.Quantity(), int64(0), "quantity")
+	expectEqual(t, after.Version(), st.Version()+1, "version")
+	expectIs(t, e.impl.Stock.Deduct(ctx, p.ID(), after.Version(), 1), ports.ErrVersionConflict, "an empty stock")
 }
 
 func testStockConcurrentDeducts(t *testing.T, e env[ports.Stores]) {
@@ -65,11 +65,11 @@ func testStockConcurrentDeducts(t *testing.T, e env[ports.Stores]) {
 	p := createProduct(t, e.impl, 100, 1000)
 	_, st, err := e.impl.Products.Get(ctx, p.ID())
 	must(t, err, "get")
-	errs := startTogether(20, func(int) error { return e.impl.Stock.Deduct(ctx, p.ID(), st.Version, 1) })
+	errs := startTogether(20, func(int) error { return e.impl.Stock.Deduct(ctx, p.ID(), st.Version(), 1) })
 	expectOneWinner(t, errs, ports.ErrVersionConflict)
 	_, after, err := e.impl.Products.Get(ctx, p.ID())
 	must(t, err, "get after")
-	expectEqual(t, after.Quantity, int64(999), "quantity")
+	expectEqual(t, after.Quantity(), int64(999), "quantity")
 }
 
 func testStockMovements(t *testing.T, e env[ports.Stores]) {

@@ -29,8 +29,7 @@ func placeSale(t *testing.T, products []*catalog.Product, s sale) *order.Order {
 	var placed []order.CartLine
 	for i, quantity := range s.lines {
 		p := products[i]
-		placed = append(placed, order.CartLine{CartItem: order.CartItem{ProductID: p.ID(), Quantity: quantity},
-			Name: p.Name(), UnitPrice: p.Price(), Stock: int64(quantity)})
+		placed = append(placed, orderLine(p, quantity, int64(quantity)))
 	}
 	o, err := order.Place(randomID(), newUserID(), placed, order.Discount{}, now())
 	must(t, err, "place order")

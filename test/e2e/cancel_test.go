@@ -35,7 +35,7 @@ func (s *server) paymentState(user, productID, couponID, orderID string) string 
 		s.t.Fatal(err)
 	}
 	return fmt.Sprintf("wallet %+v; stock %d (version %d), out %d; coupon %s %v; order %s %v; outbox %v\n%s",
-		s.wallet(user), quantity, stock.Version, out, held.Status, held.UsedAt, o.Status(), o.PaidAt(),
+		s.wallet(user), quantity, stock.Version(), out, held.Status(), held.UsedAt(), o.Status(), o.PaidAt(),
 		s.outboxStatusCounts(), s.shopRows(user))
 }
 
@@ -71,7 +71,7 @@ func TestPayment_CouponExpiredSinceTheOrderIsRefused(t *testing.T) {
 				t.Fatalf("cancel: %d %s", cancelled.status, cancelled.raw)
 			}
 			held, err := s.stores.UserCoupons.Get(context.Background(), "late", couponID)
-			if err != nil || held.Status != coupon.Available {
+			if err != nil || held.Status() != coupon.Available {
 				t.Fatalf("the cancelled order's coupon: %+v, %v", held, err)
 			}
 			s.assertWallet("late", 10_000, 1)

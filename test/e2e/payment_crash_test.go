@@ -103,7 +103,7 @@ func openShop(t *testing.T, stores ports.Stores, userID string) shop {
 	must(err)
 	must(stores.Coupons.Create(ctx, c))
 	must(stores.UserCoupons.Add(ctx, c.Issue(ids.NewID(), userID, now)))
-	o, err := order.Place(ids.NewID(), userID, []order.CartLine{{CartItem: order.CartItem{ProductID: p.ID(), Quantity: 2},
+	o, err := order.Place(ids.NewID(), userID, []order.CartLine{{CartItem: order.RebuildCartItem(ids.NewID(), ids.NewID(), p.ID(), 2, now),
 		Name: p.Name(), UnitPrice: p.Price(), Stock: 10}}, order.Discount{CouponID: c.ID(), Rate: 10}, now)
 	must(err)
 	must(stores.Orders.Create(ctx, o))
@@ -152,7 +152,7 @@ func (sh shop) state(t *testing.T, stores ports.Stores) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmtState(o.Status(), a.Balance(), sum, entries, stock.Quantity, stock.Version, len(movements), held.Status,
+	return fmtState(o.Status(), a.Balance(), sum, entries, stock.Quantity(), stock.Version(), len(movements), held.Status(),
 		ofOrder, len(markers))
 }
 

@@ -53,7 +53,7 @@ func (s *server) stockOf(productID string) (quantity, out int64) {
 		}
 		out += m.Before - m.After
 	}
-	return st.Quantity, out
+	return st.Quantity(), out
 }
 
 // outboxOrders returns the order id of every outbox message, with how many messages name it.
