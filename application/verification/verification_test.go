@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,6 +32,7 @@ type fixture struct {
 	clock   *memory.Clock
 	stores  ports.Stores
 	blobs   *localblob.Store
+	blobDir string // where blobs keeps its objects
 	storage ports.ObjectStorage
 	svc     *verification.Service
 	keys    atomic.Int64
@@ -39,11 +42,12 @@ func newFixture(t *testing.T, wrap func(ports.ObjectStorage) ports.ObjectStorage
 	t.Helper()
 	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	stores := memory.NewStores(memory.NewDatabase())
-	blobs, err := localblob.New(t.TempDir(), func() string { return "http://rushgate.test" }, []byte(strings.Repeat("s", 32)), clock)
+	blobDir := t.TempDir()
+	blobs, err := localblob.New(blobDir, func() string { return "http://rushgate.test" }, []byte(strings.Repeat("s", 32)), clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, clock: clock, stores: stores, blobs: blobs, storage: blobs}
+	f := &fixture{t: t, clock: clock, stores: stores, blobs: blobs, blobDir: blobDir, storage: blobs}
 	if wrap != nil {
 		f.storage = wrap(blobs)
 	}
@@ -161,6 +165,61 @@ func TestVerify_PastExpiryRefusedBeforeTheWorkerRuns(t *testing.T) {
 	f.clock.Advance(verification.DefaultSessionExpiry + time.Microsecond)
 	if _, err := f.verify("u1", s, challengeID); !errors.Is(err, challenge.ErrInvalidSession) {
 		t.Fatalf("%v, want INVALID_SESSION", err)
+	}
+}
+
+// stored opens a session for user declaring a file of declaredSize bytes named fileName, and
+// stores content under its object key directly, as a lenient upload route might have.
+func (f *fixture) stored(user, fileName, contentType string, declaredSize int, content []byte) verification.SessionView {
+	f.t.Helper()
+	s, err := f.svc.CreateUploadSession(context.Background(), verification.SessionCommand{
+		UserID: user, FileName: fileName, ContentType: contentType, FileSize: int64(declaredSize)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	path := filepath.Join(f.blobDir, filepath.FromSlash(s.ObjectKey))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// TestVerify_StoredObjectMustBeTheDeclaredFile: whatever storage holds under the key, a
+// verification passes only for an object of exactly the declared size whose first bytes are
+// the declared type's signature; a refusal is IMAGE_NOT_UPLOADED and changes nothing.
+func TestVerify_StoredObjectMustBeTheDeclaredFile(t *testing.T) {
+	f := newFixture(t, nil)
+	challengeID := f.challenge(f.clock.Now().Add(time.Hour))
+	jpeg := []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01")
+	nearJPEG := append([]byte("\xff\xd8\x00"), jpeg[3:]...)
+	for _, tc := range []struct {
+		name, fileName, contentType string
+		declared                    int
+		content                     []byte
+	}{
+		{"one byte more than declared", "p.png", "image/png", len(pngBytes), append(append([]byte{}, pngBytes...), 0)},
+		{"one byte fewer than declared", "p.png", "image/png", len(pngBytes), pngBytes[:len(pngBytes)-1]},
+		{"FF D8 not followed by FF", "p.jpg", "image/jpeg", len(nearJPEG), nearJPEG},
+	} {
+		user := "u-" + strings.ReplaceAll(tc.name, " ", "-") // each case its own user: no case hides another
+		s := f.stored(user, tc.fileName, tc.contentType, tc.declared, tc.content)
+		if _, err := f.verify(user, s, challengeID); !errors.Is(err, challenge.ErrImageNotUploaded) {
+			t.Errorf("%s: %v, want IMAGE_NOT_UPLOADED", tc.name, err)
+		}
+		if got, err := f.stores.UploadSessions.Get(context.Background(), s.SessionID); err != nil || got.Status() != challenge.SessionPending {
+			t.Errorf("%s: session %v, %v, want it still PENDING", tc.name, got.Status(), err)
+		}
+	}
+	page, err := f.svc.ListVerifications(context.Background(), verification.ListCommand{ChallengeID: challengeID, Admin: true})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("verifications after refusals: %+v, %v", page.Items, err)
+	}
+	good := f.stored("u1", "p.jpg", "image/jpeg", len(jpeg), jpeg)
+	if _, err := f.verify("u1", good, challengeID); err != nil {
+		t.Fatalf("a JPEG of the declared size: %v", err)
 	}
 }
 

@@ -38,6 +38,12 @@ func TestUserCoupon_UsedOnce(t *testing.T) {
 	if !uc.UsedAt().Equal(usedAt) {
 		t.Fatal("UsedAt must return a copy")
 	}
+	stored := usedAt
+	rebuilt := coupon.RebuildUserCoupon("uc1", "alice", "c1", coupon.Used, now, &stored)
+	stored = time.Time{}
+	if !rebuilt.UsedAt().Equal(usedAt) {
+		t.Fatal("RebuildUserCoupon must copy usedAt")
+	}
 }
 
 func TestHeld_CheckUsable(t *testing.T) {
