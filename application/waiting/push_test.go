@@ -19,12 +19,12 @@ import (
 // newBroker returns a broker on in-memory adapters and a push event in it.
 func newBroker(t *testing.T) (*waiting.Broker, string) {
 	t.Helper()
-	svc, coord := newService(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
-	event, err := svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "close", Seats: 2, Slots: 1, Mode: "push"})
+	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
+	event, err := r.svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "close", Seats: 2, Slots: 1, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil, nil), event.ID
+	return waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{}), event.ID
 }
 
 // stream is an adapter's side of a subscription: on End it leaves, as an adapter does once its
@@ -92,6 +92,7 @@ const stallTimeout = 10 * time.Second
 // broker and a dispatcher on it, and what they observed.
 type stallRoom struct {
 	clock   *memory.Clock
+	rooms   rooms
 	svc     *waiting.Service
 	queue   *flakyQueue
 	broker  *waiting.Broker
@@ -103,19 +104,29 @@ type stallRoom struct {
 func newStallRoom(t *testing.T) *stallRoom {
 	t.Helper()
 	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	svc, coord := newService(clock)
-	event, err := svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "stall", Seats: 5, Slots: 1, Mode: "push"})
+	rooms := newRooms(clock)
+	event, err := rooms.svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "stall", Seats: 5, Slots: 1, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &stallRoom{clock: clock, svc: svc, queue: &flakyQueue{PushQueue: coord.PushQueue}, seen: &observed{}, eventID: event.ID}
+	r := &stallRoom{clock: clock, rooms: rooms, svc: rooms.svc, queue: &flakyQueue{PushQueue: rooms.coord.PushQueue},
+		seen: &observed{}, eventID: event.ID}
 	r.log = slog.New(slog.NewTextHandler(t.Output(), nil))
-	r.broker = waiting.NewBroker(svc, r.queue, "broker-1", waiting.PushConfig{HeartbeatTimeout: stallTimeout}, r.seen, r.log)
+	r.broker = r.newBroker(waiting.BrokerConfig{HeartbeatTimeout: stallTimeout})
 	return r
 }
 
+// newBroker is the broker "broker-1" on the flaky queue.
+func (r *stallRoom) newBroker(cfg waiting.BrokerConfig) *waiting.Broker {
+	d := r.rooms.broker
+	d.Queue, d.Observer, d.Log = r.queue, r.seen, r.log
+	return waiting.NewBroker(d, "broker-1", cfg)
+}
+
 func (r *stallRoom) dispatcher(id string) *waiting.Dispatcher {
-	return waiting.NewDispatcher(r.svc, r.queue, id, waiting.PushConfig{HeartbeatTimeout: stallTimeout}, r.seen, r.log)
+	d := r.rooms.dispatcher
+	d.Queue, d.Observer, d.Log = r.queue, r.seen, r.log
+	return waiting.NewDispatcher(d, id, waiting.DispatcherConfig{HeartbeatTimeout: stallTimeout})
 }
 
 // dispatch is one dispatcher tick run to its end: reap dead brokers, then promote and route
@@ -260,8 +271,7 @@ func TestBroker_ReapedBrokerEndsEveryStreamAndItsUsersReconnect(t *testing.T) {
 func TestBroker_LapsedBrokersUsersKeepTheirPlaceWithinTheGrace(t *testing.T) {
 	ctx := context.Background()
 	r := newStallRoom(t)
-	r.broker = waiting.NewBroker(r.svc, r.queue, "broker-1",
-		waiting.PushConfig{HeartbeatTimeout: stallTimeout, ReconnectGrace: time.Hour}, r.seen, r.log)
+	r.broker = r.newBroker(waiting.BrokerConfig{HeartbeatTimeout: stallTimeout, ReconnectGrace: time.Hour})
 	d := r.dispatcher("dispatcher-1")
 	r.broker.Tick(ctx)
 	first := join(t, r.broker, r.eventID, "first", false)
