@@ -1,7 +1,9 @@
 // Package waiting holds the waiting-room use cases of SPEC §3: creating events with their
 // seats, the pull-mode queue (enter, status, claim and return an entry token), the operators'
 // view and slot changes, seat listing and seat reservation, and the reconciliation pass the
-// background workers run. The queue core (ports.WaitingRoom) is shared with the push mode.
+// background workers run. The push mode's Broker and Dispatcher (push.go) are types of their
+// own on the same queue, each with its own Deps; what they share with Service is explicit:
+// eventRooms (each holds one) and the AdmissionRates the reconciliation measures.
 // It depends on ports only, so another Go service can embed it with its own adapters.
 package waiting
 
