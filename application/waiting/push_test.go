@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/waiting"
+	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -371,5 +373,50 @@ func TestDispatcher_RoutesTheEntriesOfAStalledDispatcher(t *testing.T) {
 	}
 	if v := r.view(t); v.Admitted != 1 || v.Claims != 1 {
 		t.Fatalf("a reclaimed entry promoted again: %+v", v)
+	}
+}
+
+// A room the store does not have (never opened, or lost in a flush) is opened from the
+// database by the dispatcher and the broker themselves, as by the Service: the event's slots,
+// and the seat counter at the free seats.
+func TestPush_RoomTheStoreLostIsOpenedFromTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	event, err := domainwaiting.NewEvent(system.UUIDs{}.NewID(), "lost", 3, 1, domainwaiting.ModePush, 0, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.stores.Tx.InTx(ctx, func(ctx context.Context) error {
+		if err := r.stores.Events.Create(ctx, event); err != nil {
+			return err
+		}
+		return r.stores.Seats.Create(ctx, event.ID(), event.Seats())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.coord.WaitingRoom.Stats(ctx, event.ID()); !errors.Is(err, ports.ErrRoomNotOpen) {
+		t.Fatalf("stats before any call: %v, want no room", err)
+	}
+
+	dispatcher := waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{})
+	if err := dispatcher.Promote(ctx, event.ID()); err != nil {
+		t.Fatalf("promote in a room the store lost: %v", err)
+	}
+	if st, err := r.coord.WaitingRoom.Stats(ctx, event.ID()); err != nil || st.Slots != 1 || st.RemainingSeats != 3 {
+		t.Fatalf("room the dispatcher opened: %+v, %v; want 1 slot and 3 seats", st, err)
+	}
+
+	// Lost again: a fresh store under the same database.
+	fresh := memory.NewCoordination(clock)
+	r.broker.Rooms, r.broker.Queue = fresh.WaitingRoom, fresh.PushQueue
+	broker := waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{})
+	first := join(t, broker, event.ID(), "first", false)
+	if st, err := fresh.WaitingRoom.Stats(ctx, event.ID()); err != nil || st.Slots != 1 || st.Waiting != 1 || st.RemainingSeats != 3 {
+		t.Fatalf("room the broker opened: %+v, %v; want 1 slot, 1 waiting and 3 seats", st, err)
+	}
+	if first.admissions() != 0 {
+		t.Fatal("a waiting user was admitted on joining")
 	}
 }

@@ -16,6 +16,7 @@ import (
 // rooms is the waiting-room use cases on in-memory adapters, and the Deps of a push broker and
 // dispatcher on the same ports.
 type rooms struct {
+	stores     ports.Stores
 	coord      ports.Coordination
 	svc        *waiting.Service
 	broker     waiting.BrokerDeps
@@ -30,7 +31,8 @@ func newRooms(clock *memory.Clock) rooms {
 	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
 		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	return rooms{
-		coord: coord,
+		stores: stores,
+		coord:  coord,
 		svc: waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
 			Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{},
 			Rates: rates}, waiting.Config{}),
