@@ -139,7 +139,7 @@ func TestScrape_SeriesOfIdleEventsAreGone(t *testing.T) {
 		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	rooms := waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
 		Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{},
-		Rates: waiting.NewAdmissionRates(), Observer: metrics}, waiting.Config{IdleTimeout: time.Minute})
+		Observer: metrics}, waiting.Config{IdleTimeout: time.Minute})
 	server := httptest.NewServer(metrics.Handler())
 	defer server.Close()
 	scrape := func() string {

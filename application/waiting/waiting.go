@@ -62,7 +62,7 @@ type Deps struct {
 	Clock        ports.Clock
 	IDs          ports.IDGenerator
 	// Rates are where the reconciliation pass records the admission rates it measures, which
-	// the estimates read; the push Broker reads the same ones.
+	// the estimates read; give the push Broker the same ones. Nil: rates of this Service alone.
 	Rates    *AdmissionRates
 	Observer Observer
 }
@@ -87,6 +87,9 @@ func NewService(d Deps, cfg Config) *Service {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if d.Rates == nil {
+		d.Rates = NewAdmissionRates()
 	}
 	s := &Service{d: d, cfg: cfg, rooms: newEventRooms(d.Events, d.Seats, d.Room)}
 	s.reserves = guard.NewLane(d.Guard, guard.LaneConfig{
