@@ -25,7 +25,7 @@ var CommerceModule = fx.Module("commerce",
 	fx.Provide(provideWalletService, provideCouponService, provideCatalogService, provideOrderService))
 
 // WaitingModule builds the waiting-room and seat use cases.
-var WaitingModule = fx.Module("waiting", fx.Provide(provideWaitingService))
+var WaitingModule = fx.Module("waiting", fx.Provide(waiting.NewAdmissionRates, provideWaitingService))
 
 func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
 	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
@@ -95,7 +95,7 @@ func provideOrderService(stores ports.Stores, g *guard.Guard, clock ports.Clock,
 }
 
 func provideWaitingService(cfg Config, stores ports.Stores, coord ports.Coordination, g *guard.Guard,
-	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics) *waiting.Service {
+	clock ports.Clock, ids ports.IDGenerator, rates *waiting.AdmissionRates, metrics *telemetry.Metrics) *waiting.Service {
 	return waiting.NewService(waiting.Deps{
 		Tx:           stores.Tx,
 		Events:       stores.Events,
@@ -105,6 +105,7 @@ func provideWaitingService(cfg Config, stores ports.Stores, coord ports.Coordina
 		Guard:        g,
 		Clock:        clock,
 		IDs:          ids,
+		Rates:        rates,
 		Observer:     metrics,
 	}, waiting.Config{
 		IdleTimeout:  cfg.Queue.IdleTimeout,

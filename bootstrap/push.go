@@ -17,20 +17,11 @@ import (
 // PushModule runs the push mode's roles (RUSHGATE_ROLE): the broker holding this instance's SSE
 // connections, and the dispatcher promoting and routing; both by default.
 var PushModule = fx.Module("push",
-	fx.Provide(providePushMetrics, providePushConfig, provideBroker),
+	fx.Provide(providePushMetrics, provideBroker),
 	fx.Invoke(runBroker, runDispatcher))
 
 func providePushMetrics(reg *prometheus.Registry, rooms *telemetry.Metrics) *telemetry.PushMetrics {
 	return telemetry.NewPushMetrics(reg, rooms)
-}
-
-func providePushConfig(cfg Config) waiting.PushConfig {
-	return waiting.PushConfig{
-		Tick:             cfg.Queue.Tick,
-		ReconnectGrace:   cfg.Queue.ReconnectGrace,
-		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,
-		PromotionWorkers: cfg.Queue.PromotionWorkers,
-	}
 }
 
 // processID names this process's broker or dispatcher: the instance id and a random suffix,
@@ -38,12 +29,25 @@ func providePushConfig(cfg Config) waiting.PushConfig {
 func processID(cfg Config) string { return cfg.Server.instanceID() + "-" + rand.Text()[:8] }
 
 // provideBroker is nil when the role runs no broker.
-func provideBroker(cfg Config, pc waiting.PushConfig, rooms *waiting.Service, coord ports.Coordination,
-	metrics *telemetry.PushMetrics, log *slog.Logger) *waiting.Broker {
+func provideBroker(cfg Config, stores ports.Stores, coord ports.Coordination, rates *waiting.AdmissionRates,
+	clock ports.Clock, metrics *telemetry.PushMetrics, log *slog.Logger) *waiting.Broker {
 	if !cfg.Queue.runsBroker() {
 		return nil
 	}
-	return waiting.NewBroker(rooms, coord.PushQueue, processID(cfg), pc, metrics, log)
+	return waiting.NewBroker(waiting.BrokerDeps{
+		Events:   stores.Events,
+		Seats:    stores.Seats,
+		Rooms:    coord.WaitingRoom,
+		Queue:    coord.PushQueue,
+		Rates:    rates,
+		Clock:    clock,
+		Observer: metrics,
+		Log:      log,
+	}, processID(cfg), waiting.BrokerConfig{
+		Tick:             cfg.Queue.Tick,
+		ReconnectGrace:   cfg.Queue.ReconnectGrace,
+		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,
+	})
 }
 
 func runBroker(lc fx.Lifecycle, b *waiting.Broker, log *slog.Logger) {
@@ -54,14 +58,28 @@ func runBroker(lc fx.Lifecycle, b *waiting.Broker, log *slog.Logger) {
 	runUntilStop(lc, b.Run)
 }
 
-func runDispatcher(lc fx.Lifecycle, cfg Config, pc waiting.PushConfig, rooms *waiting.Service, coord ports.Coordination,
+func runDispatcher(lc fx.Lifecycle, cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
 	metrics *telemetry.PushMetrics, log *slog.Logger) {
 	if !cfg.Queue.runsDispatcher() {
 		return
 	}
 	id := processID(cfg)
 	log.Info("push dispatcher running", "dispatcher", id)
-	runUntilStop(lc, waiting.NewDispatcher(rooms, coord.PushQueue, id, pc, metrics, log).Run)
+	dispatcher := waiting.NewDispatcher(waiting.DispatcherDeps{
+		Events:   stores.Events,
+		Seats:    stores.Seats,
+		Rooms:    coord.WaitingRoom,
+		Index:    coord.WaitingRoom,
+		Queue:    coord.PushQueue,
+		Clock:    clock,
+		Observer: metrics,
+		Log:      log,
+	}, id, waiting.DispatcherConfig{
+		Tick:             cfg.Queue.Tick,
+		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,
+		PromotionWorkers: cfg.Queue.PromotionWorkers,
+	})
+	runUntilStop(lc, dispatcher.Run)
 }
 
 // runUntilStop runs loop from start until the application stops, which waits for it.

@@ -43,10 +43,21 @@ const (
 // PushQueue is the push admission mode (SPEC §3 push) on the very queue of WaitingRoom: the same
 // waiting users, slots and entry tokens, plus which broker connection holds each user, the
 // per-event entry stream the dispatchers consume as one consumer group, the per-broker dispatch
-// streams and the brokers' heartbeats.
+// streams and the brokers' heartbeats. A broker and a dispatcher each see the part they call:
+// BrokerQueue and DispatchQueue. PushQueue is both: what an adapter implements and the contract
+// suite checks.
 //
 // An owner names one SSE connection: "<brokerID>|<connectionID>|". Owner prefixes of the form
 // "<brokerID>|" name every connection of a broker.
+//
+// Infrastructure failures wrap ErrUnavailable; an event's room that does not exist is
+// ErrRoomNotOpen.
+type PushQueue interface {
+	BrokerQueue
+	DispatchQueue
+}
+
+// BrokerQueue is what a broker, holding its instance's SSE connections, calls.
 //
 // Connect enters the user as WaitingRoom.Enter does (same place if already waiting, Admitted if
 // admitted) and makes owner the user's connection, replacing an older one (a reconnect).
@@ -56,6 +67,32 @@ const (
 // → out of the queue (Removed). A user reconnected meanwhile is left alone (Stayed).
 //
 // Snapshot answers the waiting line in one store call (O(queue)), for broadcasting positions.
+//
+// Issue gives the admitted user an entry token: the one already issued (the same admission
+// again) or token, with the expiry extended to now+ttl. Admitted is false when the user is no
+// longer admitted (released or expired).
+//
+// Heartbeat records that brokerID is alive for ttl and answers whether its previous heartbeat
+// was still alive (renewed): false on the broker's first heartbeat, and false once the broker's
+// heartbeat has lapsed, which tells a broker that stalled past ttl that
+// DispatchQueue.DeadBrokers may have listed it and DispatchQueue.ReapBroker may have taken its
+// users.
+//
+// ReadDispatch reads brokerID's dispatch stream: first the messages it read but did not
+// acknowledge for retryAfter (a delivery that failed), then new ones, waiting up to block for
+// one; AckDispatch acknowledges and deletes one.
+type BrokerQueue interface {
+	Connect(ctx context.Context, eventID, userID, owner string) (QueuePlace, error)
+	Disconnect(ctx context.Context, eventID, userID, owner string) (Departure, error)
+	Snapshot(ctx context.Context, eventID string) (QueueSnapshot, error)
+	Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
+	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
+	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
+	AckDispatch(ctx context.Context, brokerID, messageID string) error
+}
+
+// DispatchQueue is what a dispatcher, promoting users and routing their admissions to the
+// brokers holding them, calls.
 //
 // Promote atomically moves up to the remaining slots' worth of users from the head into the
 // admitted set (token pending, expiry now+ttl, one claim counted each) and appends each to the
@@ -67,38 +104,18 @@ const (
 //
 // Owner answers the user's connection owner, "" when none.
 //
-// Dispatch appends a promotion to brokerID's dispatch stream; ReadDispatch reads brokerID's
-// stream: first the messages it read but did not acknowledge for retryAfter (a delivery that
-// failed), then new ones, waiting up to block for one; AckDispatch acknowledges and deletes one.
+// Dispatch appends a promotion to brokerID's dispatch stream (BrokerQueue.ReadDispatch).
 //
-// Issue gives the admitted user an entry token: the one already issued (the same admission
-// again) or token, with the expiry extended to now+ttl. Admitted is false when the user is no
-// longer admitted (released or expired).
-//
-// Heartbeat records that brokerID is alive for ttl and answers whether its previous heartbeat
-// was still alive (renewed): false on the broker's first heartbeat, and false once the broker's
-// heartbeat has lapsed, which tells a broker that stalled past ttl that DeadBrokers may have
-// listed it and ReapBroker may have taken its users. DeadBrokers lists the brokers that
-// heartbeat once and stopped. ReapBroker reclaims a dead broker's unacknowledged and unread
-// dispatch messages (XAUTOCLAIM on Redis), applies Disconnect with the broker's owner prefix to
-// their users and to every user of events it still owns, and forgets the broker. It answers the
-// slots it gave back.
-//
-// Infrastructure failures wrap ErrUnavailable; an event's room that does not exist is
-// ErrRoomNotOpen.
-type PushQueue interface {
-	Connect(ctx context.Context, eventID, userID, owner string) (QueuePlace, error)
-	Disconnect(ctx context.Context, eventID, userID, owner string) (Departure, error)
-	Snapshot(ctx context.Context, eventID string) (QueueSnapshot, error)
+// DeadBrokers lists the brokers that heartbeat once and stopped. ReapBroker reclaims a dead
+// broker's unacknowledged and unread dispatch messages (XAUTOCLAIM on Redis), applies
+// Disconnect with the broker's owner prefix to their users and to every user of events it still
+// owns, and forgets the broker. It answers the slots it gave back.
+type DispatchQueue interface {
 	Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error)
 	ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]Promotion, error)
 	AckEntry(ctx context.Context, eventID, messageID string) error
 	Owner(ctx context.Context, eventID, userID string) (string, error)
 	Dispatch(ctx context.Context, brokerID string, p Promotion) error
-	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
-	AckDispatch(ctx context.Context, brokerID, messageID string) error
-	Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
-	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
 	DeadBrokers(ctx context.Context) ([]string, error)
 	ReapBroker(ctx context.Context, brokerID string, events []string) (int, error)
 }

@@ -69,15 +69,33 @@ type RoomStats struct {
 
 // WaitingRoom is the queue of SPEC §3 that both admission modes share: per event, the users
 // waiting in order of first entry, the admitted users' entry tokens with their expiry, the
-// number of slots (users admitted at once), and the remaining-seat counter.
+// number of slots (users admitted at once), and the remaining-seat counter. It is every view
+// below, what an adapter implements and the contract suite checks; callers take the views they
+// use.
 //
 // Every method acts atomically on one event (each is one Redis script on keys sharing the
 // {eventId} hash tag), so concurrent callers on any number of instances never interleave inside
 // one. Times are the store's own clock (the Redis server's, or the memory store's Clock).
+// Every per-event method but Open returns ErrRoomNotOpen for a room that does not exist.
+// Infrastructure failures wrap ErrUnavailable.
+type WaitingRoom interface {
+	RoomOpener
+	PullQueue
+	SeatCounter
+	RoomAdmin
+	RoomReconciler
+}
+
+// RoomOpener opens rooms: for a new event, and again from the database for a room the store
+// lost (every use case that meets ErrRoomNotOpen).
 //
 // Open makes the event's room exist with slots and the seat counter, unless it already does
-// (then nothing changes), and lists the event among Events. Every other per-event method
-// returns ErrRoomNotOpen for a room that does not exist.
+// (then nothing changes), and lists the event in RoomIndex.Events.
+type RoomOpener interface {
+	Open(ctx context.Context, eventID string, slots, seats int) error
+}
+
+// PullQueue is what the pull mode's routes call (SPEC §3 pull).
 //
 // Enter queues the user at the back, after everyone who entered before (FIFO by a per-event
 // sequence, never by wall-clock time); a user already waiting keeps the original place, and an
@@ -96,42 +114,57 @@ type RoomStats struct {
 // Release gives an admitted user's slot back and deletes the token, once: it reports whether
 // this call freed it. A token whose expiry passes frees its slot exactly once too: expired
 // tokens are reconciled before every count of remaining slots, so an expired token never holds
-// a slot, and Verify never accepts it.
+// a slot, and SeatCounter.Verify never accepts it.
+type PullQueue interface {
+	Enter(ctx context.Context, eventID, userID string) (QueuePlace, error)
+	Position(ctx context.Context, eventID, userID string, ttl time.Duration) (QueuePlace, error)
+	Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
+	Release(ctx context.Context, eventID, userID string) (bool, error)
+}
+
+// SeatCounter is what a seat reservation calls (both modes), and the reconciliation's repair of
+// the seat counter.
 //
 // Verify reports whether token is the user's live entry token for the event, and answers the
 // seat counter with it (a reservation needs both; one call).
-//
-// Reconcile gives back the slots of expired tokens and drops waiting users whose last sign of
-// life is older than idle (0: nobody is dropped). An event with nobody waiting or admitted
-// leaves Events until its next Enter.
-//
-// SetSlots changes the slots of a live event and answers the remaining slots, which is
-// max(0, slots − tokens alive): never a slot leaked, never more users admitted than slots.
-//
-// Stats answers the event's numbers (reconciling expired tokens first). Events lists the events
-// with a room in use, without scanning the keyspace.
 //
 // SeatsLeft answers the remaining-seat counter, and TakeSeat decrements it after a committed
 // reservation. ResetSeatsLeft sets it to seats only if it still holds from (compare-and-set),
 // and reports whether it did: a repair from the database's count, read after from, never
 // overwrites the decrement of a reservation that committed meanwhile, so a repair can leave the
 // counter low (the database is then asked again) but never high.
-//
-// Infrastructure failures wrap ErrUnavailable.
-type WaitingRoom interface {
-	Open(ctx context.Context, eventID string, slots, seats int) error
-	Enter(ctx context.Context, eventID, userID string) (QueuePlace, error)
-	Position(ctx context.Context, eventID, userID string, ttl time.Duration) (QueuePlace, error)
-	Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
-	Release(ctx context.Context, eventID, userID string) (bool, error)
+type SeatCounter interface {
 	Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error)
-	Reconcile(ctx context.Context, eventID string, idle time.Duration) (Reconciled, error)
-	SetSlots(ctx context.Context, eventID string, slots int) (int, error)
-	Stats(ctx context.Context, eventID string) (RoomStats, error)
-	Events(ctx context.Context) ([]string, error)
 	SeatsLeft(ctx context.Context, eventID string) (int, error)
 	TakeSeat(ctx context.Context, eventID string) error
 	ResetSeatsLeft(ctx context.Context, eventID string, from, seats int) (bool, error)
+}
+
+// RoomAdmin is what the operators' routes call, and the reconciliation's report.
+//
+// SetSlots changes the slots of a live event and answers the remaining slots, which is
+// max(0, slots − tokens alive): never a slot leaked, never more users admitted than slots.
+//
+// Stats answers the event's numbers (reconciling expired tokens first).
+type RoomAdmin interface {
+	SetSlots(ctx context.Context, eventID string, slots int) (int, error)
+	Stats(ctx context.Context, eventID string) (RoomStats, error)
+}
+
+// RoomReconciler is what the background reconciliation pass calls.
+//
+// Reconcile gives back the slots of expired tokens and drops waiting users whose last sign of
+// life is older than idle (0: nobody is dropped). An event with nobody waiting or admitted
+// leaves RoomIndex.Events until its next Enter.
+type RoomReconciler interface {
+	RoomIndex
+	Reconcile(ctx context.Context, eventID string, idle time.Duration) (Reconciled, error)
+}
+
+// RoomIndex lists the events with a room in use, without scanning the keyspace: for the
+// reconciliation pass and the push dispatchers.
+type RoomIndex interface {
+	Events(ctx context.Context) ([]string, error)
 }
 
 // EventRepository stores events.

@@ -47,7 +47,7 @@ func seconds(n int) *int { return &n }
 func TestStatus_EstimateIsNullOnceNoAdmissionWasInTheLastMinute(t *testing.T) {
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	svc, _ := newService(clock)
+	svc := newRooms(clock).svc
 	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "held", Seats: 10, Slots: 1, Mode: "pull"})
 	if err != nil {
 		t.Fatal(err)
@@ -139,13 +139,14 @@ func (p *positions) last(t *testing.T) waiting.PositionView {
 func TestBroker_PositionEstimateIsNullOnceNoAdmissionWasInTheLastMinute(t *testing.T) {
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	svc, coord := newService(clock)
+	r := newRooms(clock)
+	svc := r.svc
 	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "held", Seats: 10, Slots: 1, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil, nil)
-	dispatcher := waiting.NewDispatcher(svc, coord.PushQueue, "dispatcher-1", waiting.PushConfig{}, nil, nil)
+	broker := waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{})
+	dispatcher := waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{})
 	join(t, broker, event.ID, "holder", false)
 	next := &positions{stream: stream{broker: broker}}
 	sub, err := broker.Join(ctx, event.ID, "next", next)

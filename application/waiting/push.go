@@ -19,7 +19,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// Defaults of PushConfig's zero fields.
+// Defaults of BrokerConfig's and DispatcherConfig's zero fields.
 const (
 	DefaultTick             = time.Second
 	DefaultHeartbeatTimeout = 10 * time.Second
@@ -33,17 +33,36 @@ const (
 	routeParallelism = 8
 )
 
-// PushConfig tunes the push mode (SPEC §3 push).
-type PushConfig struct {
-	// Tick is the position broadcast and promotion period.
+// BrokerConfig tunes a Broker (SPEC §3 push).
+type BrokerConfig struct {
+	// Tick is the position broadcast period, and how long a read of the dispatch stream waits.
 	Tick time.Duration
 	// ReconnectGrace is how long a disconnected user keeps the place or the admission; 0 applies
 	// the seed's rules at once.
 	ReconnectGrace time.Duration
-	// HeartbeatTimeout: a broker silent this long is dead; its users' slots come back and its
-	// messages are reclaimed. A broker that finds its own heartbeat lapsed ends its streams (see
-	// Broker). Entry messages a dispatcher read and left unacknowledged this long are reclaimed
-	// by another; a dispatcher that did not tick for this long logs it.
+	// HeartbeatTimeout is the lease of the broker's heartbeat: a broker silent this long is
+	// dead, and a dispatcher reaps it (its users' slots come back and its messages are
+	// reclaimed). A broker that finds its own heartbeat lapsed ends its streams (see Broker).
+	HeartbeatTimeout time.Duration
+}
+
+func (c BrokerConfig) withDefaults() BrokerConfig {
+	if c.Tick <= 0 {
+		c.Tick = DefaultTick
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	return c
+}
+
+// DispatcherConfig tunes a Dispatcher (SPEC §3 push).
+type DispatcherConfig struct {
+	// Tick is the promotion period.
+	Tick time.Duration
+	// HeartbeatTimeout is the brokers' (BrokerConfig.HeartbeatTimeout). Entry messages a
+	// dispatcher read and left unacknowledged this long are reclaimed by another; a dispatcher
+	// that did not tick for this long logs it.
 	HeartbeatTimeout time.Duration
 	// PromotionWorkers promote events in parallel; PromotionBacklog events may wait for them,
 	// beyond which the dispatcher's own tick promotes (back-pressure).
@@ -51,7 +70,7 @@ type PushConfig struct {
 	PromotionBacklog int
 }
 
-func (c PushConfig) withDefaults() PushConfig {
+func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	if c.Tick <= 0 {
 		c.Tick = DefaultTick
 	}
@@ -67,13 +86,15 @@ func (c PushConfig) withDefaults() PushConfig {
 	return c
 }
 
-// PushObserver receives the push mode's numbers, for metrics. It must be cheap and safe for
-// concurrent use.
+// PushObserver receives the push mode's numbers, for metrics: a broker's and a dispatcher's.
 type PushObserver interface {
-	// Promoted: one promotion script of an event ran for took and promoted n users.
-	Promoted(eventID string, n int, took time.Duration)
-	// PromotionBacklog is how many events wait for a promotion worker.
-	PromotionBacklog(n int)
+	BrokerObserver
+	DispatcherObserver
+}
+
+// BrokerObserver receives a broker's numbers, for metrics. It must be cheap and safe for
+// concurrent use.
+type BrokerObserver interface {
 	// Connections is this broker's SSE connections to an event.
 	Connections(eventID string, n int)
 	// Broadcast: one tick's positions of an event reached every local connection after took.
@@ -82,6 +103,17 @@ type PushObserver interface {
 	Delivered(eventID string)
 	// BrokerLapsed: this broker found its heartbeat had lapsed and ended that many streams.
 	BrokerLapsed(streams int)
+	// BrokerBeat: a broker's heartbeat reached the store.
+	BrokerBeat()
+}
+
+// DispatcherObserver receives a dispatcher's numbers, for metrics. It must be cheap and safe
+// for concurrent use.
+type DispatcherObserver interface {
+	// Promoted: one promotion script of an event ran for took and promoted n users.
+	Promoted(eventID string, n int, took time.Duration)
+	// PromotionBacklog is how many events wait for a promotion worker.
+	PromotionBacklog(n int)
 	// BrokerReaped: a dispatcher reaped a dead broker, giving slots back.
 	BrokerReaped(slots int)
 	// EntriesReclaimed: a dispatcher routes n entries of an event left unacknowledged past the
@@ -92,12 +124,10 @@ type PushObserver interface {
 	DispatcherStalled(gap time.Duration)
 	// DispatcherTicked: a dispatcher's tick went through every event without an error.
 	DispatcherTicked()
-	// BrokerBeat: a broker's heartbeat reached the store.
-	BrokerBeat()
 }
 
-// PositionView is a push `position` event (SPEC §3); EstimatedWaitSeconds follows
-// StatusView's rule.
+// PositionView is a push `position` event (SPEC §3); AheadCount and EstimatedWaitSeconds
+// follow StatusView's rules.
 type PositionView struct {
 	Rank                 int  `json:"rank"`
 	AheadCount           int  `json:"aheadCount"`
@@ -161,12 +191,14 @@ func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
 // yet keeps the place or admission, and one it had taken is queued again. No stream is left
 // open for a user who is neither waiting nor admitted.
 type Broker struct {
-	svc  *Service
-	q    ports.PushQueue
-	base string
-	cfg  PushConfig
-	obs  PushObserver
-	log  *slog.Logger
+	q     ports.BrokerQueue
+	rooms *eventRooms
+	rates *AdmissionRates
+	clock ports.Clock
+	base  string
+	cfg   BrokerConfig
+	obs   BrokerObserver
+	log   *slog.Logger
 
 	conns atomic.Uint64
 	// live counts the connections registered and not yet left, for Close to wait on.
@@ -184,13 +216,29 @@ type Broker struct {
 	closed   bool
 }
 
+// BrokerDeps are the ports a Broker runs on. Observer and Log may be nil.
+type BrokerDeps struct {
+	// Events and Seats are read to know an event, and with Rooms to open a room the store lost.
+	Events ports.EventRepository
+	Seats  ports.SeatRepository
+	Rooms  ports.RoomOpener
+	Queue  ports.BrokerQueue
+	// Rates are the admission rates this instance's reconciliation measures (the Service's
+	// Deps.Rates), for the positions' wait estimates.
+	Rates    *AdmissionRates
+	Clock    ports.Clock
+	Observer BrokerObserver
+	Log      *slog.Logger
+}
+
 // NewBroker returns the broker brokerID (unique per process: a restarted process is a new
-// broker). obs and log may be nil.
-func NewBroker(svc *Service, q ports.PushQueue, brokerID string, cfg PushConfig, obs PushObserver, log *slog.Logger) *Broker {
-	if log == nil {
-		log = slog.Default()
+// broker).
+func NewBroker(d BrokerDeps, brokerID string, cfg BrokerConfig) *Broker {
+	if d.Log == nil {
+		d.Log = slog.Default()
 	}
-	return &Broker{svc: svc, q: q, base: brokerID, id: brokerID, cfg: cfg.withDefaults(), obs: obs, log: log,
+	return &Broker{q: d.Queue, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), rates: d.Rates, clock: d.Clock,
+		base: brokerID, id: brokerID, cfg: cfg.withDefaults(), obs: d.Observer, log: d.Log,
 		subs: make(map[string]map[string]*Subscription), leaves: make(map[*time.Timer]struct{})}
 }
 
@@ -213,7 +261,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
-	e, err := b.svc.event(ctx, eventID)
+	e, err := b.rooms.event(ctx, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +278,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 		return nil, err
 	}
 	var place ports.QueuePlace
-	err = b.svc.inRoom(ctx, e, func() error {
+	err = b.rooms.inRoom(ctx, eventID, func() error {
 		place, err = b.q.Connect(ctx, eventID, userID, sub.owner)
 		return err
 	})
@@ -334,7 +382,7 @@ func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscriptio
 		return fmt.Errorf("issue entry token: %w", err)
 	}
 	if res.Claimed {
-		sub.stream.Admitted(Admission{TokenView: TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, PromotedAt: promotedAt})
+		sub.stream.Admitted(Admission{TokenView: tokenOf(res), PromotedAt: promotedAt})
 		if b.obs != nil {
 			b.obs.Delivered(e.ID())
 		}
@@ -390,7 +438,7 @@ func (b *Broker) heartbeat(ctx context.Context) {
 	if ctx.Err() != nil { // stopping: an unanswered heartbeat says nothing of the store
 		return
 	}
-	now := b.svc.d.Clock.Now()
+	now := b.clock.Now()
 	switch {
 	case err == nil && (renewed || !beating):
 		b.mu.Lock()
@@ -440,12 +488,9 @@ func (b *Broker) lapse(id, cause string, now time.Time) {
 
 func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	start := time.Now()
-	e, err := b.svc.event(ctx, eventID)
-	if err != nil {
-		return
-	}
 	var snap ports.QueueSnapshot
-	err = b.svc.inRoom(ctx, e, func() error {
+	err := b.rooms.inRoom(ctx, eventID, func() error {
+		var err error
 		snap, err = b.q.Snapshot(ctx, eventID)
 		return err
 	})
@@ -466,10 +511,10 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 		}
 	}
 	b.mu.Unlock()
-	now := b.svc.d.Clock.Now()
+	now := b.clock.Now()
 	for _, u := range updates {
-		ahead := max(0, u.rank-snap.RemainingSlots+1)
-		estimate := b.svc.rates.estimate(eventID, ahead, now)
+		ahead := aheadCount(u.rank, snap.RemainingSlots)
+		estimate := b.rates.estimate(eventID, ahead, now)
 		u.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
 			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: estimate}})
 	}
@@ -507,7 +552,7 @@ func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
 	if sub == nil {
 		return nil
 	}
-	e, err := b.svc.event(ctx, p.EventID)
+	e, err := b.rooms.event(ctx, p.EventID)
 	if err != nil {
 		return err
 	}
@@ -558,23 +603,39 @@ func (b *Broker) Close(ctx context.Context) error {
 // is taken twice. A reap it resumes after the broker came back touches only the broker's old
 // id (see Broker).
 type Dispatcher struct {
-	svc   *Service
-	q     ports.PushQueue
+	q     ports.DispatchQueue
+	index ports.RoomIndex
+	rooms *eventRooms
+	clock ports.Clock
 	id    string
-	cfg   PushConfig
-	obs   PushObserver
+	cfg   DispatcherConfig
+	obs   DispatcherObserver
 	log   *slog.Logger
 	tasks chan string
 }
 
+// DispatcherDeps are the ports a Dispatcher runs on. Observer and Log may be nil.
+type DispatcherDeps struct {
+	// Events and Seats are read to know an event, and with Rooms to open a room the store lost.
+	Events ports.EventRepository
+	Seats  ports.SeatRepository
+	Rooms  ports.RoomOpener
+	// Index lists the events whose rooms are in use, the ones to promote.
+	Index    ports.RoomIndex
+	Queue    ports.DispatchQueue
+	Clock    ports.Clock
+	Observer DispatcherObserver
+	Log      *slog.Logger
+}
+
 // NewDispatcher returns the dispatcher dispatcherID (its consumer name; unique per process).
-// obs and log may be nil.
-func NewDispatcher(svc *Service, q ports.PushQueue, dispatcherID string, cfg PushConfig, obs PushObserver, log *slog.Logger) *Dispatcher {
+func NewDispatcher(d DispatcherDeps, dispatcherID string, cfg DispatcherConfig) *Dispatcher {
 	cfg = cfg.withDefaults()
-	if log == nil {
-		log = slog.Default()
+	if d.Log == nil {
+		d.Log = slog.Default()
 	}
-	return &Dispatcher{svc: svc, q: q, id: dispatcherID, cfg: cfg, obs: obs, log: log, tasks: make(chan string, cfg.PromotionBacklog)}
+	return &Dispatcher{q: d.Queue, index: d.Index, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), clock: d.Clock,
+		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tasks: make(chan string, cfg.PromotionBacklog)}
 }
 
 // Run promotes every tick until ctx ends, then waits for its workers. A tick that comes more
@@ -594,9 +655,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		})
 	}
-	last := d.svc.d.Clock.Now()
+	last := d.clock.Now()
 	onEveryTick(ctx, d.cfg.Tick, func() {
-		now := d.svc.d.Clock.Now()
+		now := d.clock.Now()
 		if gap := now.Sub(last); gap > d.cfg.HeartbeatTimeout {
 			d.log.Warn("push dispatcher stalled: entries it held may have been routed by another dispatcher",
 				"dispatcher", d.id, "gap", gap.Round(time.Millisecond).String())
@@ -626,7 +687,7 @@ func (d *Dispatcher) observeBacklog() {
 // full the event is promoted here, which slows the ticks down instead of queueing without
 // bound. It returns the first error.
 func (d *Dispatcher) Tick(ctx context.Context) error {
-	events, err := d.svc.d.Room.Events(ctx)
+	events, err := d.index.Events(ctx)
 	if err != nil {
 		return fmt.Errorf("list waiting rooms: %w", err)
 	}
@@ -648,7 +709,7 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 		}
 	}
 	for _, eventID := range events {
-		e, err := d.svc.event(ctx, eventID)
+		e, err := d.rooms.event(ctx, eventID)
 		if err != nil || e.Mode() != waiting.ModePush {
 			continue
 		}
@@ -666,13 +727,13 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 
 // Promote runs the event's promotion script once, then routes its entry stream.
 func (d *Dispatcher) Promote(ctx context.Context, eventID string) error {
-	e, err := d.svc.event(ctx, eventID)
+	e, err := d.rooms.event(ctx, eventID)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	var n int
-	err = d.svc.inRoom(ctx, e, func() error {
+	err = d.rooms.inRoom(ctx, eventID, func() error {
 		n, err = d.q.Promote(ctx, eventID, e.TokenTTL())
 		return err
 	})

@@ -12,19 +12,21 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/waiting"
+	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
 // newBroker returns a broker on in-memory adapters and a push event in it.
 func newBroker(t *testing.T) (*waiting.Broker, string) {
 	t.Helper()
-	svc, coord := newService(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
-	event, err := svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "close", Seats: 2, Slots: 1, Mode: "push"})
+	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
+	event, err := r.svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "close", Seats: 2, Slots: 1, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waiting.NewBroker(svc, coord.PushQueue, "broker-1", waiting.PushConfig{}, nil, nil), event.ID
+	return waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{}), event.ID
 }
 
 // stream is an adapter's side of a subscription: on End it leaves, as an adapter does once its
@@ -92,6 +94,7 @@ const stallTimeout = 10 * time.Second
 // broker and a dispatcher on it, and what they observed.
 type stallRoom struct {
 	clock   *memory.Clock
+	rooms   rooms
 	svc     *waiting.Service
 	queue   *flakyQueue
 	broker  *waiting.Broker
@@ -103,19 +106,29 @@ type stallRoom struct {
 func newStallRoom(t *testing.T) *stallRoom {
 	t.Helper()
 	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	svc, coord := newService(clock)
-	event, err := svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "stall", Seats: 5, Slots: 1, Mode: "push"})
+	rooms := newRooms(clock)
+	event, err := rooms.svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "stall", Seats: 5, Slots: 1, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &stallRoom{clock: clock, svc: svc, queue: &flakyQueue{PushQueue: coord.PushQueue}, seen: &observed{}, eventID: event.ID}
+	r := &stallRoom{clock: clock, rooms: rooms, svc: rooms.svc, queue: &flakyQueue{PushQueue: rooms.coord.PushQueue},
+		seen: &observed{}, eventID: event.ID}
 	r.log = slog.New(slog.NewTextHandler(t.Output(), nil))
-	r.broker = waiting.NewBroker(svc, r.queue, "broker-1", waiting.PushConfig{HeartbeatTimeout: stallTimeout}, r.seen, r.log)
+	r.broker = r.newBroker(waiting.BrokerConfig{HeartbeatTimeout: stallTimeout})
 	return r
 }
 
+// newBroker is the broker "broker-1" on the flaky queue.
+func (r *stallRoom) newBroker(cfg waiting.BrokerConfig) *waiting.Broker {
+	d := r.rooms.broker
+	d.Queue, d.Observer, d.Log = r.queue, r.seen, r.log
+	return waiting.NewBroker(d, "broker-1", cfg)
+}
+
 func (r *stallRoom) dispatcher(id string) *waiting.Dispatcher {
-	return waiting.NewDispatcher(r.svc, r.queue, id, waiting.PushConfig{HeartbeatTimeout: stallTimeout}, r.seen, r.log)
+	d := r.rooms.dispatcher
+	d.Queue, d.Observer, d.Log = r.queue, r.seen, r.log
+	return waiting.NewDispatcher(d, id, waiting.DispatcherConfig{HeartbeatTimeout: stallTimeout})
 }
 
 // dispatch is one dispatcher tick run to its end: reap dead brokers, then promote and route
@@ -260,8 +273,7 @@ func TestBroker_ReapedBrokerEndsEveryStreamAndItsUsersReconnect(t *testing.T) {
 func TestBroker_LapsedBrokersUsersKeepTheirPlaceWithinTheGrace(t *testing.T) {
 	ctx := context.Background()
 	r := newStallRoom(t)
-	r.broker = waiting.NewBroker(r.svc, r.queue, "broker-1",
-		waiting.PushConfig{HeartbeatTimeout: stallTimeout, ReconnectGrace: time.Hour}, r.seen, r.log)
+	r.broker = r.newBroker(waiting.BrokerConfig{HeartbeatTimeout: stallTimeout, ReconnectGrace: time.Hour})
 	d := r.dispatcher("dispatcher-1")
 	r.broker.Tick(ctx)
 	first := join(t, r.broker, r.eventID, "first", false)
@@ -361,5 +373,50 @@ func TestDispatcher_RoutesTheEntriesOfAStalledDispatcher(t *testing.T) {
 	}
 	if v := r.view(t); v.Admitted != 1 || v.Claims != 1 {
 		t.Fatalf("a reclaimed entry promoted again: %+v", v)
+	}
+}
+
+// A room the store does not have (never opened, or lost in a flush) is opened from the
+// database by the dispatcher and the broker themselves, as by the Service: the event's slots,
+// and the seat counter at the free seats.
+func TestPush_RoomTheStoreLostIsOpenedFromTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	event, err := domainwaiting.NewEvent(system.UUIDs{}.NewID(), "lost", 3, 1, domainwaiting.ModePush, 0, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.stores.Tx.InTx(ctx, func(ctx context.Context) error {
+		if err := r.stores.Events.Create(ctx, event); err != nil {
+			return err
+		}
+		return r.stores.Seats.Create(ctx, event.ID(), event.Seats())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.coord.WaitingRoom.Stats(ctx, event.ID()); !errors.Is(err, ports.ErrRoomNotOpen) {
+		t.Fatalf("stats before any call: %v, want no room", err)
+	}
+
+	dispatcher := waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{})
+	if err := dispatcher.Promote(ctx, event.ID()); err != nil {
+		t.Fatalf("promote in a room the store lost: %v", err)
+	}
+	if st, err := r.coord.WaitingRoom.Stats(ctx, event.ID()); err != nil || st.Slots != 1 || st.RemainingSeats != 3 {
+		t.Fatalf("room the dispatcher opened: %+v, %v; want 1 slot and 3 seats", st, err)
+	}
+
+	// Lost again: a fresh store under the same database.
+	fresh := memory.NewCoordination(clock)
+	r.broker.Rooms, r.broker.Queue = fresh.WaitingRoom, fresh.PushQueue
+	broker := waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{})
+	first := join(t, broker, event.ID(), "first", false)
+	if st, err := fresh.WaitingRoom.Stats(ctx, event.ID()); err != nil || st.Slots != 1 || st.Waiting != 1 || st.RemainingSeats != 3 {
+		t.Fatalf("room the broker opened: %+v, %v; want 1 slot, 1 waiting and 3 seats", st, err)
+	}
+	if first.admissions() != 0 {
+		t.Fatal("a waiting user was admitted on joining")
 	}
 }

@@ -38,7 +38,7 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if _, foreign := s.foreign.Load(eventID); foreign {
 		return nil
 	}
-	e, err := s.event(ctx, eventID)
+	e, err := s.rooms.event(ctx, eventID)
 	if errors.Is(err, waiting.ErrEventNotFound) || errors.Is(err, domain.ErrValidation) {
 		// A room of another deployment sharing this Redis (or of a test): not ours to touch.
 		s.foreign.Store(eventID, struct{}{})
@@ -64,21 +64,28 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
-	s.rates.observe(eventID, stats.Claims, s.d.Clock.Now())
+	s.d.Rates.observe(eventID, stats.Claims, s.d.Clock.Now())
 	if s.d.Observer != nil {
 		s.d.Observer.RoomObserved(eventID, stats)
 	}
 	return nil
 }
 
-// admissionRates holds, per event, the admission rate this instance measures from the store's
-// claim counter at each reconciliation pass (SPEC §3: over the last waiting.RateWindow).
-type admissionRates struct {
+// AdmissionRates hold, per event, the admission rate this instance measures from the store's
+// claim counter at each reconciliation pass (SPEC §3: over the last waiting.RateWindow), for
+// the wait estimates of the pull statuses and the push positions. One instance's Service and
+// Broker share one.
+type AdmissionRates struct {
 	mu      sync.Mutex
 	byEvent map[string]*waiting.AdmissionRate
 }
 
-func (r *admissionRates) observe(eventID string, claims int64, now time.Time) {
+// NewAdmissionRates returns rates with nothing measured yet.
+func NewAdmissionRates() *AdmissionRates {
+	return &AdmissionRates{byEvent: make(map[string]*waiting.AdmissionRate)}
+}
+
+func (r *AdmissionRates) observe(eventID string, claims int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rate := r.byEvent[eventID]
@@ -91,7 +98,7 @@ func (r *admissionRates) observe(eventID string, claims int64, now time.Time) {
 
 // perSecond is the measured rate at now, nil while unknown (fewer than two passes within the
 // window).
-func (r *admissionRates) perSecond(eventID string, now time.Time) *float64 {
+func (r *AdmissionRates) perSecond(eventID string, now time.Time) *float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rate := r.byEvent[eventID]
@@ -107,7 +114,7 @@ func (r *admissionRates) perSecond(eventID string, now time.Time) *float64 {
 
 // estimate is the wait of a user with ahead admissions to go (waiting.EstimateWait), nil while
 // unknown.
-func (r *admissionRates) estimate(eventID string, ahead int, now time.Time) *int {
+func (r *AdmissionRates) estimate(eventID string, ahead int, now time.Time) *int {
 	var perSecond float64
 	if rate := r.perSecond(eventID, now); rate != nil {
 		perSecond = *rate

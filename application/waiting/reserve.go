@@ -52,7 +52,7 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return ReservationView{}, err
 	}
-	e, err := s.event(ctx, cmd.EventID)
+	e, err := s.rooms.event(ctx, cmd.EventID)
 	if err != nil {
 		return ReservationView{}, err
 	}
@@ -77,7 +77,7 @@ func (s *Service) checkToken(ctx context.Context, e *waiting.Event, userID, toke
 		return 0, waiting.ErrTokenRequired
 	}
 	valid, seatsLeft := false, 0
-	err := s.inRoom(ctx, e, func() error {
+	err := s.rooms.inRoom(ctx, e.ID(), func() error {
 		var err error
 		valid, seatsLeft, err = s.d.Room.Verify(ctx, e.ID(), userID, token)
 		return err

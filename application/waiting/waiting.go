@@ -1,7 +1,9 @@
 // Package waiting holds the waiting-room use cases of SPEC §3: creating events with their
 // seats, the pull-mode queue (enter, status, claim and return an entry token), the operators'
 // view and slot changes, seat listing and seat reservation, and the reconciliation pass the
-// background workers run. The queue core (ports.WaitingRoom) is shared with the push mode.
+// background workers run. The push mode's Broker and Dispatcher (push.go) are types of their
+// own on the same queue, each with its own Deps; what they share with Service is explicit:
+// eventRooms (each holds one) and the AdmissionRates the reconciliation measures.
 // It depends on ports only, so another Go service can embed it with its own adapters.
 package waiting
 
@@ -14,8 +16,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
@@ -61,7 +61,10 @@ type Deps struct {
 	Guard        *guard.Guard
 	Clock        ports.Clock
 	IDs          ports.IDGenerator
-	Observer     Observer
+	// Rates are where the reconciliation pass records the admission rates it measures, which
+	// the estimates read; give the push Broker the same ones. Nil: rates of this Service alone.
+	Rates    *AdmissionRates
+	Observer Observer
 }
 
 // Service runs the waiting-room use cases.
@@ -69,17 +72,12 @@ type Service struct {
 	d        Deps
 	cfg      Config
 	reserves *guard.Lane[reserveInput, ReservationView]
-	// known caches what never changes about an event (mode, token TTL, seats): polls read it
-	// on every call.
-	known sync.Map // event id → *waiting.Event
-	// loads makes a stampede on an event this instance has not read yet cost one read.
-	loads singleflight.Group
+	rooms    *eventRooms
 	// soldOut holds the events the database said were sold out; reservations are never
 	// cancelled, so it stays true.
 	soldOut sync.Map // event id → struct{}
 	// foreign holds the rooms in the shared index whose event this database does not know.
 	foreign sync.Map // event id → struct{}
-	rates   admissionRates
 }
 
 // NewService wires the waiting-room use cases to their ports.
@@ -90,7 +88,10 @@ func NewService(d Deps, cfg Config) *Service {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	s := &Service{d: d, cfg: cfg, rates: admissionRates{byEvent: make(map[string]*waiting.AdmissionRate)}}
+	if d.Rates == nil {
+		d.Rates = NewAdmissionRates()
+	}
+	s := &Service{d: d, cfg: cfg, rooms: newEventRooms(d.Events, d.Seats, d.Room)}
 	s.reserves = guard.NewLane(d.Guard, guard.LaneConfig{
 		MaxBatch: cfg.MaxBatch,
 		LockWait: SeatLockWait,
@@ -178,7 +179,7 @@ func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (Even
 	if err != nil {
 		return EventView{}, err
 	}
-	err = s.inRoom(ctx, e, func() error {
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
 		_, err := s.d.Room.SetSlots(ctx, eventID, slots)
 		return err
 	})
@@ -188,35 +189,12 @@ func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (Even
 	return viewOf(e), nil
 }
 
-// event returns the event, from the cache after the first read, or waiting.ErrEventNotFound.
-// Its slots may be stale; mode, token TTL and seats never change.
-func (s *Service) event(ctx context.Context, eventID string) (*waiting.Event, error) {
-	if err := domain.ValidateUUID("eventId", eventID); err != nil {
-		return nil, err
-	}
-	if e, ok := s.known.Load(eventID); ok {
-		return e.(*waiting.Event), nil
-	}
-	loaded, err, _ := s.loads.Do(eventID, func() (any, error) {
-		e, err := s.d.Events.Get(ctx, eventID)
-		if err != nil {
-			return nil, err
-		}
-		s.known.Store(eventID, e)
-		return e, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return loaded.(*waiting.Event), nil
-}
-
 // pullEvent is event for a pull-mode route: a push event is waiting.ErrWrongMode.
 func (s *Service) pullEvent(ctx context.Context, eventID, userID string) (*waiting.Event, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
-	e, err := s.event(ctx, eventID)
+	e, err := s.rooms.event(ctx, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -224,28 +202,6 @@ func (s *Service) pullEvent(ctx context.Context, eventID, userID string) (*waiti
 		return nil, waiting.ErrWrongMode
 	}
 	return e, nil
-}
-
-// inRoom runs fn on the event's room; when the store has no room for it (never opened, or lost
-// in a Redis flush) it opens it from the database — current slots, and the seat counter at
-// the database's count of free seats — and runs fn again.
-func (s *Service) inRoom(ctx context.Context, e *waiting.Event, fn func() error) error {
-	err := fn()
-	if !errors.Is(err, ports.ErrRoomNotOpen) {
-		return err
-	}
-	current, err := s.d.Events.Get(ctx, e.ID())
-	if err != nil {
-		return err
-	}
-	free, err := s.d.Seats.CountFree(ctx, e.ID())
-	if err != nil {
-		return err
-	}
-	if err := s.d.Room.Open(ctx, e.ID(), current.Slots(), free); err != nil {
-		return err
-	}
-	return fn()
 }
 
 // Queue statuses (SPEC §3).
@@ -266,20 +222,23 @@ type StatusView struct {
 	EstimatedWaitSeconds   *int   `json:"estimatedWaitSeconds"`
 }
 
-// statusOf describes a place: aheadCount = max(0, rank − remaining + 1), the admissions that
-// must happen before the user is ready; both are 0 once entered.
+// statusOf describes a place: rank and aheadCount while waiting, both 0 once entered.
 func (s *Service) statusOf(eventID string, p ports.QueuePlace) StatusView {
 	v := StatusView{Status: StatusEntered, RefreshIntervalSeconds: int(math.Ceil(s.cfg.PollInterval.Seconds()))}
 	if !p.Admitted {
-		v.Rank, v.AheadCount = p.Rank, max(0, p.Rank-p.RemainingSlots+1)
+		v.Rank, v.AheadCount = p.Rank, aheadCount(p.Rank, p.RemainingSlots)
 		v.Status = StatusWaiting
 		if v.AheadCount == 0 {
 			v.Status = StatusReady
 		}
 	}
-	v.EstimatedWaitSeconds = s.rates.estimate(eventID, v.AheadCount, s.d.Clock.Now())
+	v.EstimatedWaitSeconds = s.d.Rates.estimate(eventID, v.AheadCount, s.d.Clock.Now())
 	return v
 }
+
+// aheadCount is how many admissions must happen before a waiting user at rank is ready, with
+// remaining slots free: max(0, rank − remaining + 1).
+func aheadCount(rank, remaining int) int { return max(0, rank-remaining+1) }
 
 // Enter queues the user (SPEC §3 pull). created is false when the user was already waiting
 // (same place) or admitted.
@@ -289,7 +248,7 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 		return StatusView{}, false, err
 	}
 	var p ports.QueuePlace
-	err = s.inRoom(ctx, e, func() error {
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
 		p, err = s.d.Room.Enter(ctx, eventID, userID)
 		return err
 	})
@@ -307,7 +266,7 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 		return StatusView{}, err
 	}
 	var p ports.QueuePlace
-	err = s.inRoom(ctx, e, func() error {
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
 		p, err = s.d.Room.Position(ctx, eventID, userID, e.TokenTTL())
 		return err
 	})
@@ -335,7 +294,7 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 		return TokenView{}, false, err
 	}
 	var res ports.ClaimResult
-	err = s.inRoom(ctx, e, func() error {
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
 		res, err = s.d.Room.Claim(ctx, eventID, userID, rand.Text(), e.TokenTTL())
 		return err
 	})
@@ -351,7 +310,12 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 		notReady.Details = map[string]any{"rank": v.Rank, "aheadCount": v.AheadCount}
 		return TokenView{}, false, &notReady
 	}
-	return TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}, res.Created, nil
+	return tokenOf(res), res.Created, nil
+}
+
+// tokenOf is the token a claim or an issue answered.
+func tokenOf(res ports.ClaimResult) TokenView {
+	return TokenView{Token: res.Token, ExpiresAt: res.ExpiresAt}
 }
 
 // Return gives the user's slot back and deletes the token; a user holding none is not an error.
@@ -360,7 +324,7 @@ func (s *Service) Return(ctx context.Context, eventID, userID string) error {
 	if err != nil {
 		return err
 	}
-	err = s.inRoom(ctx, e, func() error {
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
 		_, err := s.d.Room.Release(ctx, eventID, userID)
 		return err
 	})
@@ -391,12 +355,12 @@ type QueueView struct {
 
 // Queue answers the operators' view; remaining seats are the database's count.
 func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) {
-	e, err := s.event(ctx, eventID)
+	e, err := s.rooms.event(ctx, eventID)
 	if err != nil {
 		return QueueView{}, err
 	}
 	var st ports.RoomStats
-	err = s.inRoom(ctx, e, func() error {
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
 		st, err = s.d.Room.Stats(ctx, eventID)
 		return err
 	})
@@ -409,7 +373,7 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	}
 	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
-		Returned: st.Released, AdmissionRate: s.rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected}, nil
+		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected}, nil
 }
 
 // SeatView is one seat as clients see it.
@@ -439,7 +403,7 @@ func (s *Service) ListSeats(ctx context.Context, eventID string, limit int, curs
 		}
 		after = n
 	}
-	if _, err := s.event(ctx, eventID); err != nil {
+	if _, err := s.rooms.event(ctx, eventID); err != nil {
 		return SeatPage{}, err
 	}
 	seats, err := s.d.Seats.List(ctx, eventID, after, limit+1)

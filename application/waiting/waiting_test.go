@@ -13,22 +13,40 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// newService returns the use cases on in-memory adapters whose time is clock, and their
-// coordination adapters.
-func newService(clock *memory.Clock) (*waiting.Service, ports.Coordination) {
+// rooms is the waiting-room use cases on in-memory adapters, and the Deps of a push broker and
+// dispatcher on the same ports.
+type rooms struct {
+	stores     ports.Stores
+	coord      ports.Coordination
+	svc        *waiting.Service
+	broker     waiting.BrokerDeps
+	dispatcher waiting.DispatcherDeps
+}
+
+// newRooms builds rooms whose time is clock.
+func newRooms(clock *memory.Clock) rooms {
 	stores := memory.NewStores(memory.NewDatabase())
 	coord := memory.NewCoordination(clock)
+	rates := waiting.NewAdmissionRates()
 	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
 		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
-	return waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
-		Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{}},
-		waiting.Config{}), coord
+	return rooms{
+		stores: stores,
+		coord:  coord,
+		svc: waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
+			Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{},
+			Rates: rates}, waiting.Config{}),
+		broker: waiting.BrokerDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,
+			Queue: coord.PushQueue, Rates: rates, Clock: clock},
+		dispatcher: waiting.DispatcherDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,
+			Index: coord.WaitingRoom, Queue: coord.PushQueue, Clock: clock},
+	}
 }
 
 func TestStatus_EstimatedWaitComesFromTheRecentAdmissionRate(t *testing.T) {
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	svc, _ := newService(clock)
+	svc := newRooms(clock).svc
 	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "rate", Seats: 10, Slots: 2, Mode: "pull"})
 	if err != nil {
 		t.Fatal(err)

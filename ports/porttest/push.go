@@ -22,7 +22,8 @@ const pushRetry = 200 * time.Millisecond
 // TestPushQueue checks ports.PushQueue: concurrent promotions admit exactly the remaining
 // slots' worth of users from the head, each once, into the entry stream in order; entries a
 // consumer left unacknowledged are reclaimed by another after the idle time; Issue answers the
-// same token again; Disconnect applies the seed's rules only for the current owner; dispatch
+// same token again; Owner answers the newest connection; Disconnect applies the seed's rules
+// only for the current owner and forgets it; dispatch
 // messages round-trip and are read again until acknowledged; a dead broker is reaped, giving
 // back its users' slots; a broker's heartbeat says whether its last one had lapsed.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
@@ -163,11 +164,26 @@ func testDisconnectOwner(t *testing.T, e env[PushRoom]) {
 	must(t, err, "issue")
 	connect(t, e.impl, eventID, "waiter", "b|2|")
 	connect(t, e.impl, eventID, "waiter", "b|3|") // reconnect: the newer connection owns the user
+	owner := func(userID string) string {
+		t.Helper()
+		o, err := e.impl.Owner(ctx, eventID, userID)
+		must(t, err, "owner of "+userID)
+		return o
+	}
+	if o := owner("waiter"); o != "b|3|" {
+		t.Fatalf("owner after a reconnect %q, want the newer connection", o)
+	}
+	if o := owner("stranger"); o != "" {
+		t.Fatalf("owner of a user never connected %q", o)
+	}
 	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|2|"); err != nil || d != ports.Stayed {
 		t.Fatalf("stale owner's disconnect: %v %v", d, err)
 	}
 	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|3|"); err != nil || d != ports.Removed {
 		t.Fatalf("waiting user's disconnect: %v %v", d, err)
+	}
+	if o := owner("waiter"); o != "" {
+		t.Fatalf("owner after the disconnect %q, want none", o)
 	}
 	if d, err := e.impl.Disconnect(ctx, eventID, "admitted", "b|1|"); err != nil || d != ports.Released {
 		t.Fatalf("admitted user's disconnect: %v %v", d, err)

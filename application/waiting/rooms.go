@@ -1,0 +1,75 @@
+package waiting
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// eventRooms is what Service, Broker and Dispatcher each need to know of events and their
+// rooms: an event read once, and a room the store lost opened again from the database.
+type eventRooms struct {
+	events ports.EventRepository
+	seats  ports.SeatRepository
+	opener ports.RoomOpener
+	// known caches what never changes about an event (mode, token TTL, seats): polls read it
+	// on every call.
+	known sync.Map // event id → *waiting.Event
+	// loads makes a stampede on an event not read yet cost one read.
+	loads singleflight.Group
+}
+
+func newEventRooms(events ports.EventRepository, seats ports.SeatRepository, opener ports.RoomOpener) *eventRooms {
+	return &eventRooms{events: events, seats: seats, opener: opener}
+}
+
+// event returns the event, from the cache after the first read, or waiting.ErrEventNotFound.
+// Its slots may be stale; mode, token TTL and seats never change.
+func (r *eventRooms) event(ctx context.Context, eventID string) (*waiting.Event, error) {
+	if err := domain.ValidateUUID("eventId", eventID); err != nil {
+		return nil, err
+	}
+	if e, ok := r.known.Load(eventID); ok {
+		return e.(*waiting.Event), nil
+	}
+	loaded, err, _ := r.loads.Do(eventID, func() (any, error) {
+		e, err := r.events.Get(ctx, eventID)
+		if err != nil {
+			return nil, err
+		}
+		r.known.Store(eventID, e)
+		return e, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return loaded.(*waiting.Event), nil
+}
+
+// inRoom runs fn on the event's room; when the store has no room for it (never opened, or lost
+// in a Redis flush) it opens it from the database — current slots, and the seat counter at
+// the database's count of free seats — and runs fn again.
+func (r *eventRooms) inRoom(ctx context.Context, eventID string, fn func() error) error {
+	err := fn()
+	if !errors.Is(err, ports.ErrRoomNotOpen) {
+		return err
+	}
+	current, err := r.events.Get(ctx, eventID)
+	if err != nil {
+		return err
+	}
+	free, err := r.seats.CountFree(ctx, eventID)
+	if err != nil {
+		return err
+	}
+	if err := r.opener.Open(ctx, eventID, current.Slots(), free); err != nil {
+		return err
+	}
+	return fn()
+}
