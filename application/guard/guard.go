@@ -30,10 +30,10 @@ import (
 
 // Errors the guard answers with; the edge maps their codes to statuses.
 var (
-	ErrKeyRequired = domain.NewError("IDEMPOTENCY_KEY_REQUIRED", "the Idempotency-Key header is required")
-	ErrInProgress  = domain.NewError("IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress")
-	ErrKeyReused   = domain.NewError("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request")
-	ErrBusy        = domain.NewError("TOO_MANY_REQUESTS", "too many concurrent requests for this resource; retry later")
+	ErrKeyRequired = domain.NewError(domain.KindInvalid, "IDEMPOTENCY_KEY_REQUIRED", "the Idempotency-Key header is required")
+	ErrInProgress  = domain.NewError(domain.KindConflict, "IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress")
+	ErrKeyReused   = domain.NewError(domain.KindConflict, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request")
+	ErrBusy        = domain.NewError(domain.KindBusy, "TOO_MANY_REQUESTS", "too many concurrent requests for this resource; retry later")
 )
 
 // MaxKeyLength is the longest accepted Idempotency-Key.

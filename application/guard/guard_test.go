@@ -115,7 +115,7 @@ func succeed(calls *int) func(context.Context) (answer, error) {
 	}
 }
 
-var errThingFull = domain.NewError("THING_FULL", "full")
+var errThingFull = domain.NewError(domain.KindInvalid, "THING_FULL", "full")
 
 // entry is one way into the guard with idempotency: Once, or Lane.Run with a batch function
 // that calls fn once per request (fn's error is that request's Answer.Err).
@@ -511,7 +511,7 @@ func TestLane_LockExhaustionAnswersBusyWithRetryAfterAndDeletesKey(t *testing.T)
 }
 
 func TestLane_ALaneWithItsOwnLockPolicyWaitsItsWaitThenAnswersItsBusyError(t *testing.T) {
-	errSeatBusy := domain.NewError("SEAT_BEING_SELECTED", "busy")
+	errSeatBusy := domain.NewError(domain.KindConflict, "SEAT_BEING_SELECTED", "busy")
 	cfg := guard.LaneConfig{LockWait: 3 * time.Second, LockTTL: 5 * time.Second, Busy: errSeatBusy}
 	batch := func(context.Context, []struct{}) ([]guard.Answer[answer], error) {
 		return []guard.Answer[answer]{{}}, nil

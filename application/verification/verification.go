@@ -299,7 +299,7 @@ func (s *Service) checkObject(ctx context.Context, session challenge.UploadSessi
 }
 
 func imageNotUploaded(why string) *domain.Error {
-	return &domain.Error{Code: challenge.ErrImageNotUploaded.Code, Message: challenge.ErrImageNotUploaded.Message + ": " + why}
+	return challenge.ErrImageNotUploaded.WithMessage(challenge.ErrImageNotUploaded.Message + ": " + why)
 }
 
 // verifyBatch serves verifications of one (challenge, user) in one transaction, each in SPEC
