@@ -149,7 +149,7 @@ func (s *Service) Issue(ctx context.Context, cmd IssueCommand) (guard.Result[Iss
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /api/coupons/"+cmd.CouponID+"/issue", nil),
+		Fingerprint:    guard.Fingerprint("coupon.issue", []string{cmd.CouponID}, nil),
 		LockKey:        lockKey,
 		Outcome:        guard.OutcomeCreated,
 		Precheck: func(ctx context.Context) error {

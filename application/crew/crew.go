@@ -214,7 +214,7 @@ func (s *Service) Join(ctx context.Context, cmd JoinCommand) (guard.Result[JoinR
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /crews/"+cmd.CrewID+"/join", nil),
+		Fingerprint:    guard.Fingerprint("crew.join", []string{cmd.CrewID}, nil),
 		LockKey:        "crew:" + cmd.CrewID,
 		Outcome:        guard.OutcomeCreated,
 		Precheck: func(ctx context.Context) error {

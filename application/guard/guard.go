@@ -17,6 +17,7 @@ package guard
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -164,13 +165,22 @@ type Result[T any] struct {
 	Replayed bool // the answer is a stored response, the use case did not run
 }
 
-// Fingerprint hashes what identifies a request: the operation (method and concrete path with
-// its ids) and its canonical body.
-func Fingerprint(operation string, canonicalBody []byte) string {
+// Fingerprint hashes what identifies a request, never how it arrived: the operation's name
+// ("crew.join"), the ids it acts on in the operation's fixed order, and its other input in a
+// canonical encoding (nil when it has none). Two requests share a fingerprint only when all
+// three match: each part is hashed with its length, so no part runs into the next.
+func Fingerprint(operation string, ids []string, input []byte) string {
 	h := sha256.New()
-	h.Write([]byte(operation))
-	h.Write([]byte{0})
-	h.Write(canonicalBody)
+	part := func(b []byte) {
+		h.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		h.Write(b)
+	}
+	part([]byte(operation))
+	h.Write(binary.AppendUvarint(nil, uint64(len(ids))))
+	for _, id := range ids {
+		part([]byte(id))
+	}
+	part(input)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -108,16 +107,15 @@ func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[Vie
 		view, err := s.place(ctx, cmd)
 		return guard.Result[View]{Value: view, Outcome: guard.OutcomeCreated}, err
 	}
-	body, err := json.Marshal(struct {
-		CouponID *string `json:"couponId"`
-	}{cmd.CouponID})
-	if err != nil {
-		return guard.Result[View]{}, fmt.Errorf("fingerprint order: %w", err)
+	// The coupon is the one id an order acts on besides the cart, which is the user's own.
+	var ids []string
+	if cmd.CouponID != nil {
+		ids = []string{*cmd.CouponID}
 	}
 	return guard.Once(ctx, s.guard, guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /api/orders", body),
+		Fingerprint:    guard.Fingerprint("order.place", ids, nil),
 		Outcome:        guard.OutcomeCreated,
 	}, func(ctx context.Context) (View, error) { return s.place(ctx, cmd) })
 }

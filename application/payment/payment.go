@@ -160,7 +160,7 @@ func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result]
 	res, err := s.payments.Run(ctx, guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /api/orders/"+cmd.OrderID+"/payment", nil),
+		Fingerprint:    guard.Fingerprint("order.pay", []string{cmd.OrderID}, nil),
 		LockKey:        LockKey(o),
 		Outcome:        guard.OutcomeDone,
 	}, payInput{orderID: cmd.OrderID, userID: cmd.UserID})

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -227,11 +226,10 @@ func (s *Service) Verify(ctx context.Context, cmd VerifyCommand) (guard.Result[V
 	if err := s.validate(cmd); err != nil {
 		return guard.Result[View]{}, err
 	}
-	body, _ := json.Marshal([]string{cmd.SessionID, cmd.ChallengeID, cmd.ImageKey})
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /verifications", body),
+		Fingerprint:    guard.Fingerprint("verification.submit", []string{cmd.ChallengeID, cmd.SessionID, cmd.ImageKey}, nil),
 		LockKey:        "verification:" + cmd.ChallengeID + ":" + cmd.UserID,
 		Outcome:        guard.OutcomeCreated,
 		Precheck:       func(ctx context.Context) error { return s.precheck(ctx, cmd) },

@@ -143,10 +143,9 @@ func (s *Service) Charge(ctx context.Context, cmd ChargeCommand) (guard.Result[C
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint: guard.Fingerprint("POST /api/users/"+cmd.UserID+"/balance/charge",
-			[]byte(`{"amount":`+strconv.FormatInt(cmd.Amount, 10)+`}`)),
-		LockKey: "balance:" + cmd.UserID,
-		Outcome: guard.OutcomeDone,
+		Fingerprint:    guard.Fingerprint("wallet.charge", []string{cmd.UserID}, strconv.AppendInt(nil, cmd.Amount, 10)),
+		LockKey:        "balance:" + cmd.UserID,
+		Outcome:        guard.OutcomeDone,
 	}
 	return s.charges.Run(ctx, req, chargeInput{userID: cmd.UserID, amount: cmd.Amount, key: cmd.IdempotencyKey})
 }
