@@ -19,3 +19,10 @@ func CodesWithOwnStatus() []string {
 	}
 	return codes
 }
+
+// The crew answers' wire types, for tests that read answers.
+type (
+	CrewJSON       = crewJSON
+	JoinJSON       = joinJSON
+	MemberPageJSON = memberPageJSON
+)

@@ -106,7 +106,7 @@ func request(key string) guard.Request {
 }
 
 type answer struct {
-	N int `json:"n"`
+	N int
 }
 
 func succeed(calls *int) func(context.Context) (answer, error) {
@@ -414,7 +414,7 @@ func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
 		req := request("k1")
 		store.EXPECT().Begin(gomock.Any(), gomock.Any(), req.Fingerprint, gomock.Any(), gomock.Any()).
 			Return(ports.BeginResult{State: ports.BeginStarted, Token: "t1", Fingerprint: req.Fingerprint}, nil)
-		response := ports.StoredResponse{Outcome: "created", Body: []byte(`{"n":1}`)}
+		response := ports.StoredResponse{Outcome: "created", Body: []byte(`{"N":1}`)}
 		stored := make(chan struct{})
 		gomock.InOrder(
 			store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", response, time.Hour).Return(ports.ErrUnavailable),

@@ -43,25 +43,25 @@ func NewService(d Deps) *Service {
 
 // ItemView is one order line: the product's name and unit price when the order was placed.
 type ItemView struct {
-	ProductID string `json:"productId"`
-	Name      string `json:"name"`
-	Quantity  int    `json:"quantity"`
-	UnitPrice int64  `json:"unitPrice"`
-	Subtotal  int64  `json:"subtotal"`
+	ProductID string
+	Name      string
+	Quantity  int
+	UnitPrice int64
+	Subtotal  int64
 }
 
 // View is an order as clients see it; CouponID and PaidAt are null when there is none (yet).
 type View struct {
-	OrderID        string     `json:"orderId"`
-	UserID         string     `json:"userId"`
-	Items          []ItemView `json:"items"`
-	SubtotalAmount int64      `json:"subtotalAmount"`
-	DiscountAmount int64      `json:"discountAmount"`
-	TotalAmount    int64      `json:"totalAmount"`
-	CouponID       *string    `json:"couponId"`
-	Status         string     `json:"status"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	PaidAt         *time.Time `json:"paidAt"`
+	OrderID        string
+	UserID         string
+	Items          []ItemView
+	SubtotalAmount int64
+	DiscountAmount int64
+	TotalAmount    int64
+	CouponID       *string
+	Status         string
+	CreatedAt      time.Time
+	PaidAt         *time.Time
 }
 
 func viewOf(o *order.Order) View {

@@ -71,11 +71,11 @@ func NewService(d Deps, cfg Config) *Service {
 
 // ChallengeView is a challenge as clients see it.
 type ChallengeView struct {
-	ID        string    `json:"id"`
-	CrewID    *string   `json:"crewId"`
-	Title     string    `json:"title"`
-	Deadline  time.Time `json:"deadline"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID        string
+	CrewID    *string
+	Title     string
+	Deadline  time.Time
+	CreatedAt time.Time
 }
 
 func challengeViewOf(c challenge.Challenge) ChallengeView {
@@ -133,11 +133,11 @@ type SessionCommand struct {
 
 // SessionView is an opened upload session: where and how to PUT the file.
 type SessionView struct {
-	SessionID       string            `json:"sessionId"`
-	PresignedURL    string            `json:"presignedUrl"`
-	ExpiresIn       int               `json:"expiresIn"` // seconds
-	ObjectKey       string            `json:"objectKey"`
-	RequiredHeaders map[string]string `json:"requiredHeaders"`
+	SessionID       string
+	PresignedURL    string
+	ExpiresIn       int // seconds
+	ObjectKey       string
+	RequiredHeaders map[string]string
 }
 
 // CreateUploadSession checks the declared file (challenge.ErrUnsupportedFile), stores a PENDING
@@ -195,13 +195,13 @@ type VerifyCommand struct {
 
 // View is a verification as clients see it.
 type View struct {
-	ID              string    `json:"id"`
-	UserID          string    `json:"userId"`
-	ChallengeID     string    `json:"challengeId"`
-	UploadSessionID string    `json:"uploadSessionId"`
-	ImageKey        string    `json:"imageKey"`
-	Status          string    `json:"status"`
-	RequestedAt     time.Time `json:"requestedAt"`
+	ID              string
+	UserID          string
+	ChallengeID     string
+	UploadSessionID string
+	ImageKey        string
+	Status          string
+	RequestedAt     time.Time
 }
 
 func viewOf(v challenge.Verification) View {
@@ -369,8 +369,8 @@ func (s *Service) checkLocked(ctx context.Context, in verifyInput, now time.Time
 
 // VerificationPage is one page of verifications; NextCursor is nil on the last page.
 type VerificationPage struct {
-	Items      []View  `json:"items"`
-	NextCursor *string `json:"nextCursor"`
+	Items      []View
+	NextCursor *string
 }
 
 // ListCommand asks for a page of a challenge's verifications: the caller's own, or everyone's

@@ -99,10 +99,10 @@ type PushObserver interface {
 // PositionView is a push `position` event (SPEC §3); EstimatedWaitSeconds follows
 // StatusView's rule.
 type PositionView struct {
-	Rank                 int  `json:"rank"`
-	AheadCount           int  `json:"aheadCount"`
-	QueueSize            int  `json:"queueSize"`
-	EstimatedWaitSeconds *int `json:"estimatedWaitSeconds"`
+	Rank                 int
+	AheadCount           int
+	QueueSize            int
+	EstimatedWaitSeconds *int
 }
 
 // Position is a position event and the tick it belongs to.
