@@ -219,6 +219,8 @@ func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context
 	if err != nil {
 		return Result[T]{}, err
 	}
+	// The record keeps the plain value (Go field names), not the answer's wire form: the edge
+	// encodes a replayed value as it encodes a fresh one.
 	body, err := json.Marshal(value)
 	if err != nil {
 		return Result[T]{}, fmt.Errorf("guard: encode response: %w", err)
