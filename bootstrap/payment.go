@@ -64,6 +64,7 @@ func providePaymentService(cfg Config, stores ports.Stores, g *guard.Guard, r *r
 		Outbox:      stores.Outbox,
 		Guard:       g,
 		Delivery:    r,
+		Messages:    dataplatform.Encoder{},
 		Clock:       clock,
 		IDs:         ids,
 	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch})

@@ -250,7 +250,7 @@ func authenticate(tokens *Tokens) gin.HandlerFunc {
 		if err != nil {
 			c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
 			if errors.Is(err, jwt.ErrTokenExpired) {
-				respondError(c, &domain.Error{Code: errUnauthorized.Code, Message: "the bearer token has expired"})
+				respondError(c, errUnauthorized.WithMessage("the bearer token has expired"))
 				return
 			}
 			respondError(c, errUnauthorized)

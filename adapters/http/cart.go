@@ -40,7 +40,7 @@ func (h cartHandlers) addItem(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireCartItem(view))
 }
 
 // get answers GET /api/cart[?userId=]: the caller's cart, or, for an admin, the cart of the
@@ -60,5 +60,5 @@ func (h cartHandlers) get(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireCart(view))
 }

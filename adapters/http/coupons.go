@@ -44,7 +44,7 @@ func (h couponHandlers) createCoupon(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireCoupon(view))
 }
 
 // issue answers POST /api/coupons/{couponId}/issue; an Idempotency-Key header is honoured but
@@ -60,5 +60,5 @@ func (h couponHandlers) issue(c *gin.Context) {
 		UserID:         user,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	respondGuarded(c, res, err)
+	respondGuarded(c, res, err, wireIssuedCoupon)
 }

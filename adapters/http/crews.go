@@ -39,7 +39,7 @@ func (h crewHandlers) create(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/crews/"+view.ID)
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireCrew(view))
 }
 
 // get answers GET /crews/{crewId}.
@@ -49,7 +49,7 @@ func (h crewHandlers) get(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireCrew(view))
 }
 
 // listMembers answers GET /crews/{crewId}/members?limit=&cursor=.
@@ -64,7 +64,7 @@ func (h crewHandlers) listMembers(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, wireMemberPage(page))
 }
 
 // pageLimit reads the optional ?limit= of a paged list: 0 (the service's default) when absent.
@@ -92,7 +92,7 @@ func (h crewHandlers) join(c *gin.Context) {
 		UserID:         user,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	respondGuarded(c, res, err)
+	respondGuarded(c, res, err, wireJoin)
 }
 
 // leave answers DELETE /crews/{crewId}/members/me.

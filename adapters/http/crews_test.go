@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rhttp "github.com/rushgate/rushgate/adapters/http"
-	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -26,7 +25,7 @@ func TestCreateCrew_ReturnsTheCrew(t *testing.T) {
 		body: `{"name":"morning runners","maxMembers":3}`})
 
 	require.Equal(t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
-	var view appcrew.View
+	var view rhttp.CrewJSON
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &view))
 	assert.Equal(t, "morning runners", view.Name)
 	assert.Equal(t, 3, view.MaxMembers)
@@ -109,7 +108,7 @@ func TestJoin_SeatsTheUser(t *testing.T) {
 
 	require.Equal(t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
 	assert.Empty(t, rec.Header().Get("Idempotent-Replayed"))
-	var res appcrew.JoinResult
+	var res rhttp.JoinJSON
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
 	assert.Equal(t, crewID, res.CrewID)
 	assert.Equal(t, user, res.UserID)
@@ -255,7 +254,7 @@ func TestJoin_KeyInProgressIsConflict(t *testing.T) {
 	crewID := h.createCrew(3)
 	tok, user := h.userToken()
 	// Another request of the same user holds the key and is still running.
-	fingerprint := guard.Fingerprint("POST /crews/"+crewID+"/join", nil)
+	fingerprint := guard.Fingerprint("crew.join", []string{crewID}, nil)
 	begun, err := h.store.Begin(context.Background(), ports.IdempotencyKey{Scope: user, Key: "k1"},
 		fingerprint, time.Minute, time.Hour)
 	require.NoError(t, err)
@@ -352,14 +351,14 @@ func TestListMembers_PagesInJoinOrder(t *testing.T) {
 
 	first := h.do(call{method: "GET", path: path + "?limit=2", token: tok})
 	require.Equal(t, stdhttp.StatusOK, first.Code, first.Body.String())
-	var page1 appcrew.MemberPage
+	var page1 rhttp.MemberPageJSON
 	require.NoError(t, json.Unmarshal(first.Body.Bytes(), &page1))
 	require.Len(t, page1.Items, 2)
 	require.NotNil(t, page1.NextCursor)
 
 	second := h.do(call{method: "GET", path: path + "?limit=2&cursor=" + *page1.NextCursor, token: tok})
 	require.Equal(t, stdhttp.StatusOK, second.Code, second.Body.String())
-	var page2 appcrew.MemberPage
+	var page2 rhttp.MemberPageJSON
 	require.NoError(t, json.Unmarshal(second.Body.Bytes(), &page2))
 	require.Len(t, page2.Items, 1)
 	assert.Contains(t, second.Body.String(), `"nextCursor":null`)
@@ -369,7 +368,7 @@ func TestListMembers_PagesInJoinOrder(t *testing.T) {
 
 	all := h.do(call{method: "GET", path: path, token: tok})
 	require.Equal(t, stdhttp.StatusOK, all.Code)
-	var page appcrew.MemberPage
+	var page rhttp.MemberPageJSON
 	require.NoError(t, json.Unmarshal(all.Body.Bytes(), &page))
 	assert.Len(t, page.Items, 3)
 	assert.Nil(t, page.NextCursor)

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,20 +18,99 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rhttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/domain"
 )
 
-// TestStatusTable_KnowsEveryErrorCode parses the repository's Go source for every error code
-// created (domain.NewError("CODE", …) or a domain.Error literal with a Code) and fails when the
-// status table lacks one: an unmapped code would answer a silent 500.
-func TestStatusTable_KnowsEveryErrorCode(t *testing.T) {
-	t.Parallel()
-	codes := errorCodesInSource(t, moduleRoot(t))
-	// The scan itself works: it finds codes of the domain, a use case and this adapter.
-	require.Subset(t, keys(codes), []string{"VALIDATION_FAILED", "CREW_FULL", "IDEMPOTENCY_KEY_REQUIRED", "UNAUTHORIZED"})
+// specStatus is the status the specification gives each error code the service can answer
+// with. A new code gets a row here; the status table itself needs one only when the code's
+// status is not its kind's.
+var specStatus = map[string]int{
+	"VALIDATION_FAILED":         400,
+	"IDEMPOTENCY_KEY_REQUIRED":  400,
+	"CREW_FULL":                 400,
+	"AMOUNT_OVERFLOW":           400,
+	"INVALID_AMOUNT":            400,
+	"INSUFFICIENT_STOCK":        400,
+	"EMPTY_CART":                400,
+	"INVALID_COUPON":            400,
+	"ORDER_NOT_PAYABLE":         400,
+	"ORDER_NOT_CANCELLABLE":     400,
+	"INSUFFICIENT_BALANCE":      400,
+	"UNSUPPORTED_FILE":          400,
+	"INVALID_SESSION":           400,
+	"INVALID_IMAGE_KEY":         400,
+	"IMAGE_NOT_UPLOADED":        400,
+	"DEADLINE_PASSED":           400,
+	"UNAUTHORIZED":              401,
+	"FORBIDDEN":                 403,
+	"ENTRY_TOKEN_REQUIRED":      403,
+	"UPLOAD_SIGNATURE_INVALID":  403,
+	"UPLOAD_URL_EXPIRED":        403,
+	"NOT_FOUND":                 404,
+	"CREW_NOT_FOUND":            404,
+	"NOT_MEMBER":                404,
+	"USER_NOT_FOUND":            404,
+	"COUPON_NOT_FOUND":          404,
+	"PRODUCT_NOT_FOUND":         404,
+	"ORDER_NOT_FOUND":           404,
+	"OUTBOX_MESSAGE_NOT_FOUND":  404,
+	"CHALLENGE_NOT_FOUND":       404,
+	"EVENT_NOT_FOUND":           404,
+	"NOT_IN_QUEUE":              404,
+	"SEAT_NOT_FOUND":            404,
+	"METHOD_NOT_ALLOWED":        405,
+	"REQUEST_TIMEOUT":           408,
+	"ALREADY_MEMBER":            409,
+	"IDEMPOTENCY_IN_PROGRESS":   409,
+	"USER_EXISTS":               409,
+	"COUPON_SOLD_OUT":           409,
+	"COUPON_EXPIRED":            409,
+	"ALREADY_ISSUED":            409,
+	"COUPON_ISSUE_FAILED":       409,
+	"STOCK_DEDUCTION_FAILED":    409,
+	"OUTBOX_MESSAGE_NOT_FAILED": 409,
+	"SESSION_ALREADY_USED":      409,
+	"ALREADY_VERIFIED":          409,
+	"UPLOAD_ALREADY_DONE":       409,
+	"WRONG_ADMISSION_MODE":      409,
+	"NOT_READY":                 409,
+	"SOLD_OUT":                  409,
+	"SEAT_BEING_SELECTED":       409,
+	"SEAT_ALREADY_RESERVED":     409,
+	"PAYLOAD_TOO_LARGE":         413,
+	"IDEMPOTENCY_KEY_REUSED":    422,
+	"TOO_MANY_REQUESTS":         429,
+	"CLIENT_CLOSED_REQUEST":     499,
+	"INTERNAL":                  500,
+	"UNAVAILABLE":               503,
+}
 
-	mapped := rhttp.ErrorCodes()
-	for code, where := range codes {
-		assert.Contains(t, mapped, code, "error code %s (%s) has no status in adapters/http statusByCode", code, where)
+// TestStatusTable_AnswersEveryErrorCodeWithItsSpecStatus parses the repository's Go source for
+// every error the code creates (domain.NewError(kind, "CODE", …)) and fails when the status the
+// edge answers it with is not the specification's: a code of an unmapped kind would answer a
+// silent 500, a code of the wrong kind the wrong status.
+func TestStatusTable_AnswersEveryErrorCodeWithItsSpecStatus(t *testing.T) {
+	t.Parallel()
+	created := errorCodesInSource(t, moduleRoot(t))
+	// The scan itself works: it finds codes of the domain, a use case and this adapter.
+	require.Subset(t, slices.Collect(maps.Keys(created)), []string{"VALIDATION_FAILED", "CREW_FULL", "IDEMPOTENCY_KEY_REQUIRED", "UNAUTHORIZED"})
+
+	for code, c := range created {
+		want, known := specStatus[code]
+		if !assert.True(t, known, "error code %s (%s) has no status in specStatus", code, c.where) {
+			continue
+		}
+		got := rhttp.StatusOf(&domain.Error{Kind: c.kind, Code: code})
+		assert.Equal(t, want, got, "error code %s of kind %q (%s) answers the wrong status", code, c.kind, c.where)
+	}
+	for code := range specStatus {
+		assert.Contains(t, created, code, "specStatus names %s, which nothing creates", code)
+	}
+	// A code has a status of its own only where its kind's would be wrong.
+	for _, code := range rhttp.CodesWithOwnStatus() {
+		if c, ok := created[code]; assert.True(t, ok, "the status table names %s, which nothing creates", code) {
+			assert.NotEqual(t, rhttp.KindStatus(c.kind), specStatus[code], "%s needs no status of its own: its kind's is the same", code)
+		}
 	}
 }
 
@@ -55,10 +135,18 @@ type sourceFile struct {
 	file *ast.File
 }
 
-// errorCodesInSource returns every error code the module's non-test source creates, each with
-// the position that creates it. A code argument that is neither a string literal nor a string
-// constant of the module fails the test rather than being skipped.
-func errorCodesInSource(t *testing.T, root string) map[string]string {
+// createdCode is where an error code is created, and with which kind.
+type createdCode struct {
+	kind  domain.Kind
+	where string
+}
+
+// errorCodesInSource returns every error code the module's non-test source creates with
+// domain.NewError, each with its kind and the position that creates it. A kind or code argument
+// that is neither a string literal nor a string constant of the module fails the test rather
+// than being skipped, and so does a domain.Error literal outside package domain: its kind could
+// be forgotten, where WithMessage and WithDetails keep the one they copy.
+func errorCodesInSource(t *testing.T, root string) map[string]createdCode {
 	t.Helper()
 	module := modulePath(t, root)
 	fset := token.NewFileSet()
@@ -91,64 +179,44 @@ func errorCodesInSource(t *testing.T, root string) map[string]string {
 	require.NoError(t, err)
 
 	constants := stringConstants(files)
-	codes := map[string]string{}
+	codes := map[string]createdCode{}
 	for _, sf := range files {
 		imports := importedDirs(sf.file, module)
-		resolve := func(e ast.Expr) (string, bool) {
+		resolve := func(e ast.Expr) string {
+			where := fset.Position(e.Pos()).String()
 			switch e := e.(type) {
 			case *ast.BasicLit:
-				s, err := strconv.Unquote(e.Value)
-				return s, err == nil && e.Kind == token.STRING
+				if s, err := strconv.Unquote(e.Value); err == nil && e.Kind == token.STRING {
+					return s
+				}
 			case *ast.Ident:
-				s, ok := constants[sf.dir][e.Name]
-				return s, ok
+				if s, ok := constants[sf.dir][e.Name]; ok {
+					return s
+				}
 			case *ast.SelectorExpr:
 				if pkg, ok := e.X.(*ast.Ident); ok {
-					s, ok := constants[imports[pkg.Name]][e.Sel.Name]
-					return s, ok
+					if s, ok := constants[imports[pkg.Name]][e.Sel.Name]; ok {
+						return s
+					}
 				}
 			}
-			return "", false
+			require.Fail(t, "unresolved error code or kind", "%s: use a string literal or constant", where)
+			return ""
 		}
-		record := func(e ast.Expr) {
-			where := fset.Position(e.Pos()).String()
-			code, ok := resolve(e)
-			require.True(t, ok, "%s: cannot tell which error code this is; use a string literal or constant", where)
-			codes[code] = where
-		}
-		// The parameters of the function being walked: a code passed in is found at the callers
-		// (NewError's own body builds an Error from its code parameter).
-		var params map[string]bool
 		ast.Inspect(sf.file, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.FuncDecl:
-				params = map[string]bool{}
-				for _, field := range n.Type.Params.List {
-					for _, name := range field.Names {
-						params[name.Name] = true
-					}
-				}
+				// NewError's own body passes its parameters on; its callers are what is found.
+				return !(sf.dir == domainDir && n.Name.Name == "NewError")
 			case *ast.CallExpr:
-				if isDomainName(n.Fun, "NewError", sf.dir, imports) && len(n.Args) > 0 {
-					record(n.Args[0])
+				if isDomainName(n.Fun, "NewError", sf.dir, imports) && len(n.Args) == 3 {
+					code := resolve(n.Args[1])
+					codes[code] = createdCode{kind: domain.Kind(resolve(n.Args[0])), where: fset.Position(n.Pos()).String()}
 				}
 			case *ast.CompositeLit:
-				if !isDomainName(n.Type, "Error", sf.dir, imports) {
-					return true
-				}
-				for _, elt := range n.Elts {
-					kv, ok := elt.(*ast.KeyValueExpr)
-					if key, isIdent := kv.Key.(*ast.Ident); !ok || !isIdent || key.Name != "Code" {
-						continue
-					}
-					// x.Code copies the code of an error created elsewhere, which is found there.
-					if sel, ok := kv.Value.(*ast.SelectorExpr); ok && sel.Sel.Name == "Code" {
-						continue
-					}
-					if id, ok := kv.Value.(*ast.Ident); ok && params[id.Name] {
-						continue
-					}
-					record(kv.Value)
+				if sf.dir != domainDir && isDomainName(n.Type, "Error", sf.dir, imports) {
+					require.Fail(t, "domain.Error literal", "%s: create errors with domain.NewError, derive them with WithMessage or WithDetails",
+						fset.Position(n.Pos()))
 				}
 			}
 			return true
@@ -238,13 +306,4 @@ func modulePath(t *testing.T, root string) string {
 	}
 	t.Fatal("go.mod has no module line")
 	return ""
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -11,32 +11,22 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
-	"github.com/rushgate/rushgate/domain/challenge"
-	"github.com/rushgate/rushgate/domain/commerce"
-	"github.com/rushgate/rushgate/domain/commerce/catalog"
-	"github.com/rushgate/rushgate/domain/commerce/coupon"
-	"github.com/rushgate/rushgate/domain/commerce/order"
-	"github.com/rushgate/rushgate/domain/commerce/wallet"
-	"github.com/rushgate/rushgate/domain/crew"
-	"github.com/rushgate/rushgate/domain/outbox"
-	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
 // Errors the HTTP edge answers with on its own, in the same shape as domain errors.
 var (
-	errUnauthorized     = domain.NewError("UNAUTHORIZED", "a valid bearer token is required")
-	errForbidden        = domain.NewError("FORBIDDEN", "this action is not allowed for the authenticated user")
-	errRouteNotFound    = domain.NewError("NOT_FOUND", "no such route")
-	errMethodNotAllowed = domain.NewError("METHOD_NOT_ALLOWED", "method not allowed on this route")
-	errPayloadTooLarge  = domain.NewError("PAYLOAD_TOO_LARGE", "request body is too large")
-	errUnavailable      = domain.NewError("UNAVAILABLE", "a dependency is unavailable; retry later")
-	errInternal         = domain.NewError("INTERNAL", "internal server error")
-	errClientClosed     = domain.NewError("CLIENT_CLOSED_REQUEST", "the client closed the request")
-	errRequestTimeout   = domain.NewError("REQUEST_TIMEOUT", "the request was not received in time")
+	errUnauthorized     = domain.NewError(domain.KindUnauthenticated, "UNAUTHORIZED", "a valid bearer token is required")
+	errForbidden        = domain.NewError(domain.KindForbidden, "FORBIDDEN", "this action is not allowed for the authenticated user")
+	errRouteNotFound    = domain.NewError(domain.KindNotFound, "NOT_FOUND", "no such route")
+	errMethodNotAllowed = domain.NewError(domain.KindNotFound, "METHOD_NOT_ALLOWED", "method not allowed on this route")
+	errPayloadTooLarge  = domain.NewError(domain.KindInvalid, "PAYLOAD_TOO_LARGE", "request body is too large")
+	errUnavailable      = domain.NewError(domain.KindUnavailable, "UNAVAILABLE", "a dependency is unavailable; retry later")
+	errInternal         = domain.NewError(domain.KindInternal, "INTERNAL", "internal server error")
+	errClientClosed     = domain.NewError(domain.KindInvalid, "CLIENT_CLOSED_REQUEST", "the client closed the request")
+	errRequestTimeout   = domain.NewError(domain.KindInvalid, "REQUEST_TIMEOUT", "the request was not received in time")
 )
 
 // errBodyTruncated marks a body that ended before its declared length: the client hung up
@@ -47,68 +37,37 @@ var errBodyTruncated = errors.New("the request body ended early")
 // (nginx's 499); nobody is there to read it.
 const statusClientClosed = 499
 
-// statusByCode is the one table mapping error codes to HTTP statuses. A domain error whose code
-// is missing here is a programming error and answers 500.
-var statusByCode = map[string]int{
-	domain.CodeValidationFailed: stdhttp.StatusBadRequest,
-	guard.ErrKeyRequired.Code:   stdhttp.StatusBadRequest,
-	crew.ErrFull.Code:           stdhttp.StatusBadRequest,
-	crew.ErrNotFound.Code:       stdhttp.StatusNotFound,
-	crew.ErrNotMember.Code:      stdhttp.StatusNotFound,
-	crew.ErrAlreadyMember.Code:  stdhttp.StatusConflict,
-	guard.ErrInProgress.Code:    stdhttp.StatusConflict,
-	guard.ErrKeyReused.Code:     stdhttp.StatusUnprocessableEntity,
-	guard.ErrBusy.Code:          stdhttp.StatusTooManyRequests,
-	errUnauthorized.Code:        stdhttp.StatusUnauthorized,
-	errForbidden.Code:           stdhttp.StatusForbidden,
-	errRouteNotFound.Code:       stdhttp.StatusNotFound,
-	errMethodNotAllowed.Code:    stdhttp.StatusMethodNotAllowed,
-	errPayloadTooLarge.Code:     stdhttp.StatusRequestEntityTooLarge,
-	errUnavailable.Code:         stdhttp.StatusServiceUnavailable,
-	errInternal.Code:            stdhttp.StatusInternalServerError,
-	errClientClosed.Code:        statusClientClosed,
-	errRequestTimeout.Code:      stdhttp.StatusRequestTimeout,
+// statusByKind maps each kind of domain error to its HTTP status. A domain error of a kind
+// missing here is a programming error and answers 500.
+var statusByKind = map[domain.Kind]int{
+	domain.KindInvalid:         stdhttp.StatusBadRequest,
+	domain.KindNotFound:        stdhttp.StatusNotFound,
+	domain.KindConflict:        stdhttp.StatusConflict,
+	domain.KindUnauthenticated: stdhttp.StatusUnauthorized,
+	domain.KindForbidden:       stdhttp.StatusForbidden,
+	domain.KindBusy:            stdhttp.StatusTooManyRequests,
+	domain.KindUnavailable:     stdhttp.StatusServiceUnavailable,
+	domain.KindInternal:        stdhttp.StatusInternalServerError,
+}
 
-	commerce.ErrAmountOverflow.Code:      stdhttp.StatusBadRequest,
-	wallet.ErrInvalidAmount.Code:         stdhttp.StatusBadRequest,
-	wallet.ErrUserNotFound.Code:          stdhttp.StatusNotFound,
-	wallet.ErrUserExists.Code:            stdhttp.StatusConflict,
-	coupon.ErrNotFound.Code:              stdhttp.StatusNotFound,
-	coupon.ErrSoldOut.Code:               stdhttp.StatusConflict,
-	coupon.ErrExpired.Code:               stdhttp.StatusConflict,
-	coupon.ErrAlreadyIssued.Code:         stdhttp.StatusConflict,
-	coupon.ErrIssueFailed.Code:           stdhttp.StatusConflict,
-	catalog.ErrProductNotFound.Code:      stdhttp.StatusNotFound,
-	catalog.CodeInsufficientStock:        stdhttp.StatusBadRequest,
-	order.ErrEmptyCart.Code:              stdhttp.StatusBadRequest,
-	order.ErrNotFound.Code:               stdhttp.StatusNotFound,
-	coupon.ErrInvalid.Code:               stdhttp.StatusBadRequest,
-	order.ErrNotPayable.Code:             stdhttp.StatusBadRequest,
-	order.ErrNotCancellable.Code:         stdhttp.StatusBadRequest,
-	wallet.CodeInsufficientBalance:       stdhttp.StatusBadRequest,
-	catalog.CodeStockDeductionFailed:     stdhttp.StatusConflict,
-	outbox.ErrNotFound.Code:              stdhttp.StatusNotFound,
-	outbox.ErrNotFailed.Code:             stdhttp.StatusConflict,
-	challenge.ErrNotFound.Code:           stdhttp.StatusNotFound,
-	challenge.ErrUnsupportedFile.Code:    stdhttp.StatusBadRequest,
-	challenge.ErrInvalidSession.Code:     stdhttp.StatusBadRequest,
-	challenge.ErrSessionAlreadyUsed.Code: stdhttp.StatusConflict,
-	challenge.ErrInvalidImageKey.Code:    stdhttp.StatusBadRequest,
-	challenge.ErrImageNotUploaded.Code:   stdhttp.StatusBadRequest,
-	challenge.ErrDeadlinePassed.Code:     stdhttp.StatusBadRequest,
-	challenge.ErrAlreadyVerified.Code:    stdhttp.StatusConflict,
-	localblob.ErrSignatureInvalid.Code:   stdhttp.StatusForbidden,
-	localblob.ErrURLExpired.Code:         stdhttp.StatusForbidden,
-	localblob.ErrAlreadyUploaded.Code:    stdhttp.StatusConflict,
-	waiting.ErrEventNotFound.Code:        stdhttp.StatusNotFound,
-	waiting.ErrWrongMode.Code:            stdhttp.StatusConflict,
-	waiting.ErrNotInQueue.Code:           stdhttp.StatusNotFound,
-	waiting.ErrNotReady.Code:             stdhttp.StatusConflict,
-	waiting.ErrTokenRequired.Code:        stdhttp.StatusForbidden,
-	waiting.ErrSeatNotFound.Code:         stdhttp.StatusNotFound,
-	waiting.ErrSoldOut.Code:              stdhttp.StatusConflict,
-	waiting.ErrSeatBeingSelected.Code:    stdhttp.StatusConflict,
-	waiting.ErrSeatAlreadyReserved.Code:  stdhttp.StatusConflict,
+// statusOverrides names the codes whose status is not their kind's: HTTP has a status of its
+// own for them.
+var statusOverrides = map[string]int{
+	guard.ErrKeyReused.Code:  stdhttp.StatusUnprocessableEntity,
+	errMethodNotAllowed.Code: stdhttp.StatusMethodNotAllowed,
+	errPayloadTooLarge.Code:  stdhttp.StatusRequestEntityTooLarge,
+	errClientClosed.Code:     statusClientClosed,
+	errRequestTimeout.Code:   stdhttp.StatusRequestTimeout,
+}
+
+// errorStatus is de's status: its code's override, else its kind's. ok is false for a kind
+// statusByKind lacks.
+func errorStatus(de *domain.Error) (status int, ok bool) {
+	if status, ok := statusOverrides[de.Code]; ok {
+		return status, true
+	}
+	status, ok = statusByKind[de.Kind]
+	return status, ok
 }
 
 // statusByOutcome maps what a successful guarded call did to its status.
@@ -130,7 +89,7 @@ func statusOf(outcome guard.Outcome) int {
 const unavailableRetryAfter = time.Second
 
 // respondError answers err as the JSON error body {"error", "message", ...details} with the
-// status from statusByCode, and aborts the chain. Errors that are not domain errors never reach
+// status from errorStatus, and aborts the chain. Errors that are not domain errors never reach
 // the client: a dependency failure answers 503, anything else 500, and both are logged with the
 // request id. A client that left is recorded as 499, not as a failure.
 func respondError(c *gin.Context, err error) {
@@ -174,7 +133,7 @@ func writeError(c *gin.Context, status int, de *domain.Error) {
 // classify maps err to the domain error the client sees and its status.
 func classify(err error) (*domain.Error, int) {
 	if de, ok := domain.AsError(err); ok {
-		if status, known := statusByCode[de.Code]; known {
+		if status, known := errorStatus(de); known {
 			return de, status
 		}
 		return errInternal, stdhttp.StatusInternalServerError

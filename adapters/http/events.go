@@ -52,7 +52,7 @@ func (h eventHandlers) create(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireEvent(view))
 }
 
 type patchEventRequest struct {
@@ -75,7 +75,7 @@ func (h eventHandlers) patch(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireEvent(view))
 }
 
 // queue answers GET /admin/events/{eventId}/queue.
@@ -85,7 +85,7 @@ func (h eventHandlers) queue(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireQueue(view))
 }
 
 // seats answers GET /events/{eventId}/seats?limit=&cursor=.
@@ -100,7 +100,7 @@ func (h eventHandlers) seats(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, wireSeatPage(page))
 }
 
 // noBody refuses a body on a route that takes none: only an empty body or {} is accepted.
@@ -123,7 +123,7 @@ func (h eventHandlers) enter(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, createdOrOK(created), view)
+	writeJSON(c, createdOrOK(created), wireQueueStatus(view))
 }
 
 // status answers GET /events/{eventId}/queue/status.
@@ -133,7 +133,7 @@ func (h eventHandlers) status(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireQueueStatus(view))
 }
 
 // claim answers POST /events/{eventId}/queue/token: 201 with a new token, 200 with the one
@@ -147,7 +147,7 @@ func (h eventHandlers) claim(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, createdOrOK(created), view)
+	writeJSON(c, createdOrOK(created), wireEntryToken(view))
 }
 
 // giveBack answers DELETE /events/{eventId}/queue/token: 204, also when no token is held.
@@ -175,7 +175,7 @@ func (h eventHandlers) reserve(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireReservation(view))
 }
 
 func createdOrOK(created bool) int {

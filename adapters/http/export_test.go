@@ -1,11 +1,28 @@
 package http
 
-// ErrorCodes returns every code the status table maps, so tests can check the OpenAPI document
-// names them all.
-func ErrorCodes() []string {
-	codes := make([]string, 0, len(statusByCode))
-	for code := range statusByCode {
+import "github.com/rushgate/rushgate/domain"
+
+// StatusOf is the status the edge answers err with.
+func StatusOf(err error) int {
+	_, status := classify(err)
+	return status
+}
+
+// KindStatus is the status of an error of kind whose code has no status of its own.
+func KindStatus(kind domain.Kind) int { return statusByKind[kind] }
+
+// CodesWithOwnStatus are the codes whose status is not their kind's.
+func CodesWithOwnStatus() []string {
+	codes := make([]string, 0, len(statusOverrides))
+	for code := range statusOverrides {
 		codes = append(codes, code)
 	}
 	return codes
 }
+
+// The crew answers' wire types, for tests that read answers.
+type (
+	CrewJSON       = crewJSON
+	JoinJSON       = joinJSON
+	MemberPageJSON = memberPageJSON
+)

@@ -26,9 +26,9 @@ func actingUser(c *gin.Context) (string, error) {
 	return user, nil
 }
 
-// respondGuarded answers a guarded call: its value with its outcome's status, marked
-// Idempotent-Replayed when it is a stored answer, or its error.
-func respondGuarded[T any](c *gin.Context, res guard.Result[T], err error) {
+// respondGuarded answers a guarded call: its value on the wire with its outcome's status,
+// marked Idempotent-Replayed when it is a stored answer, or its error.
+func respondGuarded[T, W any](c *gin.Context, res guard.Result[T], err error, wire func(T) W) {
 	if err != nil {
 		respondError(c, err)
 		return
@@ -36,5 +36,5 @@ func respondGuarded[T any](c *gin.Context, res guard.Result[T], err error) {
 	if res.Replayed {
 		c.Header(IdempotentReplayedHeader, "true")
 	}
-	writeJSON(c, statusOf(res.Outcome), res.Value)
+	writeJSON(c, statusOf(res.Outcome), wire(res.Value))
 }

@@ -146,7 +146,7 @@ func (h *harness) createCrew(maxMembers int) string {
 	rec := h.do(call{method: "POST", path: "/crews", token: h.token("admin-1", rhttp.RoleAdmin),
 		body: `{"name":"runners","maxMembers":` + strconv.Itoa(maxMembers) + `}`})
 	require.Equal(h.t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
-	var view appcrew.View
+	var view rhttp.CrewJSON
 	require.NoError(h.t, json.Unmarshal(rec.Body.Bytes(), &view))
 	return view.ID
 }

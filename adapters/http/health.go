@@ -12,7 +12,6 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
-	"github.com/rushgate/rushgate/domain"
 )
 
 // readinessTimeout bounds each check so /readyz answers even when a dependency hangs.
@@ -54,12 +53,10 @@ func readyz(checks []telemetry.ReadinessCheck) gin.HandlerFunc {
 				slog.String("check", check.Name), slog.String("error", errs[i].Error()))
 		}
 		if len(failing) > 0 {
-			writeError(c, stdhttp.StatusServiceUnavailable, &domain.Error{
-				Code:       errUnavailable.Code,
-				Message:    "not ready: " + strings.Join(failing, ", ") + " failing",
-				Details:    map[string]any{"checks": results},
-				RetryAfter: unavailableRetryAfter,
-			})
+			notReady := errUnavailable.WithMessage("not ready: " + strings.Join(failing, ", ") + " failing").
+				WithDetails(map[string]any{"checks": results})
+			notReady.RetryAfter = unavailableRetryAfter
+			writeError(c, stdhttp.StatusServiceUnavailable, notReady)
 			return
 		}
 		writeJSON(c, stdhttp.StatusOK, gin.H{"status": "ready", "checks": results})

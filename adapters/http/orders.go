@@ -35,7 +35,7 @@ func (h orderHandlers) place(c *gin.Context) {
 	res, err := h.orders.Place(c.Request.Context(), apporder.PlaceCommand{
 		UserID: user, CouponID: req.CouponID, IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	respondGuarded(c, res, err)
+	respondGuarded(c, res, err, wireOrder)
 }
 
 // get answers GET /api/orders/{orderId} for the order's owner or an admin.
@@ -48,7 +48,7 @@ func (h orderHandlers) get(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireOrder(view))
 }
 
 // cancel answers POST /api/orders/{orderId}/cancel for the order's owner or an admin: 200 with
@@ -65,5 +65,5 @@ func (h orderHandlers) cancel(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireOrder(view))
 }

@@ -20,7 +20,7 @@ type paymentHandlers struct {
 // topProducts answers GET /api/products/top: always 200, with an empty list when the read
 // failed.
 func (h paymentHandlers) topProducts(c *gin.Context) {
-	writeJSON(c, stdhttp.StatusOK, h.ranking.TopProducts(c.Request.Context()))
+	writeJSON(c, stdhttp.StatusOK, wireTopProducts(h.ranking.TopProducts(c.Request.Context())))
 }
 
 // pay answers POST /api/orders/{orderId}/payment, guarded by the Idempotency-Key header.
@@ -33,7 +33,7 @@ func (h paymentHandlers) pay(c *gin.Context) {
 	res, err := h.payments.Pay(c.Request.Context(), payment.PayCommand{
 		OrderID: c.Param("orderId"), UserID: user, IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	respondGuarded(c, res, err)
+	respondGuarded(c, res, err, wirePayment)
 }
 
 // listOutbox answers GET /admin/outbox?status= (admin).
@@ -48,7 +48,7 @@ func (h paymentHandlers) listOutbox(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, wireOutboxPage(page))
 }
 
 // retryOutbox answers POST /admin/outbox/{messageId}/retry (admin).
@@ -61,5 +61,5 @@ func (h paymentHandlers) retryOutbox(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireOutboxMessage(view))
 }

@@ -43,7 +43,7 @@ func (h productHandlers) create(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/api/products/"+view.ID)
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireProduct(view))
 }
 
 // get answers GET /api/products/{productId}.
@@ -53,5 +53,5 @@ func (h productHandlers) get(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireProduct(view))
 }

@@ -231,10 +231,10 @@ func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
 // framesLocked appends the pending frames to buf and clears them.
 func (s *sseStream) framesLocked(buf []byte) []byte {
 	if s.pending&pendingPosition != 0 {
-		buf = appendEvent(buf, "position", s.position.Tick, s.position.PositionView)
+		buf = appendEvent(buf, "position", s.position.Tick, wirePosition(s.position.PositionView))
 	}
 	if s.pending&pendingAdmission != 0 {
-		buf = appendEvent(buf, "admitted", s.admission.PromotedAt, s.admission.TokenView)
+		buf = appendEvent(buf, "admitted", s.admission.PromotedAt, wireEntryToken(s.admission.TokenView))
 	}
 	if s.pending&pendingHeartbeat != 0 {
 		buf = append(buf, ": heartbeat\n\n"...)

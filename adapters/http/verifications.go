@@ -51,7 +51,7 @@ func (h verificationHandlers) createChallenge(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/challenges/"+view.ID)
-	writeJSON(c, stdhttp.StatusCreated, view)
+	writeJSON(c, stdhttp.StatusCreated, wireChallenge(view))
 }
 
 // getChallenge answers GET /challenges/{challengeId}.
@@ -61,7 +61,7 @@ func (h verificationHandlers) getChallenge(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireChallenge(view))
 }
 
 // listVerifications answers GET /challenges/{challengeId}/verifications?limit=&cursor=: the
@@ -81,7 +81,7 @@ func (h verificationHandlers) listVerifications(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, page)
+	writeJSON(c, stdhttp.StatusOK, wireVerificationPage(page))
 }
 
 type createSessionRequest struct {
@@ -104,7 +104,7 @@ func (h verificationHandlers) createSession(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, view)
+	writeJSON(c, stdhttp.StatusOK, wireUploadSession(view))
 }
 
 type verifyRequest struct {
@@ -124,7 +124,7 @@ func (h verificationHandlers) verify(c *gin.Context) {
 		UserID: principal(c).UserID, SessionID: req.SessionID, ChallengeID: req.ChallengeID, ImageKey: req.ImageKey,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	respondGuarded(c, res, err)
+	respondGuarded(c, res, err, wireVerification)
 }
 
 // upload answers PUT /uploads/{key}, the embedded default's signed upload: the URL's signature

@@ -40,7 +40,7 @@ func (h walletHandlers) createUser(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/api/users/"+user.ID+"/balance")
-	writeJSON(c, stdhttp.StatusCreated, user)
+	writeJSON(c, stdhttp.StatusCreated, wireUser(user))
 }
 
 // balance answers GET /api/users/{userId}/balance, for that user or an admin.
@@ -55,7 +55,7 @@ func (h walletHandlers) balance(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	writeJSON(c, stdhttp.StatusOK, b)
+	writeJSON(c, stdhttp.StatusOK, wireBalance(b))
 }
 
 // chargeRequest holds the amount undecoded: a number that is not an integer in range is the
@@ -87,7 +87,7 @@ func (h walletHandlers) charge(c *gin.Context) {
 		Amount:         amount,
 		IdempotencyKey: c.GetHeader(IdempotencyKeyHeader),
 	})
-	respondGuarded(c, res, err)
+	respondGuarded(c, res, err, wireCharge)
 }
 
 // chargeAmount reads a charge's amount: a JSON number written as an integer that fits int64

@@ -39,9 +39,9 @@ const incomingDir = ".incoming"
 
 // Refusals of the upload route; the edge maps their codes to statuses.
 var (
-	ErrSignatureInvalid = domain.NewError("UPLOAD_SIGNATURE_INVALID", "the upload URL's signature does not match this request")
-	ErrURLExpired       = domain.NewError("UPLOAD_URL_EXPIRED", "the upload URL has expired")
-	ErrAlreadyUploaded  = domain.NewError("UPLOAD_ALREADY_DONE", "an object was already uploaded under this key")
+	ErrSignatureInvalid = domain.NewError(domain.KindForbidden, "UPLOAD_SIGNATURE_INVALID", "the upload URL's signature does not match this request")
+	ErrURLExpired       = domain.NewError(domain.KindForbidden, "UPLOAD_URL_EXPIRED", "the upload URL has expired")
+	ErrAlreadyUploaded  = domain.NewError(domain.KindConflict, "UPLOAD_ALREADY_DONE", "an object was already uploaded under this key")
 )
 
 // Store keeps objects as files under a directory.

@@ -33,11 +33,11 @@ func NewService(d Deps) *Service {
 
 // View is a product as clients see it: its unit price in minor units and its stock on hand.
 type View struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Price     int64     `json:"price"`
-	Stock     int64     `json:"stock"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID        string
+	Name      string
+	Price     int64
+	Stock     int64
+	CreatedAt time.Time
 }
 
 func viewOf(p *catalog.Product, s catalog.Stock) View {

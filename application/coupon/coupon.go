@@ -72,12 +72,12 @@ func NewService(d Deps, cfg Config) *Service {
 
 // View is a coupon as clients see it.
 type View struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	DiscountRate   int       `json:"discountRate"`
-	TotalQuantity  int       `json:"totalQuantity"`
-	IssuedQuantity int       `json:"issuedQuantity"`
-	ExpiresAt      time.Time `json:"expiresAt"`
+	ID             string
+	Name           string
+	DiscountRate   int
+	TotalQuantity  int
+	IssuedQuantity int
+	ExpiresAt      time.Time
 }
 
 // CreateCommand creates a coupon.
@@ -112,11 +112,11 @@ type IssueCommand struct {
 
 // IssueResult is the answer to a successful issue.
 type IssueResult struct {
-	UserCouponID      string    `json:"userCouponId"`
-	CouponName        string    `json:"couponName"`
-	DiscountRate      int       `json:"discountRate"`
-	ExpiresAt         time.Time `json:"expiresAt"`
-	RemainingQuantity int       `json:"remainingQuantity"`
+	UserCouponID      string
+	CouponName        string
+	DiscountRate      int
+	ExpiresAt         time.Time
+	RemainingQuantity int
 }
 
 // issueInput is one issue waiting in its coupon's lane.
@@ -149,7 +149,7 @@ func (s *Service) Issue(ctx context.Context, cmd IssueCommand) (guard.Result[Iss
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /api/coupons/"+cmd.CouponID+"/issue", nil),
+		Fingerprint:    guard.Fingerprint("coupon.issue", []string{cmd.CouponID}, nil),
 		LockKey:        lockKey,
 		Outcome:        guard.OutcomeCreated,
 		Precheck: func(ctx context.Context) error {

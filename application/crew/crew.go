@@ -66,11 +66,11 @@ func NewService(d Deps, cfg Config) *Service {
 
 // View is a crew as clients see it.
 type View struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	MaxMembers     int       `json:"maxMembers"`
-	CurrentMembers int       `json:"currentMembers"`
-	CreatedAt      time.Time `json:"createdAt"`
+	ID             string
+	Name           string
+	MaxMembers     int
+	CurrentMembers int
+	CreatedAt      time.Time
 }
 
 func viewOf(c *crew.Crew) View {
@@ -109,15 +109,15 @@ func (s *Service) Get(ctx context.Context, crewID string) (View, error) {
 
 // MemberView is one member as clients see it.
 type MemberView struct {
-	CrewID   string    `json:"crewId"`
-	UserID   string    `json:"userId"`
-	JoinedAt time.Time `json:"joinedAt"`
+	CrewID   string
+	UserID   string
+	JoinedAt time.Time
 }
 
 // MemberPage is one page of members; NextCursor is nil on the last page.
 type MemberPage struct {
-	Items      []MemberView `json:"items"`
-	NextCursor *string      `json:"nextCursor"`
+	Items      []MemberView
+	NextCursor *string
 }
 
 // ListMembers pages through a crew's members in join order. limit 0 means domain.DefaultPageLimit.
@@ -153,13 +153,10 @@ func (s *Service) ListMembers(ctx context.Context, crewID string, limit int, cur
 	return page, nil
 }
 
-type cursorJSON struct {
-	JoinedAt time.Time `json:"t"`
-	UserID   string    `json:"u"`
-}
-
+// A member cursor is the last member's place in join order, opaque to clients: base64 of
+// {"t": joinedAt, "u": userId}.
 func encodeCursor(m crew.Member) string {
-	b, _ := json.Marshal(cursorJSON{JoinedAt: m.JoinedAt, UserID: m.UserID})
+	b, _ := json.Marshal(map[string]any{"t": m.JoinedAt, "u": m.UserID})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -168,11 +165,14 @@ func decodeCursor(s string) (*ports.MemberCursor, error) {
 		return nil, nil
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
-	var c cursorJSON
-	if err != nil || json.Unmarshal(raw, &c) != nil || domain.ValidateUserID("cursor", c.UserID) != nil {
+	var c struct {
+		T time.Time // matches "t": encoding/json matches names regardless of case
+		U string
+	}
+	if err != nil || json.Unmarshal(raw, &c) != nil || domain.ValidateUserID("cursor", c.U) != nil {
 		return nil, domain.Invalid("cursor", "is not a cursor this server issued")
 	}
-	return &ports.MemberCursor{JoinedAt: c.JoinedAt, UserID: c.UserID}, nil
+	return &ports.MemberCursor{JoinedAt: c.T, UserID: c.U}, nil
 }
 
 // JoinCommand asks for userID to join crewID; IdempotencyKey is required.
@@ -184,11 +184,11 @@ type JoinCommand struct {
 
 // JoinResult is the answer to a successful join.
 type JoinResult struct {
-	CrewID         string    `json:"crewId"`
-	UserID         string    `json:"userId"`
-	JoinedAt       time.Time `json:"joinedAt"`
-	CurrentMembers int       `json:"currentMembers"`
-	MaxMembers     int       `json:"maxMembers"`
+	CrewID         string
+	UserID         string
+	JoinedAt       time.Time
+	CurrentMembers int
+	MaxMembers     int
 }
 
 // joinInput is one join waiting in the crew's lane.
@@ -214,7 +214,7 @@ func (s *Service) Join(ctx context.Context, cmd JoinCommand) (guard.Result[JoinR
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /crews/"+cmd.CrewID+"/join", nil),
+		Fingerprint:    guard.Fingerprint("crew.join", []string{cmd.CrewID}, nil),
 		LockKey:        "crew:" + cmd.CrewID,
 		Outcome:        guard.OutcomeCreated,
 		Precheck: func(ctx context.Context) error {

@@ -17,6 +17,7 @@ package guard
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,10 +31,10 @@ import (
 
 // Errors the guard answers with; the edge maps their codes to statuses.
 var (
-	ErrKeyRequired = domain.NewError("IDEMPOTENCY_KEY_REQUIRED", "the Idempotency-Key header is required")
-	ErrInProgress  = domain.NewError("IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress")
-	ErrKeyReused   = domain.NewError("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request")
-	ErrBusy        = domain.NewError("TOO_MANY_REQUESTS", "too many concurrent requests for this resource; retry later")
+	ErrKeyRequired = domain.NewError(domain.KindInvalid, "IDEMPOTENCY_KEY_REQUIRED", "the Idempotency-Key header is required")
+	ErrInProgress  = domain.NewError(domain.KindConflict, "IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still in progress")
+	ErrKeyReused   = domain.NewError(domain.KindConflict, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request")
+	ErrBusy        = domain.NewError(domain.KindBusy, "TOO_MANY_REQUESTS", "too many concurrent requests for this resource; retry later")
 )
 
 // MaxKeyLength is the longest accepted Idempotency-Key.
@@ -164,13 +165,22 @@ type Result[T any] struct {
 	Replayed bool // the answer is a stored response, the use case did not run
 }
 
-// Fingerprint hashes what identifies a request: the operation (method and concrete path with
-// its ids) and its canonical body.
-func Fingerprint(operation string, canonicalBody []byte) string {
+// Fingerprint hashes what identifies a request, never how it arrived: the operation's name
+// ("crew.join"), the ids it acts on in the operation's fixed order, and its other input in a
+// canonical encoding (nil when it has none). Two requests share a fingerprint only when all
+// three match: each part is hashed with its length, so no part runs into the next.
+func Fingerprint(operation string, ids []string, input []byte) string {
 	h := sha256.New()
-	h.Write([]byte(operation))
-	h.Write([]byte{0})
-	h.Write(canonicalBody)
+	part := func(b []byte) {
+		h.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		h.Write(b)
+	}
+	part([]byte(operation))
+	h.Write(binary.AppendUvarint(nil, uint64(len(ids))))
+	for _, id := range ids {
+		part([]byte(id))
+	}
+	part(input)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -209,6 +219,8 @@ func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context
 	if err != nil {
 		return Result[T]{}, err
 	}
+	// The record keeps the plain value (Go field names), not the answer's wire form: the edge
+	// encodes a replayed value as it encodes a fresh one.
 	body, err := json.Marshal(value)
 	if err != nil {
 		return Result[T]{}, fmt.Errorf("guard: encode response: %w", err)

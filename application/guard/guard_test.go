@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,14 +99,14 @@ func request(key string) guard.Request {
 	return guard.Request{
 		UserID:         "u1",
 		IdempotencyKey: key,
-		Fingerprint:    guard.Fingerprint("POST /things/1", []byte(`{"n":1}`)),
+		Fingerprint:    guard.Fingerprint("thing.do", []string{"1"}, []byte(`{"n":1}`)),
 		LockKey:        lockKey,
 		Outcome:        guard.OutcomeCreated,
 	}
 }
 
 type answer struct {
-	N int `json:"n"`
+	N int
 }
 
 func succeed(calls *int) func(context.Context) (answer, error) {
@@ -115,7 +116,7 @@ func succeed(calls *int) func(context.Context) (answer, error) {
 	}
 }
 
-var errThingFull = domain.NewError("THING_FULL", "full")
+var errThingFull = domain.NewError(domain.KindInvalid, "THING_FULL", "full")
 
 // entry is one way into the guard with idempotency: Once, or Lane.Run with a batch function
 // that calls fn once per request (fn's error is that request's Answer.Err).
@@ -238,7 +239,7 @@ func TestGuard_ReuseWithAnotherPayloadIsRejected(t *testing.T) {
 			t.Fatal(err)
 		}
 		changed := request("k1")
-		changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
+		changed.Fingerprint = guard.Fingerprint("thing.do", []string{"1"}, []byte(`{"n":2}`))
 		_, err := e.run(context.Background(), g, changed, succeed(&calls))
 		if !errors.Is(err, guard.ErrKeyReused) || calls != 1 {
 			t.Fatalf("err %v, calls %d", err, calls)
@@ -263,7 +264,7 @@ func TestGuard_InProgressKeyIsRejectedUntilItsLeaseEnds(t *testing.T) {
 
 		f.clock.Advance(31 * time.Second)
 		changed := req
-		changed.Fingerprint = guard.Fingerprint("POST /things/1", []byte(`{"n":2}`))
+		changed.Fingerprint = guard.Fingerprint("thing.do", []string{"1"}, []byte(`{"n":2}`))
 		if _, err := e.run(context.Background(), g, changed, succeed(&calls)); !errors.Is(err, guard.ErrKeyReused) || calls != 0 {
 			t.Fatalf("another payload after the lease: err %v, calls %d", err, calls)
 		}
@@ -321,6 +322,43 @@ func TestGuard_PrecheckDoesNotHideAReplay(t *testing.T) {
 	})
 }
 
+// TestFingerprint_SharedOnlyWhenOperationIdsAndInputAllMatch: the same request has the same
+// fingerprint, and no two different ones share it however their parts could run together.
+func TestFingerprint_SharedOnlyWhenOperationIdsAndInputAllMatch(t *testing.T) {
+	type request struct {
+		operation string
+		ids       []string
+		input     []byte
+	}
+	requests := map[string]request{
+		"join a":             {"crew.join", []string{"a"}, nil},
+		"join b":             {"crew.join", []string{"b"}, nil},
+		"leave a":            {"crew.leave", []string{"a"}, nil},
+		"no ids":             {"order.place", nil, nil},
+		"one empty id":       {"order.place", []string{""}, nil},
+		"ids ab, c":          {"x", []string{"ab", "c"}, nil},
+		"ids a, bc":          {"x", []string{"a", "bc"}, nil},
+		"id a, input b":      {"x", []string{"a"}, []byte("b")},
+		"id ab":              {"x", []string{"ab"}, nil},
+		"operation xa":       {"xa", nil, nil},
+		"operation x, id a":  {"x", []string{"a"}, nil},
+		"input 1":            {"wallet.charge", []string{"u"}, []byte("1")},
+		"input 10":           {"wallet.charge", []string{"u"}, []byte("10")},
+		"operation with NUL": {"x\x00", nil, nil},
+	}
+	seen := map[string]string{}
+	for name, r := range requests {
+		fp := guard.Fingerprint(r.operation, r.ids, r.input)
+		if again := guard.Fingerprint(r.operation, slices.Clone(r.ids), slices.Clone(r.input)); again != fp {
+			t.Errorf("%s: fingerprinted twice, %s then %s", name, fp, again)
+		}
+		if other, ok := seen[fp]; ok {
+			t.Errorf("%s and %s share a fingerprint", name, other)
+		}
+		seen[fp] = name
+	}
+}
+
 func TestGuard_ValidatesTheKey(t *testing.T) {
 	cases := map[string]struct {
 		key  string
@@ -376,7 +414,7 @@ func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
 		req := request("k1")
 		store.EXPECT().Begin(gomock.Any(), gomock.Any(), req.Fingerprint, gomock.Any(), gomock.Any()).
 			Return(ports.BeginResult{State: ports.BeginStarted, Token: "t1", Fingerprint: req.Fingerprint}, nil)
-		response := ports.StoredResponse{Outcome: "created", Body: []byte(`{"n":1}`)}
+		response := ports.StoredResponse{Outcome: "created", Body: []byte(`{"N":1}`)}
 		stored := make(chan struct{})
 		gomock.InOrder(
 			store.EXPECT().Complete(gomock.Any(), gomock.Any(), "t1", response, time.Hour).Return(ports.ErrUnavailable),
@@ -511,7 +549,7 @@ func TestLane_LockExhaustionAnswersBusyWithRetryAfterAndDeletesKey(t *testing.T)
 }
 
 func TestLane_ALaneWithItsOwnLockPolicyWaitsItsWaitThenAnswersItsBusyError(t *testing.T) {
-	errSeatBusy := domain.NewError("SEAT_BEING_SELECTED", "busy")
+	errSeatBusy := domain.NewError(domain.KindConflict, "SEAT_BEING_SELECTED", "busy")
 	cfg := guard.LaneConfig{LockWait: 3 * time.Second, LockTTL: 5 * time.Second, Busy: errSeatBusy}
 	batch := func(context.Context, []struct{}) ([]guard.Answer[answer], error) {
 		return []guard.Answer[answer]{{}}, nil

@@ -300,7 +300,7 @@ func TestLane_AKeyWithACommittedMarkerIsAnsweredFromItInsideABatch(t *testing.T)
 	err := f.markers.Save(context.Background(), []ports.IdempotencyMarker{{
 		Key:         ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey},
 		Fingerprint: req.Fingerprint,
-		Response:    ports.StoredResponse{Outcome: string(guard.OutcomeCreated), Body: []byte(`{"n":42}`)},
+		Response:    ports.StoredResponse{Outcome: string(guard.OutcomeCreated), Body: []byte(`{"N":42}`)},
 		CreatedAt:   f.clock.Now(),
 	}})
 	if err != nil {

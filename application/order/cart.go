@@ -25,10 +25,10 @@ type AddToCartCommand struct {
 // CartItemView is a cart line after an add: Quantity is the line's new total, AddedAt when the
 // product first entered the cart.
 type CartItemView struct {
-	CartItemID string    `json:"cartItemId"`
-	ProductID  string    `json:"productId"`
-	Quantity   int       `json:"quantity"`
-	AddedAt    time.Time `json:"addedAt"`
+	CartItemID string
+	ProductID  string
+	Quantity   int
+	AddedAt    time.Time
 }
 
 // AddToCart adds the units to the user's cart (SPEC §4), creating the cart on the first add. In
@@ -82,21 +82,21 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 // CartLineView is one cart line with its product as it is now: stockAvailable tells whether the
 // stock on hand (currentStock) covers the quantity.
 type CartLineView struct {
-	CartItemID     string `json:"cartItemId"`
-	ProductID      string `json:"productId"`
-	Name           string `json:"name"`
-	UnitPrice      int64  `json:"unitPrice"`
-	Quantity       int    `json:"quantity"`
-	Subtotal       int64  `json:"subtotal"`
-	StockAvailable bool   `json:"stockAvailable"`
-	CurrentStock   int64  `json:"currentStock"`
+	CartItemID     string
+	ProductID      string
+	Name           string
+	UnitPrice      int64
+	Quantity       int
+	Subtotal       int64
+	StockAvailable bool
+	CurrentStock   int64
 }
 
 // CartView is a user's cart; a user who never added anything has an empty one.
 type CartView struct {
-	UserID      string         `json:"userId"`
-	Items       []CartLineView `json:"items"`
-	TotalAmount int64          `json:"totalAmount"`
+	UserID      string
+	Items       []CartLineView
+	TotalAmount int64
 }
 
 // Cart returns the user's cart lines in the order they were added, priced now.

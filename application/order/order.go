@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -44,25 +43,25 @@ func NewService(d Deps) *Service {
 
 // ItemView is one order line: the product's name and unit price when the order was placed.
 type ItemView struct {
-	ProductID string `json:"productId"`
-	Name      string `json:"name"`
-	Quantity  int    `json:"quantity"`
-	UnitPrice int64  `json:"unitPrice"`
-	Subtotal  int64  `json:"subtotal"`
+	ProductID string
+	Name      string
+	Quantity  int
+	UnitPrice int64
+	Subtotal  int64
 }
 
 // View is an order as clients see it; CouponID and PaidAt are null when there is none (yet).
 type View struct {
-	OrderID        string     `json:"orderId"`
-	UserID         string     `json:"userId"`
-	Items          []ItemView `json:"items"`
-	SubtotalAmount int64      `json:"subtotalAmount"`
-	DiscountAmount int64      `json:"discountAmount"`
-	TotalAmount    int64      `json:"totalAmount"`
-	CouponID       *string    `json:"couponId"`
-	Status         string     `json:"status"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	PaidAt         *time.Time `json:"paidAt"`
+	OrderID        string
+	UserID         string
+	Items          []ItemView
+	SubtotalAmount int64
+	DiscountAmount int64
+	TotalAmount    int64
+	CouponID       *string
+	Status         string
+	CreatedAt      time.Time
+	PaidAt         *time.Time
 }
 
 func viewOf(o *order.Order) View {
@@ -108,16 +107,15 @@ func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[Vie
 		view, err := s.place(ctx, cmd)
 		return guard.Result[View]{Value: view, Outcome: guard.OutcomeCreated}, err
 	}
-	body, err := json.Marshal(struct {
-		CouponID *string `json:"couponId"`
-	}{cmd.CouponID})
-	if err != nil {
-		return guard.Result[View]{}, fmt.Errorf("fingerprint order: %w", err)
+	// The coupon is the one id an order acts on besides the cart, which is the user's own.
+	var ids []string
+	if cmd.CouponID != nil {
+		ids = []string{*cmd.CouponID}
 	}
 	return guard.Once(ctx, s.guard, guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /api/orders", body),
+		Fingerprint:    guard.Fingerprint("order.place", ids, nil),
 		Outcome:        guard.OutcomeCreated,
 	}, func(ctx context.Context) (View, error) { return s.place(ctx, cmd) })
 }

@@ -11,7 +11,6 @@ package payment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,6 +44,12 @@ type Delivery interface {
 	SendSoon(messageID string)
 }
 
+// MessageEncoder writes the body of the outbox message that announces a paid order. The format
+// is the data platform's, so its adapter owns it (dataplatform.Encoder).
+type MessageEncoder interface {
+	Encode(d Delivered) ([]byte, error)
+}
+
 // Config tunes payments.
 type Config struct {
 	// MaxBatch bounds how many payments of one lock key a lock hold applies in one transaction;
@@ -68,6 +73,7 @@ type Deps struct {
 	Outbox      ports.OutboxRepository
 	Guard       *guard.Guard
 	Delivery    Delivery
+	Messages    MessageEncoder
 	Clock       ports.Clock
 	IDs         ports.IDGenerator
 }
@@ -101,33 +107,34 @@ type PayCommand struct {
 
 // Result is the answer to a successful payment.
 type Result struct {
-	OrderID          string    `json:"orderId"`
-	PaidAmount       int64     `json:"paidAmount"`
-	RemainingBalance int64     `json:"remainingBalance"`
-	Status           string    `json:"status"`
-	PaidAt           time.Time `json:"paidAt"`
+	OrderID          string
+	PaidAmount       int64
+	RemainingBalance int64
+	Status           string
+	PaidAt           time.Time
 	// messageID is the payment's outbox message, known only to the request that paid (a replay
 	// has none): that request asks Delivery to send it.
 	messageID string
 }
 
-// Delivered is the body the data platform receives for a paid order (SPEC §4).
+// Delivered is what the data platform receives for a paid order (SPEC §4), encoded by
+// Deps.Messages.
 type Delivered struct {
-	MessageID   string          `json:"messageId"`
-	OrderID     string          `json:"orderId"`
-	UserID      string          `json:"userId"`
-	Items       []DeliveredItem `json:"items"`
-	TotalAmount int64           `json:"totalAmount"`
-	PaidAt      time.Time       `json:"paidAt"`
+	MessageID   string
+	OrderID     string
+	UserID      string
+	Items       []DeliveredItem
+	TotalAmount int64
+	PaidAt      time.Time
 }
 
 // DeliveredItem is one line of a delivered order.
 type DeliveredItem struct {
-	ProductID string `json:"productId"`
-	Name      string `json:"name"`
-	Quantity  int    `json:"quantity"`
-	UnitPrice int64  `json:"unitPrice"`
-	Subtotal  int64  `json:"subtotal"`
+	ProductID string
+	Name      string
+	Quantity  int
+	UnitPrice int64
+	Subtotal  int64
 }
 
 // payInput is one payment waiting in its lane.
@@ -160,7 +167,7 @@ func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result]
 	res, err := s.payments.Run(ctx, guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /api/orders/"+cmd.OrderID+"/payment", nil),
+		Fingerprint:    guard.Fingerprint("order.pay", []string{cmd.OrderID}, nil),
 		LockKey:        LockKey(o),
 		Outcome:        guard.OutcomeDone,
 	}, payInput{orderID: cmd.OrderID, userID: cmd.UserID})
@@ -352,7 +359,7 @@ func (s *Service) message(o *order.Order, now time.Time) (outbox.Message, error)
 		d.Items = append(d.Items, DeliveredItem{ProductID: item.ProductID, Name: item.Name, Quantity: item.Quantity,
 			UnitPrice: item.UnitPrice, Subtotal: item.Subtotal})
 	}
-	payload, err := json.Marshal(d)
+	payload, err := s.d.Messages.Encode(d)
 	if err != nil {
 		return outbox.Message{}, fmt.Errorf("encode delivery: %w", err)
 	}

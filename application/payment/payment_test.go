@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rushgate/rushgate/adapters/dataplatform"
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/system"
 	appcatalog "github.com/rushgate/rushgate/application/catalog"
@@ -49,7 +50,7 @@ func newShop(t *testing.T) *shop {
 			Orders: stores.Orders, UserCoupons: stores.UserCoupons, Guard: g, Clock: clock, IDs: system.UUIDs{}}),
 		payments: payment.NewService(payment.Deps{Tx: stores.Tx, Orders: stores.Orders, Products: stores.Products,
 			Stock: stores.Stock, Wallets: stores.Wallets, UserCoupons: stores.UserCoupons, Outbox: stores.Outbox,
-			Guard: g, Clock: clock, IDs: system.UUIDs{}}, payment.Config{}),
+			Messages: dataplatform.Encoder{}, Guard: g, Clock: clock, IDs: system.UUIDs{}}, payment.Config{}),
 	}
 }
 

@@ -75,17 +75,17 @@ func NewService(d Deps, cfg Config) *Service {
 
 // Ranked is one product of the ranking.
 type Ranked struct {
-	Rank       int    `json:"rank"`
-	ProductID  string `json:"productId"`
-	Name       string `json:"name"`
-	SalesCount int64  `json:"salesCount"`
-	Revenue    int64  `json:"revenue"`
+	Rank       int
+	ProductID  string
+	Name       string
+	SalesCount int64
+	Revenue    int64
 }
 
 // Top is the ranking of a period.
 type Top struct {
-	Period   string   `json:"period"`
-	Products []Ranked `json:"products"`
+	Period   string
+	Products []Ranked
 }
 
 // TopProducts returns the DefaultLimit products sold most (units) in COMPLETED orders paid in

@@ -248,24 +248,19 @@ func (s *Service) gaveUp(ctx context.Context, m outbox.Message) {
 
 // View is a message as operators see it; Payload is the JSON body sent to the platform.
 type View struct {
-	MessageID     string     `json:"messageId"`
-	Status        string     `json:"status"`
-	Attempts      int        `json:"attempts"`
-	NextAttemptAt time.Time  `json:"nextAttemptAt"`
-	LastError     *string    `json:"lastError"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	SentAt        *time.Time `json:"sentAt"`
-	Payload       rawJSON    `json:"payload"`
+	MessageID     string
+	Status        string
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     *string
+	CreatedAt     time.Time
+	SentAt        *time.Time
+	Payload       []byte
 }
-
-// rawJSON is a stored JSON body, encoded as is.
-type rawJSON []byte
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 func viewOf(m outbox.Message) View {
 	v := View{MessageID: m.ID, Status: string(m.Status), Attempts: m.Attempts, NextAttemptAt: m.NextAttemptAt,
-		CreatedAt: m.CreatedAt, SentAt: m.SentAt, Payload: rawJSON(m.Payload)}
+		CreatedAt: m.CreatedAt, SentAt: m.SentAt, Payload: m.Payload}
 	if m.LastError != "" {
 		v.LastError = &m.LastError
 	}
@@ -274,8 +269,8 @@ func viewOf(m outbox.Message) View {
 
 // Page is one page of messages.
 type Page struct {
-	Items      []View  `json:"items"`
-	NextCursor *string `json:"nextCursor"`
+	Items      []View
+	NextCursor *string
 }
 
 // List pages the messages of status ("" for all) in id order; limit 0 means domain.DefaultPageLimit.

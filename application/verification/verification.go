@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,11 +71,11 @@ func NewService(d Deps, cfg Config) *Service {
 
 // ChallengeView is a challenge as clients see it.
 type ChallengeView struct {
-	ID        string    `json:"id"`
-	CrewID    *string   `json:"crewId"`
-	Title     string    `json:"title"`
-	Deadline  time.Time `json:"deadline"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID        string
+	CrewID    *string
+	Title     string
+	Deadline  time.Time
+	CreatedAt time.Time
 }
 
 func challengeViewOf(c challenge.Challenge) ChallengeView {
@@ -134,11 +133,11 @@ type SessionCommand struct {
 
 // SessionView is an opened upload session: where and how to PUT the file.
 type SessionView struct {
-	SessionID       string            `json:"sessionId"`
-	PresignedURL    string            `json:"presignedUrl"`
-	ExpiresIn       int               `json:"expiresIn"` // seconds
-	ObjectKey       string            `json:"objectKey"`
-	RequiredHeaders map[string]string `json:"requiredHeaders"`
+	SessionID       string
+	PresignedURL    string
+	ExpiresIn       int // seconds
+	ObjectKey       string
+	RequiredHeaders map[string]string
 }
 
 // CreateUploadSession checks the declared file (challenge.ErrUnsupportedFile), stores a PENDING
@@ -176,13 +175,13 @@ type VerifyCommand struct {
 
 // View is a verification as clients see it.
 type View struct {
-	ID              string    `json:"id"`
-	UserID          string    `json:"userId"`
-	ChallengeID     string    `json:"challengeId"`
-	UploadSessionID string    `json:"uploadSessionId"`
-	ImageKey        string    `json:"imageKey"`
-	Status          string    `json:"status"`
-	RequestedAt     time.Time `json:"requestedAt"`
+	ID              string
+	UserID          string
+	ChallengeID     string
+	UploadSessionID string
+	ImageKey        string
+	Status          string
+	RequestedAt     time.Time
 }
 
 func viewOf(v challenge.Verification) View {
@@ -207,11 +206,10 @@ func (s *Service) Verify(ctx context.Context, cmd VerifyCommand) (guard.Result[V
 	if err := s.validate(cmd); err != nil {
 		return guard.Result[View]{}, err
 	}
-	body, _ := json.Marshal([]string{cmd.SessionID, cmd.ChallengeID, cmd.ImageKey})
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint:    guard.Fingerprint("POST /verifications", body),
+		Fingerprint:    guard.Fingerprint("verification.submit", []string{cmd.ChallengeID, cmd.SessionID, cmd.ImageKey}, nil),
 		LockKey:        "verification:" + cmd.ChallengeID + ":" + cmd.UserID,
 		Outcome:        guard.OutcomeCreated,
 		Precheck:       func(ctx context.Context) error { return s.precheck(ctx, cmd) },
@@ -347,8 +345,8 @@ func (s *Service) checkLocked(ctx context.Context, in verifyInput, now time.Time
 
 // VerificationPage is one page of verifications; NextCursor is nil on the last page.
 type VerificationPage struct {
-	Items      []View  `json:"items"`
-	NextCursor *string `json:"nextCursor"`
+	Items      []View
+	NextCursor *string
 }
 
 // ListCommand asks for a page of a challenge's verifications: the caller's own, or everyone's

@@ -129,10 +129,10 @@ type DispatcherObserver interface {
 // PositionView is a push `position` event (SPEC §3); AheadCount and EstimatedWaitSeconds
 // follow StatusView's rules.
 type PositionView struct {
-	Rank                 int  `json:"rank"`
-	AheadCount           int  `json:"aheadCount"`
-	QueueSize            int  `json:"queueSize"`
-	EstimatedWaitSeconds *int `json:"estimatedWaitSeconds"`
+	Rank                 int
+	AheadCount           int
+	QueueSize            int
+	EstimatedWaitSeconds *int
 }
 
 // Position is a position event and the tick it belongs to.

@@ -28,11 +28,11 @@ type ReserveCommand struct {
 
 // ReservationView is a reservation as clients see it.
 type ReservationView struct {
-	ID         string    `json:"id"`
-	EventID    string    `json:"eventId"`
-	SeatID     string    `json:"seatId"`
-	UserID     string    `json:"userId"`
-	ReservedAt time.Time `json:"reservedAt"`
+	ID         string
+	EventID    string
+	SeatID     string
+	UserID     string
+	ReservedAt time.Time
 }
 
 // reserveInput is one reservation waiting in the seat's lane.

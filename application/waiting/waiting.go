@@ -103,13 +103,13 @@ func NewService(d Deps, cfg Config) *Service {
 
 // EventView is an event as clients see it.
 type EventView struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Seats     int       `json:"seats"`
-	Slots     int       `json:"slots"`
-	Mode      string    `json:"mode"`
-	TokenTTL  string    `json:"tokenTtl"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID        string
+	Name      string
+	Seats     int
+	Slots     int
+	Mode      string
+	TokenTTL  string
+	CreatedAt time.Time
 }
 
 func viewOf(e *waiting.Event) EventView {
@@ -215,11 +215,11 @@ const (
 // waiting.MaxEstimatedWait, 0 with nobody to be admitted first, and null while this instance has
 // seen no admission within waiting.RateWindow to estimate from.
 type StatusView struct {
-	Status                 string `json:"status"`
-	Rank                   int    `json:"rank"`
-	AheadCount             int    `json:"aheadCount"`
-	RefreshIntervalSeconds int    `json:"refreshIntervalSeconds"`
-	EstimatedWaitSeconds   *int   `json:"estimatedWaitSeconds"`
+	Status                 string
+	Rank                   int
+	AheadCount             int
+	RefreshIntervalSeconds int
+	EstimatedWaitSeconds   *int
 }
 
 // statusOf describes a place: rank and aheadCount while waiting, both 0 once entered.
@@ -281,8 +281,8 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 
 // TokenView is an entry token.
 type TokenView struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expiresAt"`
+	Token     string
+	ExpiresAt time.Time
 }
 
 // Claim admits the user if their turn has come (SPEC §3 pull): created is false when the user
@@ -338,19 +338,19 @@ func (s *Service) Return(ctx context.Context, eventID, userID string) error {
 // instance measured over waiting.RateWindow (admissions per second, null before two
 // reconciliation passes within it).
 type QueueView struct {
-	Waiting           int      `json:"waiting"`
-	Admitted          int      `json:"admitted"`
-	Slots             int      `json:"slots"`
-	RemainingSlots    int      `json:"remainingSlots"`
-	RemainingSeats    int      `json:"remainingSeats"`
-	Claims            int64    `json:"claims"`
-	ExpiredReconciled int64    `json:"expiredReconciled"`
-	DroppedIdle       int64    `json:"droppedIdle"`
-	Returned          int64    `json:"returned"`
-	AdmissionRate     *float64 `json:"admissionRate"`
+	Waiting           int
+	Admitted          int
+	Slots             int
+	RemainingSlots    int
+	RemainingSeats    int
+	Claims            int64
+	ExpiredReconciled int64
+	DroppedIdle       int64
+	Returned          int64
+	AdmissionRate     *float64
 	// Connections counts push users held by an SSE connection, or in their reconnect grace,
 	// across every broker.
-	Connections int `json:"connections"`
+	Connections int
 }
 
 // Queue answers the operators' view; remaining seats are the database's count.
@@ -378,14 +378,14 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 
 // SeatView is one seat as clients see it.
 type SeatView struct {
-	ID       string `json:"id"`
-	Reserved bool   `json:"reserved"`
+	ID       string
+	Reserved bool
 }
 
 // SeatPage is one page of seats; NextCursor is nil on the last page.
 type SeatPage struct {
-	Items      []SeatView `json:"items"`
-	NextCursor *string    `json:"nextCursor"`
+	Items      []SeatView
+	NextCursor *string
 }
 
 // ListSeats pages through an event's seats by number; the cursor is the last seat id of the

@@ -60,8 +60,8 @@ func NewService(d Deps, cfg Config) *Service {
 
 // User is a user's id and points balance as clients see it.
 type User struct {
-	ID      string `json:"id"`
-	Balance int64  `json:"balance"`
+	ID      string
+	Balance int64
 }
 
 // CreateUserCommand creates a user with an opening balance.
@@ -87,8 +87,8 @@ func (s *Service) CreateUser(ctx context.Context, cmd CreateUserCommand) (User, 
 
 // Balance is a user's balance as clients see it.
 type Balance struct {
-	UserID  string `json:"userId"`
-	Balance int64  `json:"balance"`
+	UserID  string
+	Balance int64
 }
 
 // GetBalance returns the user's balance, or wallet.ErrUserNotFound. Who may read it is the
@@ -114,10 +114,10 @@ type ChargeCommand struct {
 
 // ChargeResult is the answer to a successful charge.
 type ChargeResult struct {
-	UserID        string    `json:"userId"`
-	Balance       int64     `json:"balance"`
-	ChargedAmount int64     `json:"chargedAmount"`
-	ChargedAt     time.Time `json:"chargedAt"`
+	UserID        string
+	Balance       int64
+	ChargedAmount int64
+	ChargedAt     time.Time
 }
 
 // chargeInput is one charge waiting in its user's lane.
@@ -143,10 +143,9 @@ func (s *Service) Charge(ctx context.Context, cmd ChargeCommand) (guard.Result[C
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
-		Fingerprint: guard.Fingerprint("POST /api/users/"+cmd.UserID+"/balance/charge",
-			[]byte(`{"amount":`+strconv.FormatInt(cmd.Amount, 10)+`}`)),
-		LockKey: "balance:" + cmd.UserID,
-		Outcome: guard.OutcomeDone,
+		Fingerprint:    guard.Fingerprint("wallet.charge", []string{cmd.UserID}, strconv.AppendInt(nil, cmd.Amount, 10)),
+		LockKey:        "balance:" + cmd.UserID,
+		Outcome:        guard.OutcomeDone,
 	}
 	return s.charges.Run(ctx, req, chargeInput{userID: cmd.UserID, amount: cmd.Amount, key: cmd.IdempotencyKey})
 }

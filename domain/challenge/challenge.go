@@ -18,14 +18,14 @@ const MaxTitleLength = 200
 
 // Errors of the flow; the edge maps their codes to statuses.
 var (
-	ErrNotFound           = domain.NewError("CHALLENGE_NOT_FOUND", "challenge not found")
-	ErrUnsupportedFile    = domain.NewError("UNSUPPORTED_FILE", "unsupported file")
-	ErrInvalidSession     = domain.NewError("INVALID_SESSION", "the upload session does not exist, is not yours or has expired")
-	ErrSessionAlreadyUsed = domain.NewError("SESSION_ALREADY_USED", "the upload session has already been used for a verification")
-	ErrInvalidImageKey    = domain.NewError("INVALID_IMAGE_KEY", "imageKey is not the object key of the upload session")
-	ErrImageNotUploaded   = domain.NewError("IMAGE_NOT_UPLOADED", "the image was not uploaded as declared")
-	ErrDeadlinePassed     = domain.NewError("DEADLINE_PASSED", "the upload session was requested at or after the challenge's deadline")
-	ErrAlreadyVerified    = domain.NewError("ALREADY_VERIFIED", "the user has already verified this challenge")
+	ErrNotFound           = domain.NewError(domain.KindNotFound, "CHALLENGE_NOT_FOUND", "challenge not found")
+	ErrUnsupportedFile    = domain.NewError(domain.KindInvalid, "UNSUPPORTED_FILE", "unsupported file")
+	ErrInvalidSession     = domain.NewError(domain.KindInvalid, "INVALID_SESSION", "the upload session does not exist, is not yours or has expired")
+	ErrSessionAlreadyUsed = domain.NewError(domain.KindConflict, "SESSION_ALREADY_USED", "the upload session has already been used for a verification")
+	ErrInvalidImageKey    = domain.NewError(domain.KindInvalid, "INVALID_IMAGE_KEY", "imageKey is not the object key of the upload session")
+	ErrImageNotUploaded   = domain.NewError(domain.KindInvalid, "IMAGE_NOT_UPLOADED", "the image was not uploaded as declared")
+	ErrDeadlinePassed     = domain.NewError(domain.KindInvalid, "DEADLINE_PASSED", "the upload session was requested at or after the challenge's deadline")
+	ErrAlreadyVerified    = domain.NewError(domain.KindConflict, "ALREADY_VERIFIED", "the user has already verified this challenge")
 )
 
 // Challenge is something users verify with a photo before its deadline.
@@ -187,7 +187,7 @@ func (s UploadSession) CheckStoredHead(head []byte) error {
 // ImageNotUploaded refuses a verification whose object is missing or is not the declared file,
 // saying why.
 func ImageNotUploaded(why string) error {
-	return &domain.Error{Code: ErrImageNotUploaded.Code, Message: ErrImageNotUploaded.Message + ": " + why}
+	return ErrImageNotUploaded.WithMessage(ErrImageNotUploaded.Message + ": " + why)
 }
 
 // Complete turns a PENDING session COMPLETED, or returns ErrSessionAlreadyUsed and leaves it
@@ -306,8 +306,8 @@ func (r FileRules) Check(fileName, contentType string, size int64) (string, erro
 }
 
 func unsupported(field, why string) *domain.Error {
-	return &domain.Error{Code: ErrUnsupportedFile.Code, Message: "unsupported file: " + field + ": " + why,
-		Details: map[string]any{"field": field}}
+	return ErrUnsupportedFile.WithMessage("unsupported file: " + field + ": " + why).
+		WithDetails(map[string]any{"field": field})
 }
 
 // ContentTypeOf is the canonical content type of an accepted extension.

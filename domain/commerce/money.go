@@ -12,7 +12,7 @@ import (
 const MaxAmount int64 = 1 << 53
 
 // ErrAmountOverflow refuses arithmetic whose result would leave [0, MaxAmount].
-var ErrAmountOverflow = domain.NewError("AMOUNT_OVERFLOW", "the amount is out of the range rushgate can hold")
+var ErrAmountOverflow = domain.NewError(domain.KindInvalid, "AMOUNT_OVERFLOW", "the amount is out of the range rushgate can hold")
 
 // Add returns a + b, or ErrAmountOverflow when the sum leaves [0, MaxAmount].
 func Add(a, b int64) (int64, error) {

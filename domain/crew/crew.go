@@ -15,10 +15,10 @@ const (
 )
 
 var (
-	ErrNotFound      = domain.NewError("CREW_NOT_FOUND", "crew not found")
-	ErrFull          = domain.NewError("CREW_FULL", "crew is full")
-	ErrAlreadyMember = domain.NewError("ALREADY_MEMBER", "user is already a member of this crew")
-	ErrNotMember     = domain.NewError("NOT_MEMBER", "user is not a member of this crew")
+	ErrNotFound      = domain.NewError(domain.KindNotFound, "CREW_NOT_FOUND", "crew not found")
+	ErrFull          = domain.NewError(domain.KindInvalid, "CREW_FULL", "crew is full")
+	ErrAlreadyMember = domain.NewError(domain.KindConflict, "ALREADY_MEMBER", "user is already a member of this crew")
+	ErrNotMember     = domain.NewError(domain.KindNotFound, "NOT_MEMBER", "user is not a member of this crew")
 )
 
 // Crew is the aggregate guarding the invariant currentMembers == count(members) <= maxMembers.

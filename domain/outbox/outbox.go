@@ -10,8 +10,8 @@ import (
 )
 
 var (
-	ErrNotFound  = domain.NewError("OUTBOX_MESSAGE_NOT_FOUND", "outbox message not found")
-	ErrNotFailed = domain.NewError("OUTBOX_MESSAGE_NOT_FAILED", "only a FAILED outbox message can be retried")
+	ErrNotFound  = domain.NewError(domain.KindNotFound, "OUTBOX_MESSAGE_NOT_FOUND", "outbox message not found")
+	ErrNotFailed = domain.NewError(domain.KindConflict, "OUTBOX_MESSAGE_NOT_FAILED", "only a FAILED outbox message can be retried")
 )
 
 // MaxErrorLength bounds the stored last error.

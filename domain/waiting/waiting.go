@@ -21,15 +21,15 @@ const (
 
 // Errors of the waiting room and the seats; the edge maps their codes to statuses.
 var (
-	ErrEventNotFound       = domain.NewError("EVENT_NOT_FOUND", "event not found")
-	ErrWrongMode           = domain.NewError("WRONG_ADMISSION_MODE", "this event admits users through the other admission mode")
-	ErrNotInQueue          = domain.NewError("NOT_IN_QUEUE", "the user is neither waiting in nor admitted to this event's queue")
-	ErrNotReady            = domain.NewError("NOT_READY", "the user's turn has not come yet")
-	ErrTokenRequired       = domain.NewError("ENTRY_TOKEN_REQUIRED", "a valid entry token of this user and event is required in the Entry-Token header")
-	ErrSeatNotFound        = domain.NewError("SEAT_NOT_FOUND", "seat not found")
-	ErrSoldOut             = domain.NewError("SOLD_OUT", "every seat of this event is reserved")
-	ErrSeatBeingSelected   = domain.NewError("SEAT_BEING_SELECTED", "another user is selecting this seat; retry shortly")
-	ErrSeatAlreadyReserved = domain.NewError("SEAT_ALREADY_RESERVED", "this seat is already reserved")
+	ErrEventNotFound       = domain.NewError(domain.KindNotFound, "EVENT_NOT_FOUND", "event not found")
+	ErrWrongMode           = domain.NewError(domain.KindConflict, "WRONG_ADMISSION_MODE", "this event admits users through the other admission mode")
+	ErrNotInQueue          = domain.NewError(domain.KindNotFound, "NOT_IN_QUEUE", "the user is neither waiting in nor admitted to this event's queue")
+	ErrNotReady            = domain.NewError(domain.KindConflict, "NOT_READY", "the user's turn has not come yet")
+	ErrTokenRequired       = domain.NewError(domain.KindForbidden, "ENTRY_TOKEN_REQUIRED", "a valid entry token of this user and event is required in the Entry-Token header")
+	ErrSeatNotFound        = domain.NewError(domain.KindNotFound, "SEAT_NOT_FOUND", "seat not found")
+	ErrSoldOut             = domain.NewError(domain.KindConflict, "SOLD_OUT", "every seat of this event is reserved")
+	ErrSeatBeingSelected   = domain.NewError(domain.KindConflict, "SEAT_BEING_SELECTED", "another user is selecting this seat; retry shortly")
+	ErrSeatAlreadyReserved = domain.NewError(domain.KindConflict, "SEAT_ALREADY_RESERVED", "this seat is already reserved")
 )
 
 // Mode is how an event's waiting users learn that their turn has come.

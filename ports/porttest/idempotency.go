@@ -68,12 +68,12 @@ func expectSameResponse(t *testing.T, got, want ports.StoredResponse, what strin
 }
 
 func testBeginAbsentKey(t *testing.T, e env[ports.IdempotencyStore]) {
-	started := beginExpecting(t, e.impl, newIdempotencyKey(), "POST /crews/1/join {}", longLease, longTTL, ports.BeginStarted)
+	started := beginExpecting(t, e.impl, newIdempotencyKey(), "crew.join 1 {}", longLease, longTTL, ports.BeginStarted)
 
 	if started.Token == "" {
 		t.Error("no token for the owner")
 	}
-	expectEqual(t, started.Fingerprint, "POST /crews/1/join {}", "fingerprint")
+	expectEqual(t, started.Fingerprint, "crew.join 1 {}", "fingerprint")
 }
 
 func testBeginInProgress(t *testing.T, e env[ports.IdempotencyStore]) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rushgate/rushgate/adapters/dataplatform"
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/system"
@@ -72,7 +73,7 @@ func paymentService(stores ports.Stores) *payment.Service {
 		Sleeper: system.Sleeper{}, Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	return payment.NewService(payment.Deps{Tx: stores.Tx, Orders: stores.Orders, Products: stores.Products,
 		Stock: stores.Stock, Wallets: stores.Wallets, UserCoupons: stores.UserCoupons, Outbox: stores.Outbox,
-		Guard: g, Clock: system.Clock{}, IDs: system.UUIDs{}}, payment.Config{})
+		Messages: dataplatform.Encoder{}, Guard: g, Clock: system.Clock{}, IDs: system.UUIDs{}}, payment.Config{})
 }
 
 // shop is one user with points, a held coupon and a PENDING order of two units using it.

@@ -18,22 +18,19 @@ const (
 )
 
 // ErrProductNotFound answers a product id nothing is stored under.
-var ErrProductNotFound = domain.NewError("PRODUCT_NOT_FOUND", "product not found")
+var ErrProductNotFound = domain.NewError(domain.KindNotFound, "PRODUCT_NOT_FOUND", "product not found")
 
 // CodeInsufficientStock is the code of InsufficientStock's error.
 const CodeInsufficientStock = "INSUFFICIENT_STOCK"
 
 // ErrInsufficientStock matches every InsufficientStock error with errors.Is.
-var ErrInsufficientStock = domain.NewError(CodeInsufficientStock, "not enough stock")
+var ErrInsufficientStock = domain.NewError(domain.KindInvalid, CodeInsufficientStock, "not enough stock")
 
 // InsufficientStock refuses a quantity the stock of productID does not cover, naming the
 // product so the client knows which line to change.
 func InsufficientStock(productID string) error {
-	return &domain.Error{
-		Code:    CodeInsufficientStock,
-		Message: "not enough stock for product " + productID,
-		Details: map[string]any{"productId": productID},
-	}
+	return ErrInsufficientStock.WithMessage("not enough stock for product " + productID).
+		WithDetails(map[string]any{"productId": productID})
 }
 
 // Product is an item for sale at a unit price in minor units.
@@ -97,16 +94,13 @@ func (s Stock) Covers(quantity int64) bool { return quantity <= s.quantity }
 const CodeStockDeductionFailed = "STOCK_DEDUCTION_FAILED"
 
 // ErrStockDeductionFailed matches every DeductionFailed error with errors.Is.
-var ErrStockDeductionFailed = domain.NewError(CodeStockDeductionFailed, "the stock could not be deducted")
+var ErrStockDeductionFailed = domain.NewError(domain.KindConflict, CodeStockDeductionFailed, "the stock could not be deducted")
 
 // DeductionFailed refuses a payment whose stock deduction of productID failed: the stock no
 // longer covers the order, or concurrent payments kept changing it through every retry.
 func DeductionFailed(productID, reason string) error {
-	return &domain.Error{
-		Code:    CodeStockDeductionFailed,
-		Message: "the stock of product " + productID + " could not be deducted: " + reason,
-		Details: map[string]any{"productId": productID},
-	}
+	return ErrStockDeductionFailed.WithMessage("the stock of product " + productID + " could not be deducted: " + reason).
+		WithDetails(map[string]any{"productId": productID})
 }
 
 // MovementType says whether a stock movement added or removed units.

@@ -18,14 +18,14 @@ const (
 )
 
 var (
-	ErrNotFound      = domain.NewError("COUPON_NOT_FOUND", "coupon not found")
-	ErrSoldOut       = domain.NewError("COUPON_SOLD_OUT", "the coupon is sold out")
-	ErrExpired       = domain.NewError("COUPON_EXPIRED", "the coupon has expired and is no longer issued")
-	ErrAlreadyIssued = domain.NewError("ALREADY_ISSUED", "the user already holds this coupon")
-	ErrIssueFailed   = domain.NewError("COUPON_ISSUE_FAILED", "the coupon could not be issued because of concurrent requests; retry")
+	ErrNotFound      = domain.NewError(domain.KindNotFound, "COUPON_NOT_FOUND", "coupon not found")
+	ErrSoldOut       = domain.NewError(domain.KindConflict, "COUPON_SOLD_OUT", "the coupon is sold out")
+	ErrExpired       = domain.NewError(domain.KindConflict, "COUPON_EXPIRED", "the coupon has expired and is no longer issued")
+	ErrAlreadyIssued = domain.NewError(domain.KindConflict, "ALREADY_ISSUED", "the user already holds this coupon")
+	ErrIssueFailed   = domain.NewError(domain.KindConflict, "COUPON_ISSUE_FAILED", "the coupon could not be issued because of concurrent requests; retry")
 	// ErrInvalid refuses a coupon an order or payment names: the user holds none of it, or holds
 	// one that is used or expired.
-	ErrInvalid = domain.NewError("INVALID_COUPON", "the coupon is not held by the user, already used or expired")
+	ErrInvalid = domain.NewError(domain.KindInvalid, "INVALID_COUPON", "the coupon is not held by the user, already used or expired")
 )
 
 // Coupon is a first-come coupon. Its invariant issuedQuantity ≤ totalQuantity is kept by the

@@ -9,12 +9,12 @@ import (
 )
 
 var (
-	ErrEmptyCart = domain.NewError("EMPTY_CART", "the cart is empty")
-	ErrNotFound  = domain.NewError("ORDER_NOT_FOUND", "order not found")
+	ErrEmptyCart = domain.NewError(domain.KindInvalid, "EMPTY_CART", "the cart is empty")
+	ErrNotFound  = domain.NewError(domain.KindNotFound, "ORDER_NOT_FOUND", "order not found")
 	// ErrNotPayable refuses paying an order that is not PENDING (already paid, or cancelled).
-	ErrNotPayable = domain.NewError("ORDER_NOT_PAYABLE", "the order is not awaiting payment")
+	ErrNotPayable = domain.NewError(domain.KindInvalid, "ORDER_NOT_PAYABLE", "the order is not awaiting payment")
 	// ErrNotCancellable refuses cancelling an order that is neither PENDING nor CANCELLED.
-	ErrNotCancellable = domain.NewError("ORDER_NOT_CANCELLABLE", "only an order awaiting payment can be cancelled")
+	ErrNotCancellable = domain.NewError(domain.KindInvalid, "ORDER_NOT_CANCELLABLE", "only an order awaiting payment can be cancelled")
 )
 
 // Status is where an order is in its life.

@@ -10,9 +10,9 @@ import (
 )
 
 var (
-	ErrUserNotFound  = domain.NewError("USER_NOT_FOUND", "user not found")
-	ErrUserExists    = domain.NewError("USER_EXISTS", "a user with this id already exists")
-	ErrInvalidAmount = domain.NewError("INVALID_AMOUNT", "the amount must be a positive integer within the maximum single charge")
+	ErrUserNotFound  = domain.NewError(domain.KindNotFound, "USER_NOT_FOUND", "user not found")
+	ErrUserExists    = domain.NewError(domain.KindConflict, "USER_EXISTS", "a user with this id already exists")
+	ErrInvalidAmount = domain.NewError(domain.KindInvalid, "INVALID_AMOUNT", "the amount must be a positive integer within the maximum single charge")
 )
 
 // Kind names why a balance changed.
@@ -101,16 +101,12 @@ func (a *Account) Charge(amount, maxCharge int64, entryID, reference string, now
 const CodeInsufficientBalance = "INSUFFICIENT_BALANCE"
 
 // ErrInsufficientBalance matches every InsufficientBalance error with errors.Is.
-var ErrInsufficientBalance = domain.NewError(CodeInsufficientBalance, "the balance does not cover the amount")
+var ErrInsufficientBalance = domain.NewError(domain.KindInvalid, CodeInsufficientBalance, "the balance does not cover the amount")
 
 // InsufficientBalance refuses a payment of required with only current on the account, naming
 // both so the client knows how much to charge.
 func InsufficientBalance(current, required int64) error {
-	return &domain.Error{
-		Code:    CodeInsufficientBalance,
-		Message: "the balance does not cover the amount",
-		Details: map[string]any{"currentBalance": current, "required": required},
-	}
+	return ErrInsufficientBalance.WithDetails(map[string]any{"currentBalance": current, "required": required})
 }
 
 // Pay takes amount (≥ 0) from the balance and returns the ledger entry (a negative amount), or

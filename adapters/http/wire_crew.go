@@ -1,0 +1,44 @@
+package http
+
+import (
+	"time"
+
+	appcrew "github.com/rushgate/rushgate/application/crew"
+)
+
+type crewJSON struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	MaxMembers     int       `json:"maxMembers"`
+	CurrentMembers int       `json:"currentMembers"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+func wireCrew(v appcrew.View) crewJSON { return crewJSON(v) }
+
+type memberJSON struct {
+	CrewID   string    `json:"crewId"`
+	UserID   string    `json:"userId"`
+	JoinedAt time.Time `json:"joinedAt"`
+}
+
+func wireMember(v appcrew.MemberView) memberJSON { return memberJSON(v) }
+
+type memberPageJSON struct {
+	Items      []memberJSON `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
+}
+
+func wireMemberPage(p appcrew.MemberPage) memberPageJSON {
+	return memberPageJSON{Items: wireEach(p.Items, wireMember), NextCursor: p.NextCursor}
+}
+
+type joinJSON struct {
+	CrewID         string    `json:"crewId"`
+	UserID         string    `json:"userId"`
+	JoinedAt       time.Time `json:"joinedAt"`
+	CurrentMembers int       `json:"currentMembers"`
+	MaxMembers     int       `json:"maxMembers"`
+}
+
+func wireJoin(v appcrew.JoinResult) joinJSON { return joinJSON(v) }

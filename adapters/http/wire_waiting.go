@@ -1,0 +1,89 @@
+package http
+
+import (
+	"time"
+
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
+)
+
+type eventJSON struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Seats     int       `json:"seats"`
+	Slots     int       `json:"slots"`
+	Mode      string    `json:"mode"`
+	TokenTTL  string    `json:"tokenTtl"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func wireEvent(v appwaiting.EventView) eventJSON { return eventJSON(v) }
+
+type queueStatusJSON struct {
+	Status                 string `json:"status"`
+	Rank                   int    `json:"rank"`
+	AheadCount             int    `json:"aheadCount"`
+	RefreshIntervalSeconds int    `json:"refreshIntervalSeconds"`
+	EstimatedWaitSeconds   *int   `json:"estimatedWaitSeconds"`
+}
+
+func wireQueueStatus(v appwaiting.StatusView) queueStatusJSON { return queueStatusJSON(v) }
+
+// entryTokenJSON answers a claim and is the data of a push `admitted` event.
+type entryTokenJSON struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+func wireEntryToken(v appwaiting.TokenView) entryTokenJSON { return entryTokenJSON(v) }
+
+type queueJSON struct {
+	Waiting           int      `json:"waiting"`
+	Admitted          int      `json:"admitted"`
+	Slots             int      `json:"slots"`
+	RemainingSlots    int      `json:"remainingSlots"`
+	RemainingSeats    int      `json:"remainingSeats"`
+	Claims            int64    `json:"claims"`
+	ExpiredReconciled int64    `json:"expiredReconciled"`
+	DroppedIdle       int64    `json:"droppedIdle"`
+	Returned          int64    `json:"returned"`
+	AdmissionRate     *float64 `json:"admissionRate"`
+	Connections       int      `json:"connections"`
+}
+
+func wireQueue(v appwaiting.QueueView) queueJSON { return queueJSON(v) }
+
+type seatJSON struct {
+	ID       string `json:"id"`
+	Reserved bool   `json:"reserved"`
+}
+
+func wireSeat(v appwaiting.SeatView) seatJSON { return seatJSON(v) }
+
+type seatPageJSON struct {
+	Items      []seatJSON `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+func wireSeatPage(p appwaiting.SeatPage) seatPageJSON {
+	return seatPageJSON{Items: wireEach(p.Items, wireSeat), NextCursor: p.NextCursor}
+}
+
+type reservationJSON struct {
+	ID         string    `json:"id"`
+	EventID    string    `json:"eventId"`
+	SeatID     string    `json:"seatId"`
+	UserID     string    `json:"userId"`
+	ReservedAt time.Time `json:"reservedAt"`
+}
+
+func wireReservation(v appwaiting.ReservationView) reservationJSON { return reservationJSON(v) }
+
+// positionJSON is the data of a push `position` event.
+type positionJSON struct {
+	Rank                 int  `json:"rank"`
+	AheadCount           int  `json:"aheadCount"`
+	QueueSize            int  `json:"queueSize"`
+	EstimatedWaitSeconds *int `json:"estimatedWaitSeconds"`
+}
+
+func wirePosition(v appwaiting.PositionView) positionJSON { return positionJSON(v) }
