@@ -2,6 +2,7 @@ package coupon_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,6 +22,26 @@ func TestCoupon_RemainingAndExpiry(t *testing.T) {
 	uc := c.Issue("uc1", "alice", now)
 	if uc != (coupon.UserCoupon{ID: "uc1", UserID: "alice", CouponID: "c1", Status: coupon.Available, IssuedAt: now}) {
 		t.Fatalf("issued %+v", uc)
+	}
+}
+
+func TestCoupon_IssueAllIssuesInOrderWhileItLasts(t *testing.T) {
+	c := coupon.Rebuild("c1", "10% off", 10, 5, 3, 7, now.Add(time.Hour), now)
+	n := 0
+	newID := func() string { n++; return fmt.Sprintf("uc%d", n) }
+	issued, verdicts := c.IssueAll([]string{"alice", "bob", "bob", "carol", "dave"}, map[string]bool{"alice": true}, now, newID)
+	want := []error{coupon.ErrAlreadyIssued, nil, coupon.ErrAlreadyIssued, nil, coupon.ErrSoldOut}
+	for i, err := range verdicts {
+		if !errors.Is(err, want[i]) { // errors.Is(err, nil) holds only for a nil err
+			t.Fatalf("verdicts %v, want %v", verdicts, want)
+		}
+	}
+	wantIssued := []coupon.UserCoupon{
+		{ID: "uc1", UserID: "bob", CouponID: "c1", Status: coupon.Available, IssuedAt: now},
+		{ID: "uc2", UserID: "carol", CouponID: "c1", Status: coupon.Available, IssuedAt: now},
+	}
+	if fmt.Sprint(issued) != fmt.Sprint(wantIssued) {
+		t.Fatalf("issued %+v, want %+v", issued, wantIssued)
 	}
 }
 
