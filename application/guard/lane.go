@@ -55,8 +55,8 @@ type LaneConfig struct {
 }
 
 // Lane serialises one kind of guarded operation per lock key, and combines. Requests for the
-// same key wait in a FIFO queue in this process; only the head contends for the distributed
-// lock, backing off on the seeds' schedule but retrying as soon as the key is released
+// same key wait in a FIFO queue in this process (a combine.Combiner whose gate is the lock);
+// only the head contends for the distributed lock, backing off on the seeds' schedule but retrying as soon as the key is released
 // anywhere. Holding it, the head serves up to MaxBatch queued requests in one call of the batch
 // function, answers them, releases the lock, and hands the queue to the next head. A head that
 // cannot get the key (held by another instance) answers ErrBusy once the seeds' whole schedule
@@ -89,7 +89,9 @@ func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lan
 		cfg.Busy = ErrBusy
 	}
 	l := &Lane[In, Out]{g: g, cfg: cfg, run: run}
-	l.lines = combine.New(combine.Config[string, *waiter[In]]{MaxBatch: cfg.MaxBatch, Gate: l.lock, Queued: g.observer.Queued}, l.serve)
+	l.lines = combine.New(combine.Config[string, *waiter[In]]{
+		MaxBatch: cfg.MaxBatch, Gate: l.lock, Queued: g.observer.Queued,
+	}, l.serve)
 	return l
 }
 
