@@ -17,15 +17,15 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// DefaultIssueRetries is how many times a batch is retried after a version conflict when
+// DefaultIssueRetries is how many times the lane re-runs a batch after a version conflict when
 // Config.IssueRetries is zero.
 const DefaultIssueRetries = 3
 
 // Config tunes the coupon use cases.
 type Config struct {
-	// IssueRetries bounds the re-reads and retries of a batch whose optimistic increment found
-	// the coupon changed (another instance issued meanwhile) before its requests hear
-	// COUPON_ISSUE_FAILED; DefaultIssueRetries when zero.
+	// IssueRetries bounds the re-runs of a batch whose optimistic increment found the coupon
+	// changed (another instance issued meanwhile) before its requests hear COUPON_ISSUE_FAILED;
+	// DefaultIssueRetries when zero. It is the lane's guard.LaneConfig.ConflictRetries.
 	IssueRetries int
 	// MaxBatch bounds how many issues of one coupon a lock hold serves in one transaction;
 	// guard.DefaultMaxBatch when zero.
@@ -49,7 +49,6 @@ type Service struct {
 	userCoupons ports.UserCouponRepository
 	clock       ports.Clock
 	ids         ports.IDGenerator
-	retries     int
 	issues      *guard.Lane[issueInput, IssueResult]
 	// soldOut holds the ids of coupons this instance saw sold out. Issued counts never go down,
 	// so a sold-out coupon stays sold out and the hint needs no expiry.
@@ -61,12 +60,11 @@ func NewService(d Deps, cfg Config) *Service {
 	if cfg.IssueRetries <= 0 {
 		cfg.IssueRetries = DefaultIssueRetries
 	}
-	s := &Service{tx: d.Tx, coupons: d.Coupons, userCoupons: d.UserCoupons, clock: d.Clock, ids: d.IDs,
-		retries: cfg.IssueRetries}
-	// Without markers: each retry needs a transaction of its own (on MySQL a conflict is only
-	// seen anew from a fresh snapshot), and the UNIQUE index already keeps a re-run from issuing
-	// twice.
-	s.issues = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch}, s.issueBatch)
+	s := &Service{tx: d.Tx, coupons: d.Coupons, userCoupons: d.UserCoupons, clock: d.Clock, ids: d.IDs}
+	// Without markers: the UNIQUE index already keeps a re-run from issuing twice, and each
+	// issueBatch is a transaction of its own, as a retry after a conflict needs (on MySQL a
+	// conflict is only seen anew from a fresh snapshot).
+	s.issues = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, ConflictRetries: cfg.IssueRetries}, s.issueBatch)
 	return s
 }
 
@@ -176,47 +174,40 @@ func (s *Service) rejectEarly(ctx context.Context, couponID, userID string) erro
 	return coupon.ErrSoldOut
 }
 
-// issueBatch issues a batch of requests for one coupon. Each attempt is one transaction: read
-// the coupon, one read of which users already hold it, grant coupons in queue order while they
-// last (the rest hear COUPON_SOLD_OUT; a holder, or a user twice in the batch, ALREADY_ISSUED),
-// then one optimistic UPDATE raising issued by the number granted and one multi-row INSERT. A
-// version conflict (another instance issued meanwhile) rolls the attempt back and retries it,
-// up to the configured retries, before the granted requests hear COUPON_ISSUE_FAILED. A
-// duplicate from the INSERT (a race the lock missed) rolls the attempt back, restoring issued
-// with it, and fails the batch, which the guard then re-runs one request at a time.
+// issueBatch issues a batch of requests for one coupon in one transaction: read the coupon,
+// one read of which users already hold it, issue coupons in queue order while they last (the
+// rest hear COUPON_SOLD_OUT; a holder, or a user twice in the batch, ALREADY_ISSUED), then one
+// optimistic UPDATE raising issued by the number issued and one multi-row INSERT. A version
+// conflict (another instance issued meanwhile) rolls the batch back and fails it with
+// COUPON_ISSUE_FAILED, which the lane re-runs in a fresh transaction up to the configured
+// retries before the whole batch hears it. A duplicate from the INSERT (a race the lock missed)
+// rolls the batch back, restoring issued with it, and fails the batch, which the guard then
+// re-runs one request at a time.
 func (s *Service) issueBatch(ctx context.Context, batch []issueInput) ([]guard.Answer[IssueResult], error) {
 	couponID := batch[0].couponID
 	answers := make([]guard.Answer[IssueResult], len(batch))
-	for attempt := 0; ; attempt++ {
-		soldOut := false
-		err := s.tx.InTx(ctx, func(ctx context.Context) error {
-			clear(answers)
-			soldOut = false
-			return s.issueOnce(ctx, couponID, batch, answers, &soldOut)
-		})
-		switch {
-		case err == nil:
-			if soldOut {
-				// Learnt from committed state only, so the hint never refuses a coupon that exists.
-				s.soldOut.Store(couponID, true)
-			}
-			return answers, nil
-		case !errors.Is(err, ports.ErrVersionConflict):
-			return nil, err
-		case attempt == s.retries:
-			for i := range answers {
-				if answers[i].Err == nil {
-					answers[i] = guard.Answer[IssueResult]{Err: coupon.ErrIssueFailed}
-				}
-			}
-			return answers, nil
-		}
+	soldOut := false
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		clear(answers)
+		soldOut = false
+		return s.issueOnce(ctx, couponID, batch, answers, &soldOut)
+	})
+	if errors.Is(err, ports.ErrVersionConflict) {
+		return nil, fmt.Errorf("%w: %w", err, coupon.ErrIssueFailed)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if soldOut {
+		// Learnt from committed state only, so the hint never refuses a coupon that exists.
+		s.soldOut.Store(couponID, true)
+	}
+	return answers, nil
 }
 
-// issueOnce is one attempt of issueBatch, in ctx's transaction; it fills answers, sets soldOut
-// when the coupon has none left once the attempt commits, and returns ports.ErrVersionConflict
-// when the coupon changed since it was read.
+// issueOnce is issueBatch's transaction: it fills answers, sets soldOut when the coupon has
+// none left once it commits, and returns ports.ErrVersionConflict when the coupon changed
+// since it was read.
 func (s *Service) issueOnce(ctx context.Context, couponID string, batch []issueInput, answers []guard.Answer[IssueResult], soldOut *bool) error {
 	c, err := s.coupons.Get(ctx, couponID)
 	if err != nil {
@@ -239,31 +230,26 @@ func (s *Service) issueOnce(ctx context.Context, couponID string, batch []issueI
 	if err != nil {
 		return fmt.Errorf("check user coupons: %w", err)
 	}
-	granted := make([]coupon.UserCoupon, 0, min(len(batch), c.Remaining()))
-	seen := make(map[string]bool, len(batch))
-	for i, in := range batch {
-		switch {
-		case held[in.userID] || seen[in.userID]:
-			answers[i].Err = coupon.ErrAlreadyIssued
-		case len(granted) == c.Remaining():
-			answers[i].Err = coupon.ErrSoldOut
-		default:
-			uc := c.Issue(s.ids.NewID(), in.userID, now)
-			granted = append(granted, uc)
-			// The quantity left right after this user's coupon, as if issued one by one.
-			answers[i].Value = IssueResult{UserCouponID: uc.ID(), CouponName: c.Name(), DiscountRate: c.DiscountRate(),
-				ExpiresAt: c.ExpiresAt(), RemainingQuantity: c.Remaining() - len(granted)}
+	issued, verdicts := c.IssueAll(userIDs, held, now, s.ids.NewID)
+	next := 0
+	for i := range batch {
+		if answers[i].Err = verdicts[i]; answers[i].Err != nil {
+			continue
 		}
-		seen[in.userID] = true
+		uc := issued[next]
+		next++
+		// The quantity left right after this user's coupon, as if issued one by one.
+		answers[i].Value = IssueResult{UserCouponID: uc.ID(), CouponName: c.Name(), DiscountRate: c.DiscountRate(),
+			ExpiresAt: c.ExpiresAt(), RemainingQuantity: c.Remaining() - next}
 	}
-	*soldOut = len(granted) == c.Remaining()
-	if len(granted) == 0 {
+	*soldOut = len(issued) == c.Remaining()
+	if len(issued) == 0 {
 		return nil
 	}
-	if err := s.coupons.AddIssued(ctx, couponID, c.Version(), len(granted)); err != nil {
+	if err := s.coupons.AddIssued(ctx, couponID, c.Version(), len(issued)); err != nil {
 		return err
 	}
-	if err := s.userCoupons.Add(ctx, granted...); err != nil {
+	if err := s.userCoupons.Add(ctx, issued...); err != nil {
 		return err
 	}
 	return nil

@@ -262,40 +262,34 @@ func (s *Service) joinBatch(ctx context.Context, batch []joinInput) ([]guard.Ans
 		if err != nil {
 			return err
 		}
-		if c.CurrentMembers() >= c.MaxMembers() {
+		if c.Remaining() <= 0 {
 			// Committed state read under the row lock: the crew is full for everyone.
 			s.full.learn(crewID)
+		}
+		userIDs := make([]string, len(batch))
+		for i, in := range batch {
+			userIDs[i] = in.userID
 		}
 		// With a seat for every join, the UNIQUE index alone can tell a member asking again: its
 		// duplicate fails the batch, which the guard re-runs one by one. Without, members must be
 		// known first, so that they neither take a seat nor hear CREW_FULL.
 		var existing map[string]bool
-		if c.MaxMembers()-c.CurrentMembers() < len(batch) {
-			userIDs := make([]string, len(batch))
-			for i, in := range batch {
-				userIDs[i] = in.userID
-			}
+		if c.Remaining() < len(batch) {
 			if existing, err = s.members.Existing(ctx, crewID, userIDs); err != nil {
 				return fmt.Errorf("check membership: %w", err)
 			}
 		}
 		now := s.clock.Now()
-		joined := make([]crew.Member, 0, len(batch))
-		seated := make(map[string]bool, len(batch))
+		joined, verdicts := c.JoinAll(userIDs, existing, now)
+		// Each join hears the member count right after its own seat, as if seated one by one.
+		members := c.CurrentMembers() - len(joined)
 		for i, in := range batch {
-			if existing[in.userID] || seated[in.userID] {
-				answers[i].Err = crew.ErrAlreadyMember
+			if answers[i].Err = verdicts[i]; answers[i].Err != nil {
 				continue
 			}
-			m, err := c.Join(in.userID, now)
-			if err != nil {
-				answers[i].Err = err
-				continue
-			}
-			seated[in.userID] = true
-			joined = append(joined, m)
+			members++
 			answers[i].Value = JoinResult{CrewID: c.ID(), UserID: in.userID, JoinedAt: now,
-				CurrentMembers: c.CurrentMembers(), MaxMembers: c.MaxMembers()}
+				CurrentMembers: members, MaxMembers: c.MaxMembers()}
 		}
 		if len(joined) == 0 {
 			return nil

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"slices"
-	"sync"
 	"time"
 
+	"github.com/rushgate/rushgate/application/guard/combine"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -19,10 +17,7 @@ const DefaultMaxBatch = 64
 
 // Answer is one request's result from a batch: its value, or the error (a business rejection
 // such as crew.ErrFull) that answers that request alone.
-type Answer[Out any] struct {
-	Value Out
-	Err   error
-}
+type Answer[Out any] = combine.Answer[Out]
 
 // BatchFunc serves requests that share one lock key, under that lock. It runs them in one
 // transaction of its own (TxRunner.InTx joins the guard's when markers are on) and returns one
@@ -60,8 +55,8 @@ type LaneConfig struct {
 }
 
 // Lane serialises one kind of guarded operation per lock key, and combines. Requests for the
-// same key wait in a FIFO queue in this process; only the head contends for the distributed
-// lock, backing off on the seeds' schedule but retrying as soon as the key is released
+// same key wait in a FIFO queue in this process (a combine.Combiner whose gate is the lock);
+// only the head contends for the distributed lock, backing off on the seeds' schedule but retrying as soon as the key is released
 // anywhere. Holding it, the head serves up to MaxBatch queued requests in one call of the batch
 // function, answers them, releases the lock, and hands the queue to the next head. A head that
 // cannot get the key (held by another instance) answers ErrBusy once the seeds' whole schedule
@@ -72,12 +67,10 @@ type LaneConfig struct {
 // ports.ErrUnavailable, every request queued on the key answers that error at once, so a stall
 // costs each request at most one of the dependency's timeouts, however long the queue.
 type Lane[In, Out any] struct {
-	g   *Guard
-	cfg LaneConfig
-	run BatchFunc[In, Out]
-
-	mu     sync.Mutex
-	queues map[string]*queue[In, Out] // lock key → its waiters; absent when empty
+	g     *Guard
+	cfg   LaneConfig
+	run   BatchFunc[In, Out]
+	lines *combine.Combiner[string, *waiter[In], reply[Out]] // by lock key
 }
 
 // NewLane returns a Lane serving batches with run. It panics when cfg.Markers is set on a Guard
@@ -95,7 +88,11 @@ func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lan
 	if cfg.Busy == nil {
 		cfg.Busy = ErrBusy
 	}
-	return &Lane[In, Out]{g: g, cfg: cfg, run: run, queues: make(map[string]*queue[In, Out])}
+	l := &Lane[In, Out]{g: g, cfg: cfg, run: run}
+	l.lines = combine.New(combine.Config[string, *waiter[In]]{
+		MaxBatch: cfg.MaxBatch, Gate: l.lock, Queued: g.observer.Queued,
+	}, l.serve)
+	return l
 }
 
 // Run answers in under idempotency and the lock req.LockKey: a completed earlier request with
@@ -106,219 +103,82 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	if err != nil || replay != nil {
 		return replayed[Out](l.g, replay, err)
 	}
-	var a answer[Out]
+	storeDown := false
 	// A store that just failed the lock would only make the answer wait for its timeout again:
 	// the record is then written or dropped in the background.
-	defer func() { t.abandon(a.storeDown) }()
+	defer func() { t.abandon(storeDown) }()
 	if req.Precheck != nil {
 		if err := req.Precheck(ctx); err != nil {
 			return Result[Out]{}, err
 		}
 	}
-	a = l.submit(ctx, req.LockKey, &waiter[In, Out]{in: in, ticket: t})
+	w := &waiter[In]{in: in, ticket: t, enqueued: l.g.deps.Clock.Now()}
+	r, err := l.lines.Do(ctx, req.LockKey, w)
+	storeDown = w.unlockFailed || isLockStoreDown(err)
 	switch {
-	case a.err != nil:
-		return Result[Out]{}, a.err
-	case a.replay != nil:
-		t.complete(*a.replay, a.storeDown)
-		return replayed[Out](l.g, a.replay, nil)
+	case err != nil:
+		return Result[Out]{}, err
+	case r.replay != nil:
+		t.complete(*r.replay, storeDown)
+		return replayed[Out](l.g, r.replay, nil)
 	}
-	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: a.body}, a.storeDown)
-	return Result[Out]{Value: a.value, Outcome: req.Outcome}, nil
+	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: r.body}, storeDown)
+	return Result[Out]{Value: r.value, Outcome: req.Outcome}, nil
 }
 
 // Do answers in under the lock lockKey alone, without idempotency.
 func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, in In) (Out, error) {
-	a := l.submit(ctx, lockKey, &waiter[In, Out]{in: in})
-	return a.value, a.err
+	r, err := l.lines.Do(ctx, lockKey, &waiter[In]{in: in, enqueued: l.g.deps.Clock.Now()})
+	return r.value, err
 }
 
-type waiterState int
-
-const (
-	waiting waiterState = iota // queued behind the head
-	leading                    // the head: contends for the lock
-	batched                    // taken into a batch being served
-	served                     // answer is set
-)
-
-// waiter is one request in a queue. state and answer are guarded by Lane.mu.
-type waiter[In, Out any] struct {
+// waiter is one request in a lane.
+type waiter[In any] struct {
 	in       In
 	ticket   *ticket // nil without idempotency
 	enqueued time.Time
-	state    waiterState
-	wake     chan struct{} // signalled when promoted to head or served
-	answer   answer[Out]
+	// unlockFailed: the lock's store did not answer the release of the lock this request took
+	// for its batch. Set by the release, which runs on the request's own goroutine.
+	unlockFailed bool
 }
 
-func (w *waiter[In, Out]) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// answer is what a batch gave one request.
-type answer[Out any] struct {
+// reply is what a batch gave one request that it did not refuse.
+type reply[Out any] struct {
 	value  Out
 	body   []byte                // value encoded, for the idempotency record
 	replay *ports.StoredResponse // a marker committed earlier answers instead
-	err    error
-	// storeDown: the lock's store did not answer this request's lock (taking or releasing it);
-	// its idempotency record, kept in the same store, is then written in the background.
-	storeDown bool
 }
 
-type queue[In, Out any] struct {
-	waiters []*waiter[In, Out]
+// lockStoreError is a failure of the lock's store to take or release a lock. The idempotency
+// records of the requests it answers, kept in the same store, are then written in the
+// background rather than before their answers.
+type lockStoreError struct{ err error }
+
+func (e *lockStoreError) Error() string { return e.err.Error() }
+func (e *lockStoreError) Unwrap() error { return e.err }
+
+func isLockStoreDown(err error) bool {
+	var down *lockStoreError
+	return errors.As(err, &down)
 }
 
-// submit queues w behind lockKey and returns its answer once served, or an error when it gave
-// up (its context ended while waiting, the lock stayed busy, or the locker failed).
-func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In, Out]) answer[Out] {
-	w.wake = make(chan struct{}, 1)
-	w.enqueued = l.g.deps.Clock.Now()
-	l.mu.Lock()
-	q := l.queues[lockKey]
-	if q == nil {
-		q = &queue[In, Out]{}
-		l.queues[lockKey] = q
-	}
-	q.waiters = append(q.waiters, w)
-	length := len(q.waiters)
-	if length == 1 {
-		w.state = leading
-	}
-	l.mu.Unlock()
-	l.g.observer.Queued(lockKey, length)
-
-	for {
-		l.mu.Lock()
-		state := w.state
-		l.mu.Unlock()
-		switch state {
-		case leading:
-			return l.lead(ctx, lockKey, q, w)
-		case served:
-			return w.answer
-		case batched:
-			// The batch answers several clients, so it runs to its end whatever this one does;
-			// its transaction's timeout bounds it.
-			<-w.wake
-			continue
-		}
-		select {
-		case <-w.wake:
-		case <-ctx.Done():
-			if l.leave(lockKey, q, w) {
-				return answer[Out]{err: fmt.Errorf("guard: waiting for lock %s: %w", lockKey, ctx.Err())}
-			}
-		}
-	}
-}
-
-// leave removes a waiter that is still only waiting; it reports false when w was promoted or
-// taken into a batch meanwhile.
-func (l *Lane[In, Out]) leave(lockKey string, q *queue[In, Out], w *waiter[In, Out]) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w.state != waiting {
-		return false
-	}
-	l.removeLocked(lockKey, q, w)
-	return true
-}
-
-// removeLocked takes w out of q and, when w was the head, promotes the next one.
-func (l *Lane[In, Out]) removeLocked(lockKey string, q *queue[In, Out], w *waiter[In, Out]) {
-	if i := slices.Index(q.waiters, w); i >= 0 {
-		q.waiters = slices.Delete(q.waiters, i, i+1)
-	}
-	l.promoteLocked(lockKey, q)
-}
-
-// promoteLocked makes the first waiter the head, or forgets an empty queue.
-func (l *Lane[In, Out]) promoteLocked(lockKey string, q *queue[In, Out]) {
-	if len(q.waiters) == 0 {
-		delete(l.queues, lockKey)
-		return
-	}
-	if head := q.waiters[0]; head.state == waiting {
-		head.state = leading
-		head.signal()
-	}
-}
-
-// lead takes the lock for the head w, serves a batch from the front of the queue, answers it,
-// releases the lock and hands the queue to the next head.
-func (l *Lane[In, Out]) lead(ctx context.Context, lockKey string, q *queue[In, Out], w *waiter[In, Out]) answer[Out] {
-	lock, err := l.acquire(ctx, lockKey, w.enqueued)
+// lock is the lane's combine.Gate: it takes lockKey for the head of the queue before its batch
+// is taken, so the requests that queue while it waits join the batch, and returns the release.
+func (l *Lane[In, Out]) lock(ctx context.Context, lockKey string, head *waiter[In]) (func() error, error) {
+	lock, err := l.acquire(ctx, lockKey, head.enqueued)
 	if err != nil {
-		failed := answer[Out]{err: err, storeDown: errors.Is(err, ports.ErrUnavailable)}
-		l.mu.Lock()
-		if failed.storeDown {
-			// The store itself does not answer: each next head would only wait its timeout in turn.
-			l.failWaitingLocked(lockKey, q, failed)
+		return nil, err
+	}
+	return func() error {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.g.cfg.ReleaseTimeout)
+		defer cancel()
+		// ErrLockNotHeld means the TTL ran out mid-batch; the database kept the invariant.
+		if err := lock.Release(releaseCtx); errors.Is(err, ports.ErrUnavailable) {
+			head.unlockFailed = true
+			return &lockStoreError{fmt.Errorf("guard: unlock %s: %w", lockKey, err)}
 		}
-		l.removeLocked(lockKey, q, w)
-		l.mu.Unlock()
-		return failed
-	}
-
-	l.mu.Lock()
-	batch := slices.Clone(q.waiters[:min(len(q.waiters), l.cfg.MaxBatch)])
-	for _, b := range batch {
-		b.state = batched
-	}
-	l.mu.Unlock()
-
-	answers, unavailable := l.serve(context.WithoutCancel(ctx), batch)
-	l.g.observer.BatchServed(lockKey, len(batch))
-	// The batch is answered before the lock is released, so no answer waits on the release.
-	// Only the head does: it reports the release's failure.
-	l.mu.Lock()
-	for i, b := range batch {
-		if b != w {
-			b.answer, b.state = answers[i], served
-			b.signal()
-		}
-	}
-	if unavailable != nil {
-		l.failWaitingLocked(lockKey, q, answer[Out]{err: unavailable})
-	}
-	l.mu.Unlock()
-
-	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.g.cfg.ReleaseTimeout)
-	// ErrLockNotHeld means the TTL ran out mid-batch; the database kept the invariant.
-	err = lock.Release(releaseCtx)
-	cancel()
-	own := answers[slices.Index(batch, w)]
-	own.storeDown = errors.Is(err, ports.ErrUnavailable)
-
-	l.mu.Lock()
-	w.answer, w.state = own, served
-	// Only waiters behind the batch can have left, so the batch is still the queue's front.
-	q.waiters = slices.Delete(q.waiters, 0, len(batch))
-	if own.storeDown {
-		l.failWaitingLocked(lockKey, q, answer[Out]{err: fmt.Errorf("guard: unlock %s: %w", lockKey, err), storeDown: true})
-	}
-	l.promoteLocked(lockKey, q)
-	l.mu.Unlock()
-	return own
-}
-
-// failWaitingLocked answers every request of q still waiting for its turn with a, at once.
-func (l *Lane[In, Out]) failWaitingLocked(lockKey string, q *queue[In, Out], a answer[Out]) {
-	q.waiters = slices.DeleteFunc(q.waiters, func(b *waiter[In, Out]) bool {
-		if b.state != waiting {
-			return false
-		}
-		b.answer, b.state = a, served
-		b.signal()
-		return true
-	})
-	l.promoteLocked(lockKey, q)
+		return nil
+	}, nil
 }
 
 // acquire takes lockKey for a head queued since `since`. After each failed attempt it waits
@@ -344,6 +204,9 @@ func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.
 		if err == nil {
 			g.observer.LockAcquired(lockKey, attempts, g.deps.Clock.Now().Sub(since))
 			return lock, nil
+		}
+		if errors.Is(err, ports.ErrUnavailable) {
+			return nil, &lockStoreError{fmt.Errorf("guard: lock %s: %w", lockKey, err)}
 		}
 		if !errors.Is(err, ports.ErrLockNotAcquired) {
 			return nil, fmt.Errorf("guard: lock %s: %w", lockKey, err)
@@ -389,19 +252,21 @@ func (l *Lane[In, Out]) wait(ctx context.Context, d time.Duration, released <-ch
 	return false, nil
 }
 
-// serve answers a batch: all together, or, when that fails as a whole, each request alone. A
-// failure wrapping ports.ErrUnavailable is not re-run: it answers the requests not yet served
-// and is returned, for the queue behind the batch.
-func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) ([]answer[Out], error) {
+// served is a batch's answers to its requests, one each, in order.
+type served[Out any] = []Answer[reply[Out]]
+
+// serve is the lane's combine.Func: it answers a batch all together, or, when that fails as a
+// whole, each request alone. A failure wrapping ports.ErrUnavailable is not re-run: it answers
+// the requests not yet served and is returned, for the queue behind the batch.
+func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*waiter[In]) (served[Out], error) {
+	defer l.g.observer.BatchServed(lockKey, len(batch))
 	answers, err := l.attemptRetrying(ctx, batch, false)
 	if err == nil {
 		return answers, nil
 	}
-	answers = make([]answer[Out], len(batch))
+	answers = make(served[Out], len(batch))
 	if errors.Is(err, ports.ErrUnavailable) {
-		for i := range answers {
-			answers[i].err = err
-		}
+		failFrom(answers, 0, err)
 		return answers, err
 	}
 	// Alone, each request can fail only itself, and it looks its marker up first: the failure
@@ -409,13 +274,11 @@ func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) ([]
 	for i := range batch {
 		one, err := l.attemptRetrying(ctx, batch[i:i+1], true)
 		if errors.Is(err, ports.ErrUnavailable) {
-			for j := i; j < len(batch); j++ {
-				answers[j].err = err
-			}
+			failFrom(answers, i, err)
 			return answers, err
 		}
 		if err != nil {
-			answers[i] = answer[Out]{err: err}
+			answers[i].Err = err
 			continue
 		}
 		answers[i] = one[0]
@@ -423,19 +286,24 @@ func (l *Lane[In, Out]) serve(ctx context.Context, batch []*waiter[In, Out]) ([]
 	return answers, nil
 }
 
+// failFrom answers every request of answers from the i-th on with err.
+func failFrom[Out any](answers served[Out], i int, err error) {
+	for j := i; j < len(answers); j++ {
+		answers[j] = Answer[reply[Out]]{Err: err}
+	}
+}
+
 // attemptRetrying is attempt, run again after a version conflict as LaneConfig.ConflictRetries
 // says; the conflict that outlasts the retries answers every request of the batch.
-func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In, Out], findFirst bool) ([]answer[Out], error) {
+func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In], findFirst bool) (served[Out], error) {
 	for retry := 0; ; retry++ {
 		answers, err := l.attempt(ctx, batch, findFirst)
 		if l.cfg.ConflictRetries <= 0 || !errors.Is(err, ports.ErrVersionConflict) {
 			return answers, err
 		}
 		if retry == l.cfg.ConflictRetries {
-			answers = make([]answer[Out], len(batch))
-			for i := range answers {
-				answers[i].err = err
-			}
+			answers = make(served[Out], len(batch))
+			failFrom(answers, 0, err)
 			return answers, nil
 		}
 	}
@@ -443,25 +311,24 @@ func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In,
 
 // attempt runs the batch function once for batch, inside a transaction that also commits the
 // idempotency markers when the lane keeps them. A panic in the batch function fails the attempt
-// rather than the process: the lock is still released and everyone answered.
-func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], findFirst bool) (answers []answer[Out], err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			answers, err = nil, fmt.Errorf("guard: batch function panicked: %v\n%s", r, debug.Stack())
+// rather than the process, so a request that panics is run alone like any other failure.
+func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In], findFirst bool) (served[Out], error) {
+	return combine.Safely(func() (served[Out], error) {
+		if !l.cfg.Markers {
+			return l.runBatch(ctx, batch)
 		}
-	}()
-	if !l.cfg.Markers {
-		return l.runBatch(ctx, batch)
-	}
-	err = l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
-		answers, err = l.runMarked(ctx, batch, findFirst)
-		return err
+		var answers served[Out]
+		err := l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
+			var err error
+			answers, err = l.runMarked(ctx, batch, findFirst)
+			return err
+		})
+		if findFirst && errors.Is(err, ports.ErrMarkerExists) {
+			// A request with the same key committed meanwhile; its retry will be replayed.
+			return nil, ErrInProgress
+		}
+		return answers, err
 	})
-	if findFirst && errors.Is(err, ports.ErrMarkerExists) {
-		// A request with the same key committed meanwhile; its retry will be replayed.
-		return nil, ErrInProgress
-	}
-	return answers, err
 }
 
 // runMarked runs the batch and stores a marker for each success, inside the batch's
@@ -469,8 +336,8 @@ func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], f
 // when findFirst, else after, and only for requests the run rejected — a success whose marker
 // exists fails the Save with ports.ErrMarkerExists, which rolls the whole batch back. So the
 // common case, all successes, costs no read.
-func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out], findFirst bool) ([]answer[Out], error) {
-	answers := make([]answer[Out], len(batch))
+func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In], findFirst bool) (served[Out], error) {
+	answers := make(served[Out], len(batch))
 	pending := make([]int, 0, len(batch))
 	if findFirst {
 		stored, err := l.findMarkers(ctx, batch, func(int) bool { return true })
@@ -479,7 +346,7 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out],
 		}
 		for i, w := range batch {
 			if m, ok := stored[i]; ok {
-				answers[i] = answerFromMarker(w, m)
+				answers[i] = answerFromMarker[In, Out](w, m)
 				continue
 			}
 			pending = append(pending, i)
@@ -492,7 +359,7 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out],
 	if len(pending) == 0 {
 		return answers, nil
 	}
-	run := make([]*waiter[In, Out], len(pending))
+	run := make([]*waiter[In], len(pending))
 	for j, i := range pending {
 		run[j] = batch[i]
 	}
@@ -504,22 +371,22 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out],
 		answers[i] = results[j]
 	}
 	if !findFirst {
-		stored, err := l.findMarkers(ctx, batch, func(i int) bool { return answers[i].err != nil })
+		stored, err := l.findMarkers(ctx, batch, func(i int) bool { return answers[i].Err != nil })
 		if err != nil {
 			return nil, err
 		}
 		for i, m := range stored {
-			answers[i] = answerFromMarker(batch[i], m)
+			answers[i] = answerFromMarker[In, Out](batch[i], m)
 		}
 	}
 	now := l.g.deps.Clock.Now()
 	var markers []ports.IdempotencyMarker
 	for _, i := range pending {
-		if t := batch[i].ticket; t != nil && answers[i].err == nil && answers[i].replay == nil {
+		if t := batch[i].ticket; t != nil && answers[i].Err == nil && answers[i].Value.replay == nil {
 			markers = append(markers, ports.IdempotencyMarker{
 				Key:         t.key,
 				Fingerprint: t.fingerprint,
-				Response:    ports.StoredResponse{Outcome: string(t.outcome), Body: answers[i].body},
+				Response:    ports.StoredResponse{Outcome: string(t.outcome), Body: answers[i].Value.body},
 				CreatedAt:   now,
 			})
 		}
@@ -534,7 +401,7 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out],
 
 // findMarkers reads the markers of the requests of batch that carry a key and are selected, in
 // one read, by their index in batch.
-func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In, Out], selected func(i int) bool) (map[int]ports.IdempotencyMarker, error) {
+func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In], selected func(i int) bool) (map[int]ports.IdempotencyMarker, error) {
 	var keys []ports.IdempotencyKey
 	for i, w := range batch {
 		if w.ticket != nil && selected(i) {
@@ -561,15 +428,15 @@ func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In, Out
 }
 
 // answerFromMarker answers w with the response an earlier request with its key committed.
-func answerFromMarker[In, Out any](w *waiter[In, Out], m ports.IdempotencyMarker) answer[Out] {
+func answerFromMarker[In, Out any](w *waiter[In], m ports.IdempotencyMarker) Answer[reply[Out]] {
 	if m.Fingerprint != w.ticket.fingerprint {
-		return answer[Out]{err: ErrKeyReused}
+		return Answer[reply[Out]]{Err: ErrKeyReused}
 	}
-	return answer[Out]{replay: &m.Response}
+	return Answer[reply[Out]]{Value: reply[Out]{replay: &m.Response}}
 }
 
 // runBatch calls the batch function and encodes each success for the idempotency record.
-func (l *Lane[In, Out]) runBatch(ctx context.Context, batch []*waiter[In, Out]) ([]answer[Out], error) {
+func (l *Lane[In, Out]) runBatch(ctx context.Context, batch []*waiter[In]) (served[Out], error) {
 	inputs := make([]In, len(batch))
 	for i, w := range batch {
 		inputs[i] = w.in
@@ -581,17 +448,17 @@ func (l *Lane[In, Out]) runBatch(ctx context.Context, batch []*waiter[In, Out]) 
 	if len(results) != len(batch) {
 		return nil, fmt.Errorf("guard: batch function answered %d of %d requests", len(results), len(batch))
 	}
-	answers := make([]answer[Out], len(batch))
+	answers := make(served[Out], len(batch))
 	for i, r := range results {
 		if r.Err != nil {
-			answers[i].err = r.Err
+			answers[i].Err = r.Err
 			continue
 		}
 		body, err := json.Marshal(r.Value)
 		if err != nil {
 			return nil, fmt.Errorf("guard: encode response: %w", err)
 		}
-		answers[i] = answer[Out]{value: r.Value, body: body}
+		answers[i].Value = reply[Out]{value: r.Value, body: body}
 	}
 	return answers, nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/capacity"
 )
 
 // Capacity bounds from SPEC §1.
@@ -54,11 +55,30 @@ func (c *Crew) CreatedAt() time.Time { return c.createdAt }
 
 // Join takes a seat for userID, or fails with ErrFull.
 func (c *Crew) Join(userID string, now time.Time) (Member, error) {
-	if c.currentMembers >= c.maxMembers {
-		return Member{}, ErrFull
+	joined, verdicts := c.JoinAll([]string{userID}, nil, now)
+	if verdicts[0] != nil {
+		return Member{}, verdicts[0]
 	}
-	c.currentMembers++
-	return Member{CrewID: c.id, UserID: userID, JoinedAt: now}, nil
+	return joined[0], nil
+}
+
+// Remaining is how many seats are free.
+func (c *Crew) Remaining() int { return c.maxMembers - c.currentMembers }
+
+// JoinAll seats userIDs in order while seats last, each as if it joined alone: a user among
+// members (the users known to be members already; nil when not looked up) or seated earlier in
+// the call fails with ErrAlreadyMember, a user past the capacity with ErrFull. It returns the
+// new members, in order, and one verdict per user: nil when seated, else its refusal.
+func (c *Crew) JoinAll(userIDs []string, members map[string]bool, now time.Time) ([]Member, []error) {
+	verdicts := capacity.Allot(userIDs, members, c.Remaining(), ErrAlreadyMember, ErrFull)
+	var joined []Member
+	for i, userID := range userIDs {
+		if verdicts[i] == nil {
+			joined = append(joined, Member{CrewID: c.id, UserID: userID, JoinedAt: now})
+		}
+	}
+	c.currentMembers += len(joined)
+	return joined, verdicts
 }
 
 // Leave frees the seat of a member who has just been removed.

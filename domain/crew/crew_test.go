@@ -55,6 +55,27 @@ func TestJoin_FillsToCapacityThenRejects(t *testing.T) {
 	}
 }
 
+func TestJoinAll_SeatsInOrderWhileSeatsLast(t *testing.T) {
+	c := crew.Rebuild("c1", "runners", 4, 1, now)
+	joined, verdicts := c.JoinAll([]string{"u1", "u2", "u2", "u3", "u4", "u5"}, map[string]bool{"u1": true}, now)
+	want := []error{crew.ErrAlreadyMember, nil, crew.ErrAlreadyMember, nil, nil, crew.ErrFull}
+	for i, err := range verdicts {
+		if !errors.Is(err, want[i]) { // errors.Is(err, nil) holds only for a nil err
+			t.Fatalf("verdicts %v, want %v", verdicts, want)
+		}
+	}
+	var users []string
+	for _, m := range joined {
+		if m.CrewID != "c1" || !m.JoinedAt.Equal(now) {
+			t.Fatalf("member %+v", m)
+		}
+		users = append(users, m.UserID)
+	}
+	if strings.Join(users, ",") != "u2,u3,u4" || c.CurrentMembers() != 4 || c.Remaining() != 0 {
+		t.Fatalf("joined %v, members %d, remaining %d", users, c.CurrentMembers(), c.Remaining())
+	}
+}
+
 func TestLeave_NeverGoesNegative(t *testing.T) {
 	c := crew.Rebuild("c1", "runners", 2, 0, now)
 	c.Leave()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/capacity"
 )
 
 // Bounds of a coupon (SPEC §7).
@@ -141,6 +142,23 @@ func (uc *UserCoupon) Use(now time.Time) error {
 	}
 	uc.status, uc.usedAt = Used, &now
 	return nil
+}
+
+// IssueAll issues one user coupon to each of userIDs in order while the coupon lasts, each as
+// if issued alone: a user among held (the users who hold one already) or issued one earlier in
+// the call fails with ErrAlreadyIssued, a user past the remaining quantity with ErrSoldOut. Each
+// coupon issued takes its id from newID. It returns the user coupons issued, in order, and one
+// verdict per user: nil when issued, else its refusal. Raising issuedQuantity is the optimistic
+// write's (ports.CouponRepository.AddIssued), by len of the coupons issued.
+func (c *Coupon) IssueAll(userIDs []string, held map[string]bool, now time.Time, newID func() string) ([]UserCoupon, []error) {
+	verdicts := capacity.Allot(userIDs, held, c.Remaining(), ErrAlreadyIssued, ErrSoldOut)
+	var issued []UserCoupon
+	for i, userID := range userIDs {
+		if verdicts[i] == nil {
+			issued = append(issued, c.Issue(newID(), userID, now))
+		}
+	}
+	return issued, verdicts
 }
 
 // Held is a user coupon with the terms of its coupon: what order creation validates and

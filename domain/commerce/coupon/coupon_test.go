@@ -2,6 +2,7 @@ package coupon_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,6 +44,26 @@ func TestUserCoupon_UsedOnce(t *testing.T) {
 	stored = time.Time{}
 	if !rebuilt.UsedAt().Equal(usedAt) {
 		t.Fatal("RebuildUserCoupon must copy usedAt")
+	}
+}
+
+func TestCoupon_IssueAllIssuesInOrderWhileItLasts(t *testing.T) {
+	c := coupon.Rebuild("c1", "10% off", 10, 5, 3, 7, now.Add(time.Hour), now)
+	n := 0
+	newID := func() string { n++; return fmt.Sprintf("uc%d", n) }
+	issued, verdicts := c.IssueAll([]string{"alice", "bob", "bob", "carol", "dave"}, map[string]bool{"alice": true}, now, newID)
+	want := []error{coupon.ErrAlreadyIssued, nil, coupon.ErrAlreadyIssued, nil, coupon.ErrSoldOut}
+	for i, err := range verdicts {
+		if !errors.Is(err, want[i]) { // errors.Is(err, nil) holds only for a nil err
+			t.Fatalf("verdicts %v, want %v", verdicts, want)
+		}
+	}
+	var got []string
+	for _, uc := range issued {
+		got = append(got, fmt.Sprintf("%s %s %s %s %v", uc.ID(), uc.UserID(), uc.CouponID(), uc.Status(), uc.IssuedAt().Equal(now)))
+	}
+	if want := []string{"uc1 bob c1 AVAILABLE true", "uc2 carol c1 AVAILABLE true"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("issued %v, want %v", got, want)
 	}
 }
 
