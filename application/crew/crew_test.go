@@ -446,8 +446,9 @@ func TestJoin_ARetryAfterALostCompleteIsReplayedFromTheMarker(t *testing.T) {
 	if err != nil || first.Outcome != guard.OutcomeCreated {
 		t.Fatalf("first: %+v, %v", first, err)
 	}
-	if store.Lost() != 1 {
-		t.Fatalf("%d Completes lost", store.Lost())
+	// The guard retries a lost Complete in the background, so more than one may be lost by now.
+	if store.Lost() < 1 {
+		t.Fatal("the Complete was not lost")
 	}
 	f.clock.(*memory.Clock).Advance(31 * time.Second) // the lease of the never-completed record ends
 	again, err := join(f.svc, c.ID, "u1")
