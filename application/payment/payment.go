@@ -84,8 +84,12 @@ type Service struct {
 	payments *guard.Lane[payInput, Result]
 }
 
-// NewService wires payments to their ports.
+// NewService wires payments to their ports. Deps.Messages is required: without it no paid
+// order could reach the outbox, so a wiring that forgot it fails here, not at the first payment.
 func NewService(d Deps, cfg Config) *Service {
+	if d.Messages == nil {
+		panic("payment: Deps.Messages is required")
+	}
 	if cfg.ConflictRetries <= 0 {
 		cfg.ConflictRetries = DefaultConflictRetries
 	}
