@@ -8,6 +8,7 @@ import (
 )
 
 // Modules is the whole server for cfg; add fx.Populate or fx.Invoke options to reach into it.
+// Each flow is one module, which provides its store set, use cases, workers and routes.
 func Modules(cfg Config) fx.Option {
 	return fx.Options(
 		fx.Supply(cfg),
@@ -19,8 +20,6 @@ func Modules(cfg Config) fx.Option {
 		PaymentModule,
 		VerificationModule,
 		WaitingModule,
-		WorkersModule,
-		PushModule,
 		HTTPModule,
 		fx.Invoke(func(*Server) {}),
 		fx.StopTimeout(cfg.Server.ShutdownTimeout),
