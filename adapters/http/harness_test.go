@@ -167,6 +167,25 @@ func (h *harness) join(crewID, token, key string) *httptest.ResponseRecorder {
 	return h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: token, idempotencyKey: key})
 }
 
+// admin is an admin's token.
+func (h *harness) admin() string { return h.token("admin-1", rhttp.RoleAdmin) }
+
+// create posts body to path as an admin, requires 201 Created, and returns the answer.
+func (h *harness) create(path, body string) map[string]any {
+	h.t.Helper()
+	rec := h.do(call{method: "POST", path: path, token: h.admin(), body: body})
+	require.Equal(h.t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
+	return answer(h.t, rec)
+}
+
+// answer is rec's JSON body.
+func answer(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+	return body
+}
+
 // scrape returns the /metrics exposition.
 func (h *harness) scrape() string {
 	h.t.Helper()
