@@ -107,8 +107,8 @@ func provideRelay(cfg Config, stores ports.CommerceStores, platform ports.DataPl
 	}, relay.Config{Backoff: outbox.Schedule(cfg.Outbox.Backoff), SendTimeout: cfg.Outbox.DataPlatformTimeout})
 }
 
-func providePaymentService(cfg Config, tx ports.TxRunner, stores ports.CommerceStores, g *guard.Guard, r *relay.Service, clock ports.Clock,
-	ids ports.IDGenerator) *payment.Service {
+func providePaymentService(cfg Config, tx ports.TxRunner, stores ports.CommerceStores, g *guard.Guard,
+	r *relay.Service, clock ports.Clock, ids ports.IDGenerator) *payment.Service {
 	return payment.NewService(payment.Deps{
 		Tx:          tx,
 		Orders:      stores.Orders,

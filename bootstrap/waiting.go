@@ -30,7 +30,7 @@ var WaitingModule = fx.Module("waiting",
 	routes(func(cfg Config, b *waiting.Broker) rghttp.Routes { return rghttp.PushRoutes(b, cfg.Queue.SSEHeartbeat) }),
 )
 
-// QueueConfig is the waiting room (SPEC §3).
+// QueueConfig is the waiting room.
 type QueueConfig struct {
 	// Tick is how often the background pass reconciles expired tokens and idle users, repairs
 	// the seat counters and measures admission rates.
@@ -40,7 +40,7 @@ type QueueConfig struct {
 	// PollInterval is the status poll period clients are asked for (refreshIntervalSeconds);
 	// shorter than IdleTimeout.
 	PollInterval time.Duration `env:"RUSHGATE_QUEUE_POLL_INTERVAL"`
-	// Role is what this instance runs of the push mode: "all" (default), "broker" (the SSE
+	// Role is what this instance runs of the push mode: "all", "broker" (the SSE
 	// connections) or "dispatcher" (promotion and routing). `rushgate serve --role` sets it.
 	Role string `env:"RUSHGATE_ROLE"`
 	// ReconnectGrace is how long a disconnected push user keeps the place or the admission;
