@@ -21,7 +21,7 @@ import (
 
 // CommerceModule is points, coupons, products, carts and orders: their store set (which
 // payments share), use cases and routes.
-var CommerceModule = fx.Module("commerce",
+var CommerceModule = flow("commerce",
 	fx.Provide(storesOn(memory.NewCommerceStores, gormdb.NewCommerceStores),
 		provideWalletService, provideCouponService, provideCatalogService, provideOrderService),
 	routes(rghttp.WalletRoutes),

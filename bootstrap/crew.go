@@ -12,7 +12,7 @@ import (
 )
 
 // CrewModule is the crews: their store set, use cases and routes.
-var CrewModule = fx.Module("crew",
+var CrewModule = flow("crew",
 	fx.Provide(storesOn(memory.NewCrewStores, gormdb.NewCrewStores), provideCrewService),
 	routes(rghttp.CrewRoutes),
 )

@@ -25,7 +25,7 @@ import (
 
 // PaymentModule builds payments, the outbox relay that delivers them to the data platform and
 // the top products ranking, and runs the relay's rounds and its immediate senders.
-var PaymentModule = fx.Module("payment",
+var PaymentModule = flow("payment",
 	fx.Provide(provideDataPlatform, provideNotifier, provideRelay, providePaymentService, provideRanking),
 	fx.Invoke(runOutboxRelay, runOutboxSenders),
 	routes(rghttp.PaymentRoutes),

@@ -33,7 +33,7 @@ import (
 const sessionExpiryBatch = 500
 
 // VerificationModule builds the challenge verification use cases on S3 or local-disk storage.
-var VerificationModule = fx.Module("verification",
+var VerificationModule = flow("verification",
 	fx.Provide(storesOn(memory.NewVerificationStores, gormdb.NewVerificationStores),
 		provideObjectStorage, provideVerificationService, func() *listenAddress { return &listenAddress{} }),
 	fx.Invoke(runSessionExpirer),

@@ -22,7 +22,7 @@ import (
 // WaitingModule is the events, their seats and waiting rooms: the store set, the use cases, the
 // reconciliation pass, the push mode's roles (RUSHGATE_ROLE: the broker holding this instance's
 // SSE connections and the dispatcher promoting and routing; both by default) and the routes.
-var WaitingModule = fx.Module("waiting",
+var WaitingModule = flow("waiting",
 	fx.Provide(storesOn(memory.NewWaitingStores, gormdb.NewWaitingStores), provideWaitingService,
 		providePushMetrics, providePushConfig, provideBroker),
 	fx.Invoke(runQueueReconciler, runBroker, runDispatcher),
