@@ -1,10 +1,14 @@
 package bootstrap
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caarlos0/env/v11"
 
@@ -143,5 +147,94 @@ func TestAccessLog_FollowsTheSettings(t *testing.T) {
 	}
 	if got := accessLog(cfg.Server); got.Level != slog.LevelDebug || got.SampleEvery != 10 {
 		t.Errorf("access log %+v, want one line in 10 at debug", got)
+	}
+}
+
+// TestConfig_DefaultsAreWrittenOnce: each default is set in its group's setDefaults only, so
+// no env tag may carry one, and every field is read from a variable.
+func TestConfig_DefaultsAreWrittenOnce(t *testing.T) {
+	for _, field := range settingFields() {
+		if field.Tag.Get("env") == "" {
+			t.Errorf("%s has no env tag", field.Name)
+		}
+		if _, ok := field.Tag.Lookup("envDefault"); ok {
+			t.Errorf("%s: the default belongs in its group's setDefaults, not in an envDefault tag", field.Tag.Get("env"))
+		}
+	}
+}
+
+// TestReadme_ListsEverySettingWithItsDefault: the README's settings table names every variable,
+// and a row whose default is one value shows the value DefaultConfig has (a setting unset by
+// default has its row say what unset means instead).
+func TestReadme_ListsEverySettingWithItsDefault(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// | `RUSHGATE_X` … | `default` | meaning |
+	row := regexp.MustCompile("(?m)^\\| `(RUSHGATE_[A-Z0-9_]+)`[^|]*\\| `([^`|]*)` \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		documented[m[1]] = m[2]
+	}
+	defaults := reflect.ValueOf(DefaultConfig())
+	for i := range defaults.NumField() {
+		group := defaults.Field(i)
+		for j := range group.NumField() {
+			name := group.Type().Field(j).Tag.Get("env")
+			// The S3 settings share one row, as _REGION (`us-east-1`) and the like.
+			if suffix, ok := strings.CutPrefix(name, "RUSHGATE_S3"); ok && name != "RUSHGATE_S3_BUCKET" {
+				if !strings.Contains(string(readme), "`"+suffix+"`") {
+					t.Errorf("README: %s is not in the RUSHGATE_S3_BUCKET row", name)
+				}
+				continue
+			}
+			if !strings.Contains(string(readme), "`"+name+"`") {
+				t.Errorf("README: %s is not in the settings table", name)
+				continue
+			}
+			value, ok := documented[name]
+			if !group.Field(j).IsZero() && !ok {
+				t.Errorf("README: %s's row does not show its default, %s", name, settingText(group.Field(j)))
+			} else if ok && !group.Field(j).IsZero() && value != settingText(group.Field(j)) {
+				t.Errorf("README: %s defaults to %q, the table says %q", name, settingText(group.Field(j)), value)
+			}
+		}
+	}
+}
+
+// settingFields are the fields of every group of Config.
+func settingFields() []reflect.StructField {
+	var fields []reflect.StructField
+	groups := reflect.TypeFor[Config]()
+	for i := range groups.NumField() {
+		group := groups.Field(i).Type
+		for j := range group.NumField() {
+			fields = append(fields, group.Field(j))
+		}
+	}
+	return fields
+}
+
+// settingText writes a setting's value as the environment gives it: 1h rather than 1h0m0s.
+func settingText(v reflect.Value) string {
+	switch value := v.Interface().(type) {
+	case time.Duration:
+		text := value.String()
+		if strings.HasSuffix(text, "m0s") || strings.HasSuffix(text, "h0s") {
+			text = strings.TrimSuffix(text, "0s")
+		}
+		if strings.HasSuffix(text, "h0m") {
+			text = strings.TrimSuffix(text, "0m")
+		}
+		return text
+	case []time.Duration:
+		texts := make([]string, len(value))
+		for i, d := range value {
+			texts[i] = settingText(reflect.ValueOf(d))
+		}
+		return strings.Join(texts, ",")
+	default:
+		return fmt.Sprint(value)
 	}
 }

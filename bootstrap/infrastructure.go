@@ -19,11 +19,30 @@ import (
 // startTimeout bounds connecting and migrating at start.
 const startTimeout = 30 * time.Second
 
-// storage is the transactional state: an SQL database, or memory when none is configured.
+// database is the transactional state every flow's store set is on: an SQL database, or memory
+// when none is configured.
+type database struct {
+	sql    *gormdb.DB       // nil on memory
+	memory *memory.Database // nil on SQL
+}
+
+// storage is the database, with its TxRunner and idempotency markers, which every flow shares.
 type storage struct {
 	fx.Out
-	Stores    ports.Stores
+	Database  database
+	Tx        ports.TxRunner
+	Markers   ports.IdempotencyMarkerRepository
 	Readiness telemetry.ReadinessCheck `group:"readiness"`
+}
+
+// storesOn provides a flow's store set on the database, built by the backend's constructor.
+func storesOn[S any](onMemory func(*memory.Database) S, onSQL func(*gormdb.DB) S) func(database) S {
+	return func(db database) S {
+		if db.sql != nil {
+			return onSQL(db.sql)
+		}
+		return onMemory(db.memory)
+	}
 }
 
 // coordination is what several instances share: Redis, or memory when none is configured.
@@ -50,7 +69,9 @@ func alwaysReady(name string) telemetry.ReadinessCheck {
 
 func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, error) {
 	if cfg.Database.URL == "" {
-		return storage{Stores: memory.NewStores(memory.NewDatabase()), Readiness: alwaysReady("database")}, nil
+		db := memory.NewDatabase()
+		return storage{Database: database{memory: db}, Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
+			Readiness: alwaysReady("database")}, nil
 	}
 	// Migrations may take longer than one query; connecting is bounded by ConnectTimeout.
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -72,7 +93,9 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate)
 	lc.Append(fx.StopHook(db.Close))
 	return storage{
-		Stores:    gormdb.NewStores(db),
+		Database:  database{sql: db},
+		Tx:        gormdb.NewTxRunner(db),
+		Markers:   gormdb.NewIdempotencyMarkerRepository(db),
 		Readiness: telemetry.ReadinessCheck{Name: "database", Check: db.Ping},
 	}, nil
 }

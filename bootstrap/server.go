@@ -17,18 +17,8 @@ import (
 	"go.uber.org/fx"
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
-	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/telemetry"
-	"github.com/rushgate/rushgate/application/catalog"
-	"github.com/rushgate/rushgate/application/coupon"
-	"github.com/rushgate/rushgate/application/crew"
-	"github.com/rushgate/rushgate/application/order"
-	"github.com/rushgate/rushgate/application/payment"
-	"github.com/rushgate/rushgate/application/ranking"
-	"github.com/rushgate/rushgate/application/relay"
-	"github.com/rushgate/rushgate/application/verification"
 	"github.com/rushgate/rushgate/application/waiting"
-	"github.com/rushgate/rushgate/application/wallet"
 )
 
 // Server is the running HTTP server.
@@ -116,49 +106,32 @@ func announceTokens(lc fx.Lifecycle, _ *Server, generated generatedTokens, conso
 	lc.Append(fx.StartHook(func() { _, _ = io.WriteString(console, lines.String()) }))
 }
 
+// routes provides a flow's routes, which the router collects from every flow: constructor
+// returns an rghttp.Routes.
+func routes(constructor any) fx.Option {
+	return fx.Provide(fx.Annotate(constructor, fx.ResultTags(`group:"routes"`)))
+}
+
 type routerParams struct {
 	fx.In
-	Config        Config
-	Crews         *crew.Service
-	Wallets       *wallet.Service
-	Coupons       *coupon.Service
-	Products      *catalog.Service
-	Orders        *order.Service
-	Payments      *payment.Service
-	Relay         *relay.Service
-	Ranking       *ranking.Service
-	Verifications *verification.Service
-	Events        *waiting.Service
-	Broker        *waiting.Broker
-	Uploads       *localblob.Store `optional:"true"`
-	Tokens        *rghttp.Tokens
-	Metrics       *telemetry.Metrics
-	Logger        *slog.Logger
-	Readiness     []telemetry.ReadinessCheck `group:"readiness"`
+	Config    Config
+	Routes    []rghttp.Routes `group:"routes"`
+	Tokens    *rghttp.Tokens
+	Metrics   *telemetry.Metrics
+	Logger    *slog.Logger
+	Readiness []telemetry.ReadinessCheck `group:"readiness"`
 }
 
 func provideRouter(p routerParams) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	return rghttp.NewRouter(rghttp.Deps{
-		Crews:         p.Crews,
-		Wallets:       p.Wallets,
-		Coupons:       p.Coupons,
-		Products:      p.Products,
-		Orders:        p.Orders,
-		Payments:      p.Payments,
-		Relay:         p.Relay,
-		Ranking:       p.Ranking,
-		Verifications: p.Verifications,
-		Events:        p.Events,
-		Broker:        p.Broker,
-		SSEHeartbeat:  p.Config.Queue.SSEHeartbeat,
-		Uploads:       p.Uploads,
-		Tokens:        p.Tokens,
-		Metrics:       p.Metrics,
-		Logger:        p.Logger,
-		AccessLog:     accessLog(p.Config.Server),
-		Readiness:     p.Readiness,
-		MaxBodyBytes:  p.Config.Server.MaxBodyBytes,
+		Routes:       p.Routes,
+		Tokens:       p.Tokens,
+		Metrics:      p.Metrics,
+		Logger:       p.Logger,
+		AccessLog:    accessLog(p.Config.Server),
+		Readiness:    p.Readiness,
+		MaxBodyBytes: p.Config.Server.MaxBodyBytes,
 	})
 }
 

@@ -1,15 +1,19 @@
 package ports
 
-// Stores is one backend's transactional storage: its TxRunner and every repository, all on one
-// database, so a use case's writes through any of them share one transaction. Each backend
-// builds its set in one constructor (memory.NewStores, gormdb.NewStores); a new aggregate adds
-// a field here and a line there.
-type Stores struct {
-	Tx          TxRunner
+// Each flow's repositories come as one store set, built by every backend next to the
+// repositories' code (memory.NewCrewStores, gormdb.NewCrewStores, …). A flow's writes through its
+// set and the backend's TxRunner share one transaction, since every set of a backend is on one
+// database.
+
+// CrewStores are the crews and their members.
+type CrewStores struct {
 	Crews       CrewRepository
 	CrewMembers CrewMemberRepository
-	Markers     IdempotencyMarkerRepository
-	// The commerce aggregates.
+}
+
+// CommerceStores are the points, coupons, catalog, carts, orders and the outbox their payments
+// write: payment touches all of them in one transaction.
+type CommerceStores struct {
 	Coupons     CouponRepository
 	UserCoupons UserCouponRepository
 	Wallets     WalletRepository
@@ -18,14 +22,32 @@ type Stores struct {
 	Orders      OrderRepository
 	Stock       StockRepository
 	Outbox      OutboxRepository
-	// The challenge verification flow's aggregates.
+}
+
+// VerificationStores are the challenges, their upload sessions and verifications.
+type VerificationStores struct {
 	Challenges     ChallengeRepository
 	UploadSessions UploadSessionRepository
 	Verifications  VerificationRepository
-	// The waiting room's aggregates.
+}
+
+// WaitingStores are the events, their seats and reservations.
+type WaitingStores struct {
 	Events       EventRepository
 	Seats        SeatRepository
 	Reservations ReservationRepository
+}
+
+// Stores is one backend's TxRunner, idempotency markers and every flow's store set, for tests
+// and contract suites that run on all of them (memory.NewStores, gormdb.NewStores). The server
+// wires each flow's set on its own.
+type Stores struct {
+	Tx      TxRunner
+	Markers IdempotencyMarkerRepository
+	CrewStores
+	CommerceStores
+	VerificationStores
+	WaitingStores
 }
 
 // Coordination is what the instances of one deployment share: the distributed lock, the

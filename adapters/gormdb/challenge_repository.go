@@ -238,3 +238,12 @@ func (r *VerificationRepository) List(ctx context.Context, challengeID, userID, 
 	}
 	return page, nil
 }
+
+// NewVerificationStores returns the challenge verification repositories of db.
+func NewVerificationStores(db *DB) ports.VerificationStores {
+	return ports.VerificationStores{
+		Challenges:     NewChallengeRepository(db),
+		UploadSessions: NewUploadSessionRepository(db),
+		Verifications:  NewVerificationRepository(db),
+	}
+}

@@ -284,3 +284,17 @@ func (r *OrderRepository) read(ctx context.Context, m errorMeanings, query, id s
 	return order.Rebuild(id, userID, couponID.String, items, subtotal, discount, total, order.Status(status),
 		createdAt.UTC(), paid), nil
 }
+
+// NewCommerceStores returns the commerce repositories of db.
+func NewCommerceStores(db *DB) ports.CommerceStores {
+	return ports.CommerceStores{
+		Coupons:     NewCouponRepository(db),
+		UserCoupons: NewUserCouponRepository(db),
+		Wallets:     NewWalletRepository(db),
+		Products:    NewProductRepository(db),
+		Carts:       NewCartRepository(db),
+		Orders:      NewOrderRepository(db),
+		Stock:       NewStockRepository(db),
+		Outbox:      NewOutboxRepository(db),
+	}
+}

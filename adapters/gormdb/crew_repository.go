@@ -199,3 +199,8 @@ func (r *CrewMemberRepository) List(ctx context.Context, crewID string, after *p
 	}
 	return members, nil
 }
+
+// NewCrewStores returns the crew repositories of db.
+func NewCrewStores(db *DB) ports.CrewStores {
+	return ports.CrewStores{Crews: NewCrewRepository(db), CrewMembers: NewCrewMemberRepository(db)}
+}

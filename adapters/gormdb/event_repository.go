@@ -206,3 +206,8 @@ func (r *ReservationRepository) Count(ctx context.Context, eventID string) (int,
 	})
 	return n, err
 }
+
+// NewWaitingStores returns the event, seat and reservation repositories of db.
+func NewWaitingStores(db *DB) ports.WaitingStores {
+	return ports.WaitingStores{Events: NewEventRepository(db), Seats: NewSeatRepository(db), Reservations: NewReservationRepository(db)}
+}

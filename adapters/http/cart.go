@@ -62,3 +62,12 @@ func (h cartHandlers) get(c *gin.Context) {
 	}
 	writeJSON(c, stdhttp.StatusOK, wireCart(view))
 }
+
+// CartRoutes serves the acting user's cart.
+func CartRoutes(orders *apporder.Service) Routes {
+	h := cartHandlers{orders: orders}
+	return func(g Groups) {
+		g.API.POST("/api/cart/items", h.addItem)
+		g.API.GET("/api/cart", h.get)
+	}
+}

@@ -62,3 +62,12 @@ func (h couponHandlers) issue(c *gin.Context) {
 	})
 	respondGuarded(c, res, err, wireIssuedCoupon)
 }
+
+// CouponRoutes serves the coupons and their issue.
+func CouponRoutes(coupons *appcoupon.Service) Routes {
+	h := couponHandlers{coupons: coupons}
+	return func(g Groups) {
+		g.API.POST("/admin/coupons", requireRole(RoleAdmin), h.createCoupon)
+		g.API.POST("/api/coupons/:couponId/issue", h.issue)
+	}
+}

@@ -104,3 +104,15 @@ func (h crewHandlers) leave(c *gin.Context) {
 	}
 	c.Status(stdhttp.StatusNoContent)
 }
+
+// CrewRoutes serves the crews (SPEC §1).
+func CrewRoutes(crews *appcrew.Service) Routes {
+	h := crewHandlers{crews: crews}
+	return func(g Groups) {
+		g.API.POST("/crews", requireRole(RoleAdmin), h.create)
+		g.API.GET("/crews/:crewId", h.get)
+		g.API.GET("/crews/:crewId/members", h.listMembers)
+		g.API.POST("/crews/:crewId/join", h.join)
+		g.API.DELETE("/crews/:crewId/members/me", h.leave)
+	}
+}

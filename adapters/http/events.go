@@ -184,3 +184,19 @@ func createdOrOK(created bool) int {
 	}
 	return stdhttp.StatusOK
 }
+
+// EventRoutes serves the events, their seats and the pull mode of their waiting rooms.
+func EventRoutes(events *appwaiting.Service) Routes {
+	h := eventHandlers{events: events}
+	return func(g Groups) {
+		g.API.POST("/admin/events", requireRole(RoleAdmin), h.create)
+		g.API.PATCH("/admin/events/:eventId", requireRole(RoleAdmin), h.patch)
+		g.API.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), h.queue)
+		g.API.GET("/events/:eventId/seats", h.seats)
+		g.API.POST("/events/:eventId/seats/:seatId/reservations", h.reserve)
+		g.API.POST("/events/:eventId/queue", h.enter)
+		g.API.GET("/events/:eventId/queue/status", h.status)
+		g.API.POST("/events/:eventId/queue/token", h.claim)
+		g.API.DELETE("/events/:eventId/queue/token", h.giveBack)
+	}
+}

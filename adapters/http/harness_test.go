@@ -21,13 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	rhttp "github.com/rushgate/rushgate/adapters/http"
-	"github.com/rushgate/rushgate/adapters/memory"
-	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
-	appcrew "github.com/rushgate/rushgate/application/crew"
-	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -39,59 +37,71 @@ func TestMain(m *testing.M) {
 
 var testSecret = []byte("test-secret-that-is-long-enough-for-hs256")
 
-// harnessConfig tunes a harness; the zero value is the production wiring on memory adapters.
+// harnessConfig tunes a harness; the zero value is the server's own modules on memory.
 type harnessConfig struct {
 	maxBodyBytes int64
-	readiness    []telemetry.ReadinessCheck
+	readiness    []telemetry.ReadinessCheck // replaces the server's checks when set
 	accessLog    rhttp.AccessLog
+	// role is the instance's push role (bootstrap.RoleAll when empty); a split role needs no
+	// Redis here, since nothing starts.
+	role string
 }
 
-// harness is one router on fresh, real in-memory adapters, with handles to inspect and disturb
-// them.
+// harness is the router of the server's own fx modules (bootstrap.Modules) on fresh in-memory
+// adapters, serving every flow, with handles to inspect and disturb them. It is built, not
+// started: requests go straight to the router, and no background worker runs.
 type harness struct {
 	t        *testing.T
 	router   *gin.Engine
 	tokens   *rhttp.Tokens
 	crews    *crewStore
-	members  *memory.CrewMemberRepository
-	store    *memory.IdempotencyStore
-	locker   *memory.Locker
+	members  ports.CrewMemberRepository
+	store    ports.IdempotencyStore
+	locker   ports.Locker
 	registry *prometheus.Registry
 	logs     *syncBuffer
 }
 
 func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	t.Helper()
-	clock := system.Clock{}
-	db := memory.NewDatabase()
-	h := &harness{
-		t:        t,
-		tokens:   rhttp.NewTokens(testSecret),
-		crews:    &crewStore{CrewRepository: memory.NewCrewRepository(db)},
-		members:  memory.NewCrewMemberRepository(db),
-		store:    memory.NewIdempotencyStore(clock),
-		locker:   memory.NewLocker(clock),
-		registry: prometheus.NewRegistry(),
-		logs:     &syncBuffer{},
-	}
-	metrics := telemetry.NewMetrics(h.registry)
+	config := bootstrap.DefaultConfig()
+	config.Auth.JWTSecret = string(testSecret)
 	// Short backoff so a busy lock gives up within milliseconds.
-	stores := memory.NewStores(db)
-	g := guard.New(guard.Deps{
-		Idempotency: h.store, Locker: h.locker, Clock: clock, Sleeper: system.Sleeper{},
-		Tx: stores.Tx, Markers: stores.Markers,
-	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 2}, guard.WithObserver(metrics))
-	h.router = rhttp.NewRouter(rhttp.Deps{
-		Crews: appcrew.NewService(appcrew.Deps{
-			Tx: stores.Tx, Crews: h.crews, Members: h.members, Guard: g, Clock: clock, IDs: system.UUIDs{},
-		}, appcrew.Config{}),
-		Tokens:       h.tokens,
-		Metrics:      metrics,
-		Logger:       slog.New(slog.NewJSONHandler(h.logs, nil)),
-		Readiness:    cfg.readiness,
-		MaxBodyBytes: cfg.maxBodyBytes,
-		AccessLog:    cfg.accessLog,
-	})
+	config.Guard.LockBaseDelay, config.Guard.LockRetries = time.Millisecond, 2
+	config.Storage.DataDir = t.TempDir()
+	if cfg.maxBodyBytes > 0 {
+		config.Server.MaxBodyBytes = cfg.maxBodyBytes
+	}
+	config.Server.AccessLogLevel = cfg.accessLog.Level.String()
+	if cfg.accessLog.SampleEvery > 0 {
+		config.Server.AccessLogSample = cfg.accessLog.SampleEvery
+	}
+	require.NoError(t, config.Validate())
+	if cfg.role != "" {
+		config.Queue.Role = cfg.role
+	}
+
+	h := &harness{t: t, tokens: rhttp.NewTokens(testSecret), logs: &syncBuffer{}}
+	var coordination ports.Coordination
+	options := []fx.Option{
+		bootstrap.Modules(config),
+		fx.Decorate(func(*slog.Logger) *slog.Logger { return slog.New(slog.NewJSONHandler(h.logs, nil)) }),
+		fx.Decorate(func(stores ports.CrewStores) ports.CrewStores {
+			h.crews = &crewStore{CrewRepository: stores.Crews}
+			h.members = stores.CrewMembers
+			stores.Crews = h.crews
+			return stores
+		}),
+		fx.Populate(&h.router, &h.registry, &coordination),
+	}
+	if cfg.readiness != nil {
+		options = append(options, fx.Decorate(fx.Annotate(
+			func([]telemetry.ReadinessCheck) []telemetry.ReadinessCheck { return cfg.readiness },
+			fx.ParamTags(`group:"readiness"`), fx.ResultTags(`group:"readiness"`))))
+	}
+	app := fx.New(options...)
+	require.NoError(t, app.Err())
+	h.store, h.locker = coordination.Idempotency, coordination.Locker
 	return h
 }
 
@@ -154,6 +164,25 @@ func (h *harness) createCrew(maxMembers int) string {
 func (h *harness) join(crewID, token, key string) *httptest.ResponseRecorder {
 	h.t.Helper()
 	return h.do(call{method: "POST", path: "/crews/" + crewID + "/join", token: token, idempotencyKey: key})
+}
+
+// admin is an admin's token.
+func (h *harness) admin() string { return h.token("admin-1", rhttp.RoleAdmin) }
+
+// create posts body to path as an admin, requires 201 Created, and returns the answer.
+func (h *harness) create(path, body string) map[string]any {
+	h.t.Helper()
+	rec := h.do(call{method: "POST", path: path, token: h.admin(), body: body})
+	require.Equal(h.t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
+	return answer(h.t, rec)
+}
+
+// answer is rec's JSON body.
+func answer(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+	return body
 }
 
 // scrape returns the /metrics exposition.

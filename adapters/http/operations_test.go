@@ -12,6 +12,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	"github.com/rushgate/rushgate/bootstrap"
 )
 
 // TestHealthz_IsOKAndNamesTheBuild: /healthz answers the build `rushgate version` prints.
@@ -103,7 +104,7 @@ func TestMetrics_RecordRequestsAndLockWaits(t *testing.T) {
 // Retry-After, so a balancer's retry finds an instance that streams.
 func TestWaitStream_WithoutABrokerIsUnavailable(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessConfig{})
+	h := newHarness(t, harnessConfig{role: bootstrap.RoleDispatcher})
 	token, _ := h.userToken()
 	rec := h.do(call{method: "GET", path: "/events/e1/tickets/waiting", token: token})
 	assertError(t, rec, stdhttp.StatusServiceUnavailable, "UNAVAILABLE")

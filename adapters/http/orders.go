@@ -67,3 +67,13 @@ func (h orderHandlers) cancel(c *gin.Context) {
 	}
 	writeJSON(c, stdhttp.StatusOK, wireOrder(view))
 }
+
+// OrderRoutes serves the orders placed from carts.
+func OrderRoutes(orders *apporder.Service) Routes {
+	h := orderHandlers{orders: orders}
+	return func(g Groups) {
+		g.API.POST("/api/orders", h.place)
+		g.API.GET("/api/orders/:orderId", h.get)
+		g.API.POST("/api/orders/:orderId/cancel", h.cancel)
+	}
+}

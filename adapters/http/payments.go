@@ -63,3 +63,14 @@ func (h paymentHandlers) retryOutbox(c *gin.Context) {
 	}
 	writeJSON(c, stdhttp.StatusOK, wireOutboxMessage(view))
 }
+
+// PaymentRoutes serves payments, the outbox that delivers them and the top products they rank.
+func PaymentRoutes(payments *payment.Service, relay *relay.Service, ranking *ranking.Service) Routes {
+	h := paymentHandlers{payments: payments, relay: relay, ranking: ranking}
+	return func(g Groups) {
+		g.API.GET("/api/products/top", h.topProducts)
+		g.API.POST("/api/orders/:orderId/payment", h.pay)
+		g.API.GET("/admin/outbox", requireRole(RoleAdmin), h.listOutbox)
+		g.API.POST("/admin/outbox/:messageId/retry", requireRole(RoleAdmin), h.retryOutbox)
+	}
+}

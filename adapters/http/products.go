@@ -55,3 +55,12 @@ func (h productHandlers) get(c *gin.Context) {
 	}
 	writeJSON(c, stdhttp.StatusOK, wireProduct(view))
 }
+
+// ProductRoutes serves the catalog.
+func ProductRoutes(products *appcatalog.Service) Routes {
+	h := productHandlers{products: products}
+	return func(g Groups) {
+		g.API.POST("/admin/products", requireRole(RoleAdmin), h.create)
+		g.API.GET("/api/products/:productId", h.get)
+	}
+}

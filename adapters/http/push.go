@@ -13,7 +13,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// DefaultSSEHeartbeat is the comment-line period of an SSE stream when Deps.SSEHeartbeat is zero.
+// DefaultSSEHeartbeat is the comment-line period of an SSE stream when PushRoutes is given zero.
 const DefaultSSEHeartbeat = 15 * time.Second
 
 //go:embed web/waiting-room.html
@@ -98,4 +98,19 @@ func (h pushHandlers) wait(c *gin.Context) {
 	}
 	started = true
 	stream.start(conn, func() { h.broker.Leave(sub) })
+}
+
+// PushRoutes serves the push mode's SSE stream and waiting page. broker is nil on an instance
+// that runs none, whose SSE route then answers 503; heartbeat is the period of the streams'
+// comment lines, DefaultSSEHeartbeat when zero.
+func PushRoutes(broker *appwaiting.Broker, heartbeat time.Duration) Routes {
+	if heartbeat <= 0 {
+		heartbeat = DefaultSSEHeartbeat
+	}
+	h := pushHandlers{broker: broker, heartbeat: heartbeat, writeTimeout: sseWriteTimeout,
+		writers: newSSEWriters(sseWriterLimit)}
+	return func(g Groups) {
+		g.Browser.GET("/events/:eventId/tickets/waiting", h.wait)
+		g.Browser.GET("/events/:eventId/waiting-room", h.page)
+	}
 }

@@ -8,23 +8,11 @@ import (
 	_ "embed"
 	"log/slog"
 	stdhttp "net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
-	appcatalog "github.com/rushgate/rushgate/application/catalog"
-	appcoupon "github.com/rushgate/rushgate/application/coupon"
-	appcrew "github.com/rushgate/rushgate/application/crew"
-	apporder "github.com/rushgate/rushgate/application/order"
-	"github.com/rushgate/rushgate/application/payment"
-	"github.com/rushgate/rushgate/application/ranking"
-	"github.com/rushgate/rushgate/application/relay"
-	"github.com/rushgate/rushgate/application/verification"
-	appwaiting "github.com/rushgate/rushgate/application/waiting"
-	appwallet "github.com/rushgate/rushgate/application/wallet"
 )
 
 // DefaultMaxBodyBytes caps request bodies when Deps.MaxBodyBytes is zero.
@@ -33,26 +21,10 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 //go:embed openapi.yaml
 var openAPIDocument []byte
 
-// Deps is what the router needs. Every service, Tokens and Metrics are required.
+// Deps is what the router needs besides the flows' routes. Tokens and Metrics are required.
 type Deps struct {
-	Crews         *appcrew.Service
-	Wallets       *appwallet.Service
-	Coupons       *appcoupon.Service
-	Products      *appcatalog.Service
-	Orders        *apporder.Service
-	Payments      *payment.Service
-	Relay         *relay.Service
-	Ranking       *ranking.Service
-	Verifications *verification.Service
-	Events        *appwaiting.Service
-	// Broker holds the push mode's SSE connections; nil on an instance that runs no broker,
-	// whose SSE route then answers 503.
-	Broker *appwaiting.Broker
-	// SSEHeartbeat is the heartbeat comment period of SSE streams; 0 means DefaultSSEHeartbeat.
-	SSEHeartbeat time.Duration
-	// Uploads receives the embedded default's signed uploads; nil when uploads go to S3, and
-	// the upload route then answers 404.
-	Uploads *localblob.Store
+	// Routes are every flow's routes; each flow's handler file builds its own (CrewRoutes, …).
+	Routes  []Routes
 	Tokens  *Tokens
 	Metrics *telemetry.Metrics
 	// Logger receives access logs and errors; nil means slog.Default().
@@ -63,6 +35,20 @@ type Deps struct {
 	MaxBodyBytes int64
 	// AccessLog says which requests get an access line; the zero value logs each at info.
 	AccessLog AccessLog
+}
+
+// Routes registers one flow's routes on the router's groups.
+type Routes func(g Groups)
+
+// Groups are the router's route groups, each with its own authentication.
+type Groups struct {
+	// Public serves without a token: a route that authorises itself, such as a signed URL.
+	Public *gin.RouterGroup
+	// API bounds the body and authenticates the bearer token of the Authorization header.
+	API *gin.RouterGroup
+	// Browser is API that also takes the token from the query string, for EventSource and pages,
+	// which cannot set headers.
+	Browser *gin.RouterGroup
 }
 
 // AccessLog lowers or thins the access log of a busy server.
@@ -110,67 +96,13 @@ func NewRouter(d Deps) *gin.Engine {
 		c.Data(stdhttp.StatusOK, "application/yaml", openAPIDocument)
 	})
 
-	crews := crewHandlers{crews: d.Crews}
-	verifications := verificationHandlers{service: d.Verifications, uploads: d.Uploads}
-	// The signed URL authorises an upload, and bounds its body to the signed length.
-	r.PUT(localblob.RoutePrefix+":key", verifications.upload)
-
-	authed := r.Group("/", limitBody(maxBody), authenticate(d.Tokens))
-	authed.POST("/crews", requireRole(RoleAdmin), crews.create)
-	authed.GET("/crews/:crewId", crews.get)
-	authed.GET("/crews/:crewId/members", crews.listMembers)
-	authed.POST("/crews/:crewId/join", crews.join)
-	authed.DELETE("/crews/:crewId/members/me", crews.leave)
-	authed.POST("/admin/challenges", requireRole(RoleAdmin), verifications.createChallenge)
-	authed.GET("/challenges/:challengeId", verifications.getChallenge)
-	authed.GET("/challenges/:challengeId/verifications", verifications.listVerifications)
-	authed.POST("/upload-sessions", verifications.createSession)
-	authed.POST("/verifications", verifications.verify)
-
-	wallets := walletHandlers{wallets: d.Wallets}
-	authed.POST("/admin/users", requireRole(RoleAdmin), wallets.createUser)
-	authed.GET("/api/users/:userId/balance", wallets.balance)
-	authed.POST("/api/users/:userId/balance/charge", wallets.charge)
-
-	coupons := couponHandlers{coupons: d.Coupons}
-	authed.POST("/admin/coupons", requireRole(RoleAdmin), coupons.createCoupon)
-	authed.POST("/api/coupons/:couponId/issue", coupons.issue)
-
-	products := productHandlers{products: d.Products}
-	authed.POST("/admin/products", requireRole(RoleAdmin), products.create)
-	authed.GET("/api/products/:productId", products.get)
-	cart := cartHandlers{orders: d.Orders}
-	authed.POST("/api/cart/items", cart.addItem)
-	authed.GET("/api/cart", cart.get)
-	orders := orderHandlers{orders: d.Orders}
-	authed.POST("/api/orders", orders.place)
-	authed.GET("/api/orders/:orderId", orders.get)
-	authed.POST("/api/orders/:orderId/cancel", orders.cancel)
-	payments := paymentHandlers{payments: d.Payments, relay: d.Relay, ranking: d.Ranking}
-	authed.GET("/api/products/top", payments.topProducts)
-	authed.POST("/api/orders/:orderId/payment", payments.pay)
-	authed.GET("/admin/outbox", requireRole(RoleAdmin), payments.listOutbox)
-	authed.POST("/admin/outbox/:messageId/retry", requireRole(RoleAdmin), payments.retryOutbox)
-
-	events := eventHandlers{events: d.Events}
-	authed.POST("/admin/events", requireRole(RoleAdmin), events.create)
-	authed.PATCH("/admin/events/:eventId", requireRole(RoleAdmin), events.patch)
-	authed.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), events.queue)
-	authed.GET("/events/:eventId/seats", events.seats)
-	authed.POST("/events/:eventId/seats/:seatId/reservations", events.reserve)
-	authed.POST("/events/:eventId/queue", events.enter)
-	authed.GET("/events/:eventId/queue/status", events.status)
-	authed.POST("/events/:eventId/queue/token", events.claim)
-	authed.DELETE("/events/:eventId/queue/token", events.giveBack)
-
-	heartbeat := d.SSEHeartbeat
-	if heartbeat <= 0 {
-		heartbeat = DefaultSSEHeartbeat
+	groups := Groups{
+		Public:  &r.RouterGroup,
+		API:     r.Group("/", limitBody(maxBody), authenticate(d.Tokens)),
+		Browser: r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens)),
 	}
-	push := pushHandlers{broker: d.Broker, heartbeat: heartbeat, writeTimeout: sseWriteTimeout,
-		writers: newSSEWriters(sseWriterLimit)}
-	browser := r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens))
-	browser.GET("/events/:eventId/tickets/waiting", push.wait)
-	browser.GET("/events/:eventId/waiting-room", push.page)
+	for _, register := range d.Routes {
+		register(groups)
+	}
 	return r
 }

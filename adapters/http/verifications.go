@@ -168,3 +168,18 @@ func (r *readErrorRecorder) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// VerificationRoutes serves the challenges and their verifications; uploads is nil when uploads
+// go to S3, and the local upload route then answers 404.
+func VerificationRoutes(service *verification.Service, uploads *localblob.Store) Routes {
+	h := verificationHandlers{service: service, uploads: uploads}
+	return func(g Groups) {
+		// The signed URL authorises an upload, and bounds its body to the signed length.
+		g.Public.PUT(localblob.RoutePrefix+":key", h.upload)
+		g.API.POST("/admin/challenges", requireRole(RoleAdmin), h.createChallenge)
+		g.API.GET("/challenges/:challengeId", h.getChallenge)
+		g.API.GET("/challenges/:challengeId/verifications", h.listVerifications)
+		g.API.POST("/upload-sessions", h.createSession)
+		g.API.POST("/verifications", h.verify)
+	}
+}

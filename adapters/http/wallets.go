@@ -108,3 +108,13 @@ func chargeAmount(raw jsontext.Value) (int64, error) {
 	}
 	return amount, nil
 }
+
+// WalletRoutes serves the users' points balances.
+func WalletRoutes(wallets *appwallet.Service) Routes {
+	h := walletHandlers{wallets: wallets}
+	return func(g Groups) {
+		g.API.POST("/admin/users", requireRole(RoleAdmin), h.createUser)
+		g.API.GET("/api/users/:userId/balance", h.balance)
+		g.API.POST("/api/users/:userId/balance/charge", h.charge)
+	}
+}

@@ -20,7 +20,11 @@ var (
 
 func challengeKeyOf(c challenge.Challenge) string { return c.ID() }
 
+var challengesTable = declareTable("challenges", challengeKeyOf)
+
 func sessionKeyOf(s challenge.UploadSession) string { return s.ID() }
+
+var sessionsTable = declareTable("upload_sessions", sessionKeyOf)
 
 // verificationKey is the unique key (challengeId, userId) of a verification.
 type verificationKey struct {
@@ -31,11 +35,16 @@ func verificationKeyOf(v challenge.Verification) verificationKey {
 	return verificationKey{v.ChallengeID(), v.UserID()}
 }
 
+var verificationsTable = declarePartitionedTable("verifications", verificationKeyOf, verificationKey.challenge)
+
 // challenge partitions the verifications table by challenge, for List.
 func (k verificationKey) challenge() string { return k.challengeID }
 
 // verificationSessionKeyOf is the unique key of the verifications' session index.
 func verificationSessionKeyOf(v challenge.Verification) string { return v.UploadSessionID() }
+
+// verificationSessionsTable is the verifications' UNIQUE(uploadSessionId) index.
+var verificationSessionsTable = declareTable("verifications_by_session", verificationSessionKeyOf)
 
 // ChallengeRepository stores challenges in a Database.
 type ChallengeRepository struct{ db *Database }
@@ -45,18 +54,18 @@ func NewChallengeRepository(d *Database) *ChallengeRepository { return &Challeng
 
 // Create inserts c; an existing id is a duplicate-key error.
 func (r *ChallengeRepository) Create(ctx context.Context, c challenge.Challenge) error {
-	return r.db.run(ctx, func(t *tx) error { return r.db.challenges.insert(ctx, t, c) })
+	return r.db.run(ctx, func(t *tx) error { return challengesTable.in(r.db).insert(ctx, t, c) })
 }
 
 // Get returns the challenge or challenge.ErrNotFound.
 func (r *ChallengeRepository) Get(ctx context.Context, id string) (challenge.Challenge, error) {
-	return readRow(ctx, r.db, r.db.challenges, id, false, challenge.ErrNotFound)
+	return readRow(ctx, r.db, challengesTable.in(r.db), id, false, challenge.ErrNotFound)
 }
 
 // GetForUpdate locks the challenge's row until ctx's transaction ends, then returns it or
 // challenge.ErrNotFound. It fails outside InTx.
 func (r *ChallengeRepository) GetForUpdate(ctx context.Context, id string) (challenge.Challenge, error) {
-	return readRow(ctx, r.db, r.db.challenges, id, true, challenge.ErrNotFound)
+	return readRow(ctx, r.db, challengesTable.in(r.db), id, true, challenge.ErrNotFound)
 }
 
 // readRow reads k's row of tb as one statement, or notFound; forUpdate locks it for the rest of
@@ -100,18 +109,18 @@ func NewUploadSessionRepository(d *Database) *UploadSessionRepository {
 
 // Create inserts s; an existing id is a duplicate-key error.
 func (r *UploadSessionRepository) Create(ctx context.Context, s challenge.UploadSession) error {
-	return r.db.run(ctx, func(t *tx) error { return r.db.sessions.insert(ctx, t, s) })
+	return r.db.run(ctx, func(t *tx) error { return sessionsTable.in(r.db).insert(ctx, t, s) })
 }
 
 // Get returns the session or challenge.ErrInvalidSession.
 func (r *UploadSessionRepository) Get(ctx context.Context, id string) (challenge.UploadSession, error) {
-	return readRow(ctx, r.db, r.db.sessions, id, false, challenge.ErrInvalidSession)
+	return readRow(ctx, r.db, sessionsTable.in(r.db), id, false, challenge.ErrInvalidSession)
 }
 
 // GetForUpdate locks the session's row until ctx's transaction ends, then returns it or
 // challenge.ErrInvalidSession. It fails outside InTx.
 func (r *UploadSessionRepository) GetForUpdate(ctx context.Context, id string) (challenge.UploadSession, error) {
-	return readRow(ctx, r.db, r.db.sessions, id, true, challenge.ErrInvalidSession)
+	return readRow(ctx, r.db, sessionsTable.in(r.db), id, true, challenge.ErrInvalidSession)
 }
 
 // Complete turns the PENDING session COMPLETED under its row lock.
@@ -134,7 +143,7 @@ func (r *UploadSessionRepository) Complete(ctx context.Context, id string) error
 func (r *UploadSessionRepository) Expire(ctx context.Context, requestedBefore time.Time, limit int) (int, error) {
 	var expired int
 	err := r.db.run(ctx, func(t *tx) error {
-		old := r.db.sessions.filter(t, func(s challenge.UploadSession) bool {
+		old := sessionsTable.in(r.db).filter(t, func(s challenge.UploadSession) bool {
 			return s.Status() == challenge.SessionPending && s.RequestedAt().Before(requestedBefore)
 		})
 		slices.SortFunc(old, func(a, b challenge.UploadSession) int {
@@ -157,11 +166,11 @@ func (r *UploadSessionRepository) Expire(ctx context.Context, requestedBefore ti
 // update locks the session and writes it back when change, the session's own transition out
 // of PENDING, reports that it changed it.
 func (r *UploadSessionRepository) update(ctx context.Context, t *tx, id string, change func(*challenge.UploadSession) bool) (bool, error) {
-	s, ok, err := r.db.sessions.getForUpdate(ctx, t, id)
+	s, ok, err := sessionsTable.in(r.db).getForUpdate(ctx, t, id)
 	if err != nil || !ok || !change(&s) {
 		return false, err
 	}
-	return true, r.db.sessions.put(ctx, t, s)
+	return true, sessionsTable.in(r.db).put(ctx, t, s)
 }
 
 // VerificationRepository stores verifications in a Database.
@@ -176,16 +185,16 @@ func NewVerificationRepository(d *Database) *VerificationRepository {
 // keys for the rest of the transaction, so a concurrent duplicate waits and then fails.
 func (r *VerificationRepository) Add(ctx context.Context, v challenge.Verification) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if _, ok := r.db.challenges.get(t, v.ChallengeID()); !ok {
+		if _, ok := challengesTable.in(r.db).get(t, v.ChallengeID()); !ok {
 			return fmt.Errorf("memory: add verification: foreign key challenge %q: %w", v.ChallengeID(), challenge.ErrNotFound)
 		}
-		if err := r.db.verifications.insert(ctx, t, v); err != nil {
+		if err := verificationsTable.in(r.db).insert(ctx, t, v); err != nil {
 			if errors.Is(err, errDuplicateKey) {
 				return challenge.ErrAlreadyVerified
 			}
 			return err
 		}
-		if err := r.db.verificationSessions.insert(ctx, t, v); err != nil {
+		if err := verificationSessionsTable.in(r.db).insert(ctx, t, v); err != nil {
 			if errors.Is(err, errDuplicateKey) {
 				return challenge.ErrSessionAlreadyUsed
 			}
@@ -200,7 +209,7 @@ func (r *VerificationRepository) Add(ctx context.Context, v challenge.Verificati
 func (r *VerificationRepository) List(ctx context.Context, challengeID, userID, afterID string, limit int) ([]challenge.Verification, error) {
 	var page []challenge.Verification
 	err := r.db.run(ctx, func(t *tx) error {
-		all := r.db.verifications.rowsIn(t, challengeID)
+		all := verificationsTable.in(r.db).rowsIn(t, challengeID)
 		all = slices.DeleteFunc(all, func(v challenge.Verification) bool {
 			return (userID != "" && v.UserID() != userID) || v.ID() <= afterID
 		})
@@ -209,4 +218,13 @@ func (r *VerificationRepository) List(ctx context.Context, challengeID, userID, 
 		return nil
 	})
 	return page, err
+}
+
+// NewVerificationStores returns the challenge verification repositories on d.
+func NewVerificationStores(d *Database) ports.VerificationStores {
+	return ports.VerificationStores{
+		Challenges:     NewChallengeRepository(d),
+		UploadSessions: NewUploadSessionRepository(d),
+		Verifications:  NewVerificationRepository(d),
+	}
 }

@@ -18,10 +18,17 @@ var (
 )
 
 func productKeyOf(p catalog.Product) string { return p.ID() }
-func stockKeyOf(s catalog.Stock) string     { return s.ProductID() }
+
+var productsTable = declareTable("products", productKeyOf)
+
+func stockKeyOf(s catalog.Stock) string { return s.ProductID() }
+
+var stockTable = declareTable("stock", stockKeyOf)
 
 // cartKeyOf keys carts by their user: the UNIQUE(user_id) a user's first adds race on.
 func cartKeyOf(c order.Cart) string { return c.UserID() }
+
+var cartsTable = declareTable("carts", cartKeyOf)
 
 // cartItemKey is the unique key (cartId, productId) of a cart line.
 type cartItemKey struct {
@@ -30,10 +37,14 @@ type cartItemKey struct {
 
 func cartItemKeyOf(i order.CartItem) cartItemKey { return cartItemKey{i.CartID(), i.ProductID()} }
 
+var cartItemsTable = declarePartitionedTable("cart_items", cartItemKeyOf, cartItemKey.cart)
+
 // cart partitions the cart items table by cart, for Lines and Clear.
 func (k cartItemKey) cart() string { return k.cartID }
 
 func orderKeyOf(o order.Order) string { return o.ID() }
+
+var ordersTable = declareTable("orders", orderKeyOf)
 
 // cloneOrder copies o's items, so that neither the caller nor the store can change the other's.
 func cloneOrder(o *order.Order) order.Order {
@@ -52,10 +63,10 @@ func NewProductRepository(d *Database) *ProductRepository { return &ProductRepos
 // Create inserts the product and its stock row in one statement, all or none.
 func (r *ProductRepository) Create(ctx context.Context, p *catalog.Product, s catalog.Stock) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if err := r.db.products.insert(ctx, t, *p); err != nil {
+		if err := productsTable.in(r.db).insert(ctx, t, *p); err != nil {
 			return err
 		}
-		return r.db.stock.insert(ctx, t, s)
+		return stockTable.in(r.db).insert(ctx, t, s)
 	})
 }
 
@@ -67,10 +78,10 @@ func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Produc
 	)
 	err := r.db.run(ctx, func(t *tx) error {
 		var ok bool
-		if product, ok = r.db.products.get(t, id); !ok {
+		if product, ok = productsTable.in(r.db).get(t, id); !ok {
 			return catalog.ErrProductNotFound
 		}
-		stock, _ = r.db.stock.get(t, id)
+		stock, _ = stockTable.in(r.db).get(t, id)
 		return nil
 	})
 	if err != nil {
@@ -93,7 +104,7 @@ func NewCartRepository(d *Database) *CartRepository { return &CartRepository{db:
 func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error) {
 	var cart order.Cart
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		found, ok, err := r.db.carts.getForUpdate(ctx, t, fresh.UserID())
+		found, ok, err := cartsTable.in(r.db).getForUpdate(ctx, t, fresh.UserID())
 		if err != nil {
 			return err
 		}
@@ -102,7 +113,7 @@ func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.C
 			return nil
 		}
 		cart = fresh
-		return r.db.carts.insert(ctx, t, fresh)
+		return cartsTable.in(r.db).insert(ctx, t, fresh)
 	})
 	return cart, err
 }
@@ -116,7 +127,7 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 	)
 	err := r.db.runInTx(ctx, func(t *tx) error {
 		var err error
-		cart, found, err = r.db.carts.getForUpdate(ctx, t, userID)
+		cart, found, err = cartsTable.in(r.db).getForUpdate(ctx, t, userID)
 		return err
 	})
 	return cart, found, err
@@ -126,13 +137,13 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.CartLine, error) {
 	var lines []order.CartLine
 	err := r.db.run(ctx, func(t *tx) error {
-		cart, ok := r.db.carts.get(t, userID)
+		cart, ok := cartsTable.in(r.db).get(t, userID)
 		if !ok {
 			return nil
 		}
-		for _, item := range r.db.cartItems.rowsIn(t, cart.ID()) {
-			product, _ := r.db.products.get(t, item.ProductID())
-			stock, _ := r.db.stock.get(t, item.ProductID())
+		for _, item := range cartItemsTable.in(r.db).rowsIn(t, cart.ID()) {
+			product, _ := productsTable.in(r.db).get(t, item.ProductID())
+			stock, _ := stockTable.in(r.db).get(t, item.ProductID())
 			lines = append(lines, order.CartLine{CartItem: item, Name: product.Name(), UnitPrice: product.Price(), Stock: stock.Quantity()})
 		}
 		return nil
@@ -147,25 +158,25 @@ func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.Cart
 // line's key lock. An unknown product violates the foreign key: catalog.ErrProductNotFound.
 func (r *CartRepository) PutItem(ctx context.Context, item order.CartItem) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if _, ok := r.db.products.get(t, item.ProductID()); !ok {
+		if _, ok := productsTable.in(r.db).get(t, item.ProductID()); !ok {
 			return fmt.Errorf("memory: put cart item: foreign key product %q: %w", item.ProductID(), catalog.ErrProductNotFound)
 		}
-		existing, ok, err := r.db.cartItems.getForUpdate(ctx, t, cartItemKeyOf(item))
+		existing, ok, err := cartItemsTable.in(r.db).getForUpdate(ctx, t, cartItemKeyOf(item))
 		if err != nil {
 			return err
 		}
 		if ok {
 			item = order.RebuildCartItem(existing.ID(), existing.CartID(), existing.ProductID(), item.Quantity(), existing.AddedAt())
 		}
-		return r.db.cartItems.put(ctx, t, item)
+		return cartItemsTable.in(r.db).put(ctx, t, item)
 	})
 }
 
 // Clear deletes every item of the cart, locking each.
 func (r *CartRepository) Clear(ctx context.Context, cartID string) error {
 	return r.db.run(ctx, func(t *tx) error {
-		for _, item := range r.db.cartItems.rowsIn(t, cartID) {
-			if _, err := r.db.cartItems.delete(ctx, t, cartItemKeyOf(item)); err != nil {
+		for _, item := range cartItemsTable.in(r.db).rowsIn(t, cartID) {
+			if _, err := cartItemsTable.in(r.db).delete(ctx, t, cartItemKeyOf(item)); err != nil {
 				return err
 			}
 		}
@@ -186,11 +197,11 @@ func NewOrderRepository(d *Database) *OrderRepository { return &OrderRepository{
 func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 	return r.db.run(ctx, func(t *tx) error {
 		for _, item := range o.Items() {
-			if _, ok := r.db.products.get(t, item.ProductID); !ok {
+			if _, ok := productsTable.in(r.db).get(t, item.ProductID); !ok {
 				return fmt.Errorf("memory: create order: foreign key product %q: %w", item.ProductID, catalog.ErrProductNotFound)
 			}
 		}
-		return r.db.orders.insert(ctx, t, cloneOrder(o))
+		return ordersTable.in(r.db).insert(ctx, t, cloneOrder(o))
 	})
 }
 
@@ -198,7 +209,7 @@ func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, error) {
 	var found order.Order
 	err := r.db.run(ctx, func(t *tx) error {
-		o, ok := r.db.orders.get(t, id)
+		o, ok := ordersTable.in(r.db).get(t, id)
 		if !ok {
 			return order.ErrNotFound
 		}
@@ -215,7 +226,7 @@ func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, err
 // order.ErrNotCancellable.
 func (r *OrderRepository) MarkCancelled(ctx context.Context, id string) error {
 	return r.db.run(ctx, func(t *tx) error {
-		o, ok, err := r.db.orders.getForUpdate(ctx, t, id)
+		o, ok, err := ordersTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
@@ -226,6 +237,20 @@ func (r *OrderRepository) MarkCancelled(ctx context.Context, id string) error {
 		if _, err := cancelled.Cancel(); err != nil {
 			return err
 		}
-		return r.db.orders.put(ctx, t, cancelled)
+		return ordersTable.in(r.db).put(ctx, t, cancelled)
 	})
+}
+
+// NewCommerceStores returns the commerce repositories on d.
+func NewCommerceStores(d *Database) ports.CommerceStores {
+	return ports.CommerceStores{
+		Coupons:     NewCouponRepository(d),
+		UserCoupons: NewUserCouponRepository(d),
+		Wallets:     NewWalletRepository(d),
+		Products:    NewProductRepository(d),
+		Carts:       NewCartRepository(d),
+		Orders:      NewOrderRepository(d),
+		Stock:       NewStockRepository(d),
+		Outbox:      NewOutboxRepository(d),
+	}
 }

@@ -17,6 +17,8 @@ var (
 
 func couponKeyOf(c coupon.Coupon) string { return c.ID() }
 
+var couponsTable = declareTable("coupons", couponKeyOf)
+
 // userCouponKey is the unique key (couponId, userId) of a user coupon.
 type userCouponKey struct {
 	couponID, userID string
@@ -25,6 +27,8 @@ type userCouponKey struct {
 func userCouponKeyOf(uc coupon.UserCoupon) userCouponKey {
 	return userCouponKey{uc.CouponID(), uc.UserID()}
 }
+
+var userCouponsTable = declarePartitionedTable("user_coupons", userCouponKeyOf, userCouponKey.coupon)
 
 // coupon partitions the user coupons table by coupon, for Count.
 func (k userCouponKey) coupon() string { return k.couponID }
@@ -40,7 +44,7 @@ func NewCouponRepository(d *Database) *CouponRepository { return &CouponReposito
 // Create inserts c; an existing id is a duplicate-key error.
 func (r *CouponRepository) Create(ctx context.Context, c *coupon.Coupon) error {
 	return r.db.run(ctx, func(t *tx) error {
-		return r.db.coupons.insert(ctx, t, *c)
+		return couponsTable.in(r.db).insert(ctx, t, *c)
 	})
 }
 
@@ -48,7 +52,7 @@ func (r *CouponRepository) Create(ctx context.Context, c *coupon.Coupon) error {
 func (r *CouponRepository) Get(ctx context.Context, id string) (*coupon.Coupon, error) {
 	var found coupon.Coupon
 	err := r.db.run(ctx, func(t *tx) error {
-		c, ok := r.db.coupons.get(t, id)
+		c, ok := couponsTable.in(r.db).get(t, id)
 		if !ok {
 			return coupon.ErrNotFound
 		}
@@ -66,14 +70,14 @@ func (r *CouponRepository) Get(ctx context.Context, id string) (*coupon.Coupon, 
 // otherwise returns ports.ErrVersionConflict.
 func (r *CouponRepository) AddIssued(ctx context.Context, id string, version int64, n int) error {
 	return r.db.run(ctx, func(t *tx) error {
-		c, ok, err := r.db.coupons.getForUpdate(ctx, t, id)
+		c, ok, err := couponsTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
 		if !ok || c.Version() != version || c.IssuedQuantity()+n > c.TotalQuantity() {
 			return ports.ErrVersionConflict
 		}
-		return r.db.coupons.put(ctx, t, *coupon.Rebuild(c.ID(), c.Name(), c.DiscountRate(), c.TotalQuantity(),
+		return couponsTable.in(r.db).put(ctx, t, *coupon.Rebuild(c.ID(), c.Name(), c.DiscountRate(), c.TotalQuantity(),
 			c.IssuedQuantity()+n, c.Version()+1, c.ExpiresAt(), c.CreatedAt()))
 	})
 }
@@ -98,11 +102,11 @@ func (r *UserCouponRepository) Add(ctx context.Context, userCoupons ...coupon.Us
 	}
 	return r.db.run(ctx, func(t *tx) error {
 		for _, uc := range userCoupons {
-			if _, ok := r.db.coupons.get(t, uc.CouponID()); !ok {
+			if _, ok := couponsTable.in(r.db).get(t, uc.CouponID()); !ok {
 				return fmt.Errorf("memory: add user coupon %q: foreign key coupon %q: %w", uc.ID(), uc.CouponID(), coupon.ErrNotFound)
 			}
 		}
-		err := r.db.userCoupons.insert(ctx, t, userCoupons...)
+		err := userCouponsTable.in(r.db).insert(ctx, t, userCoupons...)
 		if errors.Is(err, errDuplicateKey) {
 			return coupon.ErrAlreadyIssued
 		}
@@ -115,7 +119,7 @@ func (r *UserCouponRepository) Existing(ctx context.Context, couponID string, us
 	existing := make(map[string]bool)
 	err := r.db.run(ctx, func(t *tx) error {
 		for _, userID := range userIDs {
-			if _, ok := r.db.userCoupons.get(t, userCouponKey{couponID, userID}); ok {
+			if _, ok := userCouponsTable.in(r.db).get(t, userCouponKey{couponID, userID}); ok {
 				existing[userID] = true
 			}
 		}
@@ -131,7 +135,7 @@ func (r *UserCouponRepository) Existing(ctx context.Context, couponID string, us
 func (r *UserCouponRepository) Count(ctx context.Context, couponID string) (int, error) {
 	var n int
 	err := r.db.run(ctx, func(t *tx) error {
-		n = len(r.db.userCoupons.rowsIn(t, couponID))
+		n = len(userCouponsTable.in(r.db).rowsIn(t, couponID))
 		return nil
 	})
 	return n, err
@@ -141,7 +145,7 @@ func (r *UserCouponRepository) Count(ctx context.Context, couponID string) (int,
 func (r *UserCouponRepository) Get(ctx context.Context, userID, couponID string) (coupon.Held, error) {
 	var held coupon.Held
 	err := r.db.run(ctx, func(t *tx) error {
-		uc, ok := r.db.userCoupons.get(t, userCouponKey{couponID, userID})
+		uc, ok := userCouponsTable.in(r.db).get(t, userCouponKey{couponID, userID})
 		if !ok {
 			return coupon.ErrInvalid
 		}
@@ -156,7 +160,7 @@ func (r *UserCouponRepository) Get(ctx context.Context, userID, couponID string)
 func (r *UserCouponRepository) GetForUpdate(ctx context.Context, userID, couponID string) (coupon.Held, error) {
 	var held coupon.Held
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		uc, ok, err := r.db.userCoupons.getForUpdate(ctx, t, userCouponKey{couponID, userID})
+		uc, ok, err := userCouponsTable.in(r.db).getForUpdate(ctx, t, userCouponKey{couponID, userID})
 		if err != nil {
 			return err
 		}
@@ -171,7 +175,7 @@ func (r *UserCouponRepository) GetForUpdate(ctx context.Context, userID, couponI
 
 // held joins a user coupon with its coupon's terms; the foreign key guarantees the coupon.
 func (r *UserCouponRepository) held(t *tx, uc coupon.UserCoupon) coupon.Held {
-	c, _ := r.db.coupons.get(t, uc.CouponID())
+	c, _ := couponsTable.in(r.db).get(t, uc.CouponID())
 	return coupon.Held{UserCoupon: uc, DiscountRate: c.DiscountRate(), ExpiresAt: c.ExpiresAt()}
 }
 
@@ -180,11 +184,11 @@ func (r *UserCouponRepository) held(t *tx, uc coupon.UserCoupon) coupon.Held {
 func (r *UserCouponRepository) MarkUsed(ctx context.Context, userCouponID string, usedAt time.Time) error {
 	return r.db.run(ctx, func(t *tx) error {
 		// The id is a secondary key here: find the row, then lock it and read it again.
-		found := r.db.userCoupons.filter(t, func(uc coupon.UserCoupon) bool { return uc.ID() == userCouponID })
+		found := userCouponsTable.in(r.db).filter(t, func(uc coupon.UserCoupon) bool { return uc.ID() == userCouponID })
 		if len(found) == 0 {
 			return coupon.ErrInvalid
 		}
-		uc, ok, err := r.db.userCoupons.getForUpdate(ctx, t, userCouponKeyOf(found[0]))
+		uc, ok, err := userCouponsTable.in(r.db).getForUpdate(ctx, t, userCouponKeyOf(found[0]))
 		if err != nil {
 			return err
 		}
@@ -194,6 +198,6 @@ func (r *UserCouponRepository) MarkUsed(ctx context.Context, userCouponID string
 		if err := uc.Use(usedAt); err != nil {
 			return err
 		}
-		return r.db.userCoupons.put(ctx, t, uc)
+		return userCouponsTable.in(r.db).put(ctx, t, uc)
 	})
 }

@@ -19,12 +19,16 @@ var (
 // crewKeyOf is the crews table's primary key.
 func crewKeyOf(c crew.Crew) string { return c.ID() }
 
+var crewsTable = declareTable("crews", crewKeyOf)
+
 // memberKey is the unique key (crewId, userId) of a member.
 type memberKey struct {
 	crewID, userID string
 }
 
 func memberKeyOf(m crew.Member) memberKey { return memberKey{m.CrewID, m.UserID} }
+
+var membersTable = declarePartitionedTable("crew_members", memberKeyOf, memberKey.crew)
 
 // crew partitions the members table by crew, for Count and List.
 func (k memberKey) crew() string { return k.crewID }
@@ -40,7 +44,7 @@ func NewCrewRepository(d *Database) *CrewRepository { return &CrewRepository{db:
 // Create inserts c; an existing id is a duplicate-key error.
 func (r *CrewRepository) Create(ctx context.Context, c *crew.Crew) error {
 	return r.db.run(ctx, func(t *tx) error {
-		return r.db.crews.insert(ctx, t, *c)
+		return crewsTable.in(r.db).insert(ctx, t, *c)
 	})
 }
 
@@ -48,7 +52,7 @@ func (r *CrewRepository) Create(ctx context.Context, c *crew.Crew) error {
 func (r *CrewRepository) Get(ctx context.Context, id string) (*crew.Crew, error) {
 	var found crew.Crew
 	err := r.db.run(ctx, func(t *tx) error {
-		c, ok := r.db.crews.get(t, id)
+		c, ok := crewsTable.in(r.db).get(t, id)
 		if !ok {
 			return crew.ErrNotFound
 		}
@@ -67,7 +71,7 @@ func (r *CrewRepository) Get(ctx context.Context, id string) (*crew.Crew, error)
 func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Crew, error) {
 	var found crew.Crew
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		c, ok, err := r.db.crews.getForUpdate(ctx, t, id)
+		c, ok, err := crewsTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
@@ -86,14 +90,14 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 // Save writes the crew's member count, locking its row for the rest of the transaction.
 func (r *CrewRepository) Save(ctx context.Context, c *crew.Crew) error {
 	return r.db.run(ctx, func(t *tx) error {
-		stored, ok, err := r.db.crews.getForUpdate(ctx, t, c.ID())
+		stored, ok, err := crewsTable.in(r.db).getForUpdate(ctx, t, c.ID())
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("memory: save crew %q: %w", c.ID(), crew.ErrNotFound)
 		}
-		return r.db.crews.put(ctx, t, *crew.Rebuild(stored.ID(), stored.Name(), stored.MaxMembers(), c.CurrentMembers(), stored.CreatedAt()))
+		return crewsTable.in(r.db).put(ctx, t, *crew.Rebuild(stored.ID(), stored.Name(), stored.MaxMembers(), c.CurrentMembers(), stored.CreatedAt()))
 	})
 }
 
@@ -117,11 +121,11 @@ func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) 
 	}
 	return r.db.run(ctx, func(t *tx) error {
 		for _, m := range members {
-			if _, ok := r.db.crews.get(t, m.CrewID); !ok {
+			if _, ok := crewsTable.in(r.db).get(t, m.CrewID); !ok {
 				return fmt.Errorf("memory: add member %q: foreign key crew %q: %w", m.UserID, m.CrewID, crew.ErrNotFound)
 			}
 		}
-		err := r.db.members.insert(ctx, t, members...)
+		err := membersTable.in(r.db).insert(ctx, t, members...)
 		if errors.Is(err, errDuplicateKey) {
 			return crew.ErrAlreadyMember
 		}
@@ -134,7 +138,7 @@ func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, user
 	existing := make(map[string]bool)
 	err := r.db.run(ctx, func(t *tx) error {
 		for _, userID := range userIDs {
-			if _, ok := r.db.members.get(t, memberKey{crewID, userID}); ok {
+			if _, ok := membersTable.in(r.db).get(t, memberKey{crewID, userID}); ok {
 				existing[userID] = true
 			}
 		}
@@ -150,7 +154,7 @@ func (r *CrewMemberRepository) Existing(ctx context.Context, crewID string, user
 // crew.ErrNotMember when there is none.
 func (r *CrewMemberRepository) Remove(ctx context.Context, crewID, userID string) error {
 	return r.db.run(ctx, func(t *tx) error {
-		deleted, err := r.db.members.delete(ctx, t, memberKey{crewID, userID})
+		deleted, err := membersTable.in(r.db).delete(ctx, t, memberKey{crewID, userID})
 		if err != nil {
 			return err
 		}
@@ -165,7 +169,7 @@ func (r *CrewMemberRepository) Remove(ctx context.Context, crewID, userID string
 func (r *CrewMemberRepository) Count(ctx context.Context, crewID string) (int, error) {
 	var n int
 	err := r.db.run(ctx, func(t *tx) error {
-		n = len(r.db.members.rowsIn(t, crewID))
+		n = len(membersTable.in(r.db).rowsIn(t, crewID))
 		return nil
 	})
 	return n, err
@@ -176,7 +180,7 @@ func (r *CrewMemberRepository) Count(ctx context.Context, crewID string) (int, e
 func (r *CrewMemberRepository) List(ctx context.Context, crewID string, after *ports.MemberCursor, limit int) ([]crew.Member, error) {
 	var page []crew.Member
 	err := r.db.run(ctx, func(t *tx) error {
-		members := r.db.members.rowsIn(t, crewID)
+		members := membersTable.in(r.db).rowsIn(t, crewID)
 		if after != nil {
 			members = slices.DeleteFunc(members, func(m crew.Member) bool { return compareToCursor(m, *after) <= 0 })
 		}
@@ -192,4 +196,9 @@ func (r *CrewMemberRepository) List(ctx context.Context, crewID string, after *p
 // compareToCursor orders m against a position in the (JoinedAt, UserID) order.
 func compareToCursor(m crew.Member, c ports.MemberCursor) int {
 	return cmp.Or(m.JoinedAt.Compare(c.JoinedAt), cmp.Compare(m.UserID, c.UserID))
+}
+
+// NewCrewStores returns the crew repositories on d.
+func NewCrewStores(d *Database) ports.CrewStores {
+	return ports.CrewStores{Crews: NewCrewRepository(d), CrewMembers: NewCrewMemberRepository(d)}
 }

@@ -12,13 +12,6 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/rushgate/rushgate/domain/challenge"
-	"github.com/rushgate/rushgate/domain/commerce/catalog"
-	"github.com/rushgate/rushgate/domain/commerce/coupon"
-	"github.com/rushgate/rushgate/domain/commerce/order"
-	"github.com/rushgate/rushgate/domain/commerce/wallet"
-	"github.com/rushgate/rushgate/domain/crew"
-	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -43,56 +36,17 @@ type Database struct {
 
 	// mu guards the committed rows of every table, so that a commit touching several tables
 	// becomes visible all at once.
-	mu      sync.RWMutex
-	crews   *table[string, crew.Crew]
-	members *table[memberKey, crew.Member]
-	markers *table[ports.IdempotencyKey, ports.IdempotencyMarker]
-
-	coupons       *table[string, coupon.Coupon]
-	userCoupons   *table[userCouponKey, coupon.UserCoupon]
-	accounts      *table[string, wallet.Account]
-	ledger        *table[ledgerKey, wallet.Entry]
-	products      *table[string, catalog.Product]
-	stock         *table[string, catalog.Stock]
-	carts         *table[string, order.Cart]
-	cartItems     *table[cartItemKey, order.CartItem]
-	orders        *table[string, order.Order]
-	movements     *table[movementKey, catalog.Movement]
-	outbox        *table[string, outboxRow]
-	challenges    *table[string, challenge.Challenge]
-	sessions      *table[string, challenge.UploadSession]
-	verifications *table[verificationKey, challenge.Verification]
-	// verificationSessions is the verifications' UNIQUE(uploadSessionId) index.
-	verificationSessions *table[string, challenge.Verification]
-	events               *table[string, waiting.Event]
-	seats                *table[seatKey, waiting.Seat]
-	reservations         *table[seatKey, waiting.Reservation]
+	mu sync.RWMutex
+	// tables are the rows of every declared table, by declaration (tableDecl.in).
+	tables []any
 }
 
-// NewDatabase returns an empty database.
+// NewDatabase returns an empty database with every declared table.
 func NewDatabase() *Database {
-	d := &Database{locks: newLockManager()}
-	d.crews = newTable(d, "crews", crewKeyOf)
-	d.members = newPartitionedTable(d, "crew_members", memberKeyOf, memberKey.crew)
-	d.markers = newTable(d, "idempotency_markers", markerKeyOf)
-	d.coupons = newTable(d, "coupons", couponKeyOf)
-	d.userCoupons = newPartitionedTable(d, "user_coupons", userCouponKeyOf, userCouponKey.coupon)
-	d.accounts = newTable(d, "users", accountKeyOf)
-	d.ledger = newPartitionedTable(d, "balance_ledger", ledgerKeyOf, ledgerKey.user)
-	d.products = newTable(d, "products", productKeyOf)
-	d.stock = newTable(d, "stock", stockKeyOf)
-	d.carts = newTable(d, "carts", cartKeyOf)
-	d.cartItems = newPartitionedTable(d, "cart_items", cartItemKeyOf, cartItemKey.cart)
-	d.orders = newTable(d, "orders", orderKeyOf)
-	d.movements = newPartitionedTable(d, "stock_history", movementKeyOf, movementKey.product)
-	d.outbox = newTable(d, "outbox", outboxKeyOf)
-	d.challenges = newTable(d, "challenges", challengeKeyOf)
-	d.sessions = newTable(d, "upload_sessions", sessionKeyOf)
-	d.verifications = newPartitionedTable(d, "verifications", verificationKeyOf, verificationKey.challenge)
-	d.verificationSessions = newTable(d, "verifications_by_session", verificationSessionKeyOf)
-	d.events = newTable(d, "events", eventKeyOf)
-	d.seats = newPartitionedTable(d, "seats", seatKeyOf, seatKey.event)
-	d.reservations = newPartitionedTable(d, "reservations", reservationKeyOf, seatKey.event)
+	d := &Database{locks: newLockManager(), tables: make([]any, len(declaredTables))}
+	for i, declare := range declaredTables {
+		d.tables[i] = declare(d)
+	}
 	return d
 }
 

@@ -18,6 +18,8 @@ var (
 
 func eventKeyOf(e waiting.Event) string { return e.ID() }
 
+var eventsTable = declareTable("events", eventKeyOf)
+
 // seatKey is a seat's primary key (eventId, number).
 type seatKey struct {
 	eventID string
@@ -26,11 +28,15 @@ type seatKey struct {
 
 func seatKeyOf(s waiting.Seat) seatKey { return seatKey{s.EventID, s.Number} }
 
+var seatsTable = declarePartitionedTable("seats", seatKeyOf, seatKey.event)
+
 // event partitions seats and reservations by event.
 func (k seatKey) event() string { return k.eventID }
 
 // reservationKeyOf keys reservations by their seat: UNIQUE(eventId, seat).
 func reservationKeyOf(r waiting.Reservation) seatKey { return seatKey{r.EventID, r.SeatNumber} }
+
+var reservationsTable = declarePartitionedTable("reservations", reservationKeyOf, seatKey.event)
 
 // EventRepository stores events in a Database.
 type EventRepository struct{ db *Database }
@@ -40,14 +46,14 @@ func NewEventRepository(d *Database) *EventRepository { return &EventRepository{
 
 // Create inserts e; an existing id is a duplicate-key error.
 func (r *EventRepository) Create(ctx context.Context, e *waiting.Event) error {
-	return r.db.run(ctx, func(t *tx) error { return r.db.events.insert(ctx, t, *e) })
+	return r.db.run(ctx, func(t *tx) error { return eventsTable.in(r.db).insert(ctx, t, *e) })
 }
 
 // Get returns a copy of the event, or waiting.ErrEventNotFound.
 func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, error) {
 	var found waiting.Event
 	err := r.db.run(ctx, func(t *tx) error {
-		e, ok := r.db.events.get(t, id)
+		e, ok := eventsTable.in(r.db).get(t, id)
 		if !ok {
 			return waiting.ErrEventNotFound
 		}
@@ -63,7 +69,7 @@ func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, e
 // SaveSlots writes the event's slots under its row lock.
 func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) error {
 	return r.db.run(ctx, func(t *tx) error {
-		e, ok, err := r.db.events.getForUpdate(ctx, t, id)
+		e, ok, err := eventsTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
@@ -73,7 +79,7 @@ func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) e
 		if err := e.SetSlots(slots); err != nil {
 			return err
 		}
-		return r.db.events.put(ctx, t, e)
+		return eventsTable.in(r.db).put(ctx, t, e)
 	})
 }
 
@@ -91,10 +97,10 @@ func (r *SeatRepository) Create(ctx context.Context, eventID string, seats int) 
 		rows[i] = waiting.Seat{EventID: eventID, Number: i + 1}
 	}
 	return r.db.run(ctx, func(t *tx) error {
-		if _, ok := r.db.events.get(t, eventID); !ok {
+		if _, ok := eventsTable.in(r.db).get(t, eventID); !ok {
 			return fmt.Errorf("memory: create seats: foreign key event %q: %w", eventID, waiting.ErrEventNotFound)
 		}
-		return r.db.seats.insert(ctx, t, rows...)
+		return seatsTable.in(r.db).insert(ctx, t, rows...)
 	})
 }
 
@@ -103,7 +109,7 @@ func (r *SeatRepository) Create(ctx context.Context, eventID string, seats int) 
 func (r *SeatRepository) GetForUpdate(ctx context.Context, eventID string, number int) (*waiting.Seat, error) {
 	var found waiting.Seat
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		s, ok, err := r.db.seats.getForUpdate(ctx, t, seatKey{eventID, number})
+		s, ok, err := seatsTable.in(r.db).getForUpdate(ctx, t, seatKey{eventID, number})
 		if err != nil {
 			return err
 		}
@@ -122,7 +128,7 @@ func (r *SeatRepository) GetForUpdate(ctx context.Context, eventID string, numbe
 // MarkReserved marks the seat reserved under its row lock.
 func (r *SeatRepository) MarkReserved(ctx context.Context, eventID string, number int) error {
 	return r.db.run(ctx, func(t *tx) error {
-		s, ok, err := r.db.seats.getForUpdate(ctx, t, seatKey{eventID, number})
+		s, ok, err := seatsTable.in(r.db).getForUpdate(ctx, t, seatKey{eventID, number})
 		if err != nil {
 			return err
 		}
@@ -130,7 +136,7 @@ func (r *SeatRepository) MarkReserved(ctx context.Context, eventID string, numbe
 			return waiting.ErrSeatNotFound
 		}
 		s.Reserved = true
-		return r.db.seats.put(ctx, t, s)
+		return seatsTable.in(r.db).put(ctx, t, s)
 	})
 }
 
@@ -138,7 +144,7 @@ func (r *SeatRepository) MarkReserved(ctx context.Context, eventID string, numbe
 func (r *SeatRepository) List(ctx context.Context, eventID string, after, limit int) ([]waiting.Seat, error) {
 	var page []waiting.Seat
 	err := r.db.run(ctx, func(t *tx) error {
-		seats := slices.DeleteFunc(r.db.seats.rowsIn(t, eventID), func(s waiting.Seat) bool { return s.Number <= after })
+		seats := slices.DeleteFunc(seatsTable.in(r.db).rowsIn(t, eventID), func(s waiting.Seat) bool { return s.Number <= after })
 		slices.SortFunc(seats, func(a, b waiting.Seat) int { return a.Number - b.Number })
 		page = seats[:min(max(limit, 0), len(seats))]
 		return nil
@@ -150,7 +156,7 @@ func (r *SeatRepository) List(ctx context.Context, eventID string, after, limit 
 func (r *SeatRepository) CountFree(ctx context.Context, eventID string) (int, error) {
 	n := 0
 	err := r.db.run(ctx, func(t *tx) error {
-		for _, s := range r.db.seats.rowsIn(t, eventID) {
+		for _, s := range seatsTable.in(r.db).rowsIn(t, eventID) {
 			if !s.Reserved {
 				n++
 			}
@@ -173,10 +179,10 @@ func NewReservationRepository(d *Database) *ReservationRepository {
 // waiting.ErrSeatNotFound.
 func (r *ReservationRepository) Add(ctx context.Context, res waiting.Reservation) error {
 	return r.db.run(ctx, func(t *tx) error {
-		if _, ok := r.db.seats.get(t, seatKey{res.EventID, res.SeatNumber}); !ok {
+		if _, ok := seatsTable.in(r.db).get(t, seatKey{res.EventID, res.SeatNumber}); !ok {
 			return fmt.Errorf("memory: add reservation: foreign key seat: %w", waiting.ErrSeatNotFound)
 		}
-		err := r.db.reservations.insert(ctx, t, res)
+		err := reservationsTable.in(r.db).insert(ctx, t, res)
 		if errors.Is(err, errDuplicateKey) {
 			return waiting.ErrSeatAlreadyReserved
 		}
@@ -188,8 +194,13 @@ func (r *ReservationRepository) Add(ctx context.Context, res waiting.Reservation
 func (r *ReservationRepository) Count(ctx context.Context, eventID string) (int, error) {
 	n := 0
 	err := r.db.run(ctx, func(t *tx) error {
-		n = len(r.db.reservations.rowsIn(t, eventID))
+		n = len(reservationsTable.in(r.db).rowsIn(t, eventID))
 		return nil
 	})
 	return n, err
+}
+
+// NewWaitingStores returns the event, seat and reservation repositories on d.
+func NewWaitingStores(d *Database) ports.WaitingStores {
+	return ports.WaitingStores{Events: NewEventRepository(d), Seats: NewSeatRepository(d), Reservations: NewReservationRepository(d)}
 }

@@ -14,6 +14,8 @@ var _ ports.IdempotencyMarkerRepository = (*IdempotencyMarkerRepository)(nil)
 
 func markerKeyOf(m ports.IdempotencyMarker) ports.IdempotencyKey { return m.Key }
 
+var markersTable = declareTable("idempotency_markers", markerKeyOf)
+
 // cloneMarker copies m's body, so that neither the caller nor the store can change the
 // other's marker.
 func cloneMarker(m ports.IdempotencyMarker) ports.IdempotencyMarker {
@@ -37,7 +39,7 @@ func (r *IdempotencyMarkerRepository) Find(ctx context.Context, keys []ports.Ide
 	found := make(map[ports.IdempotencyKey]ports.IdempotencyMarker)
 	err := r.db.run(ctx, func(t *tx) error {
 		for _, k := range keys {
-			if m, ok := r.db.markers.get(t, k); ok {
+			if m, ok := markersTable.in(r.db).get(t, k); ok {
 				found[k] = cloneMarker(m)
 			}
 		}
@@ -61,7 +63,7 @@ func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.
 		rows[i] = cloneMarker(m)
 	}
 	return r.db.run(ctx, func(t *tx) error {
-		err := r.db.markers.insert(ctx, t, rows...)
+		err := markersTable.in(r.db).insert(ctx, t, rows...)
 		if errors.Is(err, errDuplicateKey) {
 			return ports.ErrMarkerExists
 		}
@@ -74,12 +76,12 @@ func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.
 func (r *IdempotencyMarkerRepository) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
 	var deleted int
 	err := r.db.run(ctx, func(t *tx) error {
-		old := r.db.markers.filter(t, func(m ports.IdempotencyMarker) bool { return m.CreatedAt.Before(before) })
+		old := markersTable.in(r.db).filter(t, func(m ports.IdempotencyMarker) bool { return m.CreatedAt.Before(before) })
 		slices.SortFunc(old, func(a, b ports.IdempotencyMarker) int { return a.CreatedAt.Compare(b.CreatedAt) })
 		for _, m := range old[:min(max(limit, 0), len(old))] {
 			// A concurrent transaction may have deleted it meanwhile; only rows this one
 			// removed count.
-			ok, err := r.db.markers.delete(ctx, t, m.Key)
+			ok, err := markersTable.in(r.db).delete(ctx, t, m.Key)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,8 @@ var _ ports.OutboxRepository = (*OutboxRepository)(nil)
 
 func outboxKeyOf(m outboxRow) string { return m.ID }
 
+var outboxTable = declareTable("outbox", outboxKeyOf)
+
 // outboxRow is a message with the token of the claim holding it.
 type outboxRow struct {
 	outbox.Message
@@ -53,7 +55,7 @@ func (r *OutboxRepository) Add(ctx context.Context, messages ...outbox.Message) 
 	for i, m := range messages {
 		rows[i] = outboxRow{Message: cloneMessage(m)}
 	}
-	return r.db.run(ctx, func(t *tx) error { return r.db.outbox.insert(ctx, t, rows...) })
+	return r.db.run(ctx, func(t *tx) error { return outboxTable.in(r.db).insert(ctx, t, rows...) })
 }
 
 // Claim scans for due PENDING messages oldest first, passing over rows another transaction has
@@ -63,7 +65,7 @@ func (r *OutboxRepository) Claim(ctx context.Context, c ports.OutboxClaim) ([]ou
 	err := r.db.InTx(ctx, func(ctx context.Context) error {
 		claimed = nil
 		return r.db.run(ctx, func(t *tx) error {
-			due := r.db.outbox.filter(t, func(row outboxRow) bool {
+			due := outboxTable.in(r.db).filter(t, func(row outboxRow) bool {
 				return row.Status == outbox.Pending && !row.NextAttemptAt.After(c.Now) && (c.ID == "" || row.ID == c.ID)
 			})
 			slices.SortFunc(due, func(a, b outboxRow) int { return byCreation(a.Message, b.Message) })
@@ -71,16 +73,16 @@ func (r *OutboxRepository) Claim(ctx context.Context, c ports.OutboxClaim) ([]ou
 				if len(claimed) == c.Limit {
 					break
 				}
-				if !r.db.outbox.tryLock(t, row.ID) {
+				if !outboxTable.in(r.db).tryLock(t, row.ID) {
 					continue
 				}
 				// Read again under the lock: a claim that committed meanwhile moved it on.
-				row, ok := r.db.outbox.get(t, row.ID)
+				row, ok := outboxTable.in(r.db).get(t, row.ID)
 				if !ok || row.Status != outbox.Pending || row.NextAttemptAt.After(c.Now) {
 					continue
 				}
 				row.NextAttemptAt, row.token = c.Until, c.Token
-				if err := r.db.outbox.put(ctx, t, row); err != nil {
+				if err := outboxTable.in(r.db).put(ctx, t, row); err != nil {
 					return err
 				}
 				claimed = append(claimed, cloneMessage(row.Message))
@@ -95,12 +97,12 @@ func (r *OutboxRepository) Claim(ctx context.Context, c ports.OutboxClaim) ([]ou
 func (r *OutboxRepository) Record(ctx context.Context, m outbox.Message, token string) (bool, error) {
 	recorded := false
 	err := r.db.run(ctx, func(t *tx) error {
-		row, ok, err := r.db.outbox.getForUpdate(ctx, t, m.ID)
+		row, ok, err := outboxTable.in(r.db).getForUpdate(ctx, t, m.ID)
 		if err != nil || !ok || row.token != token || row.Status != outbox.Pending {
 			return err
 		}
 		recorded = true
-		return r.db.outbox.put(ctx, t, outboxRow{Message: cloneMessage(m), token: token})
+		return outboxTable.in(r.db).put(ctx, t, outboxRow{Message: cloneMessage(m), token: token})
 	})
 	return recorded, err
 }
@@ -109,7 +111,7 @@ func (r *OutboxRepository) Record(ctx context.Context, m outbox.Message, token s
 func (r *OutboxRepository) Get(ctx context.Context, id string) (outbox.Message, error) {
 	var found outbox.Message
 	err := r.db.run(ctx, func(t *tx) error {
-		row, ok := r.db.outbox.get(t, id)
+		row, ok := outboxTable.in(r.db).get(t, id)
 		if !ok {
 			return outbox.ErrNotFound
 		}
@@ -123,7 +125,7 @@ func (r *OutboxRepository) Get(ctx context.Context, id string) (outbox.Message, 
 func (r *OutboxRepository) List(ctx context.Context, status outbox.Status, cursor string, limit int) ([]outbox.Message, string, error) {
 	var rows []outboxRow
 	err := r.db.run(ctx, func(t *tx) error {
-		rows = r.db.outbox.filter(t, func(row outboxRow) bool { return status == "" || row.Status == status })
+		rows = outboxTable.in(r.db).filter(t, func(row outboxRow) bool { return status == "" || row.Status == status })
 		return nil
 	})
 	if err != nil {
@@ -150,7 +152,7 @@ func (r *OutboxRepository) List(ctx context.Context, status outbox.Status, curso
 // Retry turns a FAILED message PENDING under its row lock.
 func (r *OutboxRepository) Retry(ctx context.Context, id string, now time.Time) error {
 	return r.db.run(ctx, func(t *tx) error {
-		row, ok, err := r.db.outbox.getForUpdate(ctx, t, id)
+		row, ok, err := outboxTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
@@ -161,7 +163,7 @@ func (r *OutboxRepository) Retry(ctx context.Context, id string, now time.Time) 
 			return err
 		}
 		row.token = ""
-		return r.db.outbox.put(ctx, t, row)
+		return outboxTable.in(r.db).put(ctx, t, row)
 	})
 }
 
@@ -169,7 +171,7 @@ func (r *OutboxRepository) Retry(ctx context.Context, id string, now time.Time) 
 func (r *OutboxRepository) Count(ctx context.Context) (map[outbox.Status]int, error) {
 	counts := make(map[outbox.Status]int)
 	err := r.db.run(ctx, func(t *tx) error {
-		for _, row := range r.db.outbox.filter(t, func(row outboxRow) bool { return row.Status != outbox.Sent }) {
+		for _, row := range outboxTable.in(r.db).filter(t, func(row outboxRow) bool { return row.Status != outbox.Sent }) {
 			counts[row.Status]++
 		}
 		return nil

@@ -21,6 +21,8 @@ type movementKey struct {
 
 func movementKeyOf(m catalog.Movement) movementKey { return movementKey{m.ProductID, m.ID} }
 
+var movementsTable = declarePartitionedTable("stock_history", movementKeyOf, movementKey.product)
+
 // product partitions the stock history by product, for Movements.
 func (k movementKey) product() string { return k.productID }
 
@@ -29,7 +31,7 @@ func (k movementKey) product() string { return k.productID }
 func (r *OrderRepository) GetForUpdate(ctx context.Context, id string) (*order.Order, error) {
 	var found order.Order
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		o, ok, err := r.db.orders.getForUpdate(ctx, t, id)
+		o, ok, err := ordersTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
@@ -48,7 +50,7 @@ func (r *OrderRepository) GetForUpdate(ctx context.Context, id string) (*order.O
 // MarkPaid turns the PENDING order COMPLETED under its row lock, or returns order.ErrNotPayable.
 func (r *OrderRepository) MarkPaid(ctx context.Context, id string, paidAt time.Time) error {
 	return r.db.run(ctx, func(t *tx) error {
-		o, ok, err := r.db.orders.getForUpdate(ctx, t, id)
+		o, ok, err := ordersTable.in(r.db).getForUpdate(ctx, t, id)
 		if err != nil {
 			return err
 		}
@@ -59,7 +61,7 @@ func (r *OrderRepository) MarkPaid(ctx context.Context, id string, paidAt time.T
 		if err := paid.Pay(paidAt); err != nil {
 			return err
 		}
-		return r.db.orders.put(ctx, t, paid)
+		return ordersTable.in(r.db).put(ctx, t, paid)
 	})
 }
 
@@ -67,14 +69,14 @@ func (r *OrderRepository) MarkPaid(ctx context.Context, id string, paidAt time.T
 func (r *OrderRepository) TopSelling(ctx context.Context, since time.Time, limit int) ([]order.Sales, error) {
 	byProduct := make(map[string]*order.Sales)
 	err := r.db.run(ctx, func(t *tx) error {
-		paid := r.db.orders.filter(t, func(o order.Order) bool {
+		paid := ordersTable.in(r.db).filter(t, func(o order.Order) bool {
 			return o.Status() == order.StatusCompleted && !o.PaidAt().Before(since)
 		})
 		for _, o := range paid {
 			for _, item := range o.Items() {
 				s := byProduct[item.ProductID]
 				if s == nil {
-					product, _ := r.db.products.get(t, item.ProductID)
+					product, _ := productsTable.in(r.db).get(t, item.ProductID)
 					s = &order.Sales{ProductID: item.ProductID, Name: product.Name()}
 					byProduct[item.ProductID] = s
 				}
@@ -110,14 +112,14 @@ func NewStockRepository(d *Database) *StockRepository { return &StockRepository{
 // otherwise returns ports.ErrVersionConflict.
 func (r *StockRepository) Deduct(ctx context.Context, productID string, version, n int64) error {
 	return r.db.run(ctx, func(t *tx) error {
-		s, ok, err := r.db.stock.getForUpdate(ctx, t, productID)
+		s, ok, err := stockTable.in(r.db).getForUpdate(ctx, t, productID)
 		if err != nil {
 			return err
 		}
 		if !ok || s.Version() != version || !s.Covers(n) {
 			return ports.ErrVersionConflict
 		}
-		return r.db.stock.put(ctx, t, catalog.RebuildStock(productID, s.Quantity()-n, s.Version()+1))
+		return stockTable.in(r.db).put(ctx, t, catalog.RebuildStock(productID, s.Quantity()-n, s.Version()+1))
 	})
 }
 
@@ -129,11 +131,11 @@ func (r *StockRepository) AddMovements(ctx context.Context, movements ...catalog
 	}
 	return r.db.run(ctx, func(t *tx) error {
 		for _, m := range movements {
-			if _, ok := r.db.products.get(t, m.ProductID); !ok {
+			if _, ok := productsTable.in(r.db).get(t, m.ProductID); !ok {
 				return fmt.Errorf("memory: add stock movement: foreign key product %q: %w", m.ProductID, catalog.ErrProductNotFound)
 			}
 		}
-		return r.db.movements.insert(ctx, t, movements...)
+		return movementsTable.in(r.db).insert(ctx, t, movements...)
 	})
 }
 
@@ -141,7 +143,7 @@ func (r *StockRepository) AddMovements(ctx context.Context, movements ...catalog
 func (r *StockRepository) Movements(ctx context.Context, productID string) ([]catalog.Movement, error) {
 	var found []catalog.Movement
 	err := r.db.run(ctx, func(t *tx) error {
-		found = r.db.movements.rowsIn(t, productID)
+		found = movementsTable.in(r.db).rowsIn(t, productID)
 		return nil
 	})
 	slices.SortFunc(found, func(a, b catalog.Movement) int {

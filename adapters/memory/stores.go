@@ -2,28 +2,16 @@ package memory
 
 import "github.com/rushgate/rushgate/ports"
 
-// NewStores returns the TxRunner and every repository on d, so that a use case's writes
-// through any of them share d's transactions.
+// NewStores returns d as the TxRunner, its idempotency markers and every flow's store set on
+// it, so that a use case's writes through any of them share d's transactions.
 func NewStores(d *Database) ports.Stores {
 	return ports.Stores{
-		Tx:             d,
-		Crews:          NewCrewRepository(d),
-		CrewMembers:    NewCrewMemberRepository(d),
-		Markers:        NewIdempotencyMarkerRepository(d),
-		Coupons:        NewCouponRepository(d),
-		UserCoupons:    NewUserCouponRepository(d),
-		Wallets:        NewWalletRepository(d),
-		Products:       NewProductRepository(d),
-		Carts:          NewCartRepository(d),
-		Orders:         NewOrderRepository(d),
-		Stock:          NewStockRepository(d),
-		Outbox:         NewOutboxRepository(d),
-		Challenges:     NewChallengeRepository(d),
-		UploadSessions: NewUploadSessionRepository(d),
-		Verifications:  NewVerificationRepository(d),
-		Events:         NewEventRepository(d),
-		Seats:          NewSeatRepository(d),
-		Reservations:   NewReservationRepository(d),
+		Tx:                 d,
+		Markers:            NewIdempotencyMarkerRepository(d),
+		CrewStores:         NewCrewStores(d),
+		CommerceStores:     NewCommerceStores(d),
+		VerificationStores: NewVerificationStores(d),
+		WaitingStores:      NewWaitingStores(d),
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // translate it into their port's error.
 var errDuplicateKey = errors.New("memory: duplicate key")
 
-// table is one relation of a Database, declared once per aggregate with its primary key: the
+// table is one relation of a Database, declared once by its aggregate with its primary key: the
 // committed rows, and what each open transaction has written but not yet committed.
 //
 // Every method works as transaction t sees the table: its own buffered writes first, else the
@@ -29,16 +29,29 @@ type table[K comparable, V any] struct {
 	rows      map[string]map[K]V // partition → key → committed row; guarded by db.mu
 }
 
-// newTable declares a table on d whose rows are identified by key.
-func newTable[K comparable, V any](d *Database, name string, key func(V) K) *table[K, V] {
-	return newPartitionedTable(d, name, key, func(K) string { return "" })
+// tableDecl is a table every Database has, declared once at package level by the file of the
+// aggregate that owns it; in finds a Database's rows of it.
+type tableDecl[K comparable, V any] struct{ index int }
+
+// declaredTables builds every declared table on a new Database, in declaration order.
+var declaredTables []func(d *Database) any
+
+// declareTable declares a table whose rows are identified by key.
+func declareTable[K comparable, V any](name string, key func(V) K) tableDecl[K, V] {
+	return declarePartitionedTable(name, key, func(K) string { return "" })
 }
 
-// newPartitionedTable declares a table whose rows are also grouped by partition, for
+// declarePartitionedTable declares a table whose rows are also grouped by partition, for
 // rowsIn.
-func newPartitionedTable[K comparable, V any](d *Database, name string, key func(V) K, partition func(K) string) *table[K, V] {
-	return &table[K, V]{db: d, name: name, key: key, partition: partition, rows: make(map[string]map[K]V)}
+func declarePartitionedTable[K comparable, V any](name string, key func(V) K, partition func(K) string) tableDecl[K, V] {
+	declaredTables = append(declaredTables, func(d *Database) any {
+		return &table[K, V]{db: d, name: name, key: key, partition: partition, rows: make(map[string]map[K]V)}
+	})
+	return tableDecl[K, V]{index: len(declaredTables) - 1}
 }
+
+// in is d's table.
+func (decl tableDecl[K, V]) in(d *Database) *table[K, V] { return d.tables[decl.index].(*table[K, V]) }
 
 // rowWrite is a buffered insert, update or delete of one row.
 type rowWrite[V any] struct {

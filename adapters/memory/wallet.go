@@ -13,12 +13,16 @@ var _ ports.WalletRepository = (*WalletRepository)(nil)
 
 func accountKeyOf(a wallet.Account) string { return a.UserID() }
 
+var accountsTable = declareTable("users", accountKeyOf)
+
 // ledgerKey is a ledger entry's primary key, with its user for partitioning.
 type ledgerKey struct {
 	userID, entryID string
 }
 
 func ledgerKeyOf(e wallet.Entry) ledgerKey { return ledgerKey{e.UserID, e.ID} }
+
+var ledgerTable = declarePartitionedTable("balance_ledger", ledgerKeyOf, ledgerKey.user)
 
 // user partitions the ledger by user, for Totals.
 func (k ledgerKey) user() string { return k.userID }
@@ -35,14 +39,14 @@ func NewWalletRepository(d *Database) *WalletRepository { return &WalletReposito
 // wallet.ErrUserExists. It fails outside InTx.
 func (r *WalletRepository) Create(ctx context.Context, a *wallet.Account, opening wallet.Entry) error {
 	return r.db.runInTx(ctx, func(t *tx) error {
-		err := r.db.accounts.insert(ctx, t, *a)
+		err := accountsTable.in(r.db).insert(ctx, t, *a)
 		if errors.Is(err, errDuplicateKey) {
 			return wallet.ErrUserExists
 		}
 		if err != nil {
 			return err
 		}
-		return r.db.ledger.insert(ctx, t, opening)
+		return ledgerTable.in(r.db).insert(ctx, t, opening)
 	})
 }
 
@@ -50,7 +54,7 @@ func (r *WalletRepository) Create(ctx context.Context, a *wallet.Account, openin
 func (r *WalletRepository) Get(ctx context.Context, userID string) (*wallet.Account, error) {
 	var found wallet.Account
 	err := r.db.run(ctx, func(t *tx) error {
-		a, ok := r.db.accounts.get(t, userID)
+		a, ok := accountsTable.in(r.db).get(t, userID)
 		if !ok {
 			return wallet.ErrUserNotFound
 		}
@@ -68,7 +72,7 @@ func (r *WalletRepository) Get(ctx context.Context, userID string) (*wallet.Acco
 func (r *WalletRepository) GetForUpdate(ctx context.Context, userID string) (*wallet.Account, error) {
 	var found wallet.Account
 	err := r.db.runInTx(ctx, func(t *tx) error {
-		a, ok, err := r.db.accounts.getForUpdate(ctx, t, userID)
+		a, ok, err := accountsTable.in(r.db).getForUpdate(ctx, t, userID)
 		if err != nil {
 			return err
 		}
@@ -88,15 +92,15 @@ func (r *WalletRepository) GetForUpdate(ctx context.Context, userID string) (*wa
 // outside InTx.
 func (r *WalletRepository) Apply(ctx context.Context, a *wallet.Account, entries ...wallet.Entry) error {
 	return r.db.runInTx(ctx, func(t *tx) error {
-		if _, ok, err := r.db.accounts.getForUpdate(ctx, t, a.UserID()); err != nil {
+		if _, ok, err := accountsTable.in(r.db).getForUpdate(ctx, t, a.UserID()); err != nil {
 			return err
 		} else if !ok {
 			return fmt.Errorf("memory: apply to account %q: %w", a.UserID(), wallet.ErrUserNotFound)
 		}
-		if err := r.db.accounts.put(ctx, t, *a); err != nil {
+		if err := accountsTable.in(r.db).put(ctx, t, *a); err != nil {
 			return err
 		}
-		return r.db.ledger.insert(ctx, t, entries...)
+		return ledgerTable.in(r.db).insert(ctx, t, entries...)
 	})
 }
 
@@ -107,7 +111,7 @@ func (r *WalletRepository) Totals(ctx context.Context, userID string) (int64, in
 		n   int
 	)
 	err := r.db.run(ctx, func(t *tx) error {
-		entries := r.db.ledger.rowsIn(t, userID)
+		entries := ledgerTable.in(r.db).rowsIn(t, userID)
 		for _, e := range entries {
 			sum += e.Amount
 		}

@@ -223,8 +223,8 @@ func usage() string {
 	b.WriteString("usage: rushgate-load [flags] <scenario>\n\nscenarios:\n")
 	for _, r := range registry {
 		fmt.Fprintf(&b, "  %-17s  %s\n", r.name, r.summary)
-		if defaults := scenarioDefaults[r.name]; len(defaults) > 0 {
-			fmt.Fprintf(&b, "  %-17s  (unless given: %s)\n", "", defaultFlags(defaults))
+		if len(r.defaults) > 0 {
+			fmt.Fprintf(&b, "  %-17s  (unless given: %s)\n", "", defaultFlags(r.defaults))
 		}
 	}
 	b.WriteString("\nflags:\n")
@@ -295,12 +295,13 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 
 // applyScenarioDefaults sets the flags the command line left out to the scenario's own defaults.
 func applyScenarioDefaults(fs *flag.FlagSet, scenario string) error {
-	if _, err := lookup(scenario); err != nil {
+	reg, err := lookup(scenario)
+	if err != nil {
 		return err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name, value := range scenarioDefaults[scenario] {
+	for name, value := range reg.defaults {
 		if given[name] {
 			continue
 		}
@@ -312,7 +313,7 @@ func applyScenarioDefaults(fs *flag.FlagSet, scenario string) error {
 }
 
 // defaultFlags renders a scenario's defaults as flags, in name order.
-func defaultFlags(defaults map[string]string) string {
+func defaultFlags(defaults flagValues) string {
 	names := slices.Sorted(maps.Keys(defaults))
 	flags := make([]string, len(names))
 	for i, name := range names {

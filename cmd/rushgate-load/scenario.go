@@ -57,37 +57,36 @@ func (e *env) userToken(userID string) (string, error) {
 	return e.tokens.Mint(userID, rghttp.RoleUser, tokenTTL)
 }
 
-// registration names a scenario and builds it from the command line.
+// registration names a scenario, builds it from the command line, and sets the flags it runs
+// with unless the command line gives them.
 type registration struct {
 	name    string
 	summary string // one line for the usage text
 	build   func(cfg config) (scenario, error)
+	// defaults are flag values (by flag name) the scenario runs with unless the command line
+	// gives them: the size its targets are set for, so that `make load` measures that size.
+	defaults flagValues
 }
 
-// registry is every scenario the tool runs, in the order the usage text lists them.
+// flagValues are flag values by flag name.
+type flagValues map[string]string
+
+// registry is every scenario the tool runs, one line each, in the order the usage text lists
+// them.
 var registry = []registration{
-	{"crew-hot", "--users join ONE crew with a seat for each: every join is a hot-row transaction", newCrewHot},
-	{"crew-herd", "--users join ONE crew of --capacity seats: a herd, mostly answered CREW_FULL", newCrewHerd},
-	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread},
-	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd},
-	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd},
-	{"cart-herd", "--users adds of one unit to ONE user's cart at once: every add is a transaction on the same cart row", newCartHerd},
-	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow},
-	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull},
-	{"queue-push", "--users SSE clients wait in ONE push event of --capacity slots; each leaves once admitted (needs RUSHGATE_RECONNECT_GRACE=0)", newQueuePush},
-	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd},
-	{"payment-herd", "--users users each pay an order of ONE product with --capacity units: the stock row is the hot key", newPaymentHerd},
-	{"outbox-drain", "--users PENDING outbox messages drained by two relay workers into a platform failing 10% of calls", newOutboxDrain},
-	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts},
-}
-
-// scenarioDefaults are flag values (by flag name) a scenario runs with unless the command line
-// gives them: the size its targets are set for, so that `make load` measures that size.
-var scenarioDefaults = map[string]map[string]string{
-	"coupon-herd":  {"users": "10000", "capacity": "100"},
-	"queue-pull":   {"users": "100000", "capacity": "100"},
-	"outbox-drain": {"users": "10000"},
-	"queue-push":   {"users": "10000", "capacity": "1000", "concurrency": "128"},
+	{"crew-hot", "--users join ONE crew with a seat for each: every join is a hot-row transaction", newCrewHot, nil},
+	{"crew-herd", "--users join ONE crew of --capacity seats: a herd, mostly answered CREW_FULL", newCrewHerd, nil},
+	{"crew-spread", "--users joins spread over --crews crews, each with a seat for all it is sent", newCrewSpread, nil},
+	{"coupon-herd", "--users users ask for ONE coupon of quantity --capacity: first come, first served", newCouponHerd, flagValues{"users": "10000", "capacity": "100"}},
+	{"charge-herd", "ONE user charges its balance --users times at once: every charge locks the same row", newChargeHerd, nil},
+	{"cart-herd", "--users adds of one unit to ONE user's cart at once: every add is a transaction on the same cart row", newCartHerd, nil},
+	{"verification-flow", "--users each open an upload session, PUT a PNG to the presigned URL and verify one challenge", newVerificationFlow, nil},
+	{"queue-pull", "--users enter ONE pull event, then poll, claim and return tokens through --capacity slots", newQueuePull, flagValues{"users": "100000", "capacity": "100"}},
+	{"queue-push", "--users SSE clients wait in ONE push event of --capacity slots; each leaves once admitted (needs RUSHGATE_RECONNECT_GRACE=0)", newQueuePush, flagValues{"users": "10000", "capacity": "1000", "concurrency": "128"}},
+	{"seat-herd", "--users admitted users race for --capacity seats of ONE event, many on each seat", newSeatHerd, nil},
+	{"payment-herd", "--users users each pay an order of ONE product with --capacity units: the stock row is the hot key", newPaymentHerd, nil},
+	{"outbox-drain", "--users PENDING outbox messages drained by two relay workers into a platform failing 10% of calls", newOutboxDrain, flagValues{"users": "10000"}},
+	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts, nil},
 }
 
 // namedCeiling is a scenario whose ceiling is not a transaction through database/sql; it names

@@ -216,6 +216,9 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop while starting: fx has stopped what had started
+		}
 		return bootstrap.RootCause(err)
 	}
 	<-ctx.Done()

@@ -33,7 +33,7 @@ func TestObjectStorage(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Config.Handler = rghttp.NewRouter(rghttp.Deps{
-			Uploads: store, Tokens: rghttp.NewTokens([]byte("unused")), Metrics: telemetry.NewMetrics(prometheus.NewRegistry()),
+			Routes: []rghttp.Routes{rghttp.VerificationRoutes(nil, store)}, Tokens: rghttp.NewTokens([]byte("unused")), Metrics: telemetry.NewMetrics(prometheus.NewRegistry()),
 			Logger: slog.New(slog.NewTextHandler(testenv.LogWriter(t), nil)),
 		})
 		srv.Start()

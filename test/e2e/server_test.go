@@ -70,7 +70,13 @@ type server struct {
 	// run makes idempotency keys unique to this server (newRunID).
 	run string
 	// stores is the server's own storage, memory included, for checks through the ports.
-	stores ports.Stores
+	stores serverStores
+}
+
+// serverStores are the store sets of the server's flows that tests check through the ports.
+type serverStores struct {
+	ports.CommerceStores
+	ports.WaitingStores
 }
 
 // startServer is the one builder of the server under test: the fx-built application on b with
@@ -93,9 +99,9 @@ func startServerWith(t *testing.T, b backend, extra fx.Option, tweak ...func(*bo
 	}
 	var (
 		srv    *bootstrap.Server
-		stores ports.Stores
+		stores serverStores
 	)
-	app := fxtest.New(t, modules(t, cfg), extra, fx.Populate(&srv, &stores))
+	app := fxtest.New(t, modules(t, cfg), extra, fx.Populate(&srv, &stores.CommerceStores, &stores.WaitingStores))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 
