@@ -6,7 +6,8 @@
 #   scripts/pg-replica.sh start DIR [PRIMARY_PORT [REPLICA_PORT]]
 #       initdb a primary in DIR/primary (trust auth, replication allowed from 127.0.0.1), start
 #       it, clone it with pg_basebackup -R into DIR/replica (a standby that follows it) and start
-#       that; ports default to the first free ones from 15432. Prints two lines to source:
+#       that; ports default to the first free ones from 15432. Both count their statements in
+#       pg_stat_statements (database postgres). Prints two lines to source:
 #         PG_PRIMARY_URL=postgres://postgres@127.0.0.1:P/postgres?sslmode=disable
 #         PG_REPLICA_URL=postgres://postgres@127.0.0.1:R/postgres?sslmode=disable
 #   scripts/pg-replica.sh stop DIR [primary|replica]
@@ -65,13 +66,17 @@ start)
 	# initdb's trust pg_hba.conf already admits replication connections from 127.0.0.1, and the
 	# defaults (wal_level=replica, max_wal_senders=10) allow a streaming standby; this only makes
 	# the replica answer reads while it replays and tell the primary what it still needs.
+	# pg_stat_statements counts what each server ran, which shows what the replica served.
 	cat >>"$dir/primary/postgresql.conf" <<-EOF
 		hot_standby = on
 		hot_standby_feedback = on
+		shared_preload_libraries = 'pg_stat_statements'
 	EOF
 	start_server "$dir/primary" "$primary_port"
+	as_owner "$bin/psql" -q -h 127.0.0.1 -p "$primary_port" -U postgres -d postgres \
+		-c "CREATE EXTENSION pg_stat_statements"
 	as_owner "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
-		-D "$dir/replica" -R -X stream --no-sync
+		-D "$dir/replica" -R -X stream --checkpoint=fast --no-sync
 	start_server "$dir/replica" "$replica_port"
 	echo "PG_PRIMARY_URL=postgres://postgres@127.0.0.1:$primary_port/postgres?sslmode=disable"
 	echo "PG_REPLICA_URL=postgres://postgres@127.0.0.1:$replica_port/postgres?sslmode=disable"
