@@ -19,8 +19,8 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// ReplicaRetryAfter is how long a replica that failed a read is skipped before it is tried again.
-const ReplicaRetryAfter = time.Second
+// replicaRetryAfter is how long a replica that failed a read is skipped before it is tried again.
+const replicaRetryAfter = time.Second
 
 // Reads a caller marked with ports.AllowStale, made outside a transaction, run on a handle with
 // gorm's dbresolver plugin: its queries go to a replica the plugin picks, anything else to the
@@ -111,7 +111,7 @@ func (upReplicas) Resolve(pools []gorm.ConnPool) gorm.ConnPool {
 
 // replicaPool is one replica's connection pool. A query it cannot run there — the replica
 // refuses connections, drops them, or errs — runs on the primary, and the replica is skipped for
-// ReplicaRetryAfter; fellBack counts each query the primary ran in its place. A query that
+// replicaRetryAfter; fellBack counts each query the primary ran in its place. A query that
 // outlasts its deadline there is not rerun (no time is left), but the replica is skipped too.
 // Statements other than queries go to the primary: nothing is ever written to a replica.
 type replicaPool struct {
@@ -131,7 +131,7 @@ func (p *replicaPool) failed(ctx context.Context, err error) bool {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return false // the caller gave up; the replica is not to blame
 	}
-	p.downUntil.Store(time.Now().Add(ReplicaRetryAfter).UnixNano())
+	p.downUntil.Store(time.Now().Add(replicaRetryAfter).UnixNano())
 	return ctx.Err() == nil
 }
 
