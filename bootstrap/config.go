@@ -91,6 +91,9 @@ func (c *ServerConfig) setDefaults() {
 type DatabaseConfig struct {
 	// URL is postgres://… or mysql://…. Unset: in-memory, nothing persisted.
 	URL string `env:"RUSHGATE_DATABASE_URL"`
+	// ReplicaURLs are read replicas of URL, comma-separated, same driver: they serve the reads
+	// that may be a moment stale. Unset: none.
+	ReplicaURLs []string `env:"RUSHGATE_DATABASE_REPLICA_URLS" envSeparator:","`
 	// Timeout bounds connecting and each transaction (503 beyond).
 	Timeout time.Duration `env:"RUSHGATE_DB_TIMEOUT"`
 	// MaxOpenConns is the connection pool's size.
@@ -222,10 +225,35 @@ func (c DatabaseConfig) Validate() error {
 			return fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
 		}
 	}
+	if err := c.validateReplicas(); err != nil {
+		return fmt.Errorf("RUSHGATE_DATABASE_REPLICA_URLS: %w", err)
+	}
 	return allPositive(
 		positive{"RUSHGATE_DB_TIMEOUT", c.Timeout > 0},
 		positive{"RUSHGATE_DB_MAX_OPEN_CONNS", c.MaxOpenConns > 0},
 	)
+}
+
+// validateReplicas checks that each replica URL parses and names the primary's driver. The
+// URLs are not repeated: they may hold passwords.
+func (c DatabaseConfig) validateReplicas() error {
+	if len(c.ReplicaURLs) == 0 {
+		return nil
+	}
+	if c.URL == "" {
+		return errors.New("replicas need RUSHGATE_DATABASE_URL, the primary they copy")
+	}
+	primary, _, _ := gormdb.ParseURL(c.URL) // checked first
+	for i, raw := range c.ReplicaURLs {
+		dialect, _, err := gormdb.ParseURL(raw)
+		if err != nil {
+			return fmt.Errorf("replica %d: %w", i+1, err)
+		}
+		if dialect != primary {
+			return fmt.Errorf("replica %d is %s, but RUSHGATE_DATABASE_URL is %s: want the same driver", i+1, dialect, primary)
+		}
+	}
+	return nil
 }
 
 // Validate checks the Redis settings.

@@ -29,7 +29,8 @@ func TestParse_NamesTheVariableOfEachGroup(t *testing.T) {
 		group := groups.Field(i).Type
 		for j := range group.NumField() {
 			name := group.Field(j).Tag.Get("env")
-			if group.Field(j).Type.Kind() == reflect.String {
+			if field := group.Field(j).Type; field.Kind() == reflect.String ||
+				field.Kind() == reflect.Slice && field.Elem().Kind() == reflect.String {
 				continue // any text parses
 			}
 			t.Run(name, func(t *testing.T) {
@@ -236,5 +237,46 @@ func settingText(v reflect.Value) string {
 		return strings.Join(texts, ",")
 	default:
 		return fmt.Sprint(value)
+	}
+}
+
+// TestReplicaURLs_ParsedAndCheckedAgainstThePrimary: the replicas are a comma-separated list of
+// URLs of the primary's driver; a bad one, one of another driver, or replicas without a primary
+// are refused naming RUSHGATE_DATABASE_REPLICA_URLS, never repeating a URL (it may hold a
+// password).
+func TestReplicaURLs_ParsedAndCheckedAgainstThePrimary(t *testing.T) {
+	const primary = "postgres://app:secret@db1:5432/app?sslmode=disable"
+	parse := func(t *testing.T, environment map[string]string) (Config, error) {
+		t.Helper()
+		cfg, err := parseConfig(env.Options{Environment: environment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, cfg.Validate()
+	}
+	cfg, err := parse(t, map[string]string{
+		"RUSHGATE_DATABASE_URL":          primary,
+		"RUSHGATE_DATABASE_REPLICA_URLS": "postgres://app:secret@db2:5432/app?sslmode=disable,postgresql://app:secret@db3/app",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Database.ReplicaURLs; len(got) != 2 || got[1] != "postgresql://app:secret@db3/app" {
+		t.Errorf("replicas %q, want the two URLs", got)
+	}
+	if cfg, _ := parse(t, map[string]string{"RUSHGATE_DATABASE_URL": primary}); len(cfg.Database.ReplicaURLs) != 0 {
+		t.Errorf("unset: replicas %q, want none", cfg.Database.ReplicaURLs)
+	}
+	for name, environment := range map[string]map[string]string{
+		"another driver":  {"RUSHGATE_DATABASE_URL": primary, "RUSHGATE_DATABASE_REPLICA_URLS": "mysql://app:secret@db2:3306/app"},
+		"not a URL":       {"RUSHGATE_DATABASE_URL": primary, "RUSHGATE_DATABASE_REPLICA_URLS": "postgres://app:secret@db2:5432/app,%zz"},
+		"no database":     {"RUSHGATE_DATABASE_URL": primary, "RUSHGATE_DATABASE_REPLICA_URLS": "postgres://app:secret@db2:5432"},
+		"an empty item":   {"RUSHGATE_DATABASE_URL": primary, "RUSHGATE_DATABASE_REPLICA_URLS": "postgres://app:secret@db2:5432/app,"},
+		"without primary": {"RUSHGATE_DATABASE_REPLICA_URLS": "postgres://app:secret@db2:5432/app"},
+	} {
+		_, err := parse(t, environment)
+		if err == nil || !strings.HasPrefix(err.Error(), "RUSHGATE_DATABASE_REPLICA_URLS: ") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: want an error naming RUSHGATE_DATABASE_REPLICA_URLS without the password, got %v", name, err)
+		}
 	}
 }

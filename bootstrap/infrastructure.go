@@ -67,7 +67,7 @@ func alwaysReady(name string) telemetry.ReadinessCheck {
 	return telemetry.ReadinessCheck{Name: name, Check: func(context.Context) error { return nil }}
 }
 
-func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, error) {
+func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *telemetry.Metrics) (storage, error) {
 	if cfg.Database.URL == "" {
 		db := memory.NewDatabase()
 		return storage{Database: database{memory: db}, Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
@@ -77,9 +77,11 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	db, err := gormdb.Open(ctx, cfg.Database.URL, gormdb.Options{
-		MaxOpenConns:   cfg.Database.MaxOpenConns,
-		ConnectTimeout: cfg.Database.Timeout,
-		TxTimeout:      cfg.Database.Timeout,
+		MaxOpenConns:    cfg.Database.MaxOpenConns,
+		ConnectTimeout:  cfg.Database.Timeout,
+		TxTimeout:       cfg.Database.Timeout,
+		ReplicaURLs:     cfg.Database.ReplicaURLs,
+		ReplicaFallback: metrics.ReplicaFellBack,
 	})
 	if err != nil {
 		return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
@@ -90,7 +92,7 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 			return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: migration: %w", err)
 		}
 	}
-	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate)
+	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate, "replicas", len(cfg.Database.ReplicaURLs))
 	lc.Append(fx.StopHook(db.Close))
 	return storage{
 		Database:  database{sql: db},

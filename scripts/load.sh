@@ -11,6 +11,11 @@
 #                  and each further instance takes the next free port
 #   RUSHGATE_BIN   server binary to run instead of building ./cmd/rushgate, e.g. a build of
 #                  another commit made in a git worktree
+#   LOAD_PG_ADDR   the Postgres to create the database on, host:port with trust auth for user
+#                  postgres (default 127.0.0.1:5432)
+#   LOAD_PG_REPLICAS  streaming replicas of LOAD_PG_ADDR, host:port comma-separated (default
+#                  none): the servers read from them (RUSHGATE_DATABASE_REPLICA_URLS, the same
+#                  database on each); scripts/pg-replica.sh starts a primary with one
 #
 # Exits 1 when any run failed its invariant or saw a 5xx or a transport error, or could not run.
 # A missed performance target (MISS) does not change the exit status.
@@ -21,6 +26,8 @@ LOAD_DBS=${LOAD_DBS:-postgres mysql}
 LOAD_INSTANCES=${LOAD_INSTANCES:-1 2}
 LOAD_FLAGS=${LOAD_FLAGS:-}
 ADDR=${LOAD_ADDR:-127.0.0.1:18080}
+PG_ADDR=${LOAD_PG_ADDR:-127.0.0.1:5432}
+PG_REPLICAS=${LOAD_PG_REPLICAS:-}
 host=${ADDR%:*}
 port=${ADDR##*:}
 export RUSHGATE_JWT_SECRET=${RUSHGATE_JWT_SECRET:-load-secret-load-secret-load-secret-0}
@@ -57,7 +64,7 @@ stop_servers() {
 	servers=()
 }
 drop_database() {
-	psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" 2>/dev/null || true
+	psql -q -h "${PG_ADDR%:*}" -p "${PG_ADDR##*:}" -U postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" 2>/dev/null || true
 	mariadb -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $db" 2>/dev/null || true
 }
 cleanup() {
@@ -102,11 +109,18 @@ for dialect in $LOAD_DBS; do
 	for n in $LOAD_INSTANCES; do
 		case $dialect in
 		postgres)
-			psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $db"
-			export RUSHGATE_DATABASE_URL="postgres://postgres@127.0.0.1:5432/$db?sslmode=disable" ;;
+			psql -q -h "${PG_ADDR%:*}" -p "${PG_ADDR##*:}" -U postgres -c "CREATE DATABASE $db"
+			export RUSHGATE_DATABASE_URL="postgres://postgres@$PG_ADDR/$db?sslmode=disable"
+			replicas=()
+			for replica in ${PG_REPLICAS//,/ }; do
+				replicas+=("postgres://postgres@$replica/$db?sslmode=disable")
+			done
+			RUSHGATE_DATABASE_REPLICA_URLS=$(IFS=,; echo "${replicas[*]}")
+			export RUSHGATE_DATABASE_REPLICA_URLS ;;
 		mysql)
 			mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE $db"
-			export RUSHGATE_DATABASE_URL="mysql://root@127.0.0.1:3306/$db" ;;
+			export RUSHGATE_DATABASE_URL="mysql://root@127.0.0.1:3306/$db"
+			export RUSHGATE_DATABASE_REPLICA_URLS= ;;
 		*) echo "unknown database $dialect (want postgres or mysql)" >&2; exit 2 ;;
 		esac
 

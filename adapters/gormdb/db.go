@@ -5,6 +5,7 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -17,7 +18,6 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/rushgate/rushgate/ports"
 )
@@ -44,6 +44,13 @@ type Options struct {
 	// TxAttempts is how many times TxRunner.InTx runs a transaction the database aborted to
 	// break a deadlock or a serialization conflict, the first run included. Default 3.
 	TxAttempts int
+	// ReplicaURLs are read replicas of the database, same dialect: reads a caller marked with
+	// ports.AllowStale, made outside a transaction, go to one of them; everything else goes to
+	// the database. Each replica's pool is sized and bounded as the database's. None by default.
+	ReplicaURLs []string
+	// ReplicaFallback, when set, is called for each such read the database ran because a replica
+	// failed it or was skipped after failing one.
+	ReplicaFallback func()
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +78,10 @@ type DB struct {
 	// openMigrationPool opens a pool for migrations where sql's connections bound each read and
 	// write by TxTimeout (MySQL), since a migration's DDL may take longer; nil: migrate on sql.
 	openMigrationPool func() *sql.DB
+	// readGorm runs the reads replicas may serve (see replica.go), nil without replicas; replicas
+	// are their pools.
+	readGorm *gorm.DB
+	replicas []*replicaPool
 }
 
 // Open connects to databaseURL (see ParseURL) and pings it. A server that cannot be reached
@@ -100,14 +111,16 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 		// Whatever the cause (refused, timed out, bad credentials), the database cannot serve.
 		return nil, fmt.Errorf("gormdb: connect to %s at %s: %w: %w", dialect, host, ports.ErrUnavailable, err)
 	}
-	db.gorm, err = gorm.Open(dialector, &gorm.Config{
-		Logger:                 logger.Discard, // the server logs itself
-		SkipDefaultTransaction: true,           // InTx is the one way to run a transaction
-		DisableAutomaticPing:   true,           // pinged above, within ConnectTimeout
-	})
+	db.gorm, err = gorm.Open(dialector, gormConfig())
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, translate(err, errorMeanings{op: fmt.Sprintf("initialise %s at %s", dialect, host)})
+	}
+	if len(opts.ReplicaURLs) > 0 {
+		if err := db.openReplicas(opts.ReplicaURLs); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }
@@ -179,9 +192,14 @@ func (db *DB) ping(ctx context.Context) error {
 	return db.sql.PingContext(ctx)
 }
 
-// Close closes the pool.
+// Close closes the pool and the replicas' pools.
 func (db *DB) Close() error {
-	if err := db.sql.Close(); err != nil {
+	var errs []error
+	for _, r := range db.replicas {
+		errs = append(errs, r.replica.Close())
+	}
+	errs = append(errs, db.sql.Close())
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("gormdb: close %s: %w", db.dialect, err)
 	}
 	return nil

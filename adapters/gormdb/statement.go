@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
 )
 
 // The statements on the hot paths (a join's lock, count update, member insert and membership
@@ -17,12 +18,16 @@ import (
 
 // conn returns the handle a hand-written statement runs on, and the context to run it with:
 // the transaction ctx carries, or else the pool with the call bounded by TxTimeout, as session
-// does. Call the returned function when the call is done.
+// does; for a read a replica may serve (see readsReplica), the replica dbresolver picks. Call
+// the returned function when the call is done.
 func (db *DB) conn(ctx context.Context) (gorm.ConnPool, context.Context, context.CancelFunc) {
 	if tx, ok := db.transaction(ctx); ok {
 		return tx.Statement.ConnPool, ctx, func() {}
 	}
 	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
+	if db.readsReplica(ctx) {
+		return db.readGorm.WithContext(ctx).Clauses(dbresolver.Read).Statement.ConnPool, ctx, cancel
+	}
 	return db.sql, ctx, cancel
 }
 

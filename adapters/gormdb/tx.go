@@ -126,12 +126,17 @@ func (db *DB) transaction(ctx context.Context) (*gorm.DB, bool) {
 }
 
 // session returns the handle a repository call runs on: the transaction ctx carries, or else
-// the pool with the call bounded by TxTimeout, since a lone statement is a transaction too.
-// Call the returned function when the call is done.
+// the pool with the call bounded by TxTimeout, since a lone statement is a transaction too; the
+// replicas' handle for a read a replica may serve (see readsReplica). Call the returned function
+// when the call is done.
 func (db *DB) session(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 	if tx, ok := db.transaction(ctx); ok {
 		return tx.WithContext(ctx), func() {}
 	}
+	handle := db.gorm
+	if db.readsReplica(ctx) {
+		handle = db.readGorm
+	}
 	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
-	return db.gorm.WithContext(ctx), cancel
+	return handle.WithContext(ctx), cancel
 }

@@ -48,6 +48,8 @@ type Metrics struct {
 	// When the last relay round of this instance completed: an alert on its age finds a stalled
 	// relay.
 	outboxLastRound prometheus.Gauge
+	// Reads meant for a read replica that the primary served because the replica failed.
+	replicaFallbacks prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them on reg; it panics if one is already
@@ -111,7 +113,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Outbox messages this instance turned FAILED after every retry."})
 	m.outboxLastRound = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "rushgate", Name: "outbox_relay_last_round_timestamp_seconds",
 		Help: "Unix time of this instance's last relay round that sent every due message and counted the outbox."})
-	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound)
+	m.replicaFallbacks = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "rushgate", Name: "db_replica_fallbacks_total",
+		Help: "Reads meant for a database read replica that the primary served, because the replica failed one or was skipped after failing."})
+	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
 		m.rooms)
 	return m
@@ -169,6 +173,9 @@ func (m *Metrics) OutboxCounted(pending, failed int) {
 
 // OutboxGaveUp counts a message turned FAILED.
 func (m *Metrics) OutboxGaveUp() { m.outboxGaveUp.Inc() }
+
+// ReplicaFellBack counts a read meant for a read replica that the primary served.
+func (m *Metrics) ReplicaFellBack() { m.replicaFallbacks.Inc() }
 
 // Replayed counts an idempotent replay.
 func (m *Metrics) Replayed() { m.idempotentHits.Inc() }

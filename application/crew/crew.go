@@ -100,7 +100,7 @@ func (s *Service) Get(ctx context.Context, crewID string) (View, error) {
 	if err := ValidateCrewID(crewID); err != nil {
 		return View{}, err
 	}
-	c, err := s.crews.Get(ctx, crewID)
+	c, err := s.crews.Get(ports.AllowStale(ctx), crewID)
 	if err != nil {
 		return View{}, err
 	}
@@ -133,6 +133,8 @@ func (s *Service) ListMembers(ctx context.Context, crewID string, limit int, cur
 	if err != nil {
 		return MemberPage{}, err
 	}
+	// A shown list: a replica may serve it.
+	ctx = ports.AllowStale(ctx)
 	if _, err := s.crews.Get(ctx, crewID); err != nil {
 		return MemberPage{}, err
 	}

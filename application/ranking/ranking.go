@@ -130,7 +130,7 @@ func (s *Service) aggregate(ctx context.Context, now time.Time) (Top, bool) {
 	top := Top{Period: PeriodName, Products: []Ranked{}}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	sales, err := s.d.Orders.TopSelling(ctx, now.Add(-DefaultPeriod), DefaultLimit)
+	sales, err := s.d.Orders.TopSelling(ports.AllowStale(ctx), now.Add(-DefaultPeriod), DefaultLimit)
 	if err != nil {
 		s.d.Logger.ErrorContext(ctx, "failed to query popular products; answering an empty list", "error", err)
 		return top, false

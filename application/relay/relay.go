@@ -291,7 +291,7 @@ func (s *Service) List(ctx context.Context, status string, limit int, cursor str
 			return Page{}, err
 		}
 	}
-	messages, next, err := s.d.Outbox.List(ctx, st, cursor, limit)
+	messages, next, err := s.d.Outbox.List(ports.AllowStale(ctx), st, cursor, limit)
 	if err != nil {
 		return Page{}, err
 	}

@@ -116,7 +116,7 @@ func (s *Service) GetChallenge(ctx context.Context, id string) (ChallengeView, e
 	if err := domain.ValidateUUID("challengeId", id); err != nil {
 		return ChallengeView{}, err
 	}
-	c, err := s.d.Challenges.Get(ctx, id)
+	c, err := s.d.Challenges.Get(ports.AllowStale(ctx), id)
 	if err != nil {
 		return ChallengeView{}, err
 	}

@@ -367,7 +367,7 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	if err != nil {
 		return QueueView{}, fmt.Errorf("queue stats: %w", err)
 	}
-	free, err := s.d.Seats.CountFree(ctx, eventID)
+	free, err := s.d.Seats.CountFree(ports.AllowStale(ctx), eventID)
 	if err != nil {
 		return QueueView{}, fmt.Errorf("count free seats: %w", err)
 	}
@@ -406,7 +406,7 @@ func (s *Service) ListSeats(ctx context.Context, eventID string, limit int, curs
 	if _, err := s.rooms.event(ctx, eventID); err != nil {
 		return SeatPage{}, err
 	}
-	seats, err := s.d.Seats.List(ctx, eventID, after, limit+1)
+	seats, err := s.d.Seats.List(ports.AllowStale(ctx), eventID, after, limit+1)
 	if err != nil {
 		return SeatPage{}, fmt.Errorf("list seats: %w", err)
 	}

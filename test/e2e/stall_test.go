@@ -38,9 +38,16 @@ func (c *sseClient) isEnded() bool {
 // metric sums the samples of the Prometheus metric name (every label set) on p's /metrics.
 func (p *process) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	res, err := http.Get(p.url + "/metrics")
+	return metricAt(t, p.url, name)
+}
+
+// metricAt sums the samples of the Prometheus metric name (every label set) on the /metrics of
+// the server at baseURL.
+func metricAt(t *testing.T, baseURL, name string) float64 {
+	t.Helper()
+	res, err := http.Get(baseURL + "/metrics")
 	if err != nil {
-		t.Fatalf("scrape %s: %v", p.url, err)
+		t.Fatalf("scrape %s: %v", baseURL, err)
 	}
 	defer res.Body.Close()
 	sum := 0.0
