@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
-	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -16,13 +16,11 @@ import (
 // newService returns the use cases on in-memory adapters whose time is clock, and their
 // coordination adapters.
 func newService(clock *memory.Clock) (*waiting.Service, ports.Coordination) {
-	stores := memory.NewStores(memory.NewDatabase())
-	coord := memory.NewCoordination(clock)
-	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
-		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
+	env := memorytest.New(memorytest.WithClock(clock, memory.NewSleeper(clock)))
+	stores := env.Stores
 	return waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
-		Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{}},
-		waiting.Config{}), coord
+		Reservations: stores.Reservations, Room: env.Coord.WaitingRoom, Guard: env.Guard, Clock: clock, IDs: system.UUIDs{}},
+		waiting.Config{}), env.Coord
 }
 
 func TestStatus_EstimatedWaitComesFromTheRecentAdmissionRate(t *testing.T) {
