@@ -59,7 +59,8 @@ func (s *shop) couponStatus(user, couponID string) coupon.Status {
 }
 
 // state is everything a payment of user's order of productID could change: the balance and
-// its ledger, the stock and its history, the user's coupon of couponID, the order, the outbox.
+// its ledger, the stock and its history, the user's coupon of couponID ("" for none), the
+// order, the outbox.
 func (s *shop) state(user, productID, couponID, orderID string) string {
 	s.t.Helper()
 	ctx := context.Background()
@@ -71,14 +72,18 @@ func (s *shop) state(user, productID, couponID, orderID string) string {
 	require.NoError(s.t, err)
 	movements, err := s.Stores.Stock.Movements(ctx, productID)
 	require.NoError(s.t, err)
-	held, err := s.Stores.UserCoupons.Get(ctx, user, couponID)
-	require.NoError(s.t, err)
+	heldCoupon := "none"
+	if couponID != "" {
+		held, err := s.Stores.UserCoupons.Get(ctx, user, couponID)
+		require.NoError(s.t, err)
+		heldCoupon = fmt.Sprintf("%s %v", held.Status, held.UsedAt)
+	}
 	o, err := s.Stores.Orders.Get(ctx, orderID)
 	require.NoError(s.t, err)
 	messages, err := s.Stores.Outbox.Count(ctx)
 	require.NoError(s.t, err)
-	return fmt.Sprintf("balance %d, ledger %d over %d; stock %+v, %d movements; coupon %s %v; order %s %v; outbox %v",
-		a.Balance(), sum, entries, stock, len(movements), held.Status, held.UsedAt, o.Status(), o.PaidAt(), messages)
+	return fmt.Sprintf("balance %d, ledger %d over %d; stock %+v, %d movements; coupon %s; order %s %v; outbox %v",
+		a.Balance(), sum, entries, stock, len(movements), heldCoupon, o.Status(), o.PaidAt(), messages)
 }
 
 // A coupon valid when the order was placed but expired by the time of payment is refused
