@@ -7,25 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rushgate/rushgate/adapters/localblob"
-	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/ports"
 )
-
-func newStore(t *testing.T, dir string) *localblob.Store {
-	t.Helper()
-	store, err := localblob.New(dir, func() string { return "http://127.0.0.1:1" },
-		[]byte("localblob-test-secret-localblob-test-secret"), system.Clock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
 
 func TestPing_PassesOnAWritableDirectoryAndLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	store := newStore(t, dir)
+	store := newFixture(t, dir).store
 
 	if err := store.Ping(context.Background()); err != nil {
 		t.Fatalf("Ping on a writable directory: %v", err)
@@ -41,7 +29,7 @@ func TestPing_PassesOnAWritableDirectoryAndLeavesNothing(t *testing.T) {
 func TestPing_FailsUnavailableWhenTheDataDirectoryTakesNoFiles(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
-	store := newStore(t, dir)
+	store := newFixture(t, dir).store
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
