@@ -1,7 +1,7 @@
 // Package testkit holds the two waits every concurrent test needs, in plain Go so that any test
 // can use it, application tests included: StartTogether releases goroutines at one instant, and
 // Eventually polls a condition until it holds or a deadline passes, failing with the last state
-// it saw.
+// it saw (Poll is the same wait for setup code that reports an error instead).
 package testkit
 
 import (
@@ -36,22 +36,26 @@ const (
 	pollCeiling = 50 * time.Millisecond
 )
 
-// Eventually calls check until it returns nil, and fails t if within passes first, naming what
-// and check's last error: the state it observed last. check describes what it sees in that
-// error ("rank 3, want 0"), so a failure tells what was there instead of only that the wait ran
-// out. within is a bound for a loaded machine, not the expected time: the wait ends as soon as
-// check passes.
-func Eventually(t testing.TB, within time.Duration, what string, check func() error) {
-	t.Helper()
+// Poll calls check until it returns nil, and returns nil then, or, once within has passed,
+// check's last error: the state it observed last. check describes what it sees in that error
+// ("rank 3, want 0"), so a wait that runs out tells what was there. within is a bound for a
+// loaded machine, not the expected time: the wait ends as soon as check passes.
+func Poll(within time.Duration, check func() error) error {
 	deadline := time.Now().Add(within)
 	for pause := pollFloor; ; pause = min(2*pause, pollCeiling) {
 		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen: %v", what, within, err)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(pause)
+	}
+}
+
+// Eventually is Poll for a test: it fails t when within passes first, naming what and the last
+// state check saw.
+func Eventually(t testing.TB, within time.Duration, what string, check func() error) {
+	t.Helper()
+	if err := Poll(within, check); err != nil {
+		t.Fatalf("%s: not within %v; last seen: %v", what, within, err)
 	}
 }
