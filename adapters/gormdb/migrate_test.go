@@ -3,7 +3,6 @@ package gormdb_test
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // TestMigrate_ConcurrentInstancesAllSucceed starts several instances on one empty database at
@@ -34,11 +34,7 @@ func TestMigrate_ConcurrentInstancesAllSucceed(t *testing.T) {
 			}
 
 			errs := make([]error, instances)
-			var wg sync.WaitGroup
-			for i, db := range dbs {
-				wg.Go(func() { errs[i] = gormdb.Migrate(ctx, db) })
-			}
-			wg.Wait()
+			testkit.StartTogether(instances, func(i int) { errs[i] = gormdb.Migrate(ctx, dbs[i]) })
 
 			for _, err := range errs {
 				assert.NoError(t, err)

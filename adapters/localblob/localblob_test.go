@@ -12,25 +12,14 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/localblob"
-	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
 )
 
-func newStore(t *testing.T, dir string) *localblob.Store {
-	t.Helper()
-	store, err := localblob.New(dir, func() string { return "http://127.0.0.1:1" },
-		[]byte("localblob-test-secret-localblob-test-secret"), system.Clock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
-
 func TestPing_PassesOnAWritableDirectoryAndLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	store := newStore(t, dir)
+	store := newFixture(t, dir).store
 
 	if err := store.Ping(context.Background()); err != nil {
 		t.Fatalf("Ping on a writable directory: %v", err)
@@ -46,7 +35,7 @@ func TestPing_PassesOnAWritableDirectoryAndLeavesNothing(t *testing.T) {
 func TestPing_FailsUnavailableWhenTheDataDirectoryTakesNoFiles(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
-	store := newStore(t, dir)
+	store := newFixture(t, dir).store
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +55,7 @@ var dotKeys = []string{".hidden", ".incoming/upload-1", "uploads/.u/a.png", "upl
 
 func TestPresignPut_RefusesAKeyWithASegmentStartingWithADot(t *testing.T) {
 	t.Parallel()
-	store := newStore(t, t.TempDir())
+	store := newFixture(t, t.TempDir()).store
 	for _, key := range dotKeys {
 		_, err := store.PresignPut(context.Background(), ports.UploadGrant{Key: key, ContentType: "image/png", ContentLength: 4, Expiry: time.Minute})
 		if !errors.Is(err, domain.ErrValidation) {
@@ -83,7 +72,7 @@ func TestPresignPut_RefusesAKeyWithASegmentStartingWithADot(t *testing.T) {
 func TestReceive_RefusesAKeyWithASegmentStartingWithADot(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	store := newStore(t, dir)
+	store := newFixture(t, dir).store
 	body := []byte("\x89PNG")
 	signed, err := store.PresignPut(context.Background(), ports.UploadGrant{Key: "uploads/u/a.png", ContentType: "image/png",
 		ContentLength: int64(len(body)), Expiry: time.Minute})

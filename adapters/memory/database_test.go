@@ -3,7 +3,6 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 var errRollback = errors.New("roll back")
@@ -234,33 +234,25 @@ func TestConcurrentJoins_OnlyALockHeldToTheEndKeepsTheCrewConsistent(t *testing.
 			s := newStore()
 			crewID := s.createCrew(t, capacity)
 
-			start := make(chan struct{})
-			errs := make(chan error, joiners)
-			var wg sync.WaitGroup
-			for range joiners {
-				wg.Go(func() {
-					<-start
-					errs <- s.db.InTx(context.Background(), func(ctx context.Context) error {
-						c, err := tc.read(ctx, s, crewID)
-						if err != nil {
-							return err
-						}
-						m, err := c.Join(uuid.NewString(), epoch)
-						if err != nil {
-							return err
-						}
-						if err := s.CrewMembers.Add(ctx, m); err != nil {
-							return err
-						}
-						return s.Crews.Save(ctx, c)
-					})
+			errs := make([]error, joiners)
+			testkit.StartTogether(joiners, func(i int) {
+				errs[i] = s.db.InTx(context.Background(), func(ctx context.Context) error {
+					c, err := tc.read(ctx, s, crewID)
+					if err != nil {
+						return err
+					}
+					m, err := c.Join(uuid.NewString(), epoch)
+					if err != nil {
+						return err
+					}
+					if err := s.CrewMembers.Add(ctx, m); err != nil {
+						return err
+					}
+					return s.Crews.Save(ctx, c)
 				})
-			}
-			close(start)
-			wg.Wait()
-			close(errs)
+			})
 			joined := 0
-			for err := range errs {
+			for _, err := range errs {
 				switch {
 				case err == nil:
 					joined++

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 func newFakeClock() *memory.Clock {
@@ -55,13 +57,12 @@ func (s store) isMember(t *testing.T, crewID, userID string) bool {
 // waitUntilBlocked waits until n transactions of db are queued on a row lock.
 func waitUntilBlocked(t *testing.T, db *memory.Database, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for memory.WaitingTransactions(db) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d transactions waiting on a lock, want %d", memory.WaitingTransactions(db), n)
+	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%d transactions waiting on a lock", n), func() error {
+		if waiting := memory.WaitingTransactions(db); waiting < n {
+			return fmt.Errorf("%d waiting", waiting)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // openTx starts a transaction that stays open until the returned function is called with the

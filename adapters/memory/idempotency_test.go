@@ -3,12 +3,12 @@ package memory_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 const (
@@ -30,15 +30,10 @@ func TestIdempotency_OneWinnerAmongConcurrentBegins(t *testing.T) {
 	s := memory.NewIdempotencyStore(newFakeClock())
 	key := ports.IdempotencyKey{Scope: "u1", Key: "k1"}
 
-	results := make(chan ports.BeginResult, 100)
-	var wg sync.WaitGroup
-	for range 100 {
-		wg.Go(func() { results <- begin(t, s, key, "fp") })
-	}
-	wg.Wait()
-	close(results)
+	results := make([]ports.BeginResult, 100)
+	testkit.StartTogether(len(results), func(i int) { results[i] = begin(t, s, key, "fp") })
 	counts := map[ports.BeginState]int{}
-	for res := range results {
+	for _, res := range results {
 		counts[res.State]++
 		if res.Fingerprint != "fp" {
 			t.Errorf("fingerprint = %q, want fp", res.Fingerprint)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 const lockTTL = time.Second
@@ -84,19 +85,15 @@ func TestLocker_OneWinnerAmongConcurrentCallers(t *testing.T) {
 	t.Parallel()
 	locker := memory.NewLocker(newFakeClock())
 	var winners atomic.Int32
-	var wg sync.WaitGroup
-	for range 100 {
-		wg.Go(func() {
-			_, err := locker.TryAcquire(context.Background(), "crew:1", lockTTL)
-			switch {
-			case err == nil:
-				winners.Add(1)
-			case !errors.Is(err, ports.ErrLockNotAcquired):
-				t.Errorf("TryAcquire: %v", err)
-			}
-		})
-	}
-	wg.Wait()
+	testkit.StartTogether(100, func(int) {
+		_, err := locker.TryAcquire(context.Background(), "crew:1", lockTTL)
+		switch {
+		case err == nil:
+			winners.Add(1)
+		case !errors.Is(err, ports.ErrLockNotAcquired):
+			t.Errorf("TryAcquire: %v", err)
+		}
+	})
 	if n := winners.Load(); n != 1 {
 		t.Errorf("%d winners, want 1", n)
 	}

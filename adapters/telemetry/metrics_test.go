@@ -14,10 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
-	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -130,15 +129,12 @@ func TestRoomsInUse_DropsTheSeriesOfEventsNoLongerInUse(t *testing.T) {
 // went idle and the reconciliation passes ran, /metrics names none of them.
 func TestScrape_SeriesOfIdleEventsAreGone(t *testing.T) {
 	ctx := context.Background()
-	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	stores := memory.NewStores(memory.NewDatabase())
-	coord := memory.NewCoordination(clock)
+	env := memorytest.New()
+	clock, stores := env.FakeClock, env.Stores
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg)
-	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
-		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	rooms := waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
-		Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{},
+		Reservations: stores.Reservations, Room: env.Coord.WaitingRoom, Guard: env.Guard, Clock: clock, IDs: system.UUIDs{},
 		Observer: metrics}, waiting.Config{IdleTimeout: time.Minute})
 	server := httptest.NewServer(metrics.Handler())
 	defer server.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	appcoupon "github.com/rushgate/rushgate/application/coupon"
 	"github.com/rushgate/rushgate/application/guard"
@@ -17,15 +18,14 @@ import (
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
-// fixture is one memory database and coordination, and a coupon service on them.
+// fixture is a coupon service on memory (memorytest.Env), with the repositories it was given.
 type fixture struct {
-	clock       *memory.Clock
-	db          *memory.Database
+	*memorytest.Env
 	coupons     ports.CouponRepository
 	userCoupons ports.UserCouponRepository
-	locker      ports.Locker
 	svc         *appcoupon.Service
 }
 
@@ -43,26 +43,22 @@ func withUserCoupons(wrap func(ports.UserCouponRepository) ports.UserCouponRepos
 
 func newFixture(t *testing.T, opts ...option) *fixture {
 	t.Helper()
-	db := memory.NewDatabase()
-	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	f := &fixture{clock: clock, db: db, coupons: memory.NewCouponRepository(db),
-		userCoupons: memory.NewUserCouponRepository(db), locker: memory.NewLocker(clock)}
+	// Backoff really waits (and briefly), so contention does not move the clock coupons expire by.
+	env := memorytest.New(memorytest.WithClock(memory.NewClock(memorytest.Start), system.Sleeper{}),
+		memorytest.WithGuard(guard.Config{BaseDelay: time.Millisecond, MaxRetries: 3}))
+	f := &fixture{Env: env, coupons: env.Stores.Coupons, userCoupons: env.Stores.UserCoupons}
 	for _, o := range opts {
 		o(f)
 	}
-	g := guard.New(guard.Deps{
-		Idempotency: memory.NewIdempotencyStore(clock), Locker: f.locker, Clock: clock, Sleeper: system.Sleeper{},
-		Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
-	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 3})
-	f.svc = appcoupon.NewService(appcoupon.Deps{Tx: db, Coupons: f.coupons, UserCoupons: f.userCoupons, Guard: g,
-		Clock: clock, IDs: system.UUIDs{}}, appcoupon.Config{})
+	f.svc = appcoupon.NewService(appcoupon.Deps{Tx: env.Stores.Tx, Coupons: f.coupons, UserCoupons: f.userCoupons,
+		Guard: env.Guard, Clock: env.Clock, IDs: system.UUIDs{}}, appcoupon.Config{})
 	return f
 }
 
 func (f *fixture) create(t *testing.T, total int) appcoupon.View {
 	t.Helper()
 	v, err := f.svc.Create(context.Background(), appcoupon.CreateCommand{Name: "10% off", DiscountRate: 10,
-		TotalQuantity: total, ExpiresAt: f.clock.Now().Add(time.Hour)})
+		TotalQuantity: total, ExpiresAt: f.FakeClock.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +90,14 @@ const issued = ""
 
 func TestCreate_ValidatesInput(t *testing.T) {
 	f := newFixture(t)
-	future := f.clock.Now().Add(time.Hour)
+	future := f.FakeClock.Now().Add(time.Hour)
 	for _, cmd := range []appcoupon.CreateCommand{
 		{Name: "", DiscountRate: 10, TotalQuantity: 1, ExpiresAt: future},
 		{Name: "x", DiscountRate: 0, TotalQuantity: 1, ExpiresAt: future},
 		{Name: "x", DiscountRate: 101, TotalQuantity: 1, ExpiresAt: future},
 		{Name: "x", DiscountRate: 10, TotalQuantity: 0, ExpiresAt: future},
 		{Name: "x", DiscountRate: 10, TotalQuantity: coupon.MaxTotalQuantity + 1, ExpiresAt: future},
-		{Name: "x", DiscountRate: 10, TotalQuantity: 1, ExpiresAt: f.clock.Now()},
+		{Name: "x", DiscountRate: 10, TotalQuantity: 1, ExpiresAt: f.FakeClock.Now()},
 	} {
 		if _, err := f.svc.Create(context.Background(), cmd); !errors.Is(err, domain.ErrValidation) {
 			t.Errorf("%+v: %v", cmd, err)
@@ -135,7 +131,7 @@ func TestIssue_GivesOneCouponAndCountsDown(t *testing.T) {
 	}
 	f.assertIssued(t, c.ID, 2)
 	held, err := f.userCoupons.Get(context.Background(), "alice", c.ID)
-	if err != nil || held.Status() != coupon.Available || held.CheckUsable(f.clock.Now()) != nil {
+	if err != nil || held.Status() != coupon.Available || held.CheckUsable(f.FakeClock.Now()) != nil {
 		t.Fatalf("alice holds %+v, %v", held, err)
 	}
 }
@@ -149,7 +145,7 @@ func TestIssue_UnknownExpiredAndMalformedCoupons(t *testing.T) {
 		t.Errorf("malformed: %v", err)
 	}
 	c := f.create(t, 5)
-	f.clock.Advance(time.Hour)
+	f.FakeClock.Advance(time.Hour)
 	if _, err := f.issue(c.ID, "alice"); !errors.Is(err, coupon.ErrExpired) {
 		t.Errorf("expired: %v", err)
 	}
@@ -171,22 +167,18 @@ func TestIssue_AKeyedIssueIsReplayed(t *testing.T) {
 	f.assertIssued(t, c.ID, 1)
 }
 
-// stampede fires the issues of users concurrently and counts the answers by code.
+// stampede fires the issues of users at once and counts the answers by code.
 func stampede(f *fixture, couponID string, users []string) map[string]int {
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
 		outcomes = map[string]int{}
 	)
-	for _, user := range users {
-		wg.Go(func() {
-			_, err := f.issue(couponID, user)
-			mu.Lock()
-			outcomes[guardtest.Code(err)]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	testkit.StartTogether(len(users), func(i int) {
+		_, err := f.issue(couponID, users[i])
+		mu.Lock()
+		outcomes[guardtest.Code(err)]++
+		mu.Unlock()
+	})
 	return outcomes
 }
 
@@ -300,7 +292,7 @@ func TestIssue_OnceSeenSoldOutAnswersWithoutTheLock(t *testing.T) {
 	if _, err := f.issue(c.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.locker.TryAcquire(context.Background(), "coupon:"+c.ID, time.Hour); err != nil {
+	if _, err := f.Coord.Locker.TryAcquire(context.Background(), "coupon:"+c.ID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.issue(c.ID, "bob"); !errors.Is(err, coupon.ErrSoldOut) {

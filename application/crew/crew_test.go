@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
@@ -17,23 +18,17 @@ import (
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
-// fixture is one database, idempotency store and locker, shared by every service instance a
-// test starts (newService), as several servers share Postgres and Redis.
+// fixture is one backend on memory (memorytest.Env) shared by every service instance a test
+// starts (newService), as several servers share Postgres and Redis.
 type fixture struct {
-	clock   ports.Clock
-	sleeper ports.Sleeper
-	db      *memory.Database
-	store   ports.IdempotencyStore
-	locker  ports.Locker
-	// newStore, when set, builds the idempotency store on the fixture's clock.
-	newStore func(ports.Clock) ports.IdempotencyStore
-	members  ports.CrewMemberRepository // what the services use
-	table    *memory.CrewMemberRepository
-	guard    guard.Config
-	queues   *guardtest.Queues // reports joins queueing on any of the fixture's instances
-	svc      *appcrew.Service  // the first instance
+	*memorytest.Env
+	members ports.CrewMemberRepository // what the services use
+	table   *memory.CrewMemberRepository
+	queues  *guardtest.Queues // reports joins queueing on any of the fixture's instances
+	svc     *appcrew.Service  // the first instance
 	// batches counts the transactions the guards ran batches in.
 	batches atomic.Int32
 }
@@ -49,57 +44,63 @@ func (c countingTx) InTx(ctx context.Context, fn func(ctx context.Context) error
 	return c.TxRunner.InTx(ctx, fn)
 }
 
-type option func(*fixture)
+// setup is what the options change: the backend's, and the member repository the services use.
+type setup struct {
+	env     []memorytest.Option
+	members func(*memory.CrewMemberRepository) ports.CrewMemberRepository
+}
+
+type option func(*setup)
 
 // withFakeTime runs the fixture on a clock that moves only when told to or when a request backs
 // off (memory.Sleeper), and on a memory locker whose lock a test can hold (fixture.hold).
 func withFakeTime() option {
-	return func(f *fixture) {
-		clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-		f.clock, f.sleeper = clock, memory.NewSleeper(clock)
+	return func(s *setup) {
+		clock := memory.NewClock(memorytest.Start)
+		s.env = append(s.env, memorytest.WithClock(clock, memory.NewSleeper(clock)))
 	}
 }
 
 // withParkedHeads is fake time in which a head waiting for the lock never gives up: it moves only
 // when the lock is released. Tests queue joins behind a held lock to serve them in one batch.
 func withParkedHeads() option {
-	return func(f *fixture) {
-		f.clock, f.sleeper = memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)), guardtest.Parked{}
+	return func(s *setup) {
+		s.env = append(s.env, memorytest.WithClock(memory.NewClock(memorytest.Start), guardtest.Parked{}))
 	}
 }
 
-func withLocker(l ports.Locker) option { return func(f *fixture) { f.locker = l } }
+func withLocker(l ports.Locker) option {
+	return func(s *setup) {
+		s.env = append(s.env, memorytest.WithLocker(func(ports.Locker) ports.Locker { return l }))
+	}
+}
 
-func withStore(newStore func(ports.Clock) ports.IdempotencyStore) option {
-	return func(f *fixture) { f.newStore = newStore }
+func withStore(wrap func(ports.IdempotencyStore) ports.IdempotencyStore) option {
+	return func(s *setup) { s.env = append(s.env, memorytest.WithIdempotency(wrap)) }
 }
 
 func withMembers(wrap func(*memory.CrewMemberRepository) ports.CrewMemberRepository) option {
-	return func(f *fixture) { f.members = wrap(f.table) }
+	return func(s *setup) { s.members = wrap }
 }
 
+// newFixture runs in real time unless an option says otherwise.
 func newFixture(t *testing.T, opts ...option) *fixture {
 	t.Helper()
-	db := memory.NewDatabase()
-	f := &fixture{
-		clock:   system.Clock{},
-		sleeper: system.Sleeper{},
-		db:      db,
-		table:   memory.NewCrewMemberRepository(db),
+	f := &fixture{queues: guardtest.NewQueues()}
+	s := setup{env: []memorytest.Option{
+		memorytest.WithClock(system.Clock{}, system.Sleeper{}),
 		// Short backoff keeps contention tests fast; the schedule itself is the guard's test.
-		guard:  guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10},
-		queues: guardtest.NewQueues(),
-	}
-	f.members = f.table
+		memorytest.WithGuard(guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10}, guard.WithObserver(f.queues)),
+		memorytest.WithGuardTx(func(tx ports.TxRunner) ports.TxRunner { return countingTx{tx, &f.batches} }),
+	}}
 	for _, o := range opts {
-		o(f)
+		o(&s)
 	}
-	f.store = memory.NewIdempotencyStore(f.clock)
-	if f.newStore != nil {
-		f.store = f.newStore(f.clock)
-	}
-	if f.locker == nil {
-		f.locker = memory.NewLocker(f.clock)
+	f.Env = memorytest.New(s.env...)
+	f.table = f.Stores.CrewMembers.(*memory.CrewMemberRepository)
+	f.members = f.table
+	if s.members != nil {
+		f.members = s.members(f.table)
 	}
 	f.svc = f.newService()
 	return f
@@ -107,20 +108,16 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 
 // newService starts another instance: its own guard, lane and full hints, on the shared ports.
 func (f *fixture) newService() *appcrew.Service {
-	g := guard.New(guard.Deps{
-		Idempotency: f.store, Locker: f.locker, Clock: f.clock, Sleeper: f.sleeper,
-		Tx: countingTx{f.db, &f.batches}, Markers: memory.NewIdempotencyMarkerRepository(f.db),
-	}, f.guard, guard.WithObserver(f.queues))
 	return appcrew.NewService(appcrew.Deps{
-		Tx: f.db, Crews: memory.NewCrewRepository(f.db), Members: f.members, Guard: g,
-		Clock: f.clock, IDs: system.UUIDs{},
+		Tx: f.Stores.Tx, Crews: f.Stores.Crews, Members: f.members, Guard: f.NewGuard(),
+		Clock: f.Clock, IDs: system.UUIDs{},
 	}, appcrew.Config{})
 }
 
 // hold takes the crew's lock as another instance would, for an hour.
 func (f *fixture) hold(t *testing.T, crewID string) ports.Lock {
 	t.Helper()
-	lock, err := f.locker.TryAcquire(context.Background(), "crew:"+crewID, time.Hour)
+	lock, err := f.Coord.Locker.TryAcquire(context.Background(), "crew:"+crewID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +322,7 @@ func TestJoin_OnceSeenFullAnswersCrewFullWithoutQueueingForTheLock(t *testing.T)
 	if _, err := join(f.svc, c.ID, "u3"); !errors.Is(err, crew.ErrFull) {
 		t.Fatalf("u3: %v", err)
 	}
-	if sleeps := f.sleeper.(*memory.Sleeper).Waits(); len(sleeps) != 0 {
+	if sleeps := f.Sleeper.(*memory.Sleeper).Waits(); len(sleeps) != 0 {
 		t.Fatalf("the rejected join waited for the lock: %v", sleeps)
 	}
 
@@ -414,21 +411,17 @@ func TestJoin_StampedeSeatsExactlyCapacity(t *testing.T) {
 	assertSeated(t, f, c.ID, 100)
 }
 
-// stampede sends n concurrent joins of distinct users, spread over the instances, and counts
-// their answers by code.
+// stampede sends n joins of distinct users at once, spread over the instances, and counts their
+// answers by code.
 func stampede(instances []*appcrew.Service, crewID string, n int) map[string]int {
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	outcomes := map[string]int{}
-	for i := range n {
-		wg.Go(func() {
-			c := code(join(instances[i%len(instances)], crewID, fmt.Sprintf("u%d", i)))
-			mu.Lock()
-			outcomes[c]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	testkit.StartTogether(n, func(i int) {
+		c := code(join(instances[i%len(instances)], crewID, fmt.Sprintf("u%d", i)))
+		mu.Lock()
+		outcomes[c]++
+		mu.Unlock()
+	})
 	return outcomes
 }
 
@@ -436,8 +429,8 @@ func stampede(instances []*appcrew.Service, crewID string, n int) map[string]int
 // completed is answered from the marker instead of ALREADY_MEMBER.
 func TestJoin_ARetryAfterALostCompleteIsReplayedFromTheMarker(t *testing.T) {
 	var store *guardtest.LostCompletes
-	f := newFixture(t, withFakeTime(), withStore(func(clock ports.Clock) ports.IdempotencyStore {
-		store = &guardtest.LostCompletes{IdempotencyStore: memory.NewIdempotencyStore(clock)}
+	f := newFixture(t, withFakeTime(), withStore(func(inner ports.IdempotencyStore) ports.IdempotencyStore {
+		store = &guardtest.LostCompletes{IdempotencyStore: inner}
 		return store
 	}))
 	c := mustCreate(t, f.svc, 5)
@@ -450,7 +443,7 @@ func TestJoin_ARetryAfterALostCompleteIsReplayedFromTheMarker(t *testing.T) {
 	if store.Lost() < 1 {
 		t.Fatal("the Complete was not lost")
 	}
-	f.clock.(*memory.Clock).Advance(31 * time.Second) // the lease of the never-completed record ends
+	f.FakeClock.Advance(31 * time.Second) // the lease of the never-completed record ends
 	again, err := join(f.svc, c.ID, "u1")
 	if err != nil || !again.Replayed || again.Outcome != guard.OutcomeCreated || again.Value != first.Value {
 		t.Fatalf("retry: %+v, %v", again, err)

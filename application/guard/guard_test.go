@@ -19,6 +19,7 @@ import (
 	"github.com/rushgate/rushgate/application/guard/guardtest"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // fixture is one process's guard dependencies on in-memory adapters with fake time:
@@ -613,15 +614,16 @@ func TestBackoff_DefaultJitterStaysBelowHalfTheBase(t *testing.T) {
 func awaitKeyFree(t *testing.T, f *fixture, req guard.Request) {
 	t.Helper()
 	key := ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey}
-	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+	testkit.Eventually(t, patience, "key "+req.IdempotencyKey+" freed", func() error {
 		got, err := f.store.Begin(context.Background(), key, req.Fingerprint, time.Minute, time.Hour)
-		if err == nil && got.State == ports.BeginStarted {
-			return
+		if err != nil || (got.State != ports.BeginStarted && got.State != ports.BeginInProgress) {
+			t.Fatalf("key %s will never be freed: state %v, err %v", req.IdempotencyKey, got.State, err)
 		}
-		if err != nil || got.State != ports.BeginInProgress || time.Now().After(deadline) {
-			t.Fatalf("key %s never freed: state %v, err %v", req.IdempotencyKey, got.State, err)
+		if got.State != ports.BeginStarted {
+			return fmt.Errorf("state %v", got.State)
 		}
-	}
+		return nil
+	})
 }
 
 // A locker that does not answer fails the request at once, without running it or backing off;

@@ -16,6 +16,7 @@ import (
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/guard/guardtest"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // patience bounds every wait on another goroutine; a test that needs it has failed.
@@ -537,20 +538,15 @@ func TestLane_TwoInstancesSharingALockKeyServeInTurn(t *testing.T) {
 	}
 
 	const requests = 200
-	errs := make(chan error, requests)
-	var wg sync.WaitGroup
-	for in := range requests {
-		wg.Go(func() {
-			got, err := lanes[in%2].Do(context.Background(), lockKey, in)
-			if err == nil && got.N != in {
-				err = fmt.Errorf("request %d answered %d", in, got.N)
-			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	errs := make([]error, requests)
+	testkit.StartTogether(requests, func(in int) {
+		got, err := lanes[in%2].Do(context.Background(), lockKey, in)
+		if err == nil && got.N != in {
+			err = fmt.Errorf("request %d answered %d", in, got.N)
+		}
+		errs[in] = err
+	})
+	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -766,13 +762,11 @@ func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T
 	}
 	// The head's record is completed in the background: its key replays.
 	head := request(key(0))
-	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+	testkit.Eventually(t, patience, "the head's record completed", func() error {
 		got, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: head.UserID, Key: head.IdempotencyKey}, head.Fingerprint, time.Minute, time.Hour)
-		if err == nil && got.State == ports.BeginCompleted {
-			break
+		if err != nil || got.State != ports.BeginCompleted {
+			return fmt.Errorf("state %v, err %v", got.State, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the head's record was never completed: %v, %v", got.State, err)
-		}
-	}
+		return nil
+	})
 }

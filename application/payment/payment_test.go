@@ -4,141 +4,86 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rushgate/rushgate/adapters/dataplatform"
-	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
-	appcatalog "github.com/rushgate/rushgate/application/catalog"
 	"github.com/rushgate/rushgate/application/guard"
 	apporder "github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/application/payment"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/domain/commerce/order"
-	"github.com/rushgate/rushgate/domain/commerce/wallet"
-	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
-// shop is the order and payment use cases on one in-memory database, with a clock the test
-// moves.
+// shop is the commerce use cases on memory (memorytest.Shop) and the steps of this file's
+// tests.
 type shop struct {
-	t        *testing.T
-	stores   ports.Stores
-	clock    *memory.Clock
-	products *appcatalog.Service
-	orders   *apporder.Service
-	payments *payment.Service
+	*memorytest.Shop
+	t *testing.T
 }
 
-func newShop(t *testing.T) *shop {
-	t.Helper()
-	clock := memory.NewClock(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC))
-	stores := memory.NewStores(memory.NewDatabase())
-	coord := memory.NewCoordination(clock)
-	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
-		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
-	return &shop{
-		t: t, stores: stores, clock: clock,
-		products: appcatalog.NewService(appcatalog.Deps{Products: stores.Products, Clock: clock, IDs: system.UUIDs{}}),
-		orders: apporder.NewService(apporder.Deps{Tx: stores.Tx, Products: stores.Products, Carts: stores.Carts,
-			Orders: stores.Orders, UserCoupons: stores.UserCoupons, Guard: g, Clock: clock, IDs: system.UUIDs{}}),
-		payments: payment.NewService(payment.Deps{Tx: stores.Tx, Orders: stores.Orders, Products: stores.Products,
-			Stock: stores.Stock, Wallets: stores.Wallets, UserCoupons: stores.UserCoupons, Outbox: stores.Outbox,
-			Messages: dataplatform.Encoder{}, Guard: g, Clock: clock, IDs: system.UUIDs{}}, payment.Config{}),
-	}
-}
+func newShop(t *testing.T) *shop { return &shop{Shop: memorytest.NewShop(t), t: t} }
 
-func (s *shop) product(price, stock int64) string {
-	s.t.Helper()
-	v, err := s.products.Create(context.Background(), appcatalog.CreateCommand{Name: "item", Price: price, Stock: stock})
-	require.NoError(s.t, err)
-	return v.ID
-}
-
-func (s *shop) user(id string, balance int64) {
-	s.t.Helper()
-	a, opening, err := wallet.Open(id, balance, system.UUIDs{}.NewID(), s.clock.Now())
-	require.NoError(s.t, err)
-	require.NoError(s.t, s.stores.Tx.InTx(context.Background(), func(ctx context.Context) error {
-		return s.stores.Wallets.Create(ctx, a, opening)
-	}))
-}
-
-// holdCoupon stores a coupon of rate% expiring after ttl and issues it to user.
+// holdCoupon is HoldCoupon's coupon id.
 func (s *shop) holdCoupon(user string, rate int, ttl time.Duration) string {
-	s.t.Helper()
-	ctx := context.Background()
-	c, err := coupon.New(system.UUIDs{}.NewID(), "sale", rate, 10, s.clock.Now().Add(ttl), s.clock.Now())
-	require.NoError(s.t, err)
-	require.NoError(s.t, s.stores.Coupons.Create(ctx, c))
-	require.NoError(s.t, s.stores.UserCoupons.Add(ctx, c.Issue(system.UUIDs{}.NewID(), user, s.clock.Now())))
-	return c.ID()
-}
-
-// place orders quantity units of product as user, naming couponID unless it is "".
-func (s *shop) place(user, productID string, quantity int, couponID string) apporder.View {
-	s.t.Helper()
-	ctx := context.Background()
-	_, err := s.orders.AddToCart(ctx, apporder.AddToCartCommand{UserID: user, ProductID: productID, Quantity: quantity})
-	require.NoError(s.t, err)
-	cmd := apporder.PlaceCommand{UserID: user}
-	if couponID != "" {
-		cmd.CouponID = &couponID
-	}
-	placed, err := s.orders.Place(ctx, cmd)
-	require.NoError(s.t, err)
-	return placed.Value
+	couponID, _ := s.HoldCoupon(user, rate, ttl)
+	return couponID
 }
 
 func (s *shop) pay(user, orderID, key string) (guard.Result[payment.Result], error) {
-	return s.payments.Pay(context.Background(), payment.PayCommand{OrderID: orderID, UserID: user, IdempotencyKey: key})
+	return s.Payments.Pay(context.Background(), payment.PayCommand{OrderID: orderID, UserID: user, IdempotencyKey: key})
 }
 
 func (s *shop) cancel(user, orderID string) (apporder.View, error) {
-	return s.orders.Cancel(context.Background(), apporder.CancelCommand{OrderID: orderID, UserID: user})
+	return s.Orders.Cancel(context.Background(), apporder.CancelCommand{OrderID: orderID, UserID: user})
 }
 
 func (s *shop) status(orderID string) order.Status {
 	s.t.Helper()
-	o, err := s.stores.Orders.Get(context.Background(), orderID)
+	o, err := s.Stores.Orders.Get(context.Background(), orderID)
 	require.NoError(s.t, err)
 	return o.Status()
 }
 
 func (s *shop) couponStatus(user, couponID string) coupon.Status {
 	s.t.Helper()
-	held, err := s.stores.UserCoupons.Get(context.Background(), user, couponID)
+	held, err := s.Stores.UserCoupons.Get(context.Background(), user, couponID)
 	require.NoError(s.t, err)
 	return held.Status()
 }
 
 // state is everything a payment of user's order of productID could change: the balance and
-// its ledger, the stock and its history, the user's coupon of couponID, the order, the outbox.
+// its ledger, the stock and its history, the user's coupon of couponID ("" for none), the
+// order, the outbox.
 func (s *shop) state(user, productID, couponID, orderID string) string {
 	s.t.Helper()
 	ctx := context.Background()
-	a, err := s.stores.Wallets.Get(ctx, user)
+	a, err := s.Stores.Wallets.Get(ctx, user)
 	require.NoError(s.t, err)
-	sum, entries, err := s.stores.Wallets.Totals(ctx, user)
+	sum, entries, err := s.Stores.Wallets.Totals(ctx, user)
 	require.NoError(s.t, err)
-	_, stock, err := s.stores.Products.Get(ctx, productID)
+	_, stock, err := s.Stores.Products.Get(ctx, productID)
 	require.NoError(s.t, err)
-	movements, err := s.stores.Stock.Movements(ctx, productID)
+	movements, err := s.Stores.Stock.Movements(ctx, productID)
 	require.NoError(s.t, err)
-	held, err := s.stores.UserCoupons.Get(ctx, user, couponID)
+	heldCoupon := "none"
+	if couponID != "" {
+		held, err := s.Stores.UserCoupons.Get(ctx, user, couponID)
+		require.NoError(s.t, err)
+		heldCoupon = fmt.Sprintf("%s %v", held.Status(), held.UsedAt())
+	}
+	o, err := s.Stores.Orders.Get(ctx, orderID)
 	require.NoError(s.t, err)
-	o, err := s.stores.Orders.Get(ctx, orderID)
+	messages, err := s.Stores.Outbox.Count(ctx)
 	require.NoError(s.t, err)
-	messages, err := s.stores.Outbox.Count(ctx)
-	require.NoError(s.t, err)
-	return fmt.Sprintf("balance %d, ledger %d over %d; stock %+v, %d movements; coupon %s %v; order %s %v; outbox %v",
-		a.Balance(), sum, entries, stock, len(movements), held.Status(), held.UsedAt(), o.Status(), o.PaidAt(), messages)
+	return fmt.Sprintf("balance %d, ledger %d over %d; stock %+v, %d movements; coupon %s; order %s %v; outbox %v",
+		a.Balance(), sum, entries, stock, len(movements), heldCoupon, o.Status(), o.PaidAt(), messages)
 }
 
 // A coupon valid when the order was placed but expired by the time of payment is refused
@@ -146,17 +91,17 @@ func (s *shop) state(user, productID, couponID, orderID string) string {
 // microsecond before its expiry still discounts.
 func TestPay_RefusesACouponThatExpiredAfterTheOrderWasPlaced(t *testing.T) {
 	s := newShop(t)
-	p := s.product(1000, 10)
-	s.user("u1", 10_000)
-	start := s.clock.Now()
+	p := s.Product(1000, 10)
+	s.User("u1", 10_000)
+	start := s.FakeClock.Now()
 	shortLived := s.holdCoupon("u1", 10, time.Hour)
 	longer := s.holdCoupon("u1", 20, 2*time.Hour)
-	expiring := s.place("u1", p, 1, shortLived)
-	lasting := s.place("u1", p, 1, longer)
+	expiring := s.Order("u1", p, 1, shortLived)
+	lasting := s.Order("u1", p, 1, longer)
 	require.Equal(t, int64(900), expiring.TotalAmount)
 	require.Equal(t, int64(800), lasting.TotalAmount)
 
-	s.clock.Advance(time.Hour) // the coupon is valid strictly before its expiry
+	s.FakeClock.Advance(time.Hour) // the coupon is valid strictly before its expiry
 	before := s.state("u1", p, shortLived, expiring.OrderID)
 	for range 2 { // the refused key was deleted: the retry runs again instead of 409
 		_, err := s.pay("u1", expiring.OrderID, "k1")
@@ -164,7 +109,7 @@ func TestPay_RefusesACouponThatExpiredAfterTheOrderWasPlaced(t *testing.T) {
 		assert.Equal(t, before, s.state("u1", p, shortLived, expiring.OrderID), "a refused payment changed state")
 	}
 
-	s.clock.Advance(start.Add(2*time.Hour).Sub(s.clock.Now()) - time.Microsecond)
+	s.FakeClock.Advance(start.Add(2*time.Hour).Sub(s.FakeClock.Now()) - time.Microsecond)
 	paid, err := s.pay("u1", lasting.OrderID, "k2")
 	require.NoError(t, err)
 	assert.Equal(t, int64(800), paid.Value.PaidAmount)
@@ -183,11 +128,11 @@ func TestPay_RefusesACouponThatExpiredAfterTheOrderWasPlaced(t *testing.T) {
 // ORDER_NOT_PAYABLE. Cancelling an order instead leaves its coupon AVAILABLE for the other.
 func TestPay_TwoPendingOrdersOnOneCoupon(t *testing.T) {
 	s := newShop(t)
-	p := s.product(1000, 10)
-	s.user("u1", 10_000)
+	p := s.Product(1000, 10)
+	s.User("u1", 10_000)
 	shared := s.holdCoupon("u1", 10, time.Hour)
-	first := s.place("u1", p, 1, shared)
-	second := s.place("u1", p, 2, shared)
+	first := s.Order("u1", p, 1, shared)
+	second := s.Order("u1", p, 2, shared)
 
 	_, err := s.pay("u1", first.OrderID, "first")
 	require.NoError(t, err)
@@ -211,8 +156,8 @@ func TestPay_TwoPendingOrdersOnOneCoupon(t *testing.T) {
 
 	// The other way round: the cancelled order does not take the coupon with it.
 	other := s.holdCoupon("u1", 50, time.Hour)
-	dropped := s.place("u1", p, 1, other)
-	kept := s.place("u1", p, 1, other)
+	dropped := s.Order("u1", p, 1, other)
+	kept := s.Order("u1", p, 1, other)
 	_, err = s.cancel("u1", dropped.OrderID)
 	require.NoError(t, err)
 	assert.Equal(t, coupon.Available, s.couponStatus("u1", other))
@@ -225,9 +170,9 @@ func TestPay_TwoPendingOrdersOnOneCoupon(t *testing.T) {
 // ORDER_NOT_CANCELLABLE and stays paid.
 func TestCancel_WhoAndWhat(t *testing.T) {
 	s := newShop(t)
-	p := s.product(100, 10)
-	s.user("u1", 1000)
-	pending := s.place("u1", p, 1, "")
+	p := s.Product(100, 10)
+	s.User("u1", 1000)
+	pending := s.Order("u1", p, 1, "")
 
 	_, err := s.cancel("intruder", pending.OrderID)
 	require.ErrorIs(t, err, order.ErrNotFound, "another user's order is not found, as for Get")
@@ -237,12 +182,12 @@ func TestCancel_WhoAndWhat(t *testing.T) {
 	_, err = s.cancel("u1", "not-a-uuid")
 	require.ErrorIs(t, err, domain.ErrValidation)
 
-	byAdmin, err := s.orders.Cancel(context.Background(), apporder.CancelCommand{OrderID: pending.OrderID, UserID: "admin", Admin: true})
+	byAdmin, err := s.Orders.Cancel(context.Background(), apporder.CancelCommand{OrderID: pending.OrderID, UserID: "admin", Admin: true})
 	require.NoError(t, err)
 	assert.Equal(t, "CANCELLED", byAdmin.Status)
 	assert.Equal(t, "u1", byAdmin.UserID)
 
-	paid := s.place("u1", p, 1, "")
+	paid := s.Order("u1", p, 1, "")
 	_, err = s.pay("u1", paid.OrderID, "pay")
 	require.NoError(t, err)
 	_, err = s.cancel("u1", paid.OrderID)
@@ -257,7 +202,7 @@ func TestCancel_WhoAndWhat(t *testing.T) {
 // a wider stagger, since the point is to see both.
 func TestCancelRacingPayment_EndsInExactlyOne(t *testing.T) {
 	s := newShop(t)
-	p := s.product(100, 100_000)
+	p := s.Product(100, 100_000)
 	for _, stagger := range []time.Duration{100 * time.Microsecond, time.Millisecond, 10 * time.Millisecond} {
 		paid, cancelled := s.raceWave(t, p, 60, stagger)
 		t.Logf("cancels %v apart: %d paid, %d cancelled", stagger, paid, cancelled)
@@ -274,34 +219,31 @@ func TestCancelRacingPayment_EndsInExactlyOne(t *testing.T) {
 func (s *shop) raceWave(t *testing.T, p string, pairs int, stagger time.Duration) (paid, cancelled int) {
 	const price, balance = 100, 1000
 	ctx := context.Background()
-	_, stockBefore, err := s.stores.Products.Get(ctx, p)
+	_, stockBefore, err := s.Stores.Products.Get(ctx, p)
 	require.NoError(t, err)
-	movementsBefore, err := s.stores.Stock.Movements(ctx, p)
+	movementsBefore, err := s.Stores.Stock.Movements(ctx, p)
 	require.NoError(t, err)
 	messagesBefore := s.outboxTotal()
 
 	users, orders := make([]string, pairs), make([]string, pairs)
 	for i := range orders {
 		users[i] = "racer-" + system.UUIDs{}.NewID()
-		s.user(users[i], balance)
-		orders[i] = s.place(users[i], p, 1, "").OrderID
+		s.User(users[i], balance)
+		orders[i] = s.Order(users[i], p, 1, "").OrderID
 	}
 	payErrs, cancelErrs := make([]error, pairs), make([]error, pairs)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range pairs {
-		wg.Go(func() { <-start; _, payErrs[i] = s.pay(users[i], orders[i], "pay") })
-		wg.Go(func() {
-			<-start
-			time.Sleep(time.Duration(i) * stagger)
-			_, cancelErrs[i] = s.cancel(users[i], orders[i])
-		})
-	}
-	close(start)
-	wg.Wait()
+	testkit.StartTogether(2*pairs, func(call int) {
+		i := call / 2
+		if call%2 == 0 {
+			_, payErrs[i] = s.pay(users[i], orders[i], "pay")
+			return
+		}
+		time.Sleep(time.Duration(i) * stagger) // the stagger under test, not a wait for something
+		_, cancelErrs[i] = s.cancel(users[i], orders[i])
+	})
 
 	for i, id := range orders {
-		a, err := s.stores.Wallets.Get(ctx, users[i])
+		a, err := s.Stores.Wallets.Get(ctx, users[i])
 		require.NoError(t, err)
 		switch {
 		case payErrs[i] == nil && errors.Is(cancelErrs[i], order.ErrNotCancellable):
@@ -316,9 +258,9 @@ func (s *shop) raceWave(t *testing.T, p string, pairs int, stagger time.Duration
 			t.Fatalf("%s: pay %v, cancel %v", users[i], payErrs[i], cancelErrs[i])
 		}
 	}
-	_, stockAfter, err := s.stores.Products.Get(ctx, p)
+	_, stockAfter, err := s.Stores.Products.Get(ctx, p)
 	require.NoError(t, err)
-	movementsAfter, err := s.stores.Stock.Movements(ctx, p)
+	movementsAfter, err := s.Stores.Stock.Movements(ctx, p)
 	require.NoError(t, err)
 	assert.Equal(t, stockBefore.Quantity()-int64(paid), stockAfter.Quantity(), "stock")
 	assert.Len(t, movementsAfter, len(movementsBefore)+paid, "stock history")
@@ -329,7 +271,7 @@ func (s *shop) raceWave(t *testing.T, p string, pairs int, stagger time.Duration
 // outboxTotal counts the outbox messages of every status.
 func (s *shop) outboxTotal() int {
 	s.t.Helper()
-	counts, err := s.stores.Outbox.Count(context.Background())
+	counts, err := s.Stores.Outbox.Count(context.Background())
 	require.NoError(s.t, err)
 	total := 0
 	for _, n := range counts {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/application/ranking"
 	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/ports"
@@ -42,7 +43,7 @@ func TestTopProducts_AFailedOrSlowReadAnswersAnEmptyListAndLogs(t *testing.T) {
 	}{{"error", errors.New("connection refused")}, {"timeout", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			stores := memory.NewStores(memory.NewDatabase())
+			stores := memorytest.New().Stores
 			s := ranking.NewService(ranking.Deps{Orders: failingOrders{stores.Orders, tc.err}, Clock: memory.NewClock(time.Now()),
 				Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, ranking.Config{Timeout: 50 * time.Millisecond})
 			start := time.Now()

@@ -13,10 +13,12 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/dataplatform"
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/domain/outbox"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // platform is a fake data platform over real HTTP: it fails the first `failures` calls of each
@@ -103,8 +105,8 @@ func newRelay(f *fixture, p ports.DataPlatform) *relay.Service {
 }
 
 func newFixture() *fixture {
-	return &fixture{clock: memory.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
-		stores: memory.NewStores(memory.NewDatabase()), alerts: &alerts{}, counts: &counts{}}
+	env := memorytest.New()
+	return &fixture{clock: env.FakeClock, stores: env.Stores, alerts: &alerts{}, counts: &counts{}}
 }
 
 func (f *fixture) add(t *testing.T) outbox.Message {
@@ -216,12 +218,9 @@ func TestRelay_TwoRelaysNeverSendAMessageTwiceAtOnce(t *testing.T) {
 	for range 300 {
 		ids = append(ids, f.add(t).ID)
 	}
-	var wg sync.WaitGroup
-	rounds, errs := make([]relay.Round, 2), make([]error, 2)
-	for i, r := range []*relay.Service{first, second} {
-		wg.Go(func() { rounds[i], errs[i] = r.Relay(context.Background()) })
-	}
-	wg.Wait()
+	relays := []*relay.Service{first, second}
+	rounds, errs := make([]relay.Round, len(relays)), make([]error, len(relays))
+	testkit.StartTogether(len(relays), func(i int) { rounds[i], errs[i] = relays[i].Relay(context.Background()) })
 	for i := range rounds {
 		if errs[i] != nil || rounds[i].Sent == 0 {
 			// Both must have sent, or the relays never ran side by side and nothing was shown.
@@ -252,13 +251,12 @@ func TestRelay_SendSoonDeliversWithoutARound(t *testing.T) {
 	go func() { r.RunSenders(ctx); close(done) }()
 	m := f.add(t)
 	r.SendSoon(m.ID)
-	deadline := time.Now().Add(10 * time.Second)
-	for f.stored(t, m.ID).Status != outbox.Sent {
-		if time.Now().After(deadline) {
-			t.Fatal("never sent")
+	testkit.Eventually(t, 10*time.Second, "the message sent", func() error {
+		if status := f.stored(t, m.ID).Status; status != outbox.Sent {
+			return fmt.Errorf("status %s", status)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	<-done
 	if got := p.callsOf(m.ID); got != 1 {

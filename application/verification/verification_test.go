@@ -14,6 +14,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/verification"
@@ -21,6 +22,7 @@ import (
 	"github.com/rushgate/rushgate/domain/challenge"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 var pngBytes = append([]byte("\x89PNG\r\n\x1a\n"), []byte("0123456789abcdef")...)
@@ -40,23 +42,20 @@ type fixture struct {
 
 func newFixture(t *testing.T, wrap func(ports.ObjectStorage) ports.ObjectStorage) *fixture {
 	t.Helper()
-	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	stores := memory.NewStores(memory.NewDatabase())
+	env := memorytest.New()
 	blobDir := t.TempDir()
-	blobs, err := localblob.New(blobDir, func() string { return "http://rushgate.test" }, []byte(strings.Repeat("s", 32)), clock)
+	blobs, err := localblob.New(blobDir, func() string { return "http://rushgate.test" }, []byte(strings.Repeat("s", 32)), env.Clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, clock: clock, stores: stores, blobs: blobs, blobDir: blobDir, storage: blobs}
+	stores := env.Stores
+	f := &fixture{t: t, clock: env.FakeClock, stores: stores, blobs: blobs, blobDir: blobDir, storage: blobs}
 	if wrap != nil {
 		f.storage = wrap(blobs)
 	}
-	coord := memory.NewCoordination(clock)
-	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock, Sleeper: memory.NewSleeper(clock),
-		Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	f.svc = verification.NewService(verification.Deps{
 		Tx: stores.Tx, Challenges: stores.Challenges, Sessions: stores.UploadSessions, Verifications: stores.Verifications,
-		Crews: stores.Crews, Storage: f.storage, Guard: g, Clock: clock, IDs: system.UUIDs{},
+		Crews: stores.Crews, Storage: f.storage, Guard: env.Guard, Clock: env.Clock, IDs: system.UUIDs{},
 	}, verification.Config{})
 	return f
 }
@@ -288,19 +287,11 @@ func TestVerify_ConcurrentSubmissionsOfOneSessionVerifyOnce(t *testing.T) {
 	challengeID := f.challenge(f.clock.Now().Add(time.Hour))
 	s := f.uploaded("u1")
 	const n = 50
-	errs := make(chan error, n)
-	start := make(chan struct{})
-	for range n {
-		go func() {
-			<-start
-			_, err := f.verify("u1", s, challengeID)
-			errs <- err
-		}()
-	}
-	close(start)
+	errs := make([]error, n)
+	testkit.StartTogether(n, func(i int) { _, errs[i] = f.verify("u1", s, challengeID) })
 	ok := 0
-	for range n {
-		switch err := <-errs; {
+	for _, err := range errs {
+		switch {
 		case err == nil:
 			ok++
 		case !errors.Is(err, challenge.ErrSessionAlreadyUsed):

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
-	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -25,16 +25,14 @@ type rooms struct {
 
 // newRooms builds rooms whose time is clock.
 func newRooms(clock *memory.Clock) rooms {
-	stores := memory.NewStores(memory.NewDatabase())
-	coord := memory.NewCoordination(clock)
+	env := memorytest.New(memorytest.WithClock(clock, memory.NewSleeper(clock)))
+	stores, coord := env.Stores, env.Coord
 	rates := waiting.NewAdmissionRates()
-	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
-		Sleeper: memory.NewSleeper(clock), Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
 	return rooms{
 		stores: stores,
 		coord:  coord,
 		svc: waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
-			Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: g, Clock: clock, IDs: system.UUIDs{},
+			Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: env.Guard, Clock: clock, IDs: system.UUIDs{},
 			Rates: rates}, waiting.Config{}),
 		broker: waiting.BrokerDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,
 			Queue: coord.PushQueue, Rates: rates, Clock: clock},

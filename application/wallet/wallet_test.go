@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/guard/guardtest"
@@ -16,34 +16,26 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce"
 	"github.com/rushgate/rushgate/domain/commerce/wallet"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
-// fixture is one memory database and coordination, and a wallet service on them.
+// fixture is a wallet service on memory (memorytest.Env).
 type fixture struct {
-	clock   ports.Clock
-	db      *memory.Database
-	wallets *memory.WalletRepository
-	svc     *appwallet.Service
-	queues  *guardtest.Queues
+	*memorytest.Env
+	svc    *appwallet.Service
+	queues *guardtest.Queues
 }
 
-// newFixture builds the service on clock with store as its idempotency store (a memory one
-// when nil).
-func newFixture(t *testing.T, clock ports.Clock, store ports.IdempotencyStore) *fixture {
+// newFixture builds the service on memory in real time, unless opts say otherwise.
+func newFixture(t *testing.T, opts ...memorytest.Option) *fixture {
 	t.Helper()
-	db := memory.NewDatabase()
-	f := &fixture{clock: clock, db: db, wallets: memory.NewWalletRepository(db)}
-	if store == nil {
-		store = memory.NewIdempotencyStore(clock)
-	}
-	f.queues = guardtest.NewQueues()
-	g := guard.New(guard.Deps{
-		Idempotency: store, Locker: memory.NewLocker(clock), Clock: clock, Sleeper: system.Sleeper{},
-		Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
-	}, guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10}, guard.WithObserver(f.queues))
-	f.svc = appwallet.NewService(appwallet.Deps{Tx: db, Wallets: f.wallets, Guard: g, Clock: clock, IDs: system.UUIDs{}},
-		appwallet.Config{})
-	return f
+	queues := guardtest.NewQueues()
+	env := memorytest.New(append([]memorytest.Option{
+		memorytest.WithClock(system.Clock{}, system.Sleeper{}),
+		memorytest.WithGuard(guard.Config{BaseDelay: time.Millisecond, MaxRetries: 10}, guard.WithObserver(queues)),
+	}, opts...)...)
+	return &fixture{Env: env, queues: queues, svc: appwallet.NewService(appwallet.Deps{Tx: env.Stores.Tx,
+		Wallets: env.Stores.Wallets, Guard: env.Guard, Clock: env.Clock, IDs: system.UUIDs{}}, appwallet.Config{})}
 }
 
 func (f *fixture) createUser(t *testing.T, id string, balance int64) {
@@ -64,7 +56,7 @@ func (f *fixture) assertBalance(t *testing.T, userID string, want int64, entries
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, n, err := f.wallets.Totals(context.Background(), userID)
+	sum, n, err := f.Stores.Wallets.Totals(context.Background(), userID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +66,7 @@ func (f *fixture) assertBalance(t *testing.T, userID string, want int64, entries
 }
 
 func TestCreateUser_OpensTheBalanceAsALedgerEntry(t *testing.T) {
-	f := newFixture(t, system.Clock{}, nil)
+	f := newFixture(t)
 	f.createUser(t, "alice", 5000)
 	f.assertBalance(t, "alice", 5000, 1)
 	for _, tc := range []struct {
@@ -100,8 +92,8 @@ func TestCreateUser_OpensTheBalanceAsALedgerEntry(t *testing.T) {
 }
 
 func TestCharge_AddsTheAmountAndAnswersTheNewBalance(t *testing.T) {
-	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	f := newFixture(t, clock, nil)
+	clock := memory.NewClock(memorytest.Start)
+	f := newFixture(t, memorytest.WithClock(clock, system.Sleeper{}))
 	f.createUser(t, "alice", 500)
 	res, err := f.charge("alice", 100, "k1")
 	want := appwallet.ChargeResult{UserID: "alice", Balance: 600, ChargedAmount: 100, ChargedAt: clock.Now()}
@@ -112,7 +104,7 @@ func TestCharge_AddsTheAmountAndAnswersTheNewBalance(t *testing.T) {
 }
 
 func TestCharge_BadAmountsAndUnknownUsersChangeNothing(t *testing.T) {
-	f := newFixture(t, system.Clock{}, nil)
+	f := newFixture(t)
 	f.createUser(t, "alice", 700)
 	for _, tc := range []struct {
 		user   string
@@ -140,7 +132,7 @@ func TestCharge_BadAmountsAndUnknownUsersChangeNothing(t *testing.T) {
 }
 
 func TestCharge_ABalanceBeyondTheMaximumIsRefusedAlone(t *testing.T) {
-	f := newFixture(t, system.Clock{}, nil)
+	f := newFixture(t)
 	f.createUser(t, "rich", commerce.MaxAmount-10)
 	if _, err := f.charge("rich", 11, "over"); !errors.Is(err, commerce.ErrAmountOverflow) {
 		t.Fatalf("overflow: %v", err)
@@ -153,7 +145,7 @@ func TestCharge_ABalanceBeyondTheMaximumIsRefusedAlone(t *testing.T) {
 }
 
 func TestCharge_TheSameKeyChargesOnceAndAnotherPayloadIsRefused(t *testing.T) {
-	f := newFixture(t, system.Clock{}, nil)
+	f := newFixture(t)
 	f.createUser(t, "alice", 0)
 	first, err := f.charge("alice", 250, "once")
 	if err != nil {
@@ -172,15 +164,11 @@ func TestCharge_TheSameKeyChargesOnceAndAnotherPayloadIsRefused(t *testing.T) {
 // Charges of one user queue on balance:{userId} and are applied in batches; none is lost and
 // the ledger matches.
 func TestCharge_StampedeAddsExactlyAndBatches(t *testing.T) {
-	f := newFixture(t, system.Clock{}, nil)
+	f := newFixture(t)
 	f.createUser(t, "herd", 1000)
 	const n = 200
-	var wg sync.WaitGroup
 	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() { _, errs[i] = f.charge("herd", 1000, fmt.Sprintf("k%d", i)) })
-	}
-	wg.Wait()
+	testkit.StartTogether(n, func(i int) { _, errs[i] = f.charge("herd", 1000, fmt.Sprintf("k%d", i)) })
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
@@ -195,9 +183,13 @@ func TestCharge_StampedeAddsExactlyAndBatches(t *testing.T) {
 // The charge and its marker commit together: a retry after the lease of the never-completed
 // record is answered from the database with the first answer, and the balance moves once.
 func TestCharge_ARetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing.T) {
-	clock := memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	store := &guardtest.LostCompletes{IdempotencyStore: memory.NewIdempotencyStore(clock)}
-	f := newFixture(t, clock, store)
+	clock := memory.NewClock(memorytest.Start)
+	var store *guardtest.LostCompletes
+	f := newFixture(t, memorytest.WithClock(clock, system.Sleeper{}),
+		memorytest.WithIdempotency(func(inner ports.IdempotencyStore) ports.IdempotencyStore {
+			store = &guardtest.LostCompletes{IdempotencyStore: inner}
+			return store
+		}))
 	f.createUser(t, "alice", 100)
 	first, err := f.charge("alice", 40, "lost")
 	if err != nil || store.Lost() != 1 {

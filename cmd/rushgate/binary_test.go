@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // The tests in this file run the built binary, as an operator does: what it prints on its own
@@ -149,19 +151,16 @@ func (s *server) waitExit(t *testing.T, timeout time.Duration) int {
 // healthz polls GET /healthz until it answers, and returns its body.
 func (s *server) healthz(t *testing.T) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var body []byte
+	testkit.Eventually(t, 30*time.Second, "an answer on /healthz", func() error {
 		res, err := http.Get("http://" + s.addr + "/healthz")
-		if err == nil {
-			body, _ := io.ReadAll(res.Body)
-			_ = res.Body.Close()
-			return string(body)
+		if err != nil {
+			return fmt.Errorf("%w; stderr %s", err, s.stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer on /healthz within 30s: %v; stderr %s", err, s.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		body, _ = io.ReadAll(res.Body)
+		return res.Body.Close()
+	})
+	return string(body)
 }
 
 // TestVersion_LinkTimeOverride: a binary built with -ldflags -X prints, and serves on /healthz,

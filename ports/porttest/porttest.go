@@ -20,11 +20,11 @@ package porttest
 import (
 	"crypto/rand"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // Capabilities says what a backend does beyond the ports' minimum. A zero field means it does
@@ -108,16 +108,7 @@ func randomID() string { return rand.Text() }
 // returns each call's error by index.
 func startTogether(n int, fn func(i int) error) []error {
 	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			errs[i] = fn(i)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testkit.StartTogether(n, func(i int) { errs[i] = fn(i) })
 	return errs
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 const (
@@ -314,13 +315,12 @@ func testClaimPollersWithCheckout(t *testing.T, e env[ports.WaitingRoom]) {
 // waitForSlots polls until the room has want remaining slots or expiryBound passes.
 func waitForSlots(t *testing.T, w ports.WaitingRoom, eventID string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(expiryBound)
-	for stats(t, w, eventID).RemainingSlots != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("remaining slots never reached %d", want)
+	testkit.Eventually(t, expiryBound, fmt.Sprintf("%d slots remaining", want), func() error {
+		if got := stats(t, w, eventID).RemainingSlots; got != want {
+			return fmt.Errorf("%d remaining", got)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func testExpiryFreesSlot(t *testing.T, e env[ports.WaitingRoom]) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // screenshotDir is the test output folder CI keeps as an artifact (gitignored).
@@ -34,10 +35,10 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	// machine.
 	bound := 100 * pushTick
 	head := s.openStream(eventID, "page-head")
-	eventually(t, bound, "head admitted", func() bool { return head.token() != "" })
+	testkit.Eventually(t, bound, "head admitted", head.isAdmitted)
 	second := s.openStream(eventID, "page-second")
 	third := s.openStream(eventID, "page-third")
-	eventually(t, bound, "two waiting", func() bool { return third.lastRank() == 1 })
+	testkit.Eventually(t, bound, "two waiting", func() error { return third.isAtRank(1) })
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),
@@ -73,26 +74,22 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 		}
 		return texts[0]
 	}
-	// until reads the element every 100 ms until it says want, failing after limit or as soon
-	// as check refuses a reading on the way.
+	// until reads the element until it says want, failing after limit or as soon as check
+	// refuses a reading on the way.
 	until := func(id, want string, limit time.Duration, check func(text string) error) {
 		t.Helper()
-		deadline := time.Now().Add(limit)
-		for {
+		testkit.Eventually(t, limit, fmt.Sprintf("#%s reads %q", id, want), func() error {
 			text := read(id)
 			if text == want {
-				return
+				return nil
 			}
 			if check != nil {
 				if err := check(text); err != nil {
 					t.Fatalf("#%s: %v", id, err)
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("#%s reads %q, not %q within %v", id, text, want, limit)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("#%s reads %q", id, text)
+		})
 	}
 	// known checks the wait is an estimate in words, not "estimating…".
 	known := func(text string) error {
@@ -109,10 +106,10 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	until("place", "2 people ahead of you", bound, nil)
 
 	head.close() // the second user is admitted and holds the only slot from now on
-	eventually(t, bound, "second admitted", func() bool { return second.token() != "" })
+	testkit.Eventually(t, bound, "second admitted", second.isAdmitted)
 	admitted := time.Now()
 	until("place", "1 person ahead of you", bound, nil)
-	eventually(t, bound, "an estimate in words after the admission", func() bool { return known(read("wait")) == nil })
+	testkit.Eventually(t, bound, "an estimate in words after the admission", func() error { return known(read("wait")) })
 	t.Logf("after an admission: %q, %q", read("place"), read("wait"))
 
 	// A minute with every slot held: the estimate goes from words to "estimating…", and the
@@ -136,7 +133,7 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 
 	second.close() // the third user is admitted; nobody waits before the page's user
 	until("place", "You're next", bound, nil)
-	eventually(t, bound, "an estimate in words after the new admission", func() bool { return known(read("wait")) == nil })
+	testkit.Eventually(t, bound, "an estimate in words after the new admission", func() error { return known(read("wait")) })
 	t.Logf("at the front: %q, %q", read("place"), read("wait"))
 
 	third.close() // the page's user is admitted

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 func (s *server) cancel(user, orderID string) response {
@@ -189,18 +189,15 @@ func (s *server) payCancelWave(p string, pairs int, stagger time.Duration) (paid
 		orders[i] = s.placeOrder(users[i], p, 1, "")
 	}
 	pays, cancels := make([]response, pairs), make([]response, pairs)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range pairs {
-		wg.Go(func() { <-start; pays[i] = s.pay(users[i], orders[i], "race") })
-		wg.Go(func() {
-			<-start
-			time.Sleep(time.Duration(i) * stagger)
-			cancels[i] = s.cancel(users[i], orders[i])
-		})
-	}
-	close(start)
-	wg.Wait()
+	testkit.StartTogether(2*pairs, func(call int) {
+		i := call / 2
+		if call%2 == 0 {
+			pays[i] = s.pay(users[i], orders[i], "race")
+			return
+		}
+		time.Sleep(time.Duration(i) * stagger) // the stagger under test, not a wait for something
+		cancels[i] = s.cancel(users[i], orders[i])
+	})
 
 	for i, id := range orders {
 		pay, cancel := pays[i], cancels[i]

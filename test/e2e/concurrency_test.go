@@ -3,27 +3,15 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
+
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // fire sends n requests at once (released together) and counts the statuses.
 func fire(n int, send func(i int) response) (map[int]int, []response) {
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		answers = make([]response, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i] = send(i)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	answers := make([]response, n)
+	testkit.StartTogether(n, func(i int) { answers[i] = send(i) })
 	counts := map[int]int{}
 	for _, a := range answers {
 		counts[a.status]++

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // privateDatabase is a database server of the test's own, which the test may stop hard and
@@ -97,8 +98,11 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 			}
 
 			db.start(t)
-			waitUntil(t, 30*time.Second, "the server joins again", func() bool {
-				return s.joinFromAnyGoroutine(crewIDs[0], "after-restart", "k").status == http.StatusCreated
+			testkit.Eventually(t, 30*time.Second, "the server joins again", func() error {
+				if a := s.joinFromAnyGoroutine(crewIDs[0], "after-restart", "k"); a.status != http.StatusCreated {
+					return fmt.Errorf("join: %v", a)
+				}
+				return nil
 			})
 			for i, crewID := range crewIDs {
 				st := s.stored(crewID)
@@ -267,12 +271,12 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 		}
 		go func() { _ = cmd.Wait() }()
 		process = cmd.Process
-		waitUntil(t, 30*time.Second, "the private MariaDB accepts connections", func() bool {
+		testkit.Eventually(t, 30*time.Second, "the private MariaDB accepts connections", func() error {
 			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 100*time.Millisecond)
 			if err == nil {
 				_ = conn.Close()
 			}
-			return err == nil
+			return err
 		})
 	}
 	stop := func(t *testing.T) {

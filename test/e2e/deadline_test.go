@@ -12,6 +12,7 @@ import (
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // stallAllowance is SPEC §0's margin over a dependency's configured timeout: a request that
@@ -196,9 +197,11 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 
 	resume()
 	for _, f := range flows {
-		waitUntil(t, 30*time.Second, f.name+" succeeds once "+dependency+" resumed", func() bool {
-			a := f.send()
-			return a.err == nil && a.status < 300
+		testkit.Eventually(t, 30*time.Second, f.name+" succeeds once "+dependency+" resumed", func() error {
+			if a := f.send(); a.err != nil || a.status >= 300 {
+				return fmt.Errorf("answered %v", a)
+			}
+			return nil
 		})
 	}
 	consistent()

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // estimateOf reads estimatedWaitSeconds from an answer's data, which must carry the field: nil
@@ -56,23 +58,26 @@ func TestWaiting_EstimateIsNullAMinuteAfterTheLastAdmission(t *testing.T) {
 				}
 			}
 			first := s.openStream(push, "push-first")
-			eventually(t, bound, "first push user admitted", func() bool { return first.token() != "" })
+			testkit.Eventually(t, bound, "first push user admitted", first.isAdmitted)
 			next := s.openStream(push, "push-next")
 			third := s.openStream(push, "push-third")
-			eventually(t, bound, "push users waiting", func() bool { return third.lastRank() == 1 })
+			testkit.Eventually(t, bound, "push users waiting", func() error { return third.isAtRank(1) })
 
 			// An admission counts once a reconciliation pass has measured before it: a known
 			// admissionRate says two have.
 			for _, eventID := range []string{pull, push} {
-				eventually(t, bound, "admission rate measured", func() bool {
-					return s.queueView(eventID).body["admissionRate"] != nil
+				testkit.Eventually(t, bound, "admission rate measured", func() error {
+					if v := s.queueView(eventID); v.body["admissionRate"] == nil {
+						return fmt.Errorf("no admission rate in %s", v.raw)
+					}
+					return nil
 				})
 			}
 			if res := s.claim(pull, "pull-holder"); res.status != http.StatusCreated {
 				t.Fatalf("claim: %d %s", res.status, res.raw)
 			}
 			first.close() // push-next is admitted and keeps its slot
-			eventually(t, bound, "second push user admitted", func() bool { return next.token() != "" })
+			testkit.Eventually(t, bound, "second push user admitted", next.isAdmitted)
 
 			pullStatus := func() response {
 				res := s.queueStatus(pull, "pull-next")
@@ -81,24 +86,37 @@ func TestWaiting_EstimateIsNullAMinuteAfterTheLastAdmission(t *testing.T) {
 				}
 				return res
 			}
-			eventually(t, bound, "pull estimate known", func() bool {
-				return estimateOf(t, "pull status", pullStatus().body) != nil
+			testkit.Eventually(t, bound, "pull estimate known", func() error {
+				if res := pullStatus(); estimateOf(t, "pull status", res.body) == nil {
+					return fmt.Errorf("no estimate in %s", res.raw)
+				}
+				return nil
 			})
-			eventually(t, bound, "push estimate known", func() bool {
-				p := third.lastPosition()
-				return p["rank"] == 0.0 && p["aheadCount"] == 1.0 && estimateOf(t, "push position", p) != nil
+			testkit.Eventually(t, bound, "push estimate known", func() error {
+				if p := third.lastPosition(); p["rank"] != 0.0 || p["aheadCount"] != 1.0 || estimateOf(t, "push position", p) == nil {
+					return fmt.Errorf("position %v, want rank 0, 1 ahead and an estimate", p)
+				}
+				return nil
 			})
 
 			clock.advance(waiting.RateWindow + time.Second)
-			eventually(t, bound, "pull estimate null after a minute without admission", func() bool {
-				return estimateOf(t, "pull status", pullStatus().body) == nil
+			testkit.Eventually(t, bound, "pull estimate null after a minute without admission", func() error {
+				if res := pullStatus(); estimateOf(t, "pull status", res.body) != nil {
+					return fmt.Errorf("an estimate in %s", res.raw)
+				}
+				return nil
 			})
-			eventually(t, bound, "push estimate null after a minute without admission", func() bool {
-				p := third.lastPosition()
-				return p["rank"] == 0.0 && p["aheadCount"] == 1.0 && estimateOf(t, "push position", p) == nil
+			testkit.Eventually(t, bound, "push estimate null after a minute without admission", func() error {
+				if p := third.lastPosition(); p["rank"] != 0.0 || p["aheadCount"] != 1.0 || estimateOf(t, "push position", p) != nil {
+					return fmt.Errorf("position %v, want rank 0, 1 ahead and no estimate", p)
+				}
+				return nil
 			})
-			eventually(t, bound, "a measured admission rate of 0", func() bool {
-				return s.queueView(pull).body["admissionRate"] == 0.0
+			testkit.Eventually(t, bound, "a measured admission rate of 0", func() error {
+				if v := s.queueView(pull); v.body["admissionRate"] != 0.0 {
+					return fmt.Errorf("admission rate %v in %s", v.body["admissionRate"], v.raw)
+				}
+				return nil
 			})
 		})
 	}

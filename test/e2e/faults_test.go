@@ -16,6 +16,7 @@ import (
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // redisProcess is a private redis-server: its URL, its process (to signal it) and a stop that
@@ -50,12 +51,12 @@ func startPrivateRedis(t *testing.T) redisProcess {
 	}
 	t.Cleanup(stop)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitUntil(t, 5*time.Second, "the private redis-server accepts connections", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the private redis-server accepts connections", func() error {
 		conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			_ = conn.Close()
 		}
-		return err == nil
+		return err
 	})
 	return redisProcess{url: "redis://" + addr + "/0", process: cmd.Process, stop: stop}
 }

@@ -129,15 +129,3 @@ func (a answer) String() string {
 	}
 	return fmt.Sprintf("%d %s after %v", a.status, a.code, a.at.Sub(a.sent).Round(time.Millisecond))
 }
-
-// waitUntil polls cond until it holds, failing the test after limit.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting until %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

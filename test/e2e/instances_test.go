@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // TestJoin_TwoInstancesShareOneCrew: two servers on one database and one Redis split a stampede;
@@ -120,7 +122,12 @@ func TestWorkers_ExpiredIdempotencyMarkersArePruned(t *testing.T) {
 			if n := markers(); n != 1 {
 				t.Fatalf("%d markers after one join, want 1", n)
 			}
-			waitUntil(t, 5*time.Second, "the expired marker is pruned", func() bool { return markers() == 0 })
+			testkit.Eventually(t, 5*time.Second, "the expired marker is pruned", func() error {
+				if n := markers(); n != 0 {
+					return fmt.Errorf("%d markers", n)
+				}
+				return nil
+			})
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // absentID is a well-formed id nothing is stored under.
@@ -517,8 +518,11 @@ func TestCommerce_DatabaseStoppedAnswers503Fast(t *testing.T) {
 			}
 
 			db.start(t)
-			waitUntil(t, 30*time.Second, "the server reads the cart again", func() bool {
-				return s.do("GET", "/api/cart", user, "").status == http.StatusOK
+			testkit.Eventually(t, 30*time.Second, "the server reads the cart again", func() error {
+				if res := s.do("GET", "/api/cart", user, ""); res.status != http.StatusOK {
+					return fmt.Errorf("cart: %d %s", res.status, res.raw)
+				}
+				return nil
 			})
 			if got := s.do("GET", "/api/cart", user, ""); string(got.raw) != string(cartBefore.raw) {
 				t.Fatalf("cart after the outage: %s, before %s", got.raw, cartBefore.raw)

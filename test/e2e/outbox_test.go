@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/outbox"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // dataPlatform is a fake platform: it accepts while accepting is set, else answers 500, and keeps
@@ -101,9 +103,12 @@ func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
 					Payload   json.RawMessage `json:"payload"`
 				} `json:"items"`
 			}
-			waitUntil(t, 10*time.Second, "the paid order is SENT", func() bool {
-				_ = json.Unmarshal(s.do("GET", "/admin/outbox?status=SENT", admin, "").raw, &sent)
-				return len(sent.Items) == 1
+			testkit.Eventually(t, 10*time.Second, "the paid order is SENT", func() error {
+				res := s.do("GET", "/admin/outbox?status=SENT", admin, "")
+				if err := json.Unmarshal(res.raw, &sent); err != nil || len(sent.Items) != 1 {
+					return fmt.Errorf("SENT: %d %s", res.status, res.raw)
+				}
+				return nil
 			})
 			first := sent.Items[0]
 			if got := platform.bodies(first.MessageID); len(got) != 1 || got[0] != string(first.Payload) {
@@ -122,15 +127,23 @@ func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
 				} `json:"items"`
 				NextCursor *string `json:"nextCursor"`
 			}
-			waitUntil(t, 20*time.Second, "the undeliverable message is FAILED", func() bool {
-				_ = json.Unmarshal(s.do("GET", "/admin/outbox?status=FAILED", admin, "").raw, &failed)
-				return len(failed.Items) == 1
+			testkit.Eventually(t, 20*time.Second, "the undeliverable message is FAILED", func() error {
+				res := s.do("GET", "/admin/outbox?status=FAILED", admin, "")
+				if err := json.Unmarshal(res.raw, &failed); err != nil || len(failed.Items) != 1 {
+					return fmt.Errorf("FAILED: %d %s", res.status, res.raw)
+				}
+				return nil
 			})
 			gone := failed.Items[0]
 			if gone.Attempts != 4 || gone.LastError == nil || len(platform.bodies(gone.MessageID)) != 4 || failed.NextCursor != nil {
 				t.Fatalf("FAILED message %+v after %d sends", gone, len(platform.bodies(gone.MessageID)))
 			}
-			waitUntil(t, 5*time.Second, "one alert", func() bool { return hook.count() == 1 })
+			testkit.Eventually(t, 5*time.Second, "one alert", func() error {
+				if n := hook.count(); n != 1 {
+					return fmt.Errorf("%d alerts", n)
+				}
+				return nil
+			})
 			if counts := s.outboxStatusCounts(); counts[outbox.Failed] != 1 || counts[outbox.Pending] != 0 {
 				t.Fatalf("stored counts %v", counts)
 			}
@@ -144,9 +157,12 @@ func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
 			if retried.status != http.StatusOK || retried.str("status") != "PENDING" || retried.num("attempts") != 0 {
 				t.Fatalf("retry: %d %s", retried.status, retried.raw)
 			}
-			waitUntil(t, 10*time.Second, "the retried message is SENT", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the retried message is SENT", func() error {
 				m, err := s.stores.Outbox.Get(context.Background(), gone.MessageID)
-				return err == nil && m.Status == outbox.Sent
+				if err != nil || m.Status != outbox.Sent {
+					return fmt.Errorf("status %s, %v", m.Status, err)
+				}
+				return nil
 			})
 			if hook.count() != 1 {
 				t.Fatalf("%d alerts", hook.count())

@@ -10,9 +10,8 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/dataplatform"
 	"github.com/rushgate/rushgate/adapters/gormdb"
-	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
-	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/application/payment"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
@@ -48,7 +47,7 @@ var storages = []struct {
 	name string
 	open func(t *testing.T) ports.Stores
 }{
-	{"memory", func(*testing.T) ports.Stores { return memory.NewStores(memory.NewDatabase()) }},
+	{"memory", func(*testing.T) ports.Stores { return memorytest.New().Stores }},
 	{"postgres", func(t *testing.T) ports.Stores { return sqlStoresOn(t, testenv.Postgres(t)) }},
 	{"mysql", func(t *testing.T) ports.Stores { return sqlStoresOn(t, testenv.MySQL(t)) }},
 }
@@ -68,12 +67,10 @@ func sqlStoresOn(t *testing.T, database testenv.Database) ports.Stores {
 
 // paymentService is the payment use case on stores with an in-process guard.
 func paymentService(stores ports.Stores) *payment.Service {
-	coord := memory.NewCoordination(system.Clock{})
-	g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: system.Clock{},
-		Sleeper: system.Sleeper{}, Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
+	env := memorytest.New(memorytest.WithStores(stores), memorytest.WithClock(system.Clock{}, system.Sleeper{}))
 	return payment.NewService(payment.Deps{Tx: stores.Tx, Orders: stores.Orders, Products: stores.Products,
 		Stock: stores.Stock, Wallets: stores.Wallets, UserCoupons: stores.UserCoupons, Outbox: stores.Outbox,
-		Messages: dataplatform.Encoder{}, Guard: g, Clock: system.Clock{}, IDs: system.UUIDs{}}, payment.Config{})
+		Messages: dataplatform.Encoder{}, Guard: env.Guard, Clock: env.Clock, IDs: system.UUIDs{}}, payment.Config{})
 }
 
 // shop is one user with points, a held coupon and a PENDING order of two units using it.

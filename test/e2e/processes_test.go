@@ -15,6 +15,7 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 var (
@@ -87,12 +88,16 @@ func startProcess(t *testing.T, env []string, name, role string) *process {
 	}
 	p := &process{url: "http://" + addr, cmd: cmd}
 	t.Cleanup(p.kill)
-	waitUntil(t, 30*time.Second, name+" answers /healthz", func() bool {
+	testkit.Eventually(t, 30*time.Second, name+" answers /healthz", func() error {
 		res, err := http.Get(p.url + "/healthz")
-		if err == nil {
-			_ = res.Body.Close()
+		if err != nil {
+			return err
 		}
-		return err == nil && res.StatusCode == http.StatusOK
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", res.StatusCode)
+		}
+		return nil
 	})
 	return p
 }
@@ -145,7 +150,7 @@ func TestPush_TwoBrokersOneDispatcherAsProcesses(t *testing.T) {
 	}
 	next := 0 // the next user to be admitted, in FIFO order
 	for next < users {
-		eventually(t, 10*time.Second, fmt.Sprintf("user %d admitted", next), func() bool { return clients[next].token() != "" })
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("user %d admitted", next), clients[next].isAdmitted)
 		view := admin.queueView(eventID)
 		if view.num("admitted") > slots {
 			t.Fatalf("more admitted than slots: %s", view.raw)
@@ -168,9 +173,8 @@ func TestPush_TwoBrokersOneDispatcherAsProcesses(t *testing.T) {
 			t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
 		}
 	}
-	eventually(t, 5*time.Second, "the room empties", func() bool {
-		v := admin.queueView(eventID)
-		return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("connections") == 0
+	testkit.Eventually(t, 5*time.Second, "the room empties", func() error {
+		return admin.queueView(eventID).hasNums(map[string]int{"admitted": 0, "waiting": 0, "connections": 0})
 	})
 	if v := admin.queueView(eventID); v.num("claims") != users || v.num("remainingSeats") != 0 {
 		t.Fatalf("claims: %s", v.raw)
@@ -189,31 +193,31 @@ func TestPush_KilledBrokerGivesEverySlotBack(t *testing.T) {
 	eventID := a.createEvent(`{"name":"kill broker","seats":5,"slots":2,"mode":"push"}`)
 
 	b0 := b.openStream(eventID, "b0-"+a.run)
-	eventually(t, 5*time.Second, "b0 admitted", func() bool { return b0.token() != "" })
+	testkit.Eventually(t, 5*time.Second, "b0 admitted", b0.isAdmitted)
 	a0 := a.openStream(eventID, "a0-"+a.run)
-	eventually(t, 5*time.Second, "a0 admitted", func() bool { return a0.token() != "" })
+	testkit.Eventually(t, 5*time.Second, "a0 admitted", a0.isAdmitted)
 	a1 := a.openStream(eventID, "a1-"+a.run)
 	a.openStream(eventID, "a2-"+a.run)
 	b1 := b.openStream(eventID, "b1-"+a.run)
-	eventually(t, 3*time.Second, "three waiting", func() bool { return a.queueView(eventID).num("waiting") == 3 })
+	testkit.Eventually(t, 3*time.Second, "three waiting", func() error {
+		return a.queueView(eventID).hasNums(map[string]int{"waiting": 3})
+	})
 
 	// A stops reading its dispatch stream; b0 leaves, so a1 is promoted and routed to A, which
 	// never delivers it.
 	procA.freeze()
 	b0.close()
-	eventually(t, 5*time.Second, "a1 promoted", func() bool {
-		v := b.queueView(eventID)
-		return v.num("admitted") == 2 && v.num("waiting") == 2
+	testkit.Eventually(t, 5*time.Second, "a1 promoted", func() error {
+		return b.queueView(eventID).hasNums(map[string]int{"admitted": 2, "waiting": 2})
 	})
 	if a1.token() != "" {
 		t.Fatal("a frozen broker delivered an admission")
 	}
 	procA.kill()
 
-	eventually(t, 10*time.Second, "b1 admitted after A's slots came back", func() bool { return b1.token() != "" })
-	eventually(t, 5*time.Second, "A's users gone", func() bool {
-		v := b.queueView(eventID)
-		return v.num("admitted") == 1 && v.num("waiting") == 0 && v.num("connections") == 1 && v.num("remainingSlots") == 1
+	testkit.Eventually(t, 10*time.Second, "b1 admitted after A's slots came back", b1.isAdmitted)
+	testkit.Eventually(t, 5*time.Second, "A's users gone", func() error {
+		return b.queueView(eventID).hasNums(map[string]int{"admitted": 1, "waiting": 0, "connections": 1, "remainingSlots": 1})
 	})
 	if res := b.reserve(eventID, "1", a0.user, a0.token()); res.status != http.StatusForbidden {
 		t.Fatalf("dead broker's admitted user still reserves: %d %s", res.status, res.raw)
@@ -266,8 +270,14 @@ func TestPush_KilledDispatcherPromotesNobodyTwice(t *testing.T) {
 	for round := 0; !everyoneLeft(); round++ {
 		promoted := broker.queueView(eventID).num("claims")
 		d := startProcess(t, env, fmt.Sprintf("dispatcher-%d", round), "dispatcher")
-		eventually(t, 10*time.Second, fmt.Sprintf("dispatcher %d promotes someone", round), func() bool {
-			return everyoneLeft() || broker.queueView(eventID).num("claims") > promoted
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("dispatcher %d promotes someone", round), func() error {
+			if everyoneLeft() {
+				return nil
+			}
+			if v := broker.queueView(eventID); v.num("claims") <= promoted {
+				return fmt.Errorf("no claim since %d: %s", promoted, v.raw)
+			}
+			return nil
 		})
 		time.Sleep(time.Duration(round*7%30) * time.Millisecond)
 		d.kill()

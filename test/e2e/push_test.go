@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // sseEvent is one server-sent event: its name and JSON data.
@@ -170,6 +172,23 @@ func (c *sseClient) lastPosition() map[string]any {
 	return c.positions[len(c.positions)-1]
 }
 
+// isAdmitted is nil once the stream delivered an entry token, and otherwise says where the
+// user last stood: a check for testkit.Eventually.
+func (c *sseClient) isAdmitted() error {
+	if c.token() == "" {
+		return fmt.Errorf("%s not admitted, last position %v", c.user, c.lastPosition())
+	}
+	return nil
+}
+
+// isAtRank is nil when the latest rank received is rank: a check for testkit.Eventually.
+func (c *sseClient) isAtRank(rank int) error {
+	if got := c.lastRank(); got != rank {
+		return fmt.Errorf("%s at rank %d (-1: none yet), want %d", c.user, got, rank)
+	}
+	return nil
+}
+
 // checkRanksNeverRise fails when a later position is further back than an earlier one.
 func (c *sseClient) checkRanksNeverRise() {
 	c.mu.Lock()
@@ -232,7 +251,7 @@ func pushFlow(t *testing.T, s *server) {
 	for wave := 0; wave < users/slots; wave++ {
 		first := wave * slots
 		for i := first; i < first+slots; i++ {
-			eventually(t, 5*time.Second, fmt.Sprintf("user %d admitted", i), func() bool { return clients[i].token() != "" })
+			testkit.Eventually(t, 5*time.Second, fmt.Sprintf("user %d admitted", i), clients[i].isAdmitted)
 			admittedOrder = append(admittedOrder, i)
 		}
 		// FIFO within the slot limit: nobody behind the wave is admitted while it holds the slots.
@@ -251,7 +270,7 @@ func pushFlow(t *testing.T, s *server) {
 		// The ones still waiting are told their place: rank = place among the waiting.
 		for i := first + slots; i < users; i++ {
 			want := i - first - slots
-			eventually(t, 3*time.Second, fmt.Sprintf("user %d at rank %d", i, want), func() bool { return clients[i].lastRank() == want })
+			testkit.Eventually(t, 3*time.Second, fmt.Sprintf("user %d at rank %d", i, want), func() error { return clients[i].isAtRank(want) })
 		}
 		for i := first; i < first+slots; i++ {
 			seat++
@@ -262,9 +281,8 @@ func pushFlow(t *testing.T, s *server) {
 			clients[i].close()
 		}
 	}
-	eventually(t, 3*time.Second, "the room empties", func() bool {
-		v := s.queueView(eventID)
-		return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("connections") == 0 && v.num("remainingSlots") == slots
+	testkit.Eventually(t, 3*time.Second, "the room empties", func() error {
+		return s.queueView(eventID).hasNums(map[string]int{"admitted": 0, "waiting": 0, "connections": 0, "remainingSlots": slots})
 	})
 	for i, c := range clients {
 		c.checkRanksNeverRise()
@@ -301,21 +319,21 @@ func TestPush_ReconnectGrace(t *testing.T) {
 			s := startServer(t, b, pushConfig(time.Second))
 			eventID := s.createEvent(`{"name":"grace","seats":5,"slots":1,"mode":"push"}`)
 			head := s.openStream(eventID, "grace-head-"+s.run)
-			eventually(t, 5*time.Second, "head admitted", func() bool { return head.token() != "" })
+			testkit.Eventually(t, 5*time.Second, "head admitted", head.isAdmitted)
 			first := head.token()
 			second := s.openStream(eventID, "grace-second-"+s.run)
-			eventually(t, 3*time.Second, "second at rank 0", func() bool { return second.lastRank() == 0 })
+			testkit.Eventually(t, 3*time.Second, "second at rank 0", func() error { return second.isAtRank(0) })
 
 			// Both drop and come back within the grace: same admission, same place.
 			head.close()
 			second.close()
 			head = s.openStream(eventID, "grace-head-"+s.run)
 			second = s.openStream(eventID, "grace-second-"+s.run)
-			eventually(t, 3*time.Second, "head admitted again", func() bool { return head.token() != "" })
+			testkit.Eventually(t, 3*time.Second, "head admitted again", head.isAdmitted)
 			if head.token() != first {
 				t.Fatalf("reconnected head got token %q, want the same %q", head.token(), first)
 			}
-			eventually(t, 3*time.Second, "second keeps rank 0", func() bool { return second.lastRank() == 0 })
+			testkit.Eventually(t, 3*time.Second, "second keeps rank 0", func() error { return second.isAtRank(0) })
 			// Watched until well past the grace of the dropped connections (1 s), so their
 			// departures, whenever they run, must leave both users where they are.
 			for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -330,14 +348,16 @@ func TestPush_ReconnectGrace(t *testing.T) {
 			// The head leaves for good: after the grace its slot goes to the second, and its
 			// token no longer reserves.
 			head.close()
-			eventually(t, 5*time.Second, "second admitted after the grace", func() bool { return second.token() != "" })
+			testkit.Eventually(t, 5*time.Second, "second admitted after the grace", second.isAdmitted)
 			if res := s.reserve(eventID, "1", "grace-head-"+s.run, first); res.status != http.StatusForbidden {
 				t.Fatalf("departed head's token reserved: %d %s", res.status, res.raw)
 			}
 			// The second leaves while admitted: slot back, token deleted.
 			token := second.token()
 			second.close()
-			eventually(t, 5*time.Second, "slot back", func() bool { return s.queueView(eventID).num("remainingSlots") == 1 })
+			testkit.Eventually(t, 5*time.Second, "slot back", func() error {
+				return s.queueView(eventID).hasNums(map[string]int{"remainingSlots": 1})
+			})
 			if res := s.reserve(eventID, "1", "grace-second-"+s.run, token); res.status != http.StatusForbidden {
 				t.Fatalf("departed second's token reserved: %d %s", res.status, res.raw)
 			}
@@ -350,11 +370,15 @@ func TestPush_WaitingUserWhoLeavesIsRemoved(t *testing.T) {
 	s := startServer(t, backends(t)[0], pushConfig(200*time.Millisecond))
 	eventID := s.createEvent(`{"name":"leave","seats":5,"slots":1,"mode":"push"}`)
 	head := s.openStream(eventID, "leave-head")
-	eventually(t, 5*time.Second, "head admitted", func() bool { return head.token() != "" })
+	testkit.Eventually(t, 5*time.Second, "head admitted", head.isAdmitted)
 	waiter := s.openStream(eventID, "leave-waiter")
-	eventually(t, 3*time.Second, "waiter queued", func() bool { return s.queueView(eventID).num("waiting") == 1 })
+	testkit.Eventually(t, 3*time.Second, "waiter queued", func() error {
+		return s.queueView(eventID).hasNums(map[string]int{"waiting": 1})
+	})
 	waiter.close()
-	eventually(t, 3*time.Second, "waiter removed", func() bool { return s.queueView(eventID).num("waiting") == 0 })
+	testkit.Eventually(t, 3*time.Second, "waiter removed", func() error {
+		return s.queueView(eventID).hasNums(map[string]int{"waiting": 0})
+	})
 	if v := s.queueView(eventID); v.num("admitted") != 1 || v.num("connections") != 1 {
 		t.Fatalf("after the waiter left: %s", v.raw)
 	}
@@ -365,10 +389,13 @@ func TestPush_HeartbeatsKeepTheStreamAlive(t *testing.T) {
 	s := startServer(t, backends(t)[0], pushConfig(0), func(cfg *bootstrap.Config) { cfg.Server.ReadTimeout = 300 * time.Millisecond })
 	eventID := s.createEvent(`{"name":"beat","seats":1,"slots":1,"mode":"push"}`)
 	c := s.openStream(eventID, "beat-user")
-	eventually(t, 5*time.Second, "heartbeats", func() bool {
+	testkit.Eventually(t, 5*time.Second, "heartbeats", func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.comments >= 8
+		if c.comments < 8 {
+			return fmt.Errorf("%d heartbeats", c.comments)
+		}
+		return nil
 	})
 	select {
 	case <-c.ended:
@@ -431,8 +458,8 @@ func TestPush_StopClosesTheStreams(t *testing.T) {
 	eventID := s.createEvent(`{"name":"stop","seats":2,"slots":1,"mode":"push"}`)
 	admitted := s.openStream(eventID, "stop-admitted")
 	waiting := s.openStream(eventID, "stop-waiting")
-	eventually(t, 5*time.Second, "one admitted, one waiting", func() bool {
-		return admitted.token() != "" && waiting.lastRank() == 0
+	testkit.Eventually(t, 5*time.Second, "one admitted, one waiting", func() error {
+		return errors.Join(admitted.isAdmitted(), waiting.isAtRank(0))
 	})
 
 	start := time.Now()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // exchange is what a raw connection got back: the response, if one came, and when the server
@@ -123,13 +125,16 @@ func TestClientHangingUpMidBody_IsNotAServerError(t *testing.T) {
 
 	counted := `rushgate_http_request_duration_seconds_count{method="POST",route="/crews",status="499"} 1`
 	var metrics string
-	waitUntil(t, 5*time.Second, "the hang-up is counted", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the hang-up is counted", func() error {
 		res, err := s.http.Get(s.url + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		metrics = readAll(t, res)
-		return strings.Contains(metrics, counted)
+		if !strings.Contains(metrics, counted) {
+			return fmt.Errorf("no %s in the metrics", counted)
+		}
+		return nil
 	})
 	if strings.Contains(metrics, `status="500"`) {
 		t.Fatal("a hang-up was counted as a server error")

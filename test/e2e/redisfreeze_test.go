@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // TestRedisFrozen_AnswersUnavailableFast freezes Redis (SIGSTOP: connections stay open, nothing
@@ -54,10 +55,13 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	for i, crewID := range crews {
 		go func() { answers <- s.joinFromAnyGoroutine(crewID, fmt.Sprintf("frozen-%d", i), "k") }()
 	}
-	waitUntil(t, 5*time.Second, "every join holds its idempotency record and waits for release notices", func() bool {
+	testkit.Eventually(t, 5*time.Second, "every join holds its idempotency record and waits for release notices", func() error {
 		records, err := rdb.Keys(ctx, "rushgate:idem:*:frozen-*").Result()
 		subscribed, perr := rdb.PubSubNumPat(ctx).Result()
-		return err == nil && perr == nil && len(records) == joins && subscribed > 0
+		if err != nil || perr != nil || len(records) != joins || subscribed == 0 {
+			return fmt.Errorf("%d of %d records (%v), %d pattern subscriptions (%v)", len(records), joins, err, subscribed, perr)
+		}
+		return nil
 	})
 
 	if err := redis.process.Signal(syscall.SIGSTOP); err != nil {
@@ -101,9 +105,12 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 5*time.Second, "the records of the refused joins are deleted once Redis resumes", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the records of the refused joins are deleted once Redis resumes", func() error {
 		records, err := rdb.Keys(ctx, "rushgate:idem:*:frozen-*").Result()
-		return err == nil && len(records) == 0
+		if err != nil || len(records) != 0 {
+			return fmt.Errorf("records %v, %v", records, err)
+		}
+		return nil
 	})
 	for i, crewID := range crews {
 		if res := s.join(crewID, fmt.Sprintf("frozen-%d", i), "k"); res.status != http.StatusCreated {

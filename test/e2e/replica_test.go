@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // replicaFallbacks is the metric counting reads a replica should have served but the primary did.
@@ -109,12 +111,15 @@ func startReplicatedPostgres(t *testing.T) replicatedDatabase {
 		if err := pair.primary.QueryRow("SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, testenv.DependencyTimeout, "the replica replays up to "+target, func() bool {
+		testkit.Eventually(t, testenv.DependencyTimeout, "the replica replays up to "+target, func() error {
 			var done bool
 			if err := pair.replica.QueryRow("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", target).Scan(&done); err != nil {
-				t.Fatal(err)
+				return err
 			}
-			return done
+			if !done {
+				return errors.New("the replica has not replayed that far")
+			}
+			return nil
 		})
 	}
 	return pair

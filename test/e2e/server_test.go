@@ -229,6 +229,17 @@ type response struct {
 func (r response) str(field string) string { s, _ := r.body[field].(string); return s }
 func (r response) num(field string) int    { n, _ := r.body[field].(float64); return int(n) }
 
+// hasNums is nil when every field of want holds its number, and otherwise names the body, for
+// testkit.Eventually to report what it last saw.
+func (r response) hasNums(want map[string]int) error {
+	for field, n := range want {
+		if r.num(field) != n {
+			return fmt.Errorf("%s is %d, want %d, in %s", field, r.num(field), n, r.raw)
+		}
+	}
+	return nil
+}
+
 // do sends one request; headers are name, value pairs.
 func (s *server) do(method, path, token, body string, headers ...string) response {
 	s.t.Helper()

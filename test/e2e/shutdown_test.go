@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // waitingLocker reports, once, that a request has reached the lock.
@@ -72,14 +74,14 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- stopWithin(app, 30*time.Second) }()
 	// Shutdown has begun once the listener refuses; it is then waiting for the join.
-	for {
+	testkit.Eventually(t, 30*time.Second, "the listener refuses connections", func() error {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
 		if err != nil {
-			break
+			return nil
 		}
 		conn.Close()
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("the listener still accepts")
+	})
 	if err := held.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // stallTicks bounds, in queue ticks (pushTick), how long after a stalled broker or dispatcher
@@ -86,18 +88,17 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 				users[i] = fmt.Sprintf("stall-a%d-%s", i, a.run)
 				streams[i] = a.openStream(eventID, users[i])
 				if i < 2 {
-					eventually(t, stallSetupWait, users[i]+" admitted", func() bool { return streams[i].token() != "" })
+					testkit.Eventually(t, stallSetupWait, users[i]+" admitted", streams[i].isAdmitted)
 				}
 			}
 			oldTokens := []string{streams[0].token(), streams[1].token()}
 			onB := b.openStream(eventID, "stall-b-"+a.run)
-			eventually(t, stallSetupWait, "B's user waits behind A's", func() bool { return onB.lastRank() == 2 })
+			testkit.Eventually(t, stallSetupWait, "B's user waits behind A's", func() error { return onB.isAtRank(2) })
 
 			procA.freeze()
 			t.Cleanup(procA.thaw)
-			eventually(t, processHeartbeatTimeout+20*pushTick, "A reaped and B's user admitted", func() bool {
-				v := b.queueView(eventID)
-				return v.num("connections") == 1 && v.num("waiting") == 0 && v.num("admitted") == 1 && onB.token() != ""
+			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick, "A reaped and B's user admitted", func() error {
+				return errors.Join(b.queueView(eventID).hasNums(map[string]int{"connections": 1, "waiting": 0, "admitted": 1}), onB.isAdmitted())
 			})
 			before := make([]int, len(streams))
 			for i, c := range streams {
@@ -110,15 +111,20 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			procA.thaw()
 			thawed := time.Now()
 			accounted := make([]time.Duration, len(streams))
-			waitUntil(t, stallTicks*pushTick, "every client of the resumed broker is accounted for", func() bool {
-				all := true
+			testkit.Eventually(t, stallTicks*pushTick, "every client of the resumed broker is accounted for", func() error {
+				var silent []string
 				for i, c := range streams {
 					if accounted[i] == 0 && (c.isEnded() || c.received() > before[i]) {
 						accounted[i] = time.Since(thawed)
 					}
-					all = all && accounted[i] != 0
+					if accounted[i] == 0 {
+						silent = append(silent, c.user)
+					}
 				}
-				return all
+				if len(silent) > 0 {
+					return fmt.Errorf("no word yet to %v", silent)
+				}
+				return nil
 			})
 			worst := slices.Max(accounted)
 			t.Logf("every client of the resumed broker accounted for within %v = %.1f ticks of %v (each: %v)",
@@ -141,8 +147,8 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			for i := range streams {
 				streams[i] = a.openStream(eventID, users[i])
 			}
-			eventually(t, stallTicks*pushTick, "the reconnected clients admitted or told their place", func() bool {
-				return streams[0].token() != "" && streams[1].lastRank() == 0 && streams[2].lastRank() == 1 && streams[3].lastRank() == 2
+			testkit.Eventually(t, stallTicks*pushTick, "the reconnected clients admitted or told their place", func() error {
+				return errors.Join(streams[0].isAdmitted(), streams[1].isAtRank(0), streams[2].isAtRank(1), streams[3].isAtRank(2))
 			})
 			if streams[0].token() == oldTokens[0] {
 				t.Fatal("a reaped admission's token came back")
@@ -154,15 +160,18 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			}
 			// A's old id beat once more on resuming; once that lapses too it is reaped again,
 			// which must leave the users A now holds under its new id where they are.
-			eventually(t, processHeartbeatTimeout+20*pushTick, "A's old id reaped again", func() bool {
-				return dispatcher.metric(t, "rushgate_queue_brokers_reaped_total") > reaps
+			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick, "A's old id reaped again", func() error {
+				if reaped := dispatcher.metric(t, "rushgate_queue_brokers_reaped_total"); reaped <= reaps {
+					return fmt.Errorf("%v brokers reaped", reaped)
+				}
+				return nil
 			})
 			if v := b.queueView(eventID); v.num("connections") != 5 || v.num("admitted") != 2 || v.num("waiting") != 3 {
 				t.Fatalf("after A's old id was reaped again: %s", v.raw)
 			}
 			// Admission goes on: B's user leaves, the next of A's is admitted.
 			onB.close()
-			eventually(t, processHeartbeatTimeout+stallTicks*pushTick, users[1]+" admitted", func() bool { return streams[1].token() != "" })
+			testkit.Eventually(t, processHeartbeatTimeout+stallTicks*pushTick, users[1]+" admitted", streams[1].isAdmitted)
 		})
 	}
 }
@@ -190,8 +199,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for i := range clients {
 				clients[i] = broker.openStream(eventID, fmt.Sprintf("sd-%s%d", broker.run, i))
 			}
-			eventually(t, stallSetupWait, "the first wave admitted", func() bool {
-				return clients[0].token() != "" && clients[1].token() != "" && clients[2].token() != ""
+			testkit.Eventually(t, stallSetupWait, "the first wave admitted", func() error {
+				return errors.Join(clients[0].isAdmitted(), clients[1].isAdmitted(), clients[2].isAdmitted())
 			})
 
 			first.freeze()
@@ -199,8 +208,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for _, c := range clients[:slots] {
 				c.close()
 			}
-			eventually(t, stallSetupWait, "the slots come back", func() bool {
-				return broker.queueView(eventID).num("remainingSlots") == slots
+			testkit.Eventually(t, stallSetupWait, "the slots come back", func() error {
+				return broker.queueView(eventID).hasNums(map[string]int{"remainingSlots": slots})
 			})
 			// Frozen past the heartbeat timeout, so the resumed dispatcher sees its stall.
 			for end := time.Now().Add(processHeartbeatTimeout + 5*pushTick); time.Now().Before(end); time.Sleep(pushTick / 2) {
@@ -210,13 +219,16 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			}
 			first.thaw()
 			thawed := time.Now()
-			eventually(t, stallTicks*pushTick, "the second wave admitted after the dispatcher resumed", func() bool {
-				return clients[3].token() != "" && clients[4].token() != "" && clients[5].token() != ""
+			testkit.Eventually(t, stallTicks*pushTick, "the second wave admitted after the dispatcher resumed", func() error {
+				return errors.Join(clients[3].isAdmitted(), clients[4].isAdmitted(), clients[5].isAdmitted())
 			})
 			took := time.Since(thawed)
 			t.Logf("admission resumed %v = %.1f ticks after the dispatcher did", took.Round(time.Millisecond), float64(took)/float64(pushTick))
-			eventually(t, stallTicks*pushTick, "the stall logged and counted", func() bool {
-				return first.metric(t, "rushgate_queue_dispatcher_stalls_total") >= 1
+			testkit.Eventually(t, stallTicks*pushTick, "the stall logged and counted", func() error {
+				if stalls := first.metric(t, "rushgate_queue_dispatcher_stalls_total"); stalls < 1 {
+					return fmt.Errorf("%v stalls counted", stalls)
+				}
+				return nil
 			})
 
 			// A dispatcher stalled holding entries it read: both dispatchers frozen, the test
@@ -230,8 +242,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			for _, c := range clients[slots : 2*slots] {
 				c.close()
 			}
-			eventually(t, stallSetupWait, "the slots come back", func() bool {
-				return broker.queueView(eventID).num("remainingSlots") == slots
+			testkit.Eventually(t, stallSetupWait, "the slots come back", func() error {
+				return broker.queueView(eventID).hasNums(map[string]int{"remainingSlots": slots})
 			})
 			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), keyPrefix(t))
 			ctx := context.Background()
@@ -243,8 +255,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			}
 			second.thaw()
 			thawed = time.Now()
-			eventually(t, processHeartbeatTimeout+stallTicks*pushTick, "the held wave admitted by the other dispatcher", func() bool {
-				return clients[6].token() != "" && clients[7].token() != "" && clients[8].token() != ""
+			testkit.Eventually(t, processHeartbeatTimeout+stallTicks*pushTick, "the held wave admitted by the other dispatcher", func() error {
+				return errors.Join(clients[6].isAdmitted(), clients[7].isAdmitted(), clients[8].isAdmitted())
 			})
 			took = time.Since(thawed)
 			t.Logf("entries held by a stalled dispatcher routed %v after the other resumed (heartbeat timeout %v + %.1f ticks)",
@@ -299,9 +311,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 					t.Errorf("user %d got %d different tokens", i, c.distinctTokens())
 				}
 			}
-			eventually(t, stallSetupWait, "every slot back", func() bool {
-				v := broker.queueView(eventID)
-				return v.num("admitted") == 0 && v.num("waiting") == 0 && v.num("remainingSlots") == slots && v.num("connections") == 0
+			testkit.Eventually(t, stallSetupWait, "every slot back", func() error {
+				return broker.queueView(eventID).hasNums(map[string]int{"admitted": 0, "waiting": 0, "remainingSlots": slots, "connections": 0})
 			})
 			if v := broker.queueView(eventID); v.num("claims") != users {
 				t.Fatalf("promotions %d for %d users: %s", v.num("claims"), users, v.raw)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // verificationBackend is a backend with its object storage: local disk through rushgate's
@@ -326,7 +327,12 @@ func TestVerification_SessionPastItsExpiry(t *testing.T) {
 					cfg.Upload.ExpiryInterval = 20 * time.Millisecond
 				}))
 			}
-			waitUntil(t, 10*time.Second, "the workers expire the session", func() bool { return s.sessionStatus(sess.ID) == "EXPIRED" })
+			testkit.Eventually(t, 10*time.Second, "the workers expire the session", func() error {
+				if status := s.sessionStatus(sess.ID); status != "EXPIRED" {
+					return fmt.Errorf("session %s", status)
+				}
+				return nil
+			})
 			assertError(t, workers[0].verify("u1", sess.ID, challengeID, sess.Key, "k2"), http.StatusBadRequest, "INVALID_SESSION")
 		})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // createEvent creates an event through the admin route and returns its id.
@@ -354,17 +355,6 @@ func TestWaiting_PatchSlotsRecalibratesLive(t *testing.T) {
 	}
 }
 
-// eventually polls check every 50 ms until it holds or bound passes.
-func eventually(t *testing.T, bound time.Duration, what string, check func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(bound); !check(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, bound)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestWaiting_ExpiredTokensAndIdleUsersFreeTheLine: a token that expires gives its slot back
 // (the next user gets in and the old token stops working), and a waiting user who stops
 // polling is dropped by the workers so the head of the line moves.
@@ -382,9 +372,11 @@ func TestWaiting_ExpiredTokensAndIdleUsersFreeTheLine(t *testing.T) {
 			assertPlace(t, s.enter(eventID, "gone"), http.StatusCreated, "waiting", 0, 1)
 			assertPlace(t, s.enter(eventID, "bob"), http.StatusCreated, "waiting", 1, 2)
 			// bob keeps polling; "gone" never does again, and alice's token runs out.
-			eventually(t, 10*time.Second, "bob reaches the head, ready", func() bool {
-				res := s.queueStatus(eventID, "bob")
-				return res.str("status") == "ready"
+			testkit.Eventually(t, 10*time.Second, "bob reaches the head, ready", func() error {
+				if res := s.queueStatus(eventID, "bob"); res.str("status") != "ready" {
+					return fmt.Errorf("bob's status: %d %s", res.status, res.raw)
+				}
+				return nil
 			})
 			assertError(t, s.queueStatus(eventID, "gone"), http.StatusNotFound, "NOT_IN_QUEUE")
 			assertError(t, s.reserve(eventID, "1", "alice", token), http.StatusForbidden, "ENTRY_TOKEN_REQUIRED")

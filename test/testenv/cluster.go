@@ -14,6 +14,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // clusterMasters is the number of masters of the cluster RedisCluster starts.
@@ -25,7 +27,6 @@ const (
 	nodeStartLimit   = 20 * time.Second
 	clusterJoinLimit = 60 * time.Second
 	clusterOKLimit   = 30 * time.Second
-	pollInterval     = 20 * time.Millisecond
 )
 
 // cluster is the Redis Cluster the tests of this process share while any of them runs.
@@ -179,16 +180,14 @@ func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, 
 func pollAll(nodes []*goredis.Client, limit time.Duration, what string, ready func(context.Context, *goredis.Client) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	for _, node := range nodes {
-		for !ready(ctx, node) {
-			select {
-			case <-ctx.Done():
+	return testkit.Poll(limit, func() error {
+		for _, node := range nodes {
+			if !ready(ctx, node) {
 				return fmt.Errorf("redis node %s did not %s within %v", node.Options().Addr, what, limit)
-			case <-time.After(pollInterval):
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // FreePorts returns n distinct ports free on 127.0.0.1 at the time of the call, for servers a
