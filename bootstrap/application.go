@@ -28,7 +28,7 @@ var CommerceModule = fx.Module("commerce",
 var WaitingModule = fx.Module("waiting", fx.Provide(provideWaitingService))
 
 func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clock ports.Clock,
-	sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
+	sleeper ports.Sleeper, metrics *telemetry.Metrics, tracing Tracing) *guard.Guard {
 	return guard.New(guard.Deps{
 		Idempotency: coord.Idempotency,
 		Locker:      coord.Locker,
@@ -42,7 +42,7 @@ func provideGuard(cfg Config, stores ports.Stores, coord ports.Coordination, clo
 		LockTTL:        cfg.Guard.LockTTL,
 		BaseDelay:      cfg.Guard.LockBaseDelay,
 		MaxRetries:     cfg.Guard.LockRetries,
-	}, guard.WithObserver(metrics))
+	}, guard.WithObserver(metrics), guard.WithTracer(tracing.Tracer))
 }
 
 func provideCrewService(cfg Config, stores ports.Stores, g *guard.Guard, clock ports.Clock, ids ports.IDGenerator) *crew.Service {
@@ -95,7 +95,7 @@ func provideOrderService(stores ports.Stores, g *guard.Guard, clock ports.Clock,
 }
 
 func provideWaitingService(cfg Config, stores ports.Stores, coord ports.Coordination, g *guard.Guard,
-	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics) *waiting.Service {
+	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics, tracing Tracing) *waiting.Service {
 	return waiting.NewService(waiting.Deps{
 		Tx:           stores.Tx,
 		Events:       stores.Events,
@@ -106,6 +106,7 @@ func provideWaitingService(cfg Config, stores ports.Stores, coord ports.Coordina
 		Clock:        clock,
 		IDs:          ids,
 		Observer:     metrics,
+		Tracer:       tracing.Tracer,
 	}, waiting.Config{
 		IdleTimeout:  cfg.Queue.IdleTimeout,
 		PollInterval: cfg.Queue.PollInterval,

@@ -21,8 +21,8 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce"
 )
 
-// Config is every setting, read from RUSHGATE_* environment variables once at start, grouped
-// by concern. Each group parses and validates on its own.
+// Config is every setting, read from RUSHGATE_* environment variables (and tracing's standard
+// OTEL_* ones) once at start, grouped by concern. Each group parses and validates on its own.
 type Config struct {
 	Server   ServerConfig
 	Database DatabaseConfig
@@ -34,6 +34,7 @@ type Config struct {
 	Storage  StorageConfig
 	Upload   UploadConfig
 	Queue    QueueConfig
+	Tracing  TracingConfig
 }
 
 // ServerConfig is the HTTP server and the process around it.
@@ -273,6 +274,9 @@ func parseConfig(opts env.Options) (Config, error) {
 	if cfg.Queue, err = parseGroup[QueueConfig](opts); err != nil {
 		return Config{}, err
 	}
+	if cfg.Tracing, err = parseGroup[TracingConfig](opts); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -288,7 +292,7 @@ func parseGroup[T any](opts env.Options) (T, error) {
 
 // Validate checks values the types alone do not, group by group.
 func (c Config) Validate() error {
-	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Outbox, c.Storage, c.Upload, c.Queue} {
+	for _, group := range []interface{ Validate() error }{c.Server, c.Database, c.Redis, c.Auth, c.Guard, c.Commerce, c.Outbox, c.Storage, c.Upload, c.Queue, c.Tracing} {
 		if err := group.Validate(); err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ func alwaysReady(name string) telemetry.ReadinessCheck {
 	return telemetry.ReadinessCheck{Name: name, Check: func(context.Context) error { return nil }}
 }
 
-func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, error) {
+func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, tracing Tracing) (storage, error) {
 	if cfg.Database.URL == "" {
 		return storage{Stores: memory.NewStores(memory.NewDatabase()), Readiness: alwaysReady("database")}, nil
 	}
@@ -59,6 +59,7 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 		MaxOpenConns:   cfg.Database.MaxOpenConns,
 		ConnectTimeout: cfg.Database.Timeout,
 		TxTimeout:      cfg.Database.Timeout,
+		Tracing:        tracing.libraries(),
 	})
 	if err != nil {
 		return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
@@ -77,7 +78,7 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger) (storage, err
 	}, nil
 }
 
-func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger) (coordination, error) {
+func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger, tracing Tracing) (coordination, error) {
 	if cfg.Redis.URL == "" {
 		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
 	}
@@ -86,6 +87,7 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 		DialTimeout:  cfg.Redis.Timeout,
 		ReadTimeout:  cfg.Redis.Timeout,
 		WriteTimeout: cfg.Redis.Timeout,
+		Tracing:      tracing.libraries(),
 	})
 	if err != nil {
 		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)

@@ -40,7 +40,7 @@ func provideNotifier(cfg Config, log *slog.Logger) ports.Notifier {
 }
 
 func provideRelay(cfg Config, stores ports.Stores, platform ports.DataPlatform, notifier ports.Notifier,
-	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics, log *slog.Logger) *relay.Service {
+	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics, log *slog.Logger, tracing Tracing) *relay.Service {
 	return relay.NewService(relay.Deps{
 		Outbox:   stores.Outbox,
 		Platform: platform,
@@ -49,11 +49,12 @@ func provideRelay(cfg Config, stores ports.Stores, platform ports.DataPlatform, 
 		IDs:      ids,
 		Observer: metrics,
 		Logger:   log,
+		Tracer:   tracing.Tracer,
 	}, relay.Config{Backoff: outbox.Schedule(cfg.Outbox.Backoff), SendTimeout: cfg.Outbox.DataPlatformTimeout})
 }
 
 func providePaymentService(cfg Config, stores ports.Stores, g *guard.Guard, r *relay.Service, clock ports.Clock,
-	ids ports.IDGenerator) *payment.Service {
+	ids ports.IDGenerator, tracing Tracing) *payment.Service {
 	return payment.NewService(payment.Deps{
 		Tx:          stores.Tx,
 		Orders:      stores.Orders,
@@ -66,6 +67,7 @@ func providePaymentService(cfg Config, stores ports.Stores, g *guard.Guard, r *r
 		Delivery:    r,
 		Clock:       clock,
 		IDs:         ids,
+		Tracer:      tracing.Tracer,
 	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch})
 }
 

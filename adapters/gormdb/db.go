@@ -14,6 +14,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -44,6 +46,8 @@ type Options struct {
 	// TxAttempts is how many times TxRunner.InTx runs a transaction the database aborted to
 	// break a deadlock or a serialization conflict, the first run included. Default 3.
 	TxAttempts int
+	// Tracing, when set, records every statement as an OpenTelemetry span (see tracing.go).
+	Tracing trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +75,9 @@ type DB struct {
 	// openMigrationPool opens a pool for migrations where sql's connections bound each read and
 	// write by TxTimeout (MySQL), since a migration's DDL may take longer; nil: migrate on sql.
 	openMigrationPool func() *sql.DB
+	// tracer and system trace the hand-written statements; tracer is nil without Options.Tracing.
+	tracer trace.Tracer
+	system attribute.KeyValue
 }
 
 // Open connects to databaseURL (see ParseURL) and pings it. A server that cannot be reached
@@ -108,6 +115,12 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, translate(err, errorMeanings{op: fmt.Sprintf("initialise %s at %s", dialect, host)})
+	}
+	if opts.Tracing != nil {
+		if err := db.traceStatements(opts.Tracing); err != nil {
+			_ = sqlDB.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }

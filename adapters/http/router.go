@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/adapters/system"
@@ -63,6 +64,8 @@ type Deps struct {
 	MaxBodyBytes int64
 	// AccessLog says which requests get an access line; the zero value logs each at info.
 	AccessLog AccessLog
+	// Tracing, when set, starts a server span for each request (see tracing.go).
+	Tracing trace.TracerProvider
 }
 
 // AccessLog lowers or thins the access log of a busy server.
@@ -99,6 +102,9 @@ func NewRouter(d Deps) *gin.Engine {
 	// different path.
 	r.UseEscapedPath = true
 	r.UnescapePathValues = true
+	if d.Tracing != nil {
+		r.Use(traceRequests(d.Tracing))
+	}
 	r.Use(requestID(logger), observe(d.Metrics, d.AccessLog), recovery(), validateQuery())
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })

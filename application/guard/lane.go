@@ -145,7 +145,8 @@ const (
 // waiter is one request in a queue. state and answer are guarded by Lane.mu.
 type waiter[In, Out any] struct {
 	in       In
-	ticket   *ticket // nil without idempotency
+	ticket   *ticket       // nil without idempotency
+	ref      ports.SpanRef // the request's span, linked from the batch that serves it
 	enqueued time.Time
 	state    waiterState
 	wake     chan struct{} // signalled when promoted to head or served
@@ -179,6 +180,7 @@ type queue[In, Out any] struct {
 func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In, Out]) answer[Out] {
 	w.wake = make(chan struct{}, 1)
 	w.enqueued = l.g.deps.Clock.Now()
+	w.ref = l.g.tracer.Ref(ctx)
 	l.mu.Lock()
 	q := l.queues[lockKey]
 	if q == nil {
@@ -192,6 +194,8 @@ func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In
 	}
 	l.mu.Unlock()
 	l.g.observer.Queued(lockKey, length)
+	_, wait := l.g.tracer.Start(ctx, spanLaneWait)
+	wait.SetInt(attrQueueLength, length)
 
 	for {
 		l.mu.Lock()
@@ -199,8 +203,10 @@ func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In
 		l.mu.Unlock()
 		switch state {
 		case leading:
+			wait.End(nil)
 			return l.lead(ctx, lockKey, q, w)
 		case served:
+			wait.End(nil)
 			return w.answer
 		case batched:
 			// The batch answers several clients, so it runs to its end whatever this one does;
@@ -212,6 +218,7 @@ func (l *Lane[In, Out]) submit(ctx context.Context, lockKey string, w *waiter[In
 		case <-w.wake:
 		case <-ctx.Done():
 			if l.leave(lockKey, q, w) {
+				wait.End(ctx.Err())
 				return answer[Out]{err: fmt.Errorf("guard: waiting for lock %s: %w", lockKey, ctx.Err())}
 			}
 		}
@@ -273,7 +280,10 @@ func (l *Lane[In, Out]) lead(ctx context.Context, lockKey string, q *queue[In, O
 	}
 	l.mu.Unlock()
 
-	answers, unavailable := l.serve(context.WithoutCancel(ctx), batch)
+	batchCtx, span := l.g.tracer.Start(ctx, spanBatch, servedLinks(batch, w)...)
+	span.SetInt(attrBatchSize, len(batch))
+	answers, unavailable := l.serve(context.WithoutCancel(batchCtx), batch)
+	span.End(unavailable)
 	l.g.observer.BatchServed(lockKey, len(batch))
 	// The batch is answered before the lock is released, so no answer waits on the release.
 	// Only the head does: it reports the release's failure.
@@ -325,8 +335,11 @@ func (l *Lane[In, Out]) failWaitingLocked(lockKey string, q *queue[In, Out], a a
 // BaseDelay × 2^n plus jitter, or less when the key is released meanwhile; it gives up with
 // the lane's Busy error when the request's budget from `since` is spent, or, without a
 // LockWait, after MaxRetries full waits.
-func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.Time) (ports.Lock, error) {
+func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.Time) (_ ports.Lock, err error) {
 	g := l.g
+	attempts := 0
+	ctx, span := g.tracer.Start(ctx, spanLockAcquire)
+	defer func() { endLockSpan(span, lockKey, attempts, err) }()
 	budget, maxBackoffs := g.lockBudget(), g.cfg.MaxRetries
 	if l.cfg.LockWait > 0 {
 		budget, maxBackoffs = l.cfg.LockWait, -1
@@ -334,7 +347,6 @@ func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.
 	deadline := since.Add(budget)
 	released, stop := g.deps.Locker.Released(lockKey)
 	defer func() { stop() }()
-	attempts := 0
 	for backoffs := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, err)
@@ -525,7 +537,11 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out],
 		}
 	}
 	if len(markers) > 0 {
-		if err := l.g.deps.Markers.Save(ctx, markers); err != nil {
+		saveCtx, span := l.g.tracer.Start(ctx, spanMarkersSave)
+		span.SetInt(attrMarkers, len(markers))
+		err := l.g.deps.Markers.Save(saveCtx, markers)
+		span.End(err)
+		if err != nil {
 			return nil, fmt.Errorf("guard: save idempotency markers: %w", err)
 		}
 	}

@@ -500,13 +500,16 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 	}
 }
 
-func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
+func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) (err error) {
 	b.mu.Lock()
 	sub := b.subs[p.EventID][p.UserID]
 	b.mu.Unlock()
 	if sub == nil {
 		return nil
 	}
+	ctx, span := b.svc.d.Tracer.StartRoot(ctx, "waiting.deliver")
+	span.SetString("rushgate.event_id", p.EventID)
+	defer func() { span.End(err) }()
 	e, err := b.svc.event(ctx, p.EventID)
 	if err != nil {
 		return err
@@ -665,13 +668,16 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 }
 
 // Promote runs the event's promotion script once, then routes its entry stream.
-func (d *Dispatcher) Promote(ctx context.Context, eventID string) error {
+func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
+	ctx, span := d.svc.d.Tracer.StartRoot(ctx, "waiting.promote")
+	span.SetString("rushgate.event_id", eventID)
+	var n int
+	defer func() { span.SetInt("rushgate.promoted", n); span.End(err) }()
 	e, err := d.svc.event(ctx, eventID)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	var n int
 	err = d.svc.inRoom(ctx, e, func() error {
 		n, err = d.q.Promote(ctx, eventID, e.TokenTTL())
 		return err

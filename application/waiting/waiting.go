@@ -62,6 +62,8 @@ type Deps struct {
 	Clock        ports.Clock
 	IDs          ports.IDGenerator
 	Observer     Observer
+	// Tracer traces the push mode's promotions and deliveries; nil means tracing is off.
+	Tracer ports.Tracer
 }
 
 // Service runs the waiting-room use cases.
@@ -89,6 +91,9 @@ func NewService(d Deps, cfg Config) *Service {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if d.Tracer == nil {
+		d.Tracer = ports.NoTracer{}
 	}
 	s := &Service{d: d, cfg: cfg, rates: admissionRates{byEvent: make(map[string]*waiting.AdmissionRate)}}
 	s.reserves = guard.NewLane(d.Guard, guard.LaneConfig{
