@@ -10,9 +10,11 @@ import (
 
 // traceCommands makes each command (and pipeline) of c a span of tp, through go-redis's own
 // OpenTelemetry instrumentation. The command's arguments are left out: they carry idempotency
-// keys, tokens and user ids.
+// keys, tokens and user ids; so is the caller's source location, which costs a stack walk per
+// command.
 func traceCommands(c goredis.UniversalClient, tp trace.TracerProvider) error {
-	if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tp), redisotel.WithDBStatement(false)); err != nil {
+	if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tp), redisotel.WithDBStatement(false),
+		redisotel.WithCallerEnabled(false)); err != nil {
 		return fmt.Errorf("redis: tracing: %w", err)
 	}
 	return nil
