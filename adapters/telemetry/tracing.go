@@ -123,9 +123,9 @@ func (s otelSpan) End(err error) {
 }
 
 // WithinTraces wraps tp for a library's instrumentation (SQL statements, Redis commands) so it
-// records a span only inside one rushgate traces: a request, a delivery, a promotion.
+// records a span only inside a span rushgate records: a request, a delivery, a promotion.
 // Background polling (the reconciler, the relay's claims, heartbeats) then costs no trace per
-// command.
+// command, and the commands of a request the sampler left out cost no span either.
 func WithinTraces(tp trace.TracerProvider) trace.TracerProvider { return withinTraces{tp: tp} }
 
 type withinTraces struct {
@@ -143,9 +143,9 @@ type childTracer struct {
 }
 
 func (c childTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx, trace.SpanFromContext(ctx) // records nothing
-
+	if parent := trace.SpanFromContext(ctx); !parent.IsRecording() {
+		// None, unsampled or ended: its methods do nothing, so it serves as the child.
+		return ctx, parent
 	}
 	return c.tracer.Start(ctx, name, opts...)
 }
