@@ -188,3 +188,49 @@ func TestTracing_OffWithoutAnEndpoint(t *testing.T) {
 		t.Fatalf("healthz: %d", res.status)
 	}
 }
+
+// TestTracing_PushPromotionsAndDeliveriesAreTracesOfTheirOwn admits one user of a push event on
+// a traced server: the dispatcher's promotion that admitted them is a root span naming the event
+// and how many it promoted, with its Redis commands below it on Redis, and the broker's hand-over
+// to the stream is a root span of its own.
+func TestTracing_PushPromotionsAndDeliveriesAreTracesOfTheirOwn(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			receiver := testenv.StartOTLP(t)
+			var tracing bootstrap.Tracing
+			s := startServerWith(t, b, fx.Populate(&tracing), pushConfig(0), func(cfg *bootstrap.Config) {
+				cfg.Tracing.Endpoint = receiver.Endpoint
+			})
+			eventID := s.createEvent(`{"name":"traced push","seats":1,"slots":1,"mode":"push"}`)
+			client := s.openStream(eventID, "push-"+s.run+"traced")
+			defer client.close()
+			eventually(t, 5*time.Second, "the user admitted", func() bool { return client.token() != "" })
+
+			var tr trace
+			var promote, deliver testenv.Span
+			waitUntil(t, 20*time.Second, "the promotion's and the delivery's spans", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = tracing.Provider.ForceFlush(ctx)
+				tr = indexSpans(receiver.Spans())
+				for _, span := range tr.spans {
+					switch {
+					case span.Name == "waiting.promote" && span.Attributes["rushgate.promoted"] == "1":
+						promote = span
+					case span.Name == "waiting.deliver":
+						deliver = span
+					}
+				}
+				return promote.SpanID != "" && deliver.SpanID != ""
+			})
+			for _, root := range []testenv.Span{promote, deliver} {
+				if root.ParentID != "" || root.Attributes["rushgate.event_id"] != eventID {
+					t.Errorf("%s: %+v, want a root naming event %s", root.Name, root, eventID)
+				}
+			}
+			if b.provision != nil && len(tr.below(promote, isRedis)) == 0 {
+				t.Error("no Redis command span below the promotion")
+			}
+		})
+	}
+}
