@@ -78,12 +78,24 @@ func TestWithinTraces_RecordsALibrarysSpanOnlyUnderARecordingSpan(t *testing.T) 
 	}
 }
 
-func TestNoTracer_RecordsNothing(t *testing.T) {
+// TestNoTracer_RecordsNothingAndAllocatesNothing: with tracing off the core's spans cost an
+// empty call each, nothing on the heap.
+func TestNoTracer_RecordsNothingAndAllocatesNothing(t *testing.T) {
 	var tracer ports.Tracer = ports.NoTracer{}
 	ctx := context.Background()
 	got, span := tracer.Start(ctx, "x", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	span.End(nil)
 	if got != ctx || tracer.Ref(got) != "" {
 		t.Fatal("NoTracer changed the context or named a span")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		spanCtx, span := tracer.Start(ctx, "guard.batch")
+		span.SetInt("rushgate.batch.size", 3)
+		span.End(nil)
+		_, root := tracer.StartRoot(spanCtx, "outbox.deliver", tracer.Ref(spanCtx))
+		root.End(nil)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per untraced span, want 0", allocs)
 	}
 }
