@@ -77,9 +77,10 @@ func (t *Tracer) StartRoot(ctx context.Context, name string, links ...ports.Span
 	return ctx, otelSpan{span}
 }
 
-// Ref is ctx's span as a traceparent.
+// Ref is ctx's span as a traceparent; "" for a span the sampler left out, which no backend
+// holds to link to.
 func (t *Tracer) Ref(ctx context.Context) ports.SpanRef {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
 		return ""
 	}
 	carrier := propagation.MapCarrier{}
