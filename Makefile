@@ -10,8 +10,9 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## run the server on the embedded default (in-memory, no setup needed)
-	$(GO) run ./cmd/rushgate serve
+run: ## build bin/rushgate (seconds on a warm build cache) and run it on the embedded default (in-memory, no setup needed)
+	$(GO) build -o bin/ ./cmd/rushgate
+	./bin/rushgate serve
 
 .PHONY: build
 build: ## build bin/rushgate and bin/rushgate-load

@@ -13,6 +13,7 @@ func Modules(cfg Config) fx.Option {
 	return fx.Options(
 		fx.Supply(cfg),
 		TelemetryModule,
+		TracingModule,
 		InfrastructureModule,
 		GuardModule,
 		fx.Options(flowModules...),

@@ -20,10 +20,11 @@ import (
 	"github.com/rushgate/rushgate/adapters/redis"
 )
 
-// Config is every setting, read from RUSHGATE_* environment variables once at start, grouped
-// by concern. Each group sits with the wiring that reads it, parses and validates on its own,
-// and writes each of its defaults once, in its setDefaults: the env tags name the variables and
-// carry no defaults. A new group is one field here.
+// Config is every setting, read from RUSHGATE_* environment variables (and tracing's standard
+// OTEL_* ones) once at start, grouped by concern. Each group sits with the wiring that reads
+// it, parses and validates on its own, and writes each of its defaults once, in its
+// setDefaults: the env tags name the variables and carry no defaults. A new group is one field
+// here.
 type Config struct {
 	Server   ServerConfig
 	Database DatabaseConfig
@@ -35,6 +36,7 @@ type Config struct {
 	Storage  StorageConfig
 	Upload   UploadConfig
 	Queue    QueueConfig
+	Tracing  TracingConfig
 }
 
 // settingsGroup is what every group of Config does.

@@ -72,7 +72,7 @@ func (c GuardConfig) Validate() error {
 }
 
 func provideGuard(cfg Config, tx ports.TxRunner, markers ports.IdempotencyMarkerRepository, coord ports.Coordination,
-	clock ports.Clock, sleeper ports.Sleeper, metrics *telemetry.Metrics) *guard.Guard {
+	clock ports.Clock, sleeper ports.Sleeper, metrics *telemetry.Metrics, tracing Tracing) *guard.Guard {
 	return guard.New(guard.Deps{
 		Idempotency: coord.Idempotency,
 		Locker:      coord.Locker,
@@ -86,7 +86,7 @@ func provideGuard(cfg Config, tx ports.TxRunner, markers ports.IdempotencyMarker
 		LockTTL:        cfg.Guard.LockTTL,
 		BaseDelay:      cfg.Guard.LockBaseDelay,
 		MaxRetries:     cfg.Guard.LockRetries,
-	}, guard.WithObserver(metrics))
+	}, guard.WithObserver(metrics), guard.WithTracer(tracing.Tracer))
 }
 
 // runMarkerPruner prunes every RUSHGATE_MARKER_PRUNE_INTERVAL until the application stops.

@@ -67,7 +67,7 @@ func alwaysReady(name string) telemetry.ReadinessCheck {
 	return telemetry.ReadinessCheck{Name: name, Check: func(context.Context) error { return nil }}
 }
 
-func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *telemetry.Metrics) (storage, error) {
+func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *telemetry.Metrics, tracing Tracing) (storage, error) {
 	if cfg.Database.URL == "" {
 		db := memory.NewDatabase()
 		return storage{Database: database{memory: db}, Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
@@ -82,6 +82,7 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *tele
 		TxTimeout:       cfg.Database.Timeout,
 		ReplicaURLs:     cfg.Database.ReplicaURLs,
 		ReplicaFallback: metrics.ReplicaFellBack,
+		Tracing:         tracing.libraries(),
 	})
 	if err != nil {
 		return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: %w", err)
@@ -102,7 +103,7 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *tele
 	}, nil
 }
 
-func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger) (coordination, error) {
+func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger, tracing Tracing) (coordination, error) {
 	if cfg.Redis.URL == "" {
 		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
 	}
@@ -111,6 +112,7 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 		DialTimeout:  cfg.Redis.Timeout,
 		ReadTimeout:  cfg.Redis.Timeout,
 		WriteTimeout: cfg.Redis.Timeout,
+		Tracing:      tracing.libraries(),
 	})
 	if err != nil {
 		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)

@@ -95,7 +95,7 @@ func provideNotifier(cfg Config, log *slog.Logger) ports.Notifier {
 }
 
 func provideRelay(cfg Config, stores ports.CommerceStores, platform ports.DataPlatform, notifier ports.Notifier,
-	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics, log *slog.Logger) *relay.Service {
+	clock ports.Clock, ids ports.IDGenerator, metrics *telemetry.Metrics, log *slog.Logger, tracing Tracing) *relay.Service {
 	return relay.NewService(relay.Deps{
 		Outbox:   stores.Outbox,
 		Platform: platform,
@@ -104,11 +104,12 @@ func provideRelay(cfg Config, stores ports.CommerceStores, platform ports.DataPl
 		IDs:      ids,
 		Observer: metrics,
 		Logger:   log,
+		Tracer:   tracing.Tracer,
 	}, relay.Config{Backoff: outbox.Schedule(cfg.Outbox.Backoff), SendTimeout: cfg.Outbox.DataPlatformTimeout})
 }
 
 func providePaymentService(cfg Config, tx ports.TxRunner, stores ports.CommerceStores, g *guard.Guard,
-	r *relay.Service, clock ports.Clock, ids ports.IDGenerator) *payment.Service {
+	r *relay.Service, clock ports.Clock, ids ports.IDGenerator, tracing Tracing) *payment.Service {
 	return payment.NewService(payment.Deps{
 		Tx:          tx,
 		Orders:      stores.Orders,
@@ -122,6 +123,7 @@ func providePaymentService(cfg Config, tx ports.TxRunner, stores ports.CommerceS
 		Messages:    dataplatform.Encoder{},
 		Clock:       clock,
 		IDs:         ids,
+		Tracer:      tracing.Tracer,
 	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch})
 }
 

@@ -120,6 +120,7 @@ type routerParams struct {
 	Metrics   *telemetry.Metrics
 	Logger    *slog.Logger
 	Readiness []telemetry.ReadinessCheck `group:"readiness"`
+	Tracing   Tracing
 }
 
 func provideRouter(p routerParams) *gin.Engine {
@@ -132,6 +133,7 @@ func provideRouter(p routerParams) *gin.Engine {
 		AccessLog:    accessLog(p.Config.Server),
 		Readiness:    p.Readiness,
 		MaxBodyBytes: p.Config.Server.MaxBodyBytes,
+		Tracing:      p.Tracing.requests(),
 	})
 }
 

@@ -143,7 +143,7 @@ func processID(cfg Config) string { return cfg.Server.instanceID() + "-" + rand.
 
 // provideBroker is nil when the role runs no broker.
 func provideBroker(cfg Config, stores ports.WaitingStores, coord ports.Coordination, rates *waiting.AdmissionRates,
-	clock ports.Clock, metrics *telemetry.PushMetrics, log *slog.Logger) *waiting.Broker {
+	clock ports.Clock, metrics *telemetry.PushMetrics, log *slog.Logger, tracing Tracing) *waiting.Broker {
 	if !cfg.Queue.runsBroker() {
 		return nil
 	}
@@ -156,6 +156,7 @@ func provideBroker(cfg Config, stores ports.WaitingStores, coord ports.Coordinat
 		Clock:    clock,
 		Observer: metrics,
 		Log:      log,
+		Tracer:   tracing.Tracer,
 	}, processID(cfg), waiting.BrokerConfig{
 		Tick:             cfg.Queue.Tick,
 		ReconnectGrace:   cfg.Queue.ReconnectGrace,
@@ -172,7 +173,7 @@ func runBroker(lc fx.Lifecycle, b *waiting.Broker, log *slog.Logger) {
 }
 
 func runDispatcher(lc fx.Lifecycle, cfg Config, stores ports.WaitingStores, coord ports.Coordination, clock ports.Clock,
-	metrics *telemetry.PushMetrics, log *slog.Logger) {
+	metrics *telemetry.PushMetrics, log *slog.Logger, tracing Tracing) {
 	if !cfg.Queue.runsDispatcher() {
 		return
 	}
@@ -187,6 +188,7 @@ func runDispatcher(lc fx.Lifecycle, cfg Config, stores ports.WaitingStores, coor
 		Clock:    clock,
 		Observer: metrics,
 		Log:      log,
+		Tracer:   tracing.Tracer,
 	}, id, waiting.DispatcherConfig{
 		Tick:             cfg.Queue.Tick,
 		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,

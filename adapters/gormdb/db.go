@@ -15,6 +15,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -51,6 +53,8 @@ type Options struct {
 	// ReplicaFallback, when set, is called for each such read the database ran because a replica
 	// failed it or was skipped after failing one.
 	ReplicaFallback func()
+	// Tracing, when set, records every statement as an OpenTelemetry span (see tracing.go).
+	Tracing trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -82,6 +86,9 @@ type DB struct {
 	// are their pools.
 	readGorm *gorm.DB
 	replicas []*replicaPool
+	// tracer and system trace the hand-written statements; tracer is nil without Options.Tracing.
+	tracer trace.Tracer
+	system attribute.KeyValue
 }
 
 // Open connects to databaseURL (see ParseURL) and pings it. A server that cannot be reached
@@ -115,6 +122,12 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, translate(err, errorMeanings{op: fmt.Sprintf("initialise %s at %s", dialect, host)})
+	}
+	if opts.Tracing != nil {
+		if err := db.traceStatements(opts.Tracing); err != nil {
+			_ = sqlDB.Close()
+			return nil, err
+		}
 	}
 	if len(opts.ReplicaURLs) > 0 {
 		if err := db.openReplicas(opts.ReplicaURLs); err != nil {

@@ -12,7 +12,7 @@ import (
 var _ ports.OutboxRepository = (*OutboxRepository)(nil)
 
 // outboxColumns are a message's columns in the order scanMessage reads them.
-const outboxColumns = "id, payload, status, attempts, next_attempt_at, last_error, created_at, sent_at"
+const outboxColumns = "id, payload, status, attempts, next_attempt_at, last_error, created_at, sent_at, origin"
 
 // OutboxRepository stores the outbox table; it implements ports.OutboxRepository.
 type OutboxRepository struct {
@@ -32,10 +32,9 @@ func NewOutboxRepository(db *DB) *OutboxRepository {
 		claimFrom += " FORCE INDEX (outbox_claim)"
 	}
 	return &OutboxRepository{
-		db: db,
-		tx: NewTxRunner(db),
-		insertSQL: "INSERT INTO outbox (id, payload, status, attempts, next_attempt_at, last_error, created_at, sent_at) " +
-			"VALUES ",
+		db:          db,
+		tx:          NewTxRunner(db),
+		insertSQL:   "INSERT INTO outbox (" + outboxColumns + ") VALUES ",
 		claimSQL:    Bind(db.dialect, claimFrom+due+"ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED"),
 		claimOneSQL: Bind(db.dialect, "SELECT "+outboxColumns+" FROM outbox"+due+"AND id = ? FOR UPDATE SKIP LOCKED"),
 		recordSQL: Bind(db.dialect, "UPDATE outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sent_at = ? "+
@@ -53,10 +52,13 @@ func scanMessage(rows *sql.Rows) (outbox.Message, error) {
 		m      outbox.Message
 		status string
 		sentAt sql.NullTime
+		origin sql.NullString
 	)
-	if err := rows.Scan(&m.ID, &m.Payload, &status, &m.Attempts, &m.NextAttemptAt, &m.LastError, &m.CreatedAt, &sentAt); err != nil {
+	if err := rows.Scan(&m.ID, &m.Payload, &status, &m.Attempts, &m.NextAttemptAt, &m.LastError, &m.CreatedAt, &sentAt,
+		&origin); err != nil {
 		return outbox.Message{}, err
 	}
+	m.Origin = origin.String
 	m.Status, m.NextAttemptAt, m.CreatedAt = outbox.Status(status), m.NextAttemptAt.UTC(), m.CreatedAt.UTC()
 	if sentAt.Valid {
 		at := sentAt.Time.UTC()
@@ -72,17 +74,18 @@ func nullTime(t *time.Time) sql.NullTime {
 	return sql.NullTime{Time: t.UTC(), Valid: true}
 }
 
-// Add inserts the messages in one multi-row INSERT. A call carries at most 8,191 messages.
+// Add inserts the messages in one multi-row INSERT. A call carries at most 7,281 messages.
 func (r *OutboxRepository) Add(ctx context.Context, messages ...outbox.Message) error {
 	if len(messages) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 8*len(messages))
+	const columns = 9
+	args := make([]any, 0, columns*len(messages))
 	for _, m := range messages {
 		args = append(args, m.ID, string(m.Payload), string(m.Status), m.Attempts, m.NextAttemptAt.UTC(), m.LastError,
-			m.CreatedAt.UTC(), nullTime(m.SentAt))
+			m.CreatedAt.UTC(), nullTime(m.SentAt), sql.NullString{String: m.Origin, Valid: m.Origin != ""})
 	}
-	_, err := r.db.exec(ctx, errorMeanings{op: "add outbox messages"}, Bind(r.db.dialect, r.insertSQL+tuples(len(messages), 8)), args...)
+	_, err := r.db.exec(ctx, errorMeanings{op: "add outbox messages"}, Bind(r.db.dialect, r.insertSQL+tuples(len(messages), columns)), args...)
 	return err
 }
 

@@ -64,6 +64,11 @@ func (db *DB) openReplicas(urls []string) error {
 	if err != nil {
 		return fmt.Errorf("gormdb: register the read replicas: %w", err)
 	}
+	if db.opts.Tracing != nil {
+		if err := traceGorm(readDB, db.opts.Tracing); err != nil {
+			return err
+		}
+	}
 	db.readGorm = readDB
 	return nil
 }

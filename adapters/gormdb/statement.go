@@ -36,7 +36,9 @@ func (db *DB) conn(ctx context.Context) (gorm.ConnPool, context.Context, context
 func (db *DB) exec(ctx context.Context, m errorMeanings, query string, args ...any) (int64, error) {
 	conn, ctx, done := db.conn(ctx)
 	defer done()
+	ctx, end := db.traceStatement(ctx, m, query)
 	res, err := conn.ExecContext(ctx, query, args...)
+	end(err)
 	if err != nil {
 		return 0, translate(err, m)
 	}
@@ -52,17 +54,25 @@ func (db *DB) exec(ctx context.Context, m errorMeanings, query string, args ...a
 func (db *DB) query(ctx context.Context, m errorMeanings, query string, args []any, scan func(*sql.Rows) error) error {
 	conn, ctx, done := db.conn(ctx)
 	defer done()
+	ctx, end := db.traceStatement(ctx, m, query)
+	err := scanRows(ctx, conn, query, args, scan)
+	end(err)
+	return translate(err, m)
+}
+
+// scanRows runs query on conn and calls scan on each row it returns.
+func scanRows(ctx context.Context, conn gorm.ConnPool, query string, args []any, scan func(*sql.Rows) error) error {
 	rows, err := conn.QueryContext(ctx, query, args...)
 	if err != nil {
-		return translate(err, m)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		if err := scan(rows); err != nil {
-			return translate(err, m)
+			return err
 		}
 	}
-	return translate(rows.Err(), m)
+	return rows.Err()
 }
 
 // queryOne runs a hand-written query for at most one row and calls scan on it; it reports

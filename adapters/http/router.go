@@ -10,6 +10,7 @@ import (
 	stdhttp "net/http"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
@@ -35,6 +36,8 @@ type Deps struct {
 	MaxBodyBytes int64
 	// AccessLog says which requests get an access line; the zero value logs each at info.
 	AccessLog AccessLog
+	// Tracing, when set, starts a server span for each request (see tracing.go).
+	Tracing trace.TracerProvider
 }
 
 // Routes registers one flow's routes on the router's groups.
@@ -85,6 +88,9 @@ func NewRouter(d Deps) *gin.Engine {
 	// different path.
 	r.UseEscapedPath = true
 	r.UnescapePathValues = true
+	if d.Tracing != nil {
+		r.Use(traceRequests(d.Tracing))
+	}
 	r.Use(requestID(logger), observe(d.Metrics, d.AccessLog), recovery(), validateQuery())
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })

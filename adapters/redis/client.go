@@ -15,6 +15,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rushgate/rushgate/ports"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	// so 64 concurrent requests never queue for a connection. Half of them are kept open, so a
 	// stampede on a quiet server does not wait on dozens of dials at once.
 	PoolSize int
+	// Tracing, when set, records every command as an OpenTelemetry span (see tracing.go).
+	Tracing trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -86,7 +89,14 @@ func NewClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bounded(build(), opts.ReadTimeout), nil
+	c := bounded(build(), opts.ReadTimeout)
+	if opts.Tracing != nil {
+		if err := traceCommands(c, opts.Tracing); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // ParseURL checks redisURL as NewClient reads it, with the same errors, without building a

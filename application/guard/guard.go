@@ -114,6 +114,7 @@ type Guard struct {
 	cfg      Config
 	jitter   func(max time.Duration) time.Duration
 	observer Observer
+	tracer   ports.Tracer
 }
 
 // Option customises a Guard.
@@ -127,9 +128,12 @@ func WithJitter(jitter func(max time.Duration) time.Duration) Option {
 // WithObserver reports lock waits, exhaustion, batches and replays to o.
 func WithObserver(o Observer) Option { return func(g *Guard) { g.observer = o } }
 
+// WithTracer records the guard's phases as spans (see tracing.go).
+func WithTracer(t ports.Tracer) Option { return func(g *Guard) { g.tracer = t } }
+
 // New returns a Guard.
 func New(deps Deps, cfg Config, opts ...Option) *Guard {
-	g := &Guard{deps: deps, cfg: cfg.withDefaults(), jitter: uniformJitter, observer: noObserver{}}
+	g := &Guard{deps: deps, cfg: cfg.withDefaults(), jitter: uniformJitter, observer: noObserver{}, tracer: ports.NoTracer{}}
 	for _, o := range opts {
 		o(g)
 	}
@@ -248,7 +252,9 @@ func (g *Guard) begin(ctx context.Context, req Request) (*ticket, *ports.StoredR
 		return nil, nil, err
 	}
 	key := ports.IdempotencyKey{Scope: req.UserID, Key: req.IdempotencyKey}
-	begun, err := g.deps.Idempotency.Begin(ctx, key, req.Fingerprint, g.cfg.Lease, g.cfg.IdempotencyTTL)
+	spanCtx, span := g.tracer.Start(ctx, spanBegin)
+	begun, err := g.deps.Idempotency.Begin(spanCtx, key, req.Fingerprint, g.cfg.Lease, g.cfg.IdempotencyTTL)
+	span.End(err)
 	if err != nil {
 		return nil, nil, fmt.Errorf("guard: begin idempotency: %w", err)
 	}
@@ -273,6 +279,10 @@ func (g *Guard) begin(ctx context.Context, req Request) (*ticket, *ports.StoredR
 // failed this request, so the answer does not wait for it: the write goes on in the background.
 func (t *ticket) complete(response ports.StoredResponse, storeDown bool) {
 	t.done = true
+	// The write, and a retry in the background, nest under the span.
+	var span ports.Span
+	t.detached, span = t.g.tracer.Start(t.detached, spanComplete)
+	defer span.End(nil)
 	t.settle(func(ctx context.Context) error {
 		return t.g.deps.Idempotency.Complete(ctx, t.key, t.token, response, t.g.cfg.IdempotencyTTL)
 	}, storeDown)

@@ -112,8 +112,8 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 			return Result[Out]{}, err
 		}
 	}
-	w := &waiter[In]{in: in, ticket: t, enqueued: l.g.deps.Clock.Now()}
-	r, err := l.lines.Do(ctx, req.LockKey, w)
+	w := l.newWaiter(ctx, in, t)
+	r, err := l.do(ctx, req.LockKey, w)
 	storeDown = w.unlockFailed || isLockStoreDown(err)
 	switch {
 	case err != nil:
@@ -128,14 +128,39 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 
 // Do answers in under the lock lockKey alone, without idempotency.
 func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, in In) (Out, error) {
-	r, err := l.lines.Do(ctx, lockKey, &waiter[In]{in: in, enqueued: l.g.deps.Clock.Now()})
+	r, err := l.do(ctx, lockKey, l.newWaiter(ctx, in, nil))
 	return r.value, err
+}
+
+func (l *Lane[In, Out]) newWaiter(ctx context.Context, in In, t *ticket) *waiter[In] {
+	return &waiter[In]{in: in, ticket: t, ref: l.g.tracer.Ref(ctx), enqueued: l.g.deps.Clock.Now()}
+}
+
+// do queues w behind lockKey until a batch has answered it. Its wait is a span that ends when
+// its turn to lead comes (lock) or, when another's batch serves it, with the answer.
+func (l *Lane[In, Out]) do(ctx context.Context, lockKey string, w *waiter[In]) (reply[Out], error) {
+	_, w.wait = l.g.tracer.Start(ctx, spanLaneWait)
+	r, err := l.lines.Do(ctx, lockKey, w)
+	w.endWait(err)
+	return r, err
+}
+
+// endWait ends w's wait span once; only w's own goroutine calls it.
+func (w *waiter[In]) endWait(err error) {
+	if w.wait != nil {
+		w.wait.End(err)
+		w.wait = nil
+	}
 }
 
 // waiter is one request in a lane.
 type waiter[In any] struct {
-	in       In
-	ticket   *ticket // nil without idempotency
+	in     In
+	ticket *ticket // nil without idempotency
+	// ref is the request's span: a batch this request is served in but does not lead (the
+	// batch span is the leader's child) links to it.
+	ref      ports.SpanRef
+	wait     ports.Span // the span of its wait in line; nil once ended
 	enqueued time.Time
 	// unlockFailed: the lock's store did not answer the release of the lock this request took
 	// for its batch. Set by the release, which runs on the request's own goroutine.
@@ -165,6 +190,7 @@ func isLockStoreDown(err error) bool {
 // lock is the lane's combine.Gate: it takes lockKey for the head of the queue before its batch
 // is taken, so the requests that queue while it waits join the batch, and returns the release.
 func (l *Lane[In, Out]) lock(ctx context.Context, lockKey string, head *waiter[In]) (func() error, error) {
+	head.endWait(nil)
 	lock, err := l.acquire(ctx, lockKey, head.enqueued)
 	if err != nil {
 		return nil, err
@@ -185,8 +211,11 @@ func (l *Lane[In, Out]) lock(ctx context.Context, lockKey string, head *waiter[I
 // BaseDelay × 2^n plus jitter, or less when the key is released meanwhile; it gives up with
 // the lane's Busy error when the request's budget from `since` is spent, or, without a
 // LockWait, after MaxRetries full waits.
-func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.Time) (ports.Lock, error) {
+func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.Time) (_ ports.Lock, err error) {
 	g := l.g
+	attempts := 0
+	ctx, span := g.tracer.Start(ctx, spanLockAcquire)
+	defer func() { endLockSpan(span, lockKey, attempts, err) }()
 	budget, maxBackoffs := g.lockBudget(), g.cfg.MaxRetries
 	if l.cfg.LockWait > 0 {
 		budget, maxBackoffs = l.cfg.LockWait, -1
@@ -194,7 +223,6 @@ func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.
 	deadline := since.Add(budget)
 	released, stop := g.deps.Locker.Released(lockKey)
 	defer func() { stop() }()
-	attempts := 0
 	for backoffs := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, err)
@@ -258,8 +286,12 @@ type served[Out any] = []Answer[reply[Out]]
 // serve is the lane's combine.Func: it answers a batch all together, or, when that fails as a
 // whole, each request alone. A failure wrapping ports.ErrUnavailable is not re-run: it answers
 // the requests not yet served and is returned, for the queue behind the batch.
-func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*waiter[In]) (served[Out], error) {
+func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*waiter[In]) (_ served[Out], err error) {
 	defer l.g.observer.BatchServed(lockKey, len(batch))
+	// ctx is the leader's (batch[0]'s), without its cancellation.
+	ctx, span := l.g.tracer.Start(ctx, spanBatch, servedLinks(batch[1:])...)
+	span.SetInt(attrBatchSize, len(batch))
+	defer func() { span.End(err) }()
 	answers, err := l.attemptRetrying(ctx, batch, false)
 	if err == nil {
 		return answers, nil
@@ -392,7 +424,11 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In], find
 		}
 	}
 	if len(markers) > 0 {
-		if err := l.g.deps.Markers.Save(ctx, markers); err != nil {
+		saveCtx, span := l.g.tracer.Start(ctx, spanMarkersSave)
+		span.SetInt(attrMarkers, len(markers))
+		err := l.g.deps.Markers.Save(saveCtx, markers)
+		span.End(err)
+		if err != nil {
 			return nil, fmt.Errorf("guard: save idempotency markers: %w", err)
 		}
 	}

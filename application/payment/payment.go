@@ -76,6 +76,9 @@ type Deps struct {
 	Messages    MessageEncoder
 	Clock       ports.Clock
 	IDs         ports.IDGenerator
+	// Tracer names each payment's span in its outbox message, for its delivery to link to; nil
+	// means tracing is off.
+	Tracer ports.Tracer
 }
 
 // Service runs payments.
@@ -95,6 +98,9 @@ func NewService(d Deps, cfg Config) *Service {
 	}
 	if cfg.MaxBatch <= 0 || cfg.MaxBatch > DefaultMaxBatch {
 		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if d.Tracer == nil {
+		d.Tracer = ports.NoTracer{}
 	}
 	s := &Service{d: d}
 	s.payments = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, Markers: true,
@@ -144,6 +150,7 @@ type DeliveredItem struct {
 // payInput is one payment waiting in its lane.
 type payInput struct {
 	orderID, userID string
+	origin          ports.SpanRef // the payment request's span
 }
 
 // Pay pays the order (SPEC §4) through the guard: idempotency, then the lock of the order's
@@ -174,7 +181,7 @@ func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result]
 		Fingerprint:    guard.Fingerprint("order.pay", []string{cmd.OrderID}, nil),
 		LockKey:        LockKey(o),
 		Outcome:        guard.OutcomeDone,
-	}, payInput{orderID: cmd.OrderID, userID: cmd.UserID})
+	}, payInput{orderID: cmd.OrderID, userID: cmd.UserID, origin: s.d.Tracer.Ref(ctx)})
 	if err == nil && res.Value.messageID != "" && s.d.Delivery != nil {
 		s.d.Delivery.SendSoon(res.Value.messageID)
 	}
@@ -347,7 +354,7 @@ func (s *Service) decide(ctx context.Context, st *batchState, in payInput, now t
 		return guard.Answer[Result]{}, err
 	}
 	st.paid = append(st.paid, o)
-	message, err := s.message(o, now)
+	message, err := s.message(o, now, in.origin)
 	if err != nil {
 		return guard.Answer[Result]{}, err
 	}
@@ -357,7 +364,7 @@ func (s *Service) decide(ctx context.Context, st *batchState, in payInput, now t
 }
 
 // message is the outbox message announcing the paid order o.
-func (s *Service) message(o *order.Order, now time.Time) (outbox.Message, error) {
+func (s *Service) message(o *order.Order, now time.Time, origin ports.SpanRef) (outbox.Message, error) {
 	d := Delivered{MessageID: s.d.IDs.NewID(), OrderID: o.ID(), UserID: o.UserID(), TotalAmount: o.Total(), PaidAt: now}
 	for _, item := range o.Items() {
 		d.Items = append(d.Items, DeliveredItem{ProductID: item.ProductID, Name: item.Name, Quantity: item.Quantity,
@@ -367,7 +374,9 @@ func (s *Service) message(o *order.Order, now time.Time) (outbox.Message, error)
 	if err != nil {
 		return outbox.Message{}, fmt.Errorf("encode delivery: %w", err)
 	}
-	return outbox.New(d.MessageID, payload, now), nil
+	m := outbox.New(d.MessageID, payload, now)
+	m.Origin = string(origin)
+	return m, nil
 }
 
 // write stores what the batch decided: one optimistic deduction per product, then the history,

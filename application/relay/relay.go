@@ -8,6 +8,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -75,7 +76,7 @@ type Observer interface {
 	OutboxGaveUp()
 }
 
-// Deps are the ports the relay runs on. Observer and Logger may be nil.
+// Deps are the ports the relay runs on. Observer, Logger and Tracer may be nil.
 type Deps struct {
 	Outbox   ports.OutboxRepository
 	Platform ports.DataPlatform
@@ -84,6 +85,9 @@ type Deps struct {
 	IDs      ports.IDGenerator
 	Observer Observer
 	Logger   *slog.Logger
+	// Tracer traces each delivery in a trace of its own, linked to the request that wrote the
+	// message; the platform adapter sends the delivery's span on.
+	Tracer ports.Tracer
 }
 
 // Service relays the outbox.
@@ -98,6 +102,9 @@ func NewService(d Deps, cfg Config) *Service {
 	cfg = cfg.withDefaults()
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Tracer == nil {
+		d.Tracer = ports.NoTracer{}
 	}
 	return &Service{d: d, cfg: cfg, soon: make(chan string, cfg.Queue)}
 }
@@ -207,9 +214,14 @@ func (s *Service) claimAndSend(ctx context.Context, c ports.OutboxClaim) (Round,
 // send delivers one claimed message and records the outcome while the claim holds; it returns
 // the message's new status. A message that gave up is logged at error level, counted and
 // alerted on.
-func (s *Service) send(ctx context.Context, m outbox.Message, token string) (outbox.Status, error) {
+func (s *Service) send(ctx context.Context, m outbox.Message, token string) (_ outbox.Status, err error) {
+	ctx, span := s.d.Tracer.StartRoot(ctx, "outbox.deliver", ports.SpanRef(m.Origin))
+	span.SetString("rushgate.outbox.message_id", m.ID)
+	span.SetInt("rushgate.outbox.attempt", m.Attempts+1)
+	var sendErr error
+	defer func() { span.End(errors.Join(sendErr, err)) }()
 	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
-	sendErr := s.d.Platform.Send(sendCtx, m.ID, m.Payload)
+	sendErr = s.d.Platform.Send(sendCtx, m.ID, m.Payload)
 	cancel()
 	now := s.d.Clock.Now()
 	gaveUp := false

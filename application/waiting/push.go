@@ -191,14 +191,15 @@ func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
 // yet keeps the place or admission, and one it had taken is queued again. No stream is left
 // open for a user who is neither waiting nor admitted.
 type Broker struct {
-	q     ports.BrokerQueue
-	rooms *eventRooms
-	rates *AdmissionRates
-	clock ports.Clock
-	base  string
-	cfg   BrokerConfig
-	obs   BrokerObserver
-	log   *slog.Logger
+	q      ports.BrokerQueue
+	rooms  *eventRooms
+	rates  *AdmissionRates
+	clock  ports.Clock
+	base   string
+	cfg    BrokerConfig
+	obs    BrokerObserver
+	log    *slog.Logger
+	tracer ports.Tracer
 
 	conns atomic.Uint64
 	// live counts the connections registered and not yet left, for Close to wait on.
@@ -229,6 +230,8 @@ type BrokerDeps struct {
 	Clock    ports.Clock
 	Observer BrokerObserver
 	Log      *slog.Logger
+	// Tracer traces each delivery of an admission as a trace of its own; nil: tracing is off.
+	Tracer ports.Tracer
 }
 
 // NewBroker returns the broker brokerID (unique per process: a restarted process is a new
@@ -238,7 +241,7 @@ func NewBroker(d BrokerDeps, brokerID string, cfg BrokerConfig) *Broker {
 		d.Log = slog.Default()
 	}
 	return &Broker{q: d.Queue, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), rates: d.Rates, clock: d.Clock,
-		base: brokerID, id: brokerID, cfg: cfg.withDefaults(), obs: d.Observer, log: d.Log,
+		base: brokerID, id: brokerID, cfg: cfg.withDefaults(), obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer),
 		subs: make(map[string]map[string]*Subscription), leaves: make(map[*time.Timer]struct{})}
 }
 
@@ -545,13 +548,16 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 	}
 }
 
-func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) error {
+func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) (err error) {
 	b.mu.Lock()
 	sub := b.subs[p.EventID][p.UserID]
 	b.mu.Unlock()
 	if sub == nil {
 		return nil
 	}
+	ctx, span := b.tracer.StartRoot(ctx, spanDeliver)
+	span.SetString(attrEventID, p.EventID)
+	defer func() { span.End(err) }()
 	e, err := b.rooms.event(ctx, p.EventID)
 	if err != nil {
 		return err
@@ -603,15 +609,16 @@ func (b *Broker) Close(ctx context.Context) error {
 // is taken twice. A reap it resumes after the broker came back touches only the broker's old
 // id (see Broker).
 type Dispatcher struct {
-	q     ports.DispatchQueue
-	index ports.RoomIndex
-	rooms *eventRooms
-	clock ports.Clock
-	id    string
-	cfg   DispatcherConfig
-	obs   DispatcherObserver
-	log   *slog.Logger
-	tasks chan string
+	q      ports.DispatchQueue
+	index  ports.RoomIndex
+	rooms  *eventRooms
+	clock  ports.Clock
+	id     string
+	cfg    DispatcherConfig
+	obs    DispatcherObserver
+	log    *slog.Logger
+	tracer ports.Tracer
+	tasks  chan string
 }
 
 // DispatcherDeps are the ports a Dispatcher runs on. Observer and Log may be nil.
@@ -626,6 +633,8 @@ type DispatcherDeps struct {
 	Clock    ports.Clock
 	Observer DispatcherObserver
 	Log      *slog.Logger
+	// Tracer traces each promotion as a trace of its own; nil: tracing is off.
+	Tracer ports.Tracer
 }
 
 // NewDispatcher returns the dispatcher dispatcherID (its consumer name; unique per process).
@@ -635,7 +644,7 @@ func NewDispatcher(d DispatcherDeps, dispatcherID string, cfg DispatcherConfig) 
 		d.Log = slog.Default()
 	}
 	return &Dispatcher{q: d.Queue, index: d.Index, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), clock: d.Clock,
-		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tasks: make(chan string, cfg.PromotionBacklog)}
+		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer), tasks: make(chan string, cfg.PromotionBacklog)}
 }
 
 // Run promotes every tick until ctx ends, then waits for its workers. A tick that comes more
@@ -726,13 +735,16 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 }
 
 // Promote runs the event's promotion script once, then routes its entry stream.
-func (d *Dispatcher) Promote(ctx context.Context, eventID string) error {
+func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
+	ctx, span := d.tracer.StartRoot(ctx, spanPromote)
+	span.SetString(attrEventID, eventID)
+	var n int
+	defer func() { span.SetInt(attrPromoted, n); span.End(err) }()
 	e, err := d.rooms.event(ctx, eventID)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	var n int
 	err = d.rooms.inRoom(ctx, eventID, func() error {
 		n, err = d.q.Promote(ctx, eventID, e.TokenTTL())
 		return err
@@ -814,4 +826,21 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// The push mode's spans: each starts a trace of its own, since a tick's work serves no one
+// request.
+const (
+	spanPromote  = "waiting.promote" // one event's promotion and routing
+	spanDeliver  = "waiting.deliver" // one admission delivered to its stream
+	attrEventID  = "rushgate.event_id"
+	attrPromoted = "rushgate.promoted"
+)
+
+// tracerOr is t, or NoTracer when t is nil.
+func tracerOr(t ports.Tracer) ports.Tracer {
+	if t == nil {
+		return ports.NoTracer{}
+	}
+	return t
 }

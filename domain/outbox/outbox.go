@@ -38,10 +38,13 @@ func ParseStatus(field, s string) (Status, error) {
 
 // Message is one delivery. Payload is the body sent as is; its ID is the stable id the receiver
 // de-duplicates by. Attempts counts failed sends; NextAttemptAt is when a PENDING message is
-// next due (a claim pushes it to the end of the claim's lease).
+// next due (a claim pushes it to the end of the claim's lease). Origin names the traced span of
+// the request that wrote the message (a W3C traceparent), so its delivery can link to it; ""
+// when tracing was off. It is never sent.
 type Message struct {
 	ID            string
 	Payload       []byte
+	Origin        string
 	Status        Status
 	Attempts      int
 	NextAttemptAt time.Time

@@ -202,14 +202,21 @@ func newMessage(at time.Time) outbox.Message {
 
 func testOutboxRoundTrip(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
-	m := newMessage(now())
-	must(t, e.impl.Outbox.Add(ctx, m), "add")
+	m, untraced := newMessage(now()), newMessage(now())
+	m.Origin = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	must(t, e.impl.Outbox.Add(ctx, m, untraced), "add")
 	got, err := e.impl.Outbox.Get(ctx, m.ID)
 	must(t, err, "get")
 	if got.ID != m.ID || string(got.Payload) != string(m.Payload) || got.Status != outbox.Pending ||
-		!got.NextAttemptAt.Equal(m.NextAttemptAt) || !got.CreatedAt.Equal(m.CreatedAt) || got.SentAt != nil {
+		!got.NextAttemptAt.Equal(m.NextAttemptAt) || !got.CreatedAt.Equal(m.CreatedAt) || got.SentAt != nil ||
+		got.Origin != m.Origin {
 		t.Fatalf("got %+v, want %+v", got, m)
 	}
+	claimed, _ := claimOne(t, e, m, m.CreatedAt)
+	expectEqual(t, claimed.Origin, m.Origin, "a claimed message's origin")
+	got, err = e.impl.Outbox.Get(ctx, untraced.ID)
+	must(t, err, "get")
+	expectEqual(t, got.Origin, "", "an untraced message's origin")
 	_, err = e.impl.Outbox.Get(ctx, randomID())
 	expectIs(t, err, outbox.ErrNotFound, "an unknown message")
 }

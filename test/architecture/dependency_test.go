@@ -11,6 +11,7 @@ import (
 // forbidden lists import-path prefixes the core must never reach, directly or transitively.
 var forbidden = []string{
 	"github.com/gin-gonic/",
+	"go.opentelemetry.io/",
 	"gorm.io/",
 	"github.com/redis/go-redis/",
 	"github.com/go-redsync/",

@@ -1,0 +1,9 @@
+-- The traced span of the request that wrote a message (a W3C traceparent, 55 characters), so
+-- its delivery's trace links back to the payment. NULL when tracing was off, and for the
+-- messages written before: a nullable column at the end is added in place.
+
+-- +goose Up
+ALTER TABLE outbox ADD COLUMN origin varchar(55) COLLATE utf8mb4_bin NULL;
+
+-- +goose Down
+ALTER TABLE outbox DROP COLUMN origin;
