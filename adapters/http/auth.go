@@ -43,9 +43,15 @@ type Tokens struct {
 	header    string // the header segment of every token Mint signs
 	parser    *jwt.Parser
 	validator *jwt.Validator
-	// macs holds HMAC-SHA256 states keyed with the secret, reset before each use: keying one
+	// macs holds *macState values keyed with the secret, reset before each use: keying one
 	// (golang-jwt does it per token) cost a quarter of a verify.
 	macs sync.Pool
+}
+
+// macState is an HMAC-SHA256 keyed with the secret and the buffer its sums go to.
+type macState struct {
+	mac hash.Hash
+	sum [sha256.Size]byte
 }
 
 // NewTokens returns Tokens signing with secret. An empty secret would make every token forgeable,
@@ -68,7 +74,7 @@ func NewTokens(secret []byte) *Tokens {
 			jwt.WithExpirationRequired(),
 		),
 		validator: jwt.NewValidator(jwt.WithExpirationRequired()),
-		macs:      sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }},
+		macs:      sync.Pool{New: func() any { return &macState{mac: hmac.New(sha256.New, secret)} }},
 	}
 }
 
@@ -158,12 +164,11 @@ func (t *Tokens) signedBySecret(signed, signature []byte) bool {
 	if n, err := base64.RawURLEncoding.Decode(want[:], signature); err != nil || n != len(want) {
 		return false
 	}
-	mac := t.macs.Get().(hash.Hash)
-	defer t.macs.Put(mac)
-	mac.Reset()
-	mac.Write(signed)
-	var sum [sha256.Size]byte
-	return hmac.Equal(mac.Sum(sum[:0]), want[:])
+	state := t.macs.Get().(*macState)
+	defer t.macs.Put(state)
+	state.mac.Reset()
+	state.mac.Write(signed)
+	return hmac.Equal(state.mac.Sum(state.sum[:0]), want[:])
 }
 
 // keyOf is the jwt.Keyfunc of every token: one secret, whatever the token says.
