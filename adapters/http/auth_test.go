@@ -78,6 +78,11 @@ func swapPayload(token, payload string) string {
 	return strings.Join(parts, ".")
 }
 
+// withSignature replaces the signature segment of a token.
+func withSignature(token, signature string) string {
+	return token[:strings.LastIndexByte(token, '.')+1] + signature
+}
+
 // badCredentials are Authorization headers the server must answer 401, each named. Every token
 // but the forged ones is signed with the server's own secret, so only the claims or the
 // algorithm are at fault.
@@ -94,6 +99,10 @@ func badCredentials(t *testing.T) []struct{ name, authorization string } {
 	require.NoError(t, err)
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
+	// Valid as it stands: the cases below spoil its signature only.
+	signedByHand := signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d}`, future))
+	_, err = rhttp.NewTokens(testSecret).Verify(signedByHand)
+	require.NoError(t, err)
 
 	return []struct{ name, authorization string }{
 		{"missing header", ""},
@@ -109,6 +118,11 @@ func badCredentials(t *testing.T) []struct{ name, authorization string } {
 		{"payload swapped after signing", "Bearer " + swapPayload(signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d}`, future)),
 			fmt.Sprintf(`{"sub":"u1","role":"admin","exp":%d}`, future))},
 		{"a fourth segment", "Bearer " + signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d}`, future)) + ".e30"},
+		{"signature cut short", "Bearer " + signedByHand[:len(signedByHand)-4]},
+		{"signature padded", "Bearer " + signedByHand + "="},
+		{"signature one byte longer", "Bearer " + signedByHand + "AA"},
+		{"signature not base64url", "Bearer " + withSignature(signedByHand, strings.Repeat("+", 43))},
+		{"signature empty", "Bearer " + withSignature(signedByHand, "")},
 
 		{"expired", hs256(jwt.MapClaims{"sub": "u1", "role": "user", "exp": past})},
 		{"no exp", hs256(jwt.MapClaims{"sub": "u1", "role": "user"})},

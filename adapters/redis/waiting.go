@@ -47,8 +47,8 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 type WaitingRoom struct {
 	client    goredis.UniversalClient
 	prefix    string
-	entries   *combiner[string, string, []any]      // event → entering users
-	positions *combiner[positionKey, string, []any] // event and token TTL → polling users
+	entries   *combiner[string, string, []any]            // event → entering users
+	positions *combiner[positionKey, string, polledPlace] // event and token TTL → polling users
 }
 
 // positionKey groups Position calls that one script call can serve.
@@ -63,9 +63,7 @@ func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 	w.entries = newCombiner(combinedInFlight, func(ctx context.Context, eventID string, users []string) ([][]any, error) {
 		return w.runEach(ctx, "enter waiting room", enterScript, eventID, nil, users)
 	})
-	w.positions = newCombiner(combinedInFlight, func(ctx context.Context, k positionKey, users []string) ([][]any, error) {
-		return w.runEach(ctx, "read queue position", positionScript, k.eventID, []any{k.ttl.Milliseconds()}, users)
-	})
+	w.positions = newCombiner(combinedInFlight, w.positionsOf)
 	return w
 }
 
@@ -159,35 +157,43 @@ end
 // enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}.
 var enterScript = newWaitingScript(enterLua + `return {'OK', enterAll(ARGV)}`)
 
-// positionScript answers {'OK', {answer per user}}, each {'ENTERED', remaining, expiresAt},
-// {'WAITING', rank, remaining} or {'NOT_QUEUED'}, and records the waiting users' sign of life
-// and refreshes the admitted users' tokens, one ZADD each. ARGV ttl ms, then the users.
+// positionScript answers {'OK', remaining, expiresAt, {place per user}}: a user's place is
+// their rank while waiting, placeEntered once admitted (their token refreshed to expire at
+// expiresAt) and placeNotQueued otherwise. It records the waiting users' sign of life and
+// refreshes the admitted users' tokens, one ZADD each. ARGV ttl ms, then the users. One integer
+// a user keeps the reply, which the server reads per batch, small.
 var positionScript = newWaitingScript(`
 local expiresAt = now + tonumber(ARGV[1])
 local users = {unpack(ARGV, 2)}
 local left = remaining()
 local expiries = redis.call('ZMSCORE', admitted, unpack(users))
-local answers, refreshed, alive = {}, {}, {}
+local places, refreshed, alive = {}, {}, {}
 for i, user in ipairs(users) do
   if expiries[i] then
     refreshed[#refreshed + 1] = expiresAt
     refreshed[#refreshed + 1] = user
-    answers[i] = {'ENTERED', left, expiresAt}
+    places[i] = ` + strconv.Itoa(placeEntered) + `
   else
     local rank = redis.call('ZRANK', queue, user)
     if rank then
       alive[#alive + 1] = now
       alive[#alive + 1] = user
-      answers[i] = {'WAITING', rank, left}
+      places[i] = rank
     else
-      answers[i] = {'NOT_QUEUED'}
+      places[i] = ` + strconv.Itoa(placeNotQueued) + `
     end
   end
 end
 if #refreshed > 0 then redis.call('ZADD', admitted, 'XX', unpack(refreshed)) end
 if #alive > 0 then redis.call('ZADD', seen, unpack(alive)) end
-return {'OK', answers}
+return {'OK', left, expiresAt, places}
 `)
+
+// The places positionScript answers for a user who is not waiting.
+const (
+	placeEntered   = -1
+	placeNotQueued = -2
+)
 
 // claimScript answers {'HELD', token, expiresAt}, {'CLAIMED', token, expiresAt},
 // {'NOT_READY', rank, remaining} or {'NOT_QUEUED'}. ARGV user, new token, ttl ms.
@@ -369,14 +375,48 @@ func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl 
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
-	state, r, err := stateOf("read queue position", answer)
+	if !answer.queued {
+		return ports.QueuePlace{}, ports.ErrNotQueued
+	}
+	return answer.place, nil
+}
+
+// polledPlace is one user's answer of a combined position call: their place, unless they are
+// neither waiting nor admitted.
+type polledPlace struct {
+	place  ports.QueuePlace
+	queued bool
+}
+
+// positionsOf runs positionScript for users, polling the event with the token TTL of k, and
+// returns their answers in order.
+func (w *WaitingRoom) positionsOf(ctx context.Context, k positionKey, users []string) ([]polledPlace, error) {
+	const op = "read queue position"
+	argv := make([]any, 0, 1+len(users))
+	argv = append(argv, k.ttl.Milliseconds())
+	for _, user := range users {
+		argv = append(argv, user)
+	}
+	_, r, err := w.run(ctx, op, positionScript, k.eventID, argv...)
 	if err != nil {
-		return ports.QueuePlace{}, err
+		return nil, err
 	}
-	if state == "ENTERED" {
-		return ports.QueuePlace{Admitted: true, RemainingSlots: toInt(r[0]), ExpiresAt: fromMillis(r[1])}, nil
+	places, _ := r[2].([]any)
+	if len(places) != len(users) {
+		return nil, fmt.Errorf("redis: %s: %d answers for %d users", op, len(places), len(users))
 	}
-	return ports.QueuePlace{Rank: toInt(r[0]), RemainingSlots: toInt(r[1])}, nil
+	remaining, expiresAt := toInt(r[0]), fromMillis(r[1])
+	answers := make([]polledPlace, len(places))
+	for i, place := range places {
+		switch rank := toInt(place); rank {
+		case placeNotQueued:
+		case placeEntered:
+			answers[i] = polledPlace{place: ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: expiresAt}, queued: true}
+		default:
+			answers[i] = polledPlace{place: ports.QueuePlace{Rank: rank, RemainingSlots: remaining}, queued: true}
+		}
+	}
+	return answers, nil
 }
 
 // Claim admits the user when rank < remaining slots.

@@ -2,14 +2,12 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -61,26 +59,26 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 		}
 	}
 
-	polled, err := w.runEach(ctx, "position", positionScript, event, []any{time.Hour.Milliseconds()}, []string{"b", "admitted", "nobody", "a"})
+	polled, err := w.positionsOf(ctx, positionKey{eventID: event, ttl: time.Hour}, []string{"b", "admitted", "nobody", "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPolled := []string{"WAITING 2", "ENTERED", "NOT_QUEUED", "WAITING 1"}
+	// rank and remaining while waiting (remaining is 0: the one slot is taken).
+	wantPolled := []string{"WAITING 2 0", "ENTERED", "NOT_QUEUED", "WAITING 1 0"}
 	if len(polled) != len(wantPolled) {
 		t.Fatalf("%d position answers, want %d: %v", len(polled), len(wantPolled), polled)
 	}
 	for i, answer := range polled {
-		state, r, err := stateOf("position", answer)
-		got := state
-		switch {
-		case errors.Is(err, ports.ErrNotQueued):
+		var got string
+		switch p := answer.place; {
+		case !answer.queued:
 			got = "NOT_QUEUED"
-		case err != nil:
-			got = err.Error()
-		case state == "WAITING":
-			got = fmt.Sprintf("%s %v", state, r[0])
-		case state == "ENTERED" && fromMillis(r[1]).Before(time.Now().Add(59*time.Minute)):
+		case !p.Admitted:
+			got = fmt.Sprintf("WAITING %d %d", p.Rank, p.RemainingSlots)
+		case p.ExpiresAt.Before(time.Now().Add(59 * time.Minute)):
 			got = "ENTERED without the refreshed expiry"
+		default:
+			got = "ENTERED"
 		}
 		if got != wantPolled[i] {
 			t.Errorf("position answer %d = %q, want %q", i, got, wantPolled[i])

@@ -9,6 +9,7 @@ import (
 	stdhttp "net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,10 @@ type Metrics struct {
 	outboxLastRound prometheus.Gauge
 	// Reads meant for a read replica that the primary served because the replica failed.
 	replicaFallbacks prometheus.Counter
+	// requestSeries caches the children of requests: a label lookup hashes the values and
+	// formats the status on every request. Routes are templates and methods folded, so it stays
+	// small.
+	requestSeries sync.Map // requestLabels → prometheus.Observer
 }
 
 // NewMetrics creates the collectors and registers them on reg; it panics if one is already
@@ -180,9 +185,20 @@ func (m *Metrics) ReplicaFellBack() { m.replicaFallbacks.Inc() }
 // Replayed counts an idempotent replay.
 func (m *Metrics) Replayed() { m.idempotentHits.Inc() }
 
+// requestLabels are the labels of one request series.
+type requestLabels struct {
+	method, route string
+	status        int
+}
+
 // ObserveRequest records one answered request.
 func (m *Metrics) ObserveRequest(method, route string, status int, latency time.Duration) {
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Observe(latency.Seconds())
+	labels := requestLabels{method: method, route: route, status: status}
+	series, ok := m.requestSeries.Load(labels)
+	if !ok {
+		series, _ = m.requestSeries.LoadOrStore(labels, m.requests.WithLabelValues(method, route, strconv.Itoa(status)))
+	}
+	series.(prometheus.Observer).Observe(latency.Seconds())
 }
 
 // lockKind is the part of a lock key before its ids ("crew" for "crew:{crewId}"), so the label

@@ -53,8 +53,9 @@ type queuePull struct {
 	bearers []map[string]string // user i's Authorization header
 	// Set by run: the place each entry was given.
 	ranks []int
-	// Set by invariant: the entries' rate, for the redis-benchmark comparison.
-	entriesPerSecond float64
+	// Set by invariant: the entries' and the status polls' rates, for the comparisons with
+	// GET /healthz and redis-benchmark.
+	entriesPerSecond, pollsPerSecond float64
 }
 
 var _ scenario = (*queuePull)(nil)
@@ -174,6 +175,7 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 	}
 	slices.SortFunc(order, func(a, b int) int { return s.ranks[a] - s.ranks[b] })
 	polling := s.pollOnce(ctx, e, order)
+	s.pollsPerSecond = polling.stats.perSecond(polling.stats.succeeded)
 	phase := s.admit(ctx, e, order)
 
 	var res invariantResult
@@ -184,7 +186,7 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 	}
 	add("entered (201)", entered)
 	rate("entries per second", s.entriesPerSecond)
-	rate("status polls per second (every user once)", polling.stats.perSecond(polling.stats.succeeded))
+	rate("status polls per second (every user once)", s.pollsPerSecond)
 	add("  status poll p50 µs", int(polling.stats.latency.p50.Microseconds()))
 	add("  status poll p99 µs", int(polling.stats.latency.p99.Microseconds()))
 	add("admitted (token claimed once)", phase.admitted)
@@ -380,8 +382,8 @@ func (s *queuePull) ceiling(ctx context.Context, e *env) (work, error) {
 		return work{}, fmt.Errorf("--redis-url: %w", err)
 	}
 	if floor := s.healthzRate(ctx, e); floor > 0 {
-		progress(e.stderr, "queue-pull: GET /healthz on the same servers %.0f/s at c=%d (a bare route: the HTTP floor); entries %.0f/s = %.2f× of it\n",
-			floor, e.concurrency, s.entriesPerSecond, s.entriesPerSecond/floor)
+		progress(e.stderr, "queue-pull: GET /healthz on the same servers %.0f/s at c=%d (a bare route: the HTTP floor); entries %.0f/s = %.2f× of it, status polls %.0f/s = %.2f× of it\n",
+			floor, e.concurrency, s.entriesPerSecond, s.entriesPerSecond/floor, s.pollsPerSecond, s.pollsPerSecond/floor)
 	}
 	if rps, err := redisBenchmarkZADD(ctx, e.redisURL, e.concurrency, s.users); err != nil {
 		progress(e.stderr, "queue-pull: redis-benchmark: %v\n", err)
