@@ -207,7 +207,7 @@ func errorCodesInSource(t *testing.T, root string) map[string]createdCode {
 			switch n := n.(type) {
 			case *ast.FuncDecl:
 				// NewError's own body passes its parameters on; its callers are what is found.
-				return !(sf.dir == domainDir && n.Name.Name == "NewError")
+				return sf.dir != domainDir || n.Name.Name != "NewError"
 			case *ast.CallExpr:
 				if isDomainName(n.Fun, "NewError", sf.dir, imports) && len(n.Args) == 3 {
 					code := resolve(n.Args[1])

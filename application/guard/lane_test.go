@@ -765,7 +765,7 @@ func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T
 	testkit.Eventually(t, patience, "the head's record completed", func() error {
 		got, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: head.UserID, Key: head.IdempotencyKey}, head.Fingerprint, time.Minute, time.Hour)
 		if err != nil || got.State != ports.BeginCompleted {
-			return fmt.Errorf("state %v, err %v", got.State, err)
+			return fmt.Errorf("state %v, err %w", got.State, err)
 		}
 		return nil
 	})

@@ -17,12 +17,12 @@ var (
 func verdicts(claimants []string, held map[string]bool, remaining int) string {
 	out := ""
 	for _, err := range capacity.Allot(claimants, held, remaining, errDuplicate, errExhausted) {
-		switch err {
-		case nil:
+		switch {
+		case err == nil:
 			out += "G"
-		case errDuplicate:
+		case errors.Is(err, errDuplicate):
 			out += "D"
-		case errExhausted:
+		case errors.Is(err, errExhausted):
 			out += "X"
 		default:
 			out += fmt.Sprintf("?%v", err)

@@ -160,7 +160,7 @@ func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
 			testkit.Eventually(t, 10*time.Second, "the retried message is SENT", func() error {
 				m, err := s.stores.Outbox.Get(context.Background(), gone.MessageID)
 				if err != nil || m.Status != outbox.Sent {
-					return fmt.Errorf("status %s, %v", m.Status, err)
+					return fmt.Errorf("status %s, %w", m.Status, err)
 				}
 				return nil
 			})

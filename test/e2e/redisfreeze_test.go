@@ -59,7 +59,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 		records, err := rdb.Keys(ctx, "rushgate:idem:*:frozen-*").Result()
 		subscribed, perr := rdb.PubSubNumPat(ctx).Result()
 		if err != nil || perr != nil || len(records) != joins || subscribed == 0 {
-			return fmt.Errorf("%d of %d records (%v), %d pattern subscriptions (%v)", len(records), joins, err, subscribed, perr)
+			return fmt.Errorf("%d of %d records (%w), %d pattern subscriptions (%w)", len(records), joins, err, subscribed, perr)
 		}
 		return nil
 	})
@@ -108,7 +108,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "the records of the refused joins are deleted once Redis resumes", func() error {
 		records, err := rdb.Keys(ctx, "rushgate:idem:*:frozen-*").Result()
 		if err != nil || len(records) != 0 {
-			return fmt.Errorf("records %v, %v", records, err)
+			return fmt.Errorf("records %v, %w", records, err)
 		}
 		return nil
 	})

@@ -76,11 +76,11 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 	// Shutdown has begun once the listener refuses; it is then waiting for the join.
 	testkit.Eventually(t, 30*time.Second, "the listener refuses connections", func() error {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-		if err != nil {
-			return nil
+		if err == nil {
+			conn.Close()
+			return errors.New("the listener still accepts")
 		}
-		conn.Close()
-		return errors.New("the listener still accepts")
+		return nil // refused: shutdown has begun
 	})
 	if err := held.Release(context.Background()); err != nil {
 		t.Fatal(err)
