@@ -343,13 +343,13 @@ func TestDispatcher_RoutesTheEntriesOfAStalledDispatcher(t *testing.T) {
 	if _, err := r.queue.Promote(ctx, r.eventID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := r.queue.ReadEntries(ctx, r.eventID, "stalled", 10, stallTimeout); err != nil || len(held) != 1 {
+	if held, err := r.queue.ReadEntries(ctx, r.eventID, "stalled", nil, 10, stallTimeout); err != nil || len(held) != 1 {
 		t.Fatalf("the stalled dispatcher read %v, %v", held, err)
 	}
 	other := r.dispatcher("other")
 	routed := func() int {
 		t.Helper()
-		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), 10, 0, time.Hour)
+		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), nil, 10, 0, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
