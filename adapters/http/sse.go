@@ -13,9 +13,9 @@ import (
 // A held SSE connection costs what it keeps: net/http's handler goroutine (its stack grown by
 // the middleware chain), its background reader, and 4 KiB read, 4 KiB write and 2 KiB chunking
 // buffers come to ~37 KiB each. So the push route takes the connection over once the user is
-// in the queue and lets the handler return: what stays is an sseStream, one goroutine blocked in
-// a small read (to see the client leave) and a heartbeat timer; a bounded pool of writers sends
-// every stream's frames.
+// in the queue and lets the handler return: what stays is an sseStream and a heartbeat timer,
+// no goroutine and no buffer; a bounded pool of writers sends every stream's frames, and one
+// epoll instance for the process tells which clients left (sse_departures_linux.go).
 
 const (
 	// sseWriterLimit bounds the goroutines writing frames to every held stream at once.
@@ -116,6 +116,9 @@ type sseStream struct {
 
 	ended bool
 	beat  *time.Timer // the heartbeat, from the take-over
+	// leave and unwatch are set at the take-over: the broker's leave, and forgetting the
+	// connection's departure watch.
+	leave, unwatch func()
 }
 
 var _ appwaiting.Stream = (*sseStream)(nil)
@@ -144,28 +147,28 @@ func (s *sseStream) Admitted(a appwaiting.Admission) {
 func (s *sseStream) End() { s.close() }
 
 // start sends events over conn, whose response head is written, until it ends; then leave runs
-// once. The client has nothing more to send, so a failing read means it left (or the stream was
-// closed); whatever it sends anyway is discarded.
+// once, in a goroutine of its own. The client leaving is learnt without a goroutine of the
+// stream's (watchDeparture), or from a write that fails.
 func (s *sseStream) start(conn net.Conn, leave func()) {
 	s.mu.Lock()
-	s.conn = conn
+	s.conn, s.leave = conn, leave
 	if s.ended {
+		s.mu.Unlock()
 		_ = conn.Close()
-	} else {
-		s.beat = time.AfterFunc(s.heartbeat, s.heartbeatDue)
-		s.scheduleLocked()
+		go leave()
+		return
 	}
+	s.beat = time.AfterFunc(s.heartbeat, s.heartbeatDue)
+	s.scheduleLocked()
 	s.mu.Unlock()
-	go func() {
-		var discard [16]byte
-		for {
-			if _, err := conn.Read(discard[:]); err != nil {
-				break
-			}
-		}
-		s.close()
-		leave()
-	}()
+	unwatch := watchDeparture(conn, s.close)
+	s.mu.Lock()
+	s.unwatch = unwatch
+	ended := s.ended
+	s.mu.Unlock()
+	if ended { // closed meanwhile, before unwatch was known
+		unwatch()
+	}
 }
 
 func (s *sseStream) heartbeatDue() {
@@ -244,7 +247,8 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 }
 
 // close ends the stream once: no more writes, the heartbeat stops, the connection closes
-// (outside the lock: closing waits for a write in progress to give up).
+// (outside the lock: closing waits for a write in progress to give up), and a taken-over
+// stream leaves, in a goroutine: End is called with the broker's lock held.
 func (s *sseStream) close() {
 	s.mu.Lock()
 	if s.ended {
@@ -255,10 +259,14 @@ func (s *sseStream) close() {
 	if s.beat != nil {
 		s.beat.Stop()
 	}
-	conn := s.conn
+	conn, leave, unwatch := s.conn, s.leave, s.unwatch
 	s.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
 	if conn != nil {
 		_ = conn.Close()
+		go leave()
 	}
 }
 
