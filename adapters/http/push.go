@@ -25,7 +25,6 @@ var errNoBroker = fmt.Errorf("this instance runs no broker: %w", ports.ErrUnavai
 // pushHandlers serves the push mode's SSE stream and the waiting page (SPEC §3).
 type pushHandlers struct {
 	broker       *appwaiting.Broker
-	heartbeat    time.Duration
 	writeTimeout time.Duration
 	writers      *sseWriters
 }
@@ -63,7 +62,7 @@ func (h pushHandlers) wait(c *gin.Context) {
 		respondError(c, fmt.Errorf("the SSE route needs HTTP/1.1, got %s", c.Request.Proto))
 		return
 	}
-	stream := newSSEStream(h.writers, h.heartbeat, h.writeTimeout)
+	stream := newSSEStream(h.writers, h.writeTimeout)
 	sub, err := h.broker.Join(c.Request.Context(), c.Param("eventId"), principal(c).UserID, stream)
 	if err != nil {
 		respondError(c, err)

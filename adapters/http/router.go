@@ -167,8 +167,8 @@ func NewRouter(d Deps) *gin.Engine {
 	if heartbeat <= 0 {
 		heartbeat = DefaultSSEHeartbeat
 	}
-	push := pushHandlers{broker: d.Broker, heartbeat: heartbeat, writeTimeout: sseWriteTimeout,
-		writers: newSSEWriters(sseWriterLimit)}
+	push := pushHandlers{broker: d.Broker, writeTimeout: sseWriteTimeout,
+		writers: newSSEWriters(sseWriterLimit, heartbeat)}
 	browser := r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens))
 	browser.GET("/events/:eventId/tickets/waiting", push.wait)
 	browser.GET("/events/:eventId/waiting-room", push.page)

@@ -28,17 +28,66 @@ const (
 // sseWriters is the bounded pool writing the frames of taken-over streams: a stream with frames
 // to send is queued, and up to limit goroutines, started on demand and gone once the queues are
 // empty, drain them. Admissions have their own queue, served first: an entry token must not
-// wait behind a tick's positions to every other stream.
+// wait behind a tick's positions to every other stream. One goroutine, running while any stream
+// is held, marks every held stream's heartbeat due each heartbeat period: no timer per stream.
 type sseWriters struct {
-	limit int
+	limit     int
+	heartbeat time.Duration
 
 	mu         sync.Mutex
 	admissions []*sseStream
 	others     []*sseStream
 	running    int
+
+	heldMu  sync.Mutex
+	held    map[*sseStream]struct{}
+	beating bool
 }
 
-func newSSEWriters(limit int) *sseWriters { return &sseWriters{limit: limit} }
+func newSSEWriters(limit int, heartbeat time.Duration) *sseWriters {
+	return &sseWriters{limit: limit, heartbeat: heartbeat, held: make(map[*sseStream]struct{})}
+}
+
+// hold adds a taken-over stream to the heartbeat sweep, starting it if none runs.
+func (w *sseWriters) hold(s *sseStream) {
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	w.held[s] = struct{}{}
+	if !w.beating {
+		w.beating = true
+		go w.beat()
+	}
+}
+
+// release takes an ended stream out of the heartbeat sweep.
+func (w *sseWriters) release(s *sseStream) {
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	delete(w.held, s)
+}
+
+// beat marks a heartbeat due on every held stream each period, until none is held.
+func (w *sseWriters) beat() {
+	ticker := time.NewTicker(w.heartbeat)
+	defer ticker.Stop()
+	var due []*sseStream
+	for range ticker.C {
+		w.heldMu.Lock()
+		if len(w.held) == 0 {
+			w.beating = false
+			w.heldMu.Unlock()
+			return
+		}
+		due = due[:0]
+		for s := range w.held {
+			due = append(due, s)
+		}
+		w.heldMu.Unlock()
+		for _, s := range due {
+			s.heartbeatDue()
+		}
+	}
+}
 
 func (w *sseWriters) enqueue(s *sseStream, admission bool) {
 	w.mu.Lock()
@@ -101,7 +150,6 @@ const (
 // Events sent before the connection is taken over wait for it.
 type sseStream struct {
 	writers      *sseWriters
-	heartbeat    time.Duration
 	writeTimeout time.Duration
 
 	mu        sync.Mutex
@@ -115,16 +163,16 @@ type sseStream struct {
 	inAdmissions, inOthers, writing bool
 
 	ended bool
-	beat  *time.Timer // the heartbeat, from the take-over
-	// leave and unwatch are set at the take-over: the broker's leave, and forgetting the
-	// connection's departure watch.
-	leave, unwatch func()
+	// leave is the broker's, set at the take-over; watch is the departure watch's registration
+	// (0 for none).
+	leave func()
+	watch uint64
 }
 
 var _ appwaiting.Stream = (*sseStream)(nil)
 
-func newSSEStream(writers *sseWriters, heartbeat, writeTimeout time.Duration) *sseStream {
-	return &sseStream{writers: writers, heartbeat: heartbeat, writeTimeout: writeTimeout}
+func newSSEStream(writers *sseWriters, writeTimeout time.Duration) *sseStream {
+	return &sseStream{writers: writers, writeTimeout: writeTimeout}
 }
 
 // Position keeps the newest place for the next write.
@@ -158,27 +206,26 @@ func (s *sseStream) start(conn net.Conn, leave func()) {
 		go leave()
 		return
 	}
-	s.beat = time.AfterFunc(s.heartbeat, s.heartbeatDue)
 	s.scheduleLocked()
 	s.mu.Unlock()
-	unwatch := watchDeparture(conn, s.close)
+	s.writers.hold(s)
+	watch := watchDeparture(conn, s)
 	s.mu.Lock()
-	s.unwatch = unwatch
+	s.watch = watch
 	ended := s.ended
 	s.mu.Unlock()
-	if ended { // closed meanwhile, before unwatch was known
-		unwatch()
+	if ended { // closed meanwhile, before the watch was known
+		s.writers.release(s)
+		unwatchDeparture(watch)
 	}
 }
 
 func (s *sseStream) heartbeatDue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return
+	if !s.ended {
+		s.pendingLocked(pendingHeartbeat)
 	}
-	s.pendingLocked(pendingHeartbeat)
-	s.beat.Reset(s.heartbeat)
 }
 
 func (s *sseStream) pendingLocked(f pendingFrame) {
@@ -246,7 +293,7 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	return buf
 }
 
-// close ends the stream once: no more writes, the heartbeat stops, the connection closes
+// close ends the stream once: no more writes or heartbeats, the connection closes
 // (outside the lock: closing waits for a write in progress to give up), and a taken-over
 // stream leaves, in a goroutine: End is called with the broker's lock held.
 func (s *sseStream) close() {
@@ -256,15 +303,11 @@ func (s *sseStream) close() {
 		return
 	}
 	s.ended = true
-	if s.beat != nil {
-		s.beat.Stop()
-	}
-	conn, leave, unwatch := s.conn, s.leave, s.unwatch
+	conn, leave, watch := s.conn, s.leave, s.watch
 	s.mu.Unlock()
-	if unwatch != nil {
-		unwatch()
-	}
 	if conn != nil {
+		s.writers.release(s)
+		unwatchDeparture(watch)
 		_ = conn.Close()
 		go leave()
 	}

@@ -20,44 +20,49 @@ type departures struct {
 
 	mu      sync.Mutex
 	next    uint64
-	watched map[uint64]func()
+	watched map[uint64]*sseStream
 }
 
-// watchDepartures is the process's departures; nil when epoll is unavailable, and then every
-// connection is watched by reading.
-var watchDepartures = sync.OnceValue(func() *departures {
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		slog.Warn("SSE departures watched by one goroutine per connection: no epoll", "error", err)
-		return nil
-	}
-	d := &departures{epfd: epfd, watched: make(map[uint64]func())}
-	go d.run()
-	return d
-})
+var (
+	departuresOnce    sync.Once
+	processDepartures *departures
+)
 
-// watchDeparture calls left (once, in a goroutine of its own) when conn's client closes or
-// resets the connection; unwatch forgets conn, before it is closed on this side.
-func watchDeparture(conn net.Conn, left func()) (unwatch func()) {
+// watchDepartures is the process's departures, started on first use; nil when epoll is
+// unavailable, and then every connection is watched by reading.
+func watchDepartures() *departures {
+	departuresOnce.Do(func() {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			slog.Warn("SSE departures watched by one goroutine per connection: no epoll", "error", err)
+			return
+		}
+		processDepartures = &departures{epfd: epfd, watched: make(map[uint64]*sseStream)}
+		go processDepartures.run()
+	})
+	return processDepartures
+}
+
+// watchDeparture closes s (in a goroutine of its own) when conn's client closes or resets the
+// connection. It answers the registration to unwatch before conn is closed on this side, 0 when
+// conn is watched by reading.
+func watchDeparture(conn net.Conn, s *sseStream) uint64 {
 	d := watchDepartures()
 	sc, ok := conn.(syscall.Conn)
 	if d == nil || !ok {
-		return watchByReading(conn, left)
+		watchByReading(conn, s)
+		return 0
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return watchByReading(conn, left)
+		watchByReading(conn, s)
+		return 0
 	}
 	d.mu.Lock()
 	d.next++
 	id := d.next
-	d.watched[id] = left
+	d.watched[id] = s
 	d.mu.Unlock()
-	unwatch = func() {
-		d.mu.Lock()
-		delete(d.watched, id)
-		d.mu.Unlock()
-	}
 	var added error
 	err = raw.Control(func(fd uintptr) {
 		ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR | unix.EPOLLONESHOT,
@@ -65,10 +70,20 @@ func watchDeparture(conn net.Conn, left func()) (unwatch func()) {
 		added = unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if err != nil || added != nil {
-		unwatch()
-		return watchByReading(conn, left)
+		unwatchDeparture(id)
+		watchByReading(conn, s)
+		return 0
 	}
-	return unwatch
+	return id
+}
+
+// unwatchDeparture forgets a registration; closing the descriptor takes it out of epoll.
+func unwatchDeparture(id uint64) {
+	if d := watchDepartures(); d != nil && id != 0 {
+		d.mu.Lock()
+		delete(d.watched, id)
+		d.mu.Unlock()
+	}
 }
 
 func (d *departures) run() {
@@ -85,11 +100,11 @@ func (d *departures) run() {
 		for _, ev := range events[:n] {
 			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			d.mu.Lock()
-			left := d.watched[id]
+			s := d.watched[id]
 			delete(d.watched, id)
 			d.mu.Unlock()
-			if left != nil {
-				go left()
+			if s != nil {
+				go s.close()
 			}
 		}
 	}
