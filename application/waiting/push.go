@@ -271,22 +271,22 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	if err := b.register(sub); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Subscription, error) {
-		b.unregister(sub)
-		b.live.Done()
-		return nil, err
-	}
 	var place ports.QueuePlace
 	err = b.rooms.inRoom(ctx, eventID, func() error {
 		place, err = b.q.Connect(ctx, eventID, userID, sub.owner)
 		return err
 	})
+	// From here the store may hold the user for this connection even when the answer was lost
+	// (a timeout): a failed join leaves as a connection does, so that nobody holds a place or a
+	// slot without a stream.
 	if err != nil {
-		return fail(fmt.Errorf("connect to queue: %w", err))
+		b.Leave(sub)
+		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
 	if place.Admitted {
 		if err := b.deliver(ctx, e, []delivery{{sub: sub}}); err != nil {
-			return fail(err)
+			b.Leave(sub)
+			return nil, err
 		}
 	}
 	return sub, nil
