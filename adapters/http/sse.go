@@ -153,7 +153,7 @@ type sseStream struct {
 	writeTimeout time.Duration
 
 	mu        sync.Mutex
-	conn      net.Conn // nil until taken over
+	conn      streamConn // from the take-over
 	pending   pendingFrame
 	position  appwaiting.Position
 	admission appwaiting.Admission
@@ -162,11 +162,45 @@ type sseStream struct {
 	// pending, so its frames keep their order.
 	inAdmissions, inOthers, writing bool
 
-	ended bool
+	// ended: no more writes; connClosed: the connection was closed, by close or, when a write
+	// was in progress then, by its writer.
+	ended, connClosed bool
 	// leave is the broker's, set at the take-over; watch is the departure watch's registration
 	// (0 for none).
 	leave func()
 	watch uint64
+}
+
+// streamConn is a taken-over connection as a stream holds it: on Linux a bare descriptor in
+// blocking mode with a send timeout (detach: no net.Conn and no runtime poll descriptor per
+// stream), else the net.Conn itself (a pipe, another system).
+type streamConn struct {
+	taken bool
+	conn  net.Conn // nil when detached
+	fd    int
+}
+
+func (c streamConn) write(timeout time.Duration, b []byte) error {
+	if c.conn != nil {
+		return writeWithin(c.conn, timeout, b)
+	}
+	return writeFD(c.fd, b)
+}
+
+// shutdown ends the connection at once, also for a write in progress; release then lets go of
+// it once no write uses it (a descriptor's number may be reused as soon as it is closed).
+func (c streamConn) shutdown() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+		return
+	}
+	shutdownFD(c.fd)
+}
+
+func (c streamConn) release() {
+	if c.conn == nil {
+		closeFD(c.fd)
+	}
 }
 
 var _ appwaiting.Stream = (*sseStream)(nil)
@@ -198,18 +232,24 @@ func (s *sseStream) End() { s.close() }
 // once, in a goroutine of its own. The client leaving is learnt without a goroutine of the
 // stream's (watchDeparture), or from a write that fails.
 func (s *sseStream) start(conn net.Conn, leave func()) {
+	c := streamConn{taken: true, conn: conn}
+	if fd, ok := detach(conn, s.writeTimeout); ok {
+		c = streamConn{taken: true, fd: fd}
+	}
 	s.mu.Lock()
-	s.conn, s.leave = conn, leave
+	s.conn, s.leave = c, leave
 	if s.ended {
+		s.connClosed = true
 		s.mu.Unlock()
-		_ = conn.Close()
+		c.shutdown()
+		c.release()
 		go leave()
 		return
 	}
 	s.scheduleLocked()
 	s.mu.Unlock()
 	s.writers.hold(s)
-	watch := watchDeparture(conn, s)
+	watch := watchDeparture(c, s)
 	s.mu.Lock()
 	s.watch = watch
 	ended := s.ended
@@ -236,7 +276,7 @@ func (s *sseStream) pendingLocked(f pendingFrame) {
 // scheduleLocked queues the stream for a writer when it has frames and a connection, unless a
 // writer is on it already or it waits in the queue its frames belong to.
 func (s *sseStream) scheduleLocked() {
-	if s.pending == 0 || s.conn == nil || s.writing || s.ended {
+	if s.pending == 0 || !s.conn.taken || s.writing || s.ended {
 		return
 	}
 	switch admission := s.pending&pendingAdmission != 0; {
@@ -267,14 +307,22 @@ func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
 		buf = s.framesLocked(buf[:0])
 		conn := s.conn
 		s.mu.Unlock()
-		err := writeWithin(conn, s.writeTimeout, buf)
+		err := conn.write(s.writeTimeout, buf)
 		if err != nil {
 			s.close()
 		}
 		s.mu.Lock()
 	}
 	s.writing = false
+	release := s.ended && !s.connClosed
+	if release {
+		s.connClosed = true
+	}
+	conn := s.conn
 	s.mu.Unlock()
+	if release { // close left it to this writer
+		conn.release()
+	}
 	return buf
 }
 
@@ -293,8 +341,8 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	return buf
 }
 
-// close ends the stream once: no more writes or heartbeats, the connection closes
-// (outside the lock: closing waits for a write in progress to give up), and a taken-over
+// close ends the stream once: no more writes or heartbeats, the connection is shut down (a
+// write in progress gives up) and closed, by the writer if one is writing, and a taken-over
 // stream leaves, in a goroutine: End is called with the broker's lock held.
 func (s *sseStream) close() {
 	s.mu.Lock()
@@ -304,11 +352,18 @@ func (s *sseStream) close() {
 	}
 	s.ended = true
 	conn, leave, watch := s.conn, s.leave, s.watch
+	release := conn.taken && !s.writing
+	if release {
+		s.connClosed = true
+	}
 	s.mu.Unlock()
-	if conn != nil {
+	if conn.taken {
 		s.writers.release(s)
 		unwatchDeparture(watch)
-		_ = conn.Close()
+		conn.shutdown()
+		if release {
+			conn.release()
+		}
 		go leave()
 	}
 }

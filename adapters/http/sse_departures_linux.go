@@ -5,15 +5,15 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// departures learns that SSE clients left without a goroutine per connection: every taken-over
+// departures learns that SSE clients left without a goroutine per connection: every detached
 // connection's descriptor is registered, one-shot, with one epoll instance for the peer's close
-// (or a reset); one goroutine waits on it for the process. The descriptor stays in Go's own
-// poller too: epoll allows a descriptor in several instances, and closing it takes it out of
-// both. Registrations are named by a number of their own, never by the descriptor, which a new
+// (or a reset); one goroutine waits on it for the process; closing the descriptor takes it out.
+// Registrations are named by a number of their own, never by the descriptor, which a new
 // connection may get once this one is closed.
 type departures struct {
 	epfd int
@@ -43,19 +43,16 @@ func watchDepartures() *departures {
 	return processDepartures
 }
 
-// watchDeparture closes s (in a goroutine of its own) when conn's client closes or resets the
-// connection. It answers the registration to unwatch before conn is closed on this side, 0 when
-// conn is watched by reading.
-func watchDeparture(conn net.Conn, s *sseStream) uint64 {
+// watchDeparture closes s (in a goroutine of its own) when c's client closes or resets the
+// connection. It answers the registration to unwatch before c is closed on this side, 0 when c
+// is watched by reading (not detached).
+func watchDeparture(c streamConn, s *sseStream) uint64 {
 	d := watchDepartures()
-	sc, ok := conn.(syscall.Conn)
-	if d == nil || !ok {
-		watchByReading(conn, s)
-		return 0
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		watchByReading(conn, s)
+	if d == nil || c.conn != nil {
+		if c.conn == nil { // detached, without epoll: only failed writes tell
+			return 0
+		}
+		watchByReading(c.conn, s)
 		return 0
 	}
 	d.mu.Lock()
@@ -63,19 +60,60 @@ func watchDeparture(conn net.Conn, s *sseStream) uint64 {
 	id := d.next
 	d.watched[id] = s
 	d.mu.Unlock()
-	var added error
-	err = raw.Control(func(fd uintptr) {
-		ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR | unix.EPOLLONESHOT,
-			Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
-		added = unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
-	})
-	if err != nil || added != nil {
+	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR | unix.EPOLLONESHOT,
+		Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
 		unwatchDeparture(id)
-		watchByReading(conn, s)
 		return 0
 	}
 	return id
 }
+
+// detach takes a TCP connection's socket out of Go's runtime: a duplicate descriptor in
+// blocking mode whose send timeout is writeTimeout, and the net.Conn closed (its runtime poll
+// descriptor and buffers go back). Writers then write with plain system calls, each blocking
+// one writer's thread up to the timeout. A connection without a descriptor (a pipe) stays as
+// it is.
+func detach(conn net.Conn, writeTimeout time.Duration) (int, bool) {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return -1, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1, false
+	}
+	fd, dupErr := -1, error(nil)
+	if err := raw.Control(func(f uintptr) { fd, dupErr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || dupErr != nil {
+		return -1, false
+	}
+	timeout := unix.NsecToTimeval(writeTimeout.Nanoseconds())
+	if unix.SetNonblock(fd, false) != nil || unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &timeout) != nil {
+		_ = unix.Close(fd)
+		return -1, false
+	}
+	_ = conn.Close() // the duplicate keeps the socket open
+	return fd, true
+}
+
+// writeFD writes b whole to a detached descriptor; a send that times out (the client does not
+// take it) or fails is an error.
+func writeFD(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func shutdownFD(fd int) { _ = unix.Shutdown(fd, unix.SHUT_RDWR) }
+func closeFD(fd int)    { _ = unix.Close(fd) }
 
 // unwatchDeparture forgets a registration; closing the descriptor takes it out of epoll.
 func unwatchDeparture(id uint64) {

@@ -181,12 +181,19 @@ func TestSSEStream_TCPStreamsHoldNoGoroutineAndSeeTheirClientsLeave(t *testing.T
 	writers := newSSEWriters(2, time.Hour)
 	before := runtime.NumGoroutine()
 	left := make(chan int, n)
+	streams := make([]*sseStream, n)
 	for i, conn := range servers {
-		newSSEStream(writers, time.Second).start(conn, func() { left <- i })
+		streams[i] = newSSEStream(writers, time.Second)
+		streams[i].start(conn, func() { left <- i })
 	}
 	// The departure watch and the heartbeat sweep: one goroutine each, whatever n.
 	if grew := runtime.NumGoroutine() - before; grew > 2 {
 		t.Fatalf("%d streams added %d goroutines", n, grew)
+	}
+	streams[n-1].Position(position(7, time.UnixMilli(1_700_000_000_000)))
+	want := "id: 1700000000000\nevent: position\ndata: {\"rank\":7,\"aheadCount\":7,\"queueSize\":10,\"estimatedWaitSeconds\":3}\n\n"
+	if got := readFrames(t, clients[n-1], 1); got != want {
+		t.Fatalf("frame %q, want %q", got, want)
 	}
 	for _, c := range clients {
 		_ = c.Close()
