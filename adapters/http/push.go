@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	stdhttp "net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -63,7 +64,10 @@ func (h pushHandlers) wait(c *gin.Context) {
 		return
 	}
 	stream := newSSEStream(h.writers, h.writeTimeout)
-	sub, err := h.broker.Join(c.Request.Context(), c.Param("eventId"), principal(c).UserID, stream)
+	// A copy of the id: the parameter is a slice of the whole request path, which the held
+	// subscription would keep otherwise.
+	broker := h.broker
+	sub, err := broker.Join(c.Request.Context(), strings.Clone(c.Param("eventId")), principal(c).UserID, stream)
 	if err != nil {
 		respondError(c, err)
 		return
@@ -71,7 +75,7 @@ func (h pushHandlers) wait(c *gin.Context) {
 	started := false
 	defer func() {
 		if !started { // the user leaves on every path but the stream's, which leaves when it ends
-			h.broker.Leave(sub)
+			broker.Leave(sub)
 		}
 	}()
 	// The request was read whole (a GET), so what net/http buffered is not needed.
@@ -96,5 +100,5 @@ func (h pushHandlers) wait(c *gin.Context) {
 		return
 	}
 	started = true
-	stream.start(conn, func() { h.broker.Leave(sub) })
+	stream.start(conn, func() { broker.Leave(sub) })
 }

@@ -152,11 +152,12 @@ type sseStream struct {
 	writers      *sseWriters
 	writeTimeout time.Duration
 
-	mu        sync.Mutex
-	conn      streamConn // from the take-over
-	pending   pendingFrame
-	position  appwaiting.Position
-	admission appwaiting.Admission
+	mu       sync.Mutex
+	conn     streamConn // from the take-over
+	pending  pendingFrame
+	position appwaiting.Position
+	// admission is kept apart: few streams ever hold one at once, every stream a position.
+	admission *appwaiting.Admission
 	// A stream is in each of the writers' queues once at most (an admission may overtake it
 	// into the other), and written by one writer at a time, who writes until nothing is
 	// pending, so its frames keep their order.
@@ -221,7 +222,7 @@ func (s *sseStream) Position(p appwaiting.Position) {
 func (s *sseStream) Admitted(a appwaiting.Admission) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.admission = a
+	s.admission = &a
 	s.pendingLocked(pendingAdmission)
 }
 
@@ -333,6 +334,7 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	}
 	if s.pending&pendingAdmission != 0 {
 		buf = appendEvent(buf, "admitted", s.admission.PromotedAt, wireEntryToken(s.admission.TokenView))
+		s.admission = nil
 	}
 	if s.pending&pendingHeartbeat != 0 {
 		buf = append(buf, ": heartbeat\n\n"...)
