@@ -247,18 +247,12 @@ func (s *sseStream) start(conn net.Conn, leave func()) {
 		go leave()
 		return
 	}
+	// Watched and held before any write can fail and close it: close then finds both to undo,
+	// and the descriptor is still this connection's when it is registered.
+	s.watch = watchDeparture(c, s)
+	s.writers.hold(s)
 	s.scheduleLocked()
 	s.mu.Unlock()
-	s.writers.hold(s)
-	watch := watchDeparture(c, s)
-	s.mu.Lock()
-	s.watch = watch
-	ended := s.ended
-	s.mu.Unlock()
-	if ended { // closed meanwhile, before the watch was known
-		s.writers.release(s)
-		unwatchDeparture(watch)
-	}
 }
 
 func (s *sseStream) heartbeatDue() {
