@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -10,13 +11,27 @@ import (
 // PromotedAt is when the promotion script ran (the store's clock), to measure delivery lag.
 // Reclaimed is true when the message had been read before and left unacknowledged past the
 // reader's idle bound (a reader that stalled or died, or a delivery that failed), false on its
-// first read.
+// first read. Owner is the user's connection owner when an entry message was read ("" when
+// none): where the admission is routed; dispatch messages leave it empty.
 type Promotion struct {
 	MessageID  string
 	EventID    string
 	UserID     string
+	Owner      string
 	PromotedAt time.Time
 	Reclaimed  bool
+}
+
+// TokenGrant asks for an admitted user's entry token: Token, unless one is issued already.
+type TokenGrant struct {
+	UserID string
+	Token  string
+}
+
+// OwnerBroker is the broker id of a connection owner "<brokerID>|<connectionID>|".
+func OwnerBroker(owner string) string {
+	brokerID, _, _ := strings.Cut(owner, "|")
+	return brokerID
 }
 
 // QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is
@@ -68,9 +83,10 @@ type PushQueue interface {
 //
 // Snapshot answers the waiting line in one store call (O(queue)), for broadcasting positions.
 //
-// Issue gives the admitted user an entry token: the one already issued (the same admission
-// again) or token, with the expiry extended to now+ttl. Admitted is false when the user is no
-// longer admitted (released or expired).
+// Issue gives each admitted user of the grants an entry token, in one store call: the one
+// already issued (the same admission again) or the grant's, with the expiry extended to
+// now+ttl. It answers one result per grant, in order; Claimed is false for a user no longer
+// admitted (released or expired).
 //
 // Heartbeat records that brokerID is alive for ttl and answers whether its previous heartbeat
 // was still alive (renewed): false on the broker's first heartbeat, and false once the broker's
@@ -78,17 +94,20 @@ type PushQueue interface {
 // DispatchQueue.DeadBrokers may have listed it and DispatchQueue.ReapBroker may have taken its
 // users.
 //
-// ReadDispatch reads brokerID's dispatch stream: first the messages it read but did not
+// ReadDispatch first acknowledges and deletes delivered (messages of an earlier read that
+// were delivered), then reads brokerID's dispatch stream: the messages it read but did not
 // acknowledge for retryAfter (a delivery that failed), then new ones, waiting up to block for
-// one; AckDispatch acknowledges and deletes one.
+// one. Acknowledging in the next read keeps a busy broker's delivery of a batch at two store
+// calls (this read, Issue) whatever the batch's size. AckDispatch acknowledges and deletes
+// messages without reading (a broker that stops).
 type BrokerQueue interface {
 	Connect(ctx context.Context, eventID, userID, owner string) (QueuePlace, error)
 	Disconnect(ctx context.Context, eventID, userID, owner string) (Departure, error)
 	Snapshot(ctx context.Context, eventID string) (QueueSnapshot, error)
-	Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
+	Issue(ctx context.Context, eventID string, grants []TokenGrant, ttl time.Duration) ([]ClaimResult, error)
 	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
-	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
-	AckDispatch(ctx context.Context, brokerID, messageID string) error
+	ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]Promotion, error)
+	AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error
 }
 
 // DispatchQueue is what a dispatcher, promoting users and routing their admissions to the
@@ -98,13 +117,14 @@ type BrokerQueue interface {
 // admitted set (token pending, expiry now+ttl, one claim counted each) and appends each to the
 // event's entry stream, in order. A user is promoted once: only a waiting user can be.
 //
-// ReadEntries reads up to count entry messages for consumer: first those another consumer
-// read but did not acknowledge for reclaimIdle (a dispatcher that died), then new ones.
-// AckEntry acknowledges and deletes one.
+// ReadEntries first acknowledges and deletes routed (entry messages of an earlier read that
+// were dispatched), then reads up to count entry messages for consumer, in one store call:
+// first those another consumer read but did not acknowledge for reclaimIdle (a dispatcher that
+// died), then new ones, each with its user's connection owner at the time of the read.
 //
-// Owner answers the user's connection owner, "" when none.
-//
-// Dispatch appends a promotion to brokerID's dispatch stream (BrokerQueue.ReadDispatch).
+// Dispatch appends each promotion that has an Owner to the dispatch stream of the owner's
+// broker (BrokerQueue.ReadDispatch), in one store call; promotions without one are skipped
+// (their users already left, and their slots came back then).
 //
 // DeadBrokers lists the brokers that heartbeat once and stopped. ReapBroker reclaims a dead
 // broker's unacknowledged and unread dispatch messages (XAUTOCLAIM on Redis), applies
@@ -112,10 +132,8 @@ type BrokerQueue interface {
 // owns, and forgets the broker. It answers the slots it gave back.
 type DispatchQueue interface {
 	Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error)
-	ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]Promotion, error)
-	AckEntry(ctx context.Context, eventID, messageID string) error
-	Owner(ctx context.Context, eventID, userID string) (string, error)
-	Dispatch(ctx context.Context, brokerID string, p Promotion) error
+	ReadEntries(ctx context.Context, eventID, consumer string, routed []string, count int, reclaimIdle time.Duration) ([]Promotion, error)
+	Dispatch(ctx context.Context, promotions []Promotion) error
 	DeadBrokers(ctx context.Context) ([]string, error)
 	ReapBroker(ctx context.Context, brokerID string, events []string) (int, error)
 }

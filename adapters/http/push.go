@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	stdhttp "net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,7 +26,6 @@ var errNoBroker = fmt.Errorf("this instance runs no broker: %w", ports.ErrUnavai
 // pushHandlers serves the push mode's SSE stream and the waiting page (SPEC §3).
 type pushHandlers struct {
 	broker       *appwaiting.Broker
-	heartbeat    time.Duration
 	writeTimeout time.Duration
 	writers      *sseWriters
 }
@@ -63,8 +63,11 @@ func (h pushHandlers) wait(c *gin.Context) {
 		respondError(c, fmt.Errorf("the SSE route needs HTTP/1.1, got %s", c.Request.Proto))
 		return
 	}
-	stream := newSSEStream(h.writers, h.heartbeat, h.writeTimeout)
-	sub, err := h.broker.Join(c.Request.Context(), c.Param("eventId"), principal(c).UserID, stream)
+	stream := newSSEStream(h.writers, h.writeTimeout)
+	// A copy of the id: the parameter is a slice of the whole request path, which the held
+	// subscription would keep otherwise.
+	broker := h.broker
+	sub, err := broker.Join(c.Request.Context(), strings.Clone(c.Param("eventId")), principal(c).UserID, stream)
 	if err != nil {
 		respondError(c, err)
 		return
@@ -72,7 +75,7 @@ func (h pushHandlers) wait(c *gin.Context) {
 	started := false
 	defer func() {
 		if !started { // the user leaves on every path but the stream's, which leaves when it ends
-			h.broker.Leave(sub)
+			broker.Leave(sub)
 		}
 	}()
 	// The request was read whole (a GET), so what net/http buffered is not needed.
@@ -97,7 +100,7 @@ func (h pushHandlers) wait(c *gin.Context) {
 		return
 	}
 	started = true
-	stream.start(conn, func() { h.broker.Leave(sub) })
+	stream.start(conn, func() { broker.Leave(sub) })
 }
 
 // PushRoutes serves the push mode's SSE stream and waiting page. broker is nil on an instance
@@ -107,8 +110,8 @@ func PushRoutes(broker *appwaiting.Broker, heartbeat time.Duration) Routes {
 	if heartbeat <= 0 {
 		heartbeat = DefaultSSEHeartbeat
 	}
-	h := pushHandlers{broker: broker, heartbeat: heartbeat, writeTimeout: sseWriteTimeout,
-		writers: newSSEWriters(sseWriterLimit)}
+	h := pushHandlers{broker: broker, writeTimeout: sseWriteTimeout,
+		writers: newSSEWriters(sseWriterLimit, heartbeat)}
 	return func(g Groups) {
 		g.Browser.GET("/events/:eventId/tickets/waiting", h.wait)
 		g.Browser.GET("/events/:eventId/waiting-room", h.page)

@@ -13,9 +13,9 @@ import (
 // A held SSE connection costs what it keeps: net/http's handler goroutine (its stack grown by
 // the middleware chain), its background reader, and 4 KiB read, 4 KiB write and 2 KiB chunking
 // buffers come to ~37 KiB each. So the push route takes the connection over once the user is
-// in the queue and lets the handler return: what stays is an sseStream, one goroutine blocked in
-// a small read (to see the client leave) and a heartbeat timer; a bounded pool of writers sends
-// every stream's frames.
+// in the queue and lets the handler return: what stays is an sseStream and a heartbeat timer,
+// no goroutine and no buffer; a bounded pool of writers sends every stream's frames, and one
+// epoll instance for the process tells which clients left (sse_departures_linux.go).
 
 const (
 	// sseWriterLimit bounds the goroutines writing frames to every held stream at once.
@@ -28,17 +28,66 @@ const (
 // sseWriters is the bounded pool writing the frames of taken-over streams: a stream with frames
 // to send is queued, and up to limit goroutines, started on demand and gone once the queues are
 // empty, drain them. Admissions have their own queue, served first: an entry token must not
-// wait behind a tick's positions to every other stream.
+// wait behind a tick's positions to every other stream. One goroutine, running while any stream
+// is held, marks every held stream's heartbeat due each heartbeat period: no timer per stream.
 type sseWriters struct {
-	limit int
+	limit     int
+	heartbeat time.Duration
 
 	mu         sync.Mutex
 	admissions []*sseStream
 	others     []*sseStream
 	running    int
+
+	heldMu  sync.Mutex
+	held    map[*sseStream]struct{}
+	beating bool
 }
 
-func newSSEWriters(limit int) *sseWriters { return &sseWriters{limit: limit} }
+func newSSEWriters(limit int, heartbeat time.Duration) *sseWriters {
+	return &sseWriters{limit: limit, heartbeat: heartbeat, held: make(map[*sseStream]struct{})}
+}
+
+// hold adds a taken-over stream to the heartbeat sweep, starting it if none runs.
+func (w *sseWriters) hold(s *sseStream) {
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	w.held[s] = struct{}{}
+	if !w.beating {
+		w.beating = true
+		go w.beat()
+	}
+}
+
+// release takes an ended stream out of the heartbeat sweep.
+func (w *sseWriters) release(s *sseStream) {
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	delete(w.held, s)
+}
+
+// beat marks a heartbeat due on every held stream each period, until none is held.
+func (w *sseWriters) beat() {
+	ticker := time.NewTicker(w.heartbeat)
+	defer ticker.Stop()
+	var due []*sseStream
+	for range ticker.C {
+		w.heldMu.Lock()
+		if len(w.held) == 0 {
+			w.beating = false
+			w.heldMu.Unlock()
+			return
+		}
+		due = due[:0]
+		for s := range w.held {
+			due = append(due, s)
+		}
+		w.heldMu.Unlock()
+		for _, s := range due {
+			s.heartbeatDue()
+		}
+	}
+}
 
 func (w *sseWriters) enqueue(s *sseStream, admission bool) {
 	w.mu.Lock()
@@ -101,27 +150,64 @@ const (
 // Events sent before the connection is taken over wait for it.
 type sseStream struct {
 	writers      *sseWriters
-	heartbeat    time.Duration
 	writeTimeout time.Duration
 
-	mu        sync.Mutex
-	conn      net.Conn // nil until taken over
-	pending   pendingFrame
-	position  appwaiting.Position
-	admission appwaiting.Admission
+	mu       sync.Mutex
+	conn     streamConn // from the take-over
+	pending  pendingFrame
+	position appwaiting.Position
+	// admission is kept apart: few streams ever hold one at once, every stream a position.
+	admission *appwaiting.Admission
 	// A stream is in each of the writers' queues once at most (an admission may overtake it
 	// into the other), and written by one writer at a time, who writes until nothing is
 	// pending, so its frames keep their order.
 	inAdmissions, inOthers, writing bool
 
-	ended bool
-	beat  *time.Timer // the heartbeat, from the take-over
+	// ended: no more writes; connClosed: the connection was closed, by close or, when a write
+	// was in progress then, by its writer.
+	ended, connClosed bool
+	// leave is the broker's, set at the take-over; watch is the departure watch's registration
+	// (0 for none).
+	leave func()
+	watch uint64
+}
+
+// streamConn is a taken-over connection as a stream holds it: on Linux a bare descriptor in
+// blocking mode with a send timeout (detach: no net.Conn and no runtime poll descriptor per
+// stream), else the net.Conn itself (a pipe, another system).
+type streamConn struct {
+	taken bool
+	conn  net.Conn // nil when detached
+	fd    int
+}
+
+func (c streamConn) write(timeout time.Duration, b []byte) error {
+	if c.conn != nil {
+		return writeWithin(c.conn, timeout, b)
+	}
+	return writeFD(c.fd, b)
+}
+
+// shutdown ends the connection at once, also for a write in progress; release then lets go of
+// it once no write uses it (a descriptor's number may be reused as soon as it is closed).
+func (c streamConn) shutdown() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+		return
+	}
+	shutdownFD(c.fd)
+}
+
+func (c streamConn) release() {
+	if c.conn == nil {
+		closeFD(c.fd)
+	}
 }
 
 var _ appwaiting.Stream = (*sseStream)(nil)
 
-func newSSEStream(writers *sseWriters, heartbeat, writeTimeout time.Duration) *sseStream {
-	return &sseStream{writers: writers, heartbeat: heartbeat, writeTimeout: writeTimeout}
+func newSSEStream(writers *sseWriters, writeTimeout time.Duration) *sseStream {
+	return &sseStream{writers: writers, writeTimeout: writeTimeout}
 }
 
 // Position keeps the newest place for the next write.
@@ -136,7 +222,7 @@ func (s *sseStream) Position(p appwaiting.Position) {
 func (s *sseStream) Admitted(a appwaiting.Admission) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.admission = a
+	s.admission = &a
 	s.pendingLocked(pendingAdmission)
 }
 
@@ -144,38 +230,37 @@ func (s *sseStream) Admitted(a appwaiting.Admission) {
 func (s *sseStream) End() { s.close() }
 
 // start sends events over conn, whose response head is written, until it ends; then leave runs
-// once. The client has nothing more to send, so a failing read means it left (or the stream was
-// closed); whatever it sends anyway is discarded.
+// once, in a goroutine of its own. The client leaving is learnt without a goroutine of the
+// stream's (watchDeparture), or from a write that fails.
 func (s *sseStream) start(conn net.Conn, leave func()) {
-	s.mu.Lock()
-	s.conn = conn
-	if s.ended {
-		_ = conn.Close()
-	} else {
-		s.beat = time.AfterFunc(s.heartbeat, s.heartbeatDue)
-		s.scheduleLocked()
+	c := streamConn{taken: true, conn: conn}
+	if fd, ok := detach(conn, s.writeTimeout); ok {
+		c = streamConn{taken: true, fd: fd}
 	}
+	s.mu.Lock()
+	s.conn, s.leave = c, leave
+	if s.ended {
+		s.connClosed = true
+		s.mu.Unlock()
+		c.shutdown()
+		c.release()
+		go leave()
+		return
+	}
+	// Watched and held before any write can fail and close it: close then finds both to undo,
+	// and the descriptor is still this connection's when it is registered.
+	s.watch = watchDeparture(c, s)
+	s.writers.hold(s)
+	s.scheduleLocked()
 	s.mu.Unlock()
-	go func() {
-		var discard [16]byte
-		for {
-			if _, err := conn.Read(discard[:]); err != nil {
-				break
-			}
-		}
-		s.close()
-		leave()
-	}()
 }
 
 func (s *sseStream) heartbeatDue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return
+	if !s.ended {
+		s.pendingLocked(pendingHeartbeat)
 	}
-	s.pendingLocked(pendingHeartbeat)
-	s.beat.Reset(s.heartbeat)
 }
 
 func (s *sseStream) pendingLocked(f pendingFrame) {
@@ -186,7 +271,7 @@ func (s *sseStream) pendingLocked(f pendingFrame) {
 // scheduleLocked queues the stream for a writer when it has frames and a connection, unless a
 // writer is on it already or it waits in the queue its frames belong to.
 func (s *sseStream) scheduleLocked() {
-	if s.pending == 0 || s.conn == nil || s.writing || s.ended {
+	if s.pending == 0 || !s.conn.taken || s.writing || s.ended {
 		return
 	}
 	switch admission := s.pending&pendingAdmission != 0; {
@@ -217,14 +302,22 @@ func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
 		buf = s.framesLocked(buf[:0])
 		conn := s.conn
 		s.mu.Unlock()
-		err := writeWithin(conn, s.writeTimeout, buf)
+		err := conn.write(s.writeTimeout, buf)
 		if err != nil {
 			s.close()
 		}
 		s.mu.Lock()
 	}
 	s.writing = false
+	release := s.ended && !s.connClosed
+	if release {
+		s.connClosed = true
+	}
+	conn := s.conn
 	s.mu.Unlock()
+	if release { // close left it to this writer
+		conn.release()
+	}
 	return buf
 }
 
@@ -235,6 +328,7 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	}
 	if s.pending&pendingAdmission != 0 {
 		buf = appendEvent(buf, "admitted", s.admission.PromotedAt, wireEntryToken(s.admission.TokenView))
+		s.admission = nil
 	}
 	if s.pending&pendingHeartbeat != 0 {
 		buf = append(buf, ": heartbeat\n\n"...)
@@ -243,8 +337,9 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	return buf
 }
 
-// close ends the stream once: no more writes, the heartbeat stops, the connection closes
-// (outside the lock: closing waits for a write in progress to give up).
+// close ends the stream once: no more writes or heartbeats, the connection is shut down (a
+// write in progress gives up) and closed, by the writer if one is writing, and a taken-over
+// stream leaves, in a goroutine: End is called with the broker's lock held.
 func (s *sseStream) close() {
 	s.mu.Lock()
 	if s.ended {
@@ -252,13 +347,20 @@ func (s *sseStream) close() {
 		return
 	}
 	s.ended = true
-	if s.beat != nil {
-		s.beat.Stop()
+	conn, leave, watch := s.conn, s.leave, s.watch
+	release := conn.taken && !s.writing
+	if release {
+		s.connClosed = true
 	}
-	conn := s.conn
 	s.mu.Unlock()
-	if conn != nil {
-		_ = conn.Close()
+	if conn.taken {
+		s.writers.release(s)
+		unwatchDeparture(watch)
+		conn.shutdown()
+		if release {
+			conn.release()
+		}
+		go leave()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func newStartedStream(t *testing.T, heartbeat, writeTimeout time.Duration, befor
 	t.Helper()
 	server, client := net.Pipe()
 	t.Cleanup(func() { _ = client.Close() })
-	s := startedStream{stream: newSSEStream(newSSEWriters(2), heartbeat, writeTimeout), client: client,
+	s := startedStream{stream: newSSEStream(newSSEWriters(2, heartbeat), writeTimeout), client: client,
 		left: make(chan struct{})}
 	if before != nil {
 		before(s.stream)
@@ -134,7 +135,7 @@ func TestSSEStream_EndedBeforeTheTakeOverLeavesAtOnce(t *testing.T) {
 }
 
 func TestSSEWriters_ServeAdmissionsFirst(t *testing.T) {
-	w := newSSEWriters(0) // no writer starts: the test takes from the queues itself
+	w := newSSEWriters(0, time.Hour) // no writer starts: the test takes from the queues itself
 	waiting, admitted := &sseStream{}, &sseStream{}
 	w.enqueue(waiting, false)
 	w.enqueue(admitted, true)
@@ -143,5 +144,70 @@ func TestSSEWriters_ServeAdmissionsFirst(t *testing.T) {
 	}
 	if s, admission := w.next(); s != waiting || admission {
 		t.Fatal("the position is not written next")
+	}
+}
+
+// tcpPairs answers n connected loopback TCP pairs: the server ends and the client ends.
+func tcpPairs(t *testing.T, n int) (servers, clients []net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for range n {
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = client.Close()
+			_ = server.Close()
+		})
+		servers, clients = append(servers, server), append(clients, client)
+	}
+	return servers, clients
+}
+
+// Over TCP a held stream costs no goroutine of its own, and a client that leaves is still
+// noticed at once (not at the next heartbeat's failed write).
+func TestSSEStream_TCPStreamsHoldNoGoroutineAndSeeTheirClientsLeave(t *testing.T) {
+	const n = 200
+	servers, clients := tcpPairs(t, n)
+	writers := newSSEWriters(2, time.Hour)
+	before := runtime.NumGoroutine()
+	left := make(chan int, n)
+	streams := make([]*sseStream, n)
+	for i, conn := range servers {
+		streams[i] = newSSEStream(writers, time.Second)
+		streams[i].start(conn, func() { left <- i })
+	}
+	// The departure watch and the heartbeat sweep: one goroutine each, whatever n.
+	if grew := runtime.NumGoroutine() - before; grew > 2 {
+		t.Fatalf("%d streams added %d goroutines", n, grew)
+	}
+	streams[n-1].Position(position(7, time.UnixMilli(1_700_000_000_000)))
+	want := "id: 1700000000000\nevent: position\ndata: {\"rank\":7,\"aheadCount\":7,\"queueSize\":10,\"estimatedWaitSeconds\":3}\n\n"
+	if got := readFrames(t, clients[n-1], 1); got != want {
+		t.Fatalf("frame %q, want %q", got, want)
+	}
+	for _, c := range clients {
+		_ = c.Close()
+	}
+	seen := make(map[int]bool)
+	for len(seen) < n {
+		select {
+		case i := <-left:
+			if seen[i] {
+				t.Fatalf("stream %d left twice", i)
+			}
+			seen[i] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d streams left after their clients closed", len(seen), n)
+		}
 	}
 }

@@ -60,8 +60,8 @@ func (s *stream) read(consumer string, count int, reclaimIdle time.Duration, now
 	return out
 }
 
-func (s *stream) ack(messageID string) {
-	s.msgs = slices.DeleteFunc(s.msgs, func(m streamMessage) bool { return m.p.MessageID == messageID })
+func (s *stream) ack(messageIDs []string) {
+	s.msgs = slices.DeleteFunc(s.msgs, func(m streamMessage) bool { return slices.Contains(messageIDs, m.p.MessageID) })
 }
 
 // Connect enters the user and makes owner the user's connection.
@@ -151,32 +151,19 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 	return n, err
 }
 
-// ReadEntries reclaims entries idle past reclaimIdle, then reads new ones.
-func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
+// ReadEntries acknowledges the routed entries, reclaims entries idle past reclaimIdle, then
+// reads new ones, each with its user's connection owner.
+func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, routed []string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
 	var out []ports.Promotion
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		r.entry.ack(routed)
 		out = r.entry.read(consumer, count, reclaimIdle, now)
+		for i := range out {
+			out[i].Owner = r.owners[out[i].UserID]
+		}
 		return nil
 	})
 	return out, err
-}
-
-// AckEntry acknowledges and deletes an entry message.
-func (w *WaitingRoom) AckEntry(ctx context.Context, eventID, messageID string) error {
-	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
-		r.entry.ack(messageID)
-		return nil
-	})
-}
-
-// Owner answers the user's connection owner.
-func (w *WaitingRoom) Owner(ctx context.Context, eventID, userID string) (string, error) {
-	owner := ""
-	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
-		owner = r.owners[userID]
-		return nil
-	})
-	return owner, err
 }
 
 // dispatchStream is brokerID's dispatch stream, created on first use; under w.mu.
@@ -189,20 +176,29 @@ func (w *WaitingRoom) dispatchStream(brokerID string) *stream {
 	return s
 }
 
-// Dispatch appends the promotion to the broker's dispatch stream.
-func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Promotion) error {
+// Dispatch appends each promotion with an owner to its broker's dispatch stream.
+func (w *WaitingRoom) Dispatch(ctx context.Context, promotions []ports.Promotion) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.dispatchStream(brokerID).append(p)
+	for _, p := range promotions {
+		if p.Owner != "" {
+			brokerID := ports.OwnerBroker(p.Owner)
+			p.Owner, p.MessageID, p.Reclaimed = "", "", false
+			w.dispatchStream(brokerID).append(p)
+		}
+	}
 	return nil
 }
 
-// ReadDispatch retries the broker's unacknowledged messages, then reads new ones, waiting up to
-// block for one.
-func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
+// ReadDispatch acknowledges the delivered messages, retries the broker's unacknowledged ones,
+// then reads new ones, waiting up to block for one.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
+	if err := w.AckDispatch(ctx, brokerID, delivered); err != nil {
+		return nil, err
+	}
 	timer := time.NewTimer(block)
 	defer timer.Stop()
 	for {
@@ -224,35 +220,44 @@ func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count i
 	}
 }
 
-// AckDispatch acknowledges and deletes a dispatch message.
-func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID, messageID string) error {
+// AckDispatch acknowledges and deletes dispatch messages.
+func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(messageIDs) == 0 {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.dispatchStream(brokerID).ack(messageID)
+	w.dispatchStream(brokerID).ack(messageIDs)
 	return nil
 }
 
-// Issue gives the admitted user the token already issued, or token.
-func (w *WaitingRoom) Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
-	var res ports.ClaimResult
+// Issue gives each admitted user of the grants the token already issued, or the grant's.
+func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.TokenGrant, ttl time.Duration) ([]ports.ClaimResult, error) {
+	results := make([]ports.ClaimResult, len(grants))
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
-		a, ok := r.admitted[userID]
-		if !ok {
-			return nil
+		for i, g := range grants {
+			a, ok := r.admitted[g.UserID]
+			if !ok {
+				continue
+			}
+			res := &results[i]
+			res.Created = a.token == ""
+			if res.Created {
+				a.token = g.Token
+			}
+			a.expiresAt = now.Add(ttl)
+			r.admitted[g.UserID] = a
+			res.Claimed, res.Token, res.ExpiresAt = true, a.token, a.expiresAt
 		}
-		res.Created = a.token == ""
-		if res.Created {
-			a.token = token
-		}
-		a.expiresAt = now.Add(ttl)
-		r.admitted[userID] = a
-		res.Claimed, res.Token, res.ExpiresAt = true, a.token, a.expiresAt
 		return nil
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // Heartbeat marks the broker alive for ttl and answers whether its last heartbeat still was.

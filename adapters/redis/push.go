@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -100,17 +101,27 @@ redis.call('HINCRBY', meta, 'claims', #head)
 return {'OK', #head}
 `)
 
-// issueScript answers {'NOT_ADMITTED'}, {'HELD', token, expiresAt} or {'ISSUED', token,
-// expiresAt}. ARGV user, new token, ttl ms.
+// issueScript answers {'OK', answers}, one per user: {'NOT_ADMITTED'}, {'HELD', token,
+// expiresAt} or {'ISSUED', token, expiresAt}. ARGV ttl ms, then user, new token pairs.
 var issueScript = newWaitingScript(`
-local user = ARGV[1]
-if not redis.call('ZSCORE', admitted, user) then return {'NOT_ADMITTED'} end
-local expiresAt = now + tonumber(ARGV[3])
-redis.call('ZADD', admitted, expiresAt, user)
-local held = redis.call('HGET', tokens, user)
-if held then return {'HELD', held, expiresAt} end
-redis.call('HSET', tokens, user, ARGV[2])
-return {'ISSUED', ARGV[2], expiresAt}
+local expiresAt = now + tonumber(ARGV[1])
+local answers = {}
+for i = 2, #ARGV, 2 do
+  local user, token = ARGV[i], ARGV[i + 1]
+  if not redis.call('ZSCORE', admitted, user) then
+    answers[#answers + 1] = {'NOT_ADMITTED'}
+  else
+    redis.call('ZADD', admitted, expiresAt, user)
+    local held = redis.call('HGET', tokens, user)
+    if held then
+      answers[#answers + 1] = {'HELD', held, expiresAt}
+    else
+      redis.call('HSET', tokens, user, token)
+      answers[#answers + 1] = {'ISSUED', token, expiresAt}
+    end
+  end
+end
+return {'OK', answers}
 `)
 
 // Connect enters the user and makes owner the user's connection.
@@ -154,10 +165,113 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 	return toInt(r[0]), nil
 }
 
-// ReadEntries reclaims entries idle past reclaimIdle, then reads new ones.
-func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
-	stream := w.keys(eventID)[6]
-	msgs, reclaimed, err := w.readGroup(ctx, stream, entryGroup, consumer, count, reclaimIdle, 0)
+// readGroupScript acknowledges and deletes the messages of ARGV after the first four, then
+// reclaims (XAUTOCLAIM, when ARGV[4], the idle time in ms, is positive) and reads new messages
+// (XREADGROUP, without waiting) of stream KEYS[1] for group ARGV[1] and consumer ARGV[2], up to
+// ARGV[3] in all, creating the group at the stream's start on first use. It answers {reclaimed,
+// {id, fields}..., owners}: with KEYS[2], an owners hash of the same event, owners is each
+// message's user's connection owner (false when none), read in the same call. Deleted messages
+// an XAUTOCLAIM meets are skipped (Redis 7 lists them apart).
+var readGroupScript = goredis.NewScript(`
+local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
+local count, idle = tonumber(ARGV[3]), tonumber(ARGV[4])
+if #ARGV > 4 then
+  local done = {}
+  for i = 5, #ARGV do done[#done + 1] = ARGV[i] end
+  redis.call('XACK', stream, group, unpack(done))
+  redis.call('XDEL', stream, unpack(done))
+end
+local msgs, reclaimed = {}, 0
+local function collect(list)
+  for _, m in ipairs(list) do
+    if m and m[2] then msgs[#msgs + 1] = m end
+  end
+end
+local function nogroup(reply)
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'NOGROUP') then
+      redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+      return true
+    end
+    error(reply.err)
+  end
+  return false
+end
+if idle > 0 then
+  local claimed = redis.pcall('XAUTOCLAIM', stream, group, consumer, idle, '0-0', 'COUNT', count)
+  if not nogroup(claimed) then collect(claimed[2]) end
+  reclaimed = #msgs
+end
+if #msgs < count then
+  local fresh = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #msgs, 'STREAMS', stream, '>')
+  if nogroup(fresh) then
+    fresh = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #msgs, 'STREAMS', stream, '>')
+  end
+  if fresh then collect(fresh[1][2]) end
+end
+local owners = {}
+if KEYS[2] then
+  for i, m in ipairs(msgs) do
+    local user = false
+    for f = 1, #m[2], 2 do
+      if m[2][f] == 'user' then user = m[2][f + 1] end
+    end
+    owners[i] = user and redis.call('HGET', KEYS[2], user)
+  end
+end
+return {reclaimed, msgs, owners}
+`)
+
+// readGroup runs readGroupScript: acknowledges done, then reclaims and reads up to count
+// messages; owners, when not "", is the owners hash whose entries the answer carries.
+func (w *WaitingRoom) readGroup(ctx context.Context, stream, owners, group, consumer string, done []string, count int, reclaimIdle time.Duration) (msgs []goredis.XMessage, owner []string, reclaimed int, err error) {
+	keys := []string{stream}
+	if owners != "" {
+		keys = append(keys, owners)
+	}
+	args := make([]any, 0, 4+len(done))
+	args = append(args, group, consumer, count, reclaimIdle.Milliseconds())
+	for _, id := range done {
+		args = append(args, id)
+	}
+	reply, err := readGroupScript.Run(ctx, w.client, keys, args...).Slice()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if len(reply) != 3 {
+		return nil, nil, 0, fmt.Errorf("read group: %d parts in the answer", len(reply))
+	}
+	raw, _ := reply[1].([]any)
+	ownersRaw, _ := reply[2].([]any)
+	for i, m := range raw {
+		parts, _ := m.([]any)
+		if len(parts) != 2 {
+			continue
+		}
+		id, _ := parts[0].(string)
+		fields, _ := parts[1].([]any)
+		values := make(map[string]any, len(fields)/2)
+		for f := 0; f+1 < len(fields); f += 2 {
+			name, _ := fields[f].(string)
+			values[name] = fields[f+1]
+		}
+		msgs = append(msgs, goredis.XMessage{ID: id, Values: values})
+		if owners != "" {
+			held := ""
+			if i < len(ownersRaw) {
+				held, _ = ownersRaw[i].(string)
+			}
+			owner = append(owner, held)
+		}
+	}
+	return msgs, owner, toInt(reply[0]), nil
+}
+
+// ReadEntries acknowledges the routed entries, reclaims entries idle past reclaimIdle, then
+// reads new ones with their users' owners: one script on the event's keys.
+func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, routed []string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
+	keys := w.keys(eventID)
+	msgs, owners, reclaimed, err := w.readGroup(ctx, keys[6], keys[5], entryGroup, consumer, routed, count, reclaimIdle)
 	if err != nil {
 		return nil, unavailable("read entry stream", err)
 	}
@@ -166,99 +280,54 @@ func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string,
 		user, _ := m.Values["user"].(string)
 		// An entry's id is "<ms of the Redis clock at XADD>-<seq>": the promotion's time.
 		at, _, _ := strings.Cut(m.ID, "-")
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, PromotedAt: fromMillis(at),
-			Reclaimed: i < reclaimed})
+		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, Owner: owners[i],
+			PromotedAt: fromMillis(at), Reclaimed: i < reclaimed})
 	}
 	return out, nil
 }
 
-// readGroup reclaims (XAUTOCLAIM) up to count messages idle past reclaimIdle when it is
-// positive, then reads new ones (XREADGROUP, waiting up to block when positive), creating the
-// group at the stream's start on first use. The first reclaimed messages are the reclaimed ones.
-func (w *WaitingRoom) readGroup(ctx context.Context, stream, group, consumer string, count int, reclaimIdle, block time.Duration) (msgs []goredis.XMessage, reclaimed int, err error) {
-	if reclaimIdle > 0 {
-		claimed, _, err := w.client.XAutoClaim(ctx, &goredis.XAutoClaimArgs{
-			Stream: stream, Group: group, Consumer: consumer, MinIdle: reclaimIdle, Start: "0-0", Count: int64(count),
-		}).Result()
-		if err != nil && !isNoGroup(err) {
-			return nil, 0, err
+func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+
+// Dispatch appends each promotion with an owner to its broker's dispatch stream: one pipeline
+// (on a cluster, one per node, sent at once).
+func (w *WaitingRoom) Dispatch(ctx context.Context, promotions []ports.Promotion) error {
+	_, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, pr := range promotions {
+			if pr.Owner != "" {
+				p.XAdd(ctx, &goredis.XAddArgs{Stream: w.dispatchKey(ports.OwnerBroker(pr.Owner)),
+					Values: []any{"event", pr.EventID, "user", pr.UserID, "at", pr.PromotedAt.UnixMilli()}})
+			}
 		}
-		msgs = append(msgs, claimed...)
-		reclaimed = len(msgs)
-		if len(msgs) >= count {
-			return msgs, reclaimed, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return unavailable("dispatch promotions", err)
 	}
-	args := &goredis.XReadGroupArgs{Group: group, Consumer: consumer, Streams: []string{stream, ">"},
-		Count: int64(count - len(msgs)), Block: -1}
-	if block > 0 && len(msgs) == 0 {
-		args.Block = block
+	return nil
+}
+
+// ReadDispatch acknowledges the delivered messages and retries the broker's unacknowledged
+// ones, then reads new ones, in one script; only when there are none does it wait, up to
+// block, on a blocking read.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
+	stream := w.dispatchKey(brokerID)
+	msgs, _, reclaimed, err := w.readGroup(ctx, stream, "", dispatchGroup, brokerID, delivered, count, retryAfter)
+	if err != nil {
+		return nil, unavailable("read dispatch stream", err)
 	}
-	streams, err := w.client.XReadGroup(ctx, args).Result()
-	if isNoGroup(err) {
-		if err := w.client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return nil, 0, err
-		}
-		streams, err = w.client.XReadGroup(ctx, args).Result()
+	if len(msgs) > 0 || block <= 0 {
+		return promotions(msgs, reclaimed), nil
 	}
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, 0, err
+	// The script created the group; a stream deleted since (a reaping) answers NOGROUP: empty.
+	streams, err := w.client.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: dispatchGroup, Consumer: brokerID,
+		Streams: []string{stream, ">"}, Count: int64(count), Block: block}).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) && !isNoGroup(err) {
+		return nil, unavailable("read dispatch stream", err)
 	}
 	for _, s := range streams {
 		msgs = append(msgs, s.Messages...)
 	}
-	return msgs, reclaimed, nil
-}
-
-func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
-
-// AckEntry acknowledges and deletes an entry message.
-func (w *WaitingRoom) AckEntry(ctx context.Context, eventID, messageID string) error {
-	return w.ack(ctx, "acknowledge entry", w.keys(eventID)[6], entryGroup, messageID)
-}
-
-// ack acknowledges and deletes a message, in one transaction on the stream's key.
-func (w *WaitingRoom) ack(ctx context.Context, op, stream, group, messageID string) error {
-	_, err := w.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.XAck(ctx, stream, group, messageID)
-		p.XDel(ctx, stream, messageID)
-		return nil
-	})
-	if err != nil {
-		return unavailable(op, err)
-	}
-	return nil
-}
-
-// Owner answers the user's connection owner.
-func (w *WaitingRoom) Owner(ctx context.Context, eventID, userID string) (string, error) {
-	owner, err := w.client.HGet(ctx, w.keys(eventID)[5], userID).Result()
-	if errors.Is(err, goredis.Nil) {
-		return "", nil
-	}
-	if err != nil {
-		return "", unavailable("read connection owner", err)
-	}
-	return owner, nil
-}
-
-// Dispatch appends the promotion to the broker's dispatch stream.
-func (w *WaitingRoom) Dispatch(ctx context.Context, brokerID string, p ports.Promotion) error {
-	err := w.client.XAdd(ctx, &goredis.XAddArgs{Stream: w.dispatchKey(brokerID),
-		Values: []any{"event", p.EventID, "user", p.UserID, "at", p.PromotedAt.UnixMilli()}}).Err()
-	if err != nil {
-		return unavailable("dispatch promotion", err)
-	}
-	return nil
-}
-
-// ReadDispatch retries the broker's unacknowledged messages, then reads new ones.
-func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
-	msgs, reclaimed, err := w.readGroup(ctx, w.dispatchKey(brokerID), dispatchGroup, brokerID, count, retryAfter, block)
-	if err != nil {
-		return nil, unavailable("read dispatch stream", err)
-	}
-	return promotions(msgs, reclaimed), nil
+	return promotions(msgs, 0), nil
 }
 
 // promotions reads dispatch messages, the first reclaimed of which were reclaimed.
@@ -273,19 +342,50 @@ func promotions(msgs []goredis.XMessage, reclaimed int) []ports.Promotion {
 	return out
 }
 
-// AckDispatch acknowledges and deletes a dispatch message.
-func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID, messageID string) error {
-	return w.ack(ctx, "acknowledge dispatch", w.dispatchKey(brokerID), dispatchGroup, messageID)
+// AckDispatch acknowledges and deletes dispatch messages, in one transaction on the stream.
+func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error {
+	if len(messageIDs) == 0 {
+		return nil
+	}
+	stream := w.dispatchKey(brokerID)
+	_, err := w.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.XAck(ctx, stream, dispatchGroup, messageIDs...)
+		p.XDel(ctx, stream, messageIDs...)
+		return nil
+	})
+	if err != nil {
+		return unavailable("acknowledge dispatch", err)
+	}
+	return nil
 }
 
-// Issue gives the admitted user the token already issued, or token.
-func (w *WaitingRoom) Issue(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
-	state, r, err := w.run(ctx, "issue entry token", issueScript, eventID, userID, token, ttl.Milliseconds())
-	if err != nil || state == "NOT_ADMITTED" {
-		return ports.ClaimResult{}, err
+// Issue gives each admitted user of the grants the token already issued, or the grant's: one
+// script.
+func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.TokenGrant, ttl time.Duration) ([]ports.ClaimResult, error) {
+	args := make([]any, 0, 1+2*len(grants))
+	args = append(args, ttl.Milliseconds())
+	for _, g := range grants {
+		args = append(args, g.UserID, g.Token)
 	}
-	held, _ := r[0].(string)
-	return ports.ClaimResult{Claimed: true, Created: state == "ISSUED", Token: held, ExpiresAt: fromMillis(r[1])}, nil
+	_, r, err := w.run(ctx, "issue entry tokens", issueScript, eventID, args...)
+	if err != nil {
+		return nil, err
+	}
+	answers, _ := r[0].([]any)
+	if len(answers) != len(grants) {
+		return nil, fmt.Errorf("redis: issue entry tokens: %d answers for %d grants", len(answers), len(grants))
+	}
+	results := make([]ports.ClaimResult, len(grants))
+	for i, a := range answers {
+		parts, _ := a.([]any)
+		if len(parts) != 3 {
+			continue // NOT_ADMITTED
+		}
+		state, _ := parts[0].(string)
+		held, _ := parts[1].(string)
+		results[i] = ports.ClaimResult{Claimed: true, Created: state == "ISSUED", Token: held, ExpiresAt: fromMillis(parts[2])}
+	}
+	return results, nil
 }
 
 // Heartbeat marks the broker alive for ttl and lists it among the brokers; the key's previous
@@ -340,16 +440,18 @@ func (w *WaitingRoom) ReapBroker(ctx context.Context, brokerID string, events []
 	prefix := brokerID + "|"
 	freed := 0
 	stream := w.dispatchKey(brokerID)
+	var done []string
 	for {
 		// Pending messages of the dead consumer (any idle time: its heartbeat is gone), then
-		// the ones it never read.
-		msgs, reclaimed, err := w.readGroup(ctx, stream, dispatchGroup, reaper, reapBatch, time.Millisecond, 0)
+		// the ones it never read; each read acknowledges the batch before.
+		msgs, _, reclaimed, err := w.readGroup(ctx, stream, "", dispatchGroup, reaper, done, reapBatch, time.Millisecond)
 		if err != nil {
 			return freed, unavailable("reclaim dispatch stream", err)
 		}
 		if len(msgs) == 0 {
 			break
 		}
+		done = done[:0]
 		for _, p := range promotions(msgs, reclaimed) {
 			departed, err := w.Disconnect(ctx, p.EventID, p.UserID, prefix)
 			if err != nil && !errors.Is(err, ports.ErrRoomNotOpen) {
@@ -358,9 +460,7 @@ func (w *WaitingRoom) ReapBroker(ctx context.Context, brokerID string, events []
 			if departed == ports.Released {
 				freed++
 			}
-			if err := w.AckDispatch(ctx, brokerID, p.MessageID); err != nil {
-				return freed, err
-			}
+			done = append(done, p.MessageID)
 		}
 	}
 	for _, eventID := range events {

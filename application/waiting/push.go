@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -275,22 +274,22 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	if err := b.register(sub); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Subscription, error) {
-		b.unregister(sub)
-		b.live.Done()
-		return nil, err
-	}
 	var place ports.QueuePlace
 	err = b.rooms.inRoom(ctx, eventID, func() error {
 		place, err = b.q.Connect(ctx, eventID, userID, sub.owner)
 		return err
 	})
+	// From here the store may hold the user for this connection even when the answer was lost
+	// (a timeout): a failed join leaves as a connection does, so that nobody holds a place or a
+	// slot without a stream.
 	if err != nil {
-		return fail(fmt.Errorf("connect to queue: %w", err))
+		b.Leave(sub)
+		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
 	if place.Admitted {
-		if err := b.deliver(ctx, e, sub, time.Time{}); err != nil {
-			return fail(err)
+		if err := b.deliver(ctx, e, []delivery{{sub: sub}}); err != nil {
+			b.Leave(sub)
+			return nil, err
 		}
 	}
 	return sub, nil
@@ -378,16 +377,30 @@ func (b *Broker) Leave(sub *Subscription) {
 	b.leaves[timer] = struct{}{}
 }
 
-// deliver issues the admitted user's token (the same one on a repeat) and sends it.
-func (b *Broker) deliver(ctx context.Context, e *waiting.Event, sub *Subscription, promotedAt time.Time) error {
-	res, err := b.q.Issue(ctx, e.ID(), sub.UserID, rand.Text(), e.TokenTTL())
-	if err != nil {
-		return fmt.Errorf("issue entry token: %w", err)
+// delivery is an admitted user's connection to send the token to, and when the promotion ran
+// (zero for an admission sent again on a reconnect).
+type delivery struct {
+	sub        *Subscription
+	promotedAt time.Time
+}
+
+// deliver issues the admitted users' tokens of event e (the same one on a repeat) in one store
+// call and sends them.
+func (b *Broker) deliver(ctx context.Context, e *waiting.Event, ds []delivery) error {
+	grants := make([]ports.TokenGrant, len(ds))
+	for i, d := range ds {
+		grants[i] = ports.TokenGrant{UserID: d.sub.UserID, Token: rand.Text()}
 	}
-	if res.Claimed {
-		sub.stream.Admitted(Admission{TokenView: tokenOf(res), PromotedAt: promotedAt})
-		if b.obs != nil {
-			b.obs.Delivered(e.ID())
+	results, err := b.q.Issue(ctx, e.ID(), grants, e.TokenTTL())
+	if err != nil {
+		return fmt.Errorf("issue entry tokens: %w", err)
+	}
+	for i, res := range results {
+		if res.Claimed {
+			ds[i].sub.stream.Admitted(Admission{TokenView: tokenOf(res), PromotedAt: ds[i].promotedAt})
+			if b.obs != nil {
+				b.obs.Delivered(e.ID())
+			}
 		}
 	}
 	return nil
@@ -527,42 +540,98 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 }
 
 // serveDispatch reads this broker's dispatch stream: each promotion of a user connected here
-// gets the token; one whose user is gone is left to the disconnect rule already pending.
+// gets the token; one whose user is gone is left to the disconnect rule already pending. A
+// batch costs two store calls whatever its size: the read, which also acknowledges the batch
+// before, and one Issue per event.
 func (b *Broker) serveDispatch(ctx context.Context) {
+	var delivered []string
+	deliveredFrom := b.ID()
 	for ctx.Err() == nil {
-		// A delivery that failed (Redis slow or down) stays unacknowledged and is read again a
-		// tick later; the promoted user's slot is held meanwhile, never lost.
-		// After a lapse the broker reads its new id's stream; the old one's is the reaper's.
+		// After a lapse the broker reads its new id's stream; the old one's is the reaper's,
+		// less what was delivered from it.
 		id := b.ID()
-		batch, err := b.q.ReadDispatch(ctx, id, routeBatch, b.cfg.Tick, b.cfg.Tick)
+		if id != deliveredFrom {
+			b.ackDispatch(ctx, deliveredFrom, delivered)
+			delivered, deliveredFrom = nil, id
+		}
+		// A delivery that failed (Redis slow or down) stays unacknowledged and is read again a
+		// tick later; the promoted user's slot is held meanwhile, never lost. A read that
+		// failed acknowledges delivered again with the next one (harmless if it had).
+		batch, err := b.q.ReadDispatch(ctx, id, delivered, routeBatch, b.cfg.Tick, b.cfg.Tick)
 		if err != nil {
 			sleep(ctx, b.cfg.Tick)
 			continue
 		}
-		_ = eachAtOnce(batch, func(p ports.Promotion) error {
-			if err := b.handleDispatch(ctx, p); err != nil {
-				return err
-			}
-			return b.q.AckDispatch(ctx, id, p.MessageID)
-		})
+		delivered = b.deliverBatch(ctx, batch)
+	}
+	b.ackDispatch(context.WithoutCancel(ctx), deliveredFrom, delivered)
+}
+
+// ackDispatch acknowledges messages of brokerID's dispatch stream delivered when the broker
+// moves on from it; one left unacknowledged is reclaimed by the reaper, whose disconnect of a
+// user still held by that id's connection is what the stream's end means anyway.
+func (b *Broker) ackDispatch(ctx context.Context, brokerID string, delivered []string) {
+	if len(delivered) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Tick)
+	defer cancel()
+	if err := b.q.AckDispatch(ctx, brokerID, delivered); err != nil {
+		b.log.Warn("push broker could not acknowledge delivered admissions", "broker", brokerID, "error", err)
 	}
 }
 
-func (b *Broker) handleDispatch(ctx context.Context, p ports.Promotion) (err error) {
-	b.mu.Lock()
-	sub := b.subs[p.EventID][p.UserID]
-	b.mu.Unlock()
-	if sub == nil {
-		return nil
+// deliverBatch delivers a batch of dispatch messages, one Issue per event (at once), and
+// answers the ids of those done: delivered, or whose user is not connected here.
+func (b *Broker) deliverBatch(ctx context.Context, batch []ports.Promotion) []string {
+	byEvent := make(map[string][]ports.Promotion)
+	for _, p := range batch {
+		byEvent[p.EventID] = append(byEvent[p.EventID], p)
 	}
+	var (
+		mu   sync.Mutex
+		done []string
+		g    errgroup.Group
+	)
+	g.SetLimit(routeParallelism)
+	for eventID, ps := range byEvent {
+		g.Go(func() error {
+			ds := make([]delivery, 0, len(ps))
+			b.mu.Lock()
+			for _, p := range ps {
+				if sub := b.subs[eventID][p.UserID]; sub != nil {
+					ds = append(ds, delivery{sub: sub, promotedAt: p.PromotedAt})
+				}
+			}
+			b.mu.Unlock()
+			if len(ds) > 0 {
+				if err := b.deliverTraced(ctx, eventID, ds); err != nil {
+					return err
+				}
+			}
+			mu.Lock()
+			for _, p := range ps {
+				done = append(done, p.MessageID)
+			}
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait() // a failed event's messages stay unacknowledged
+	return done
+}
+
+// deliverTraced delivers ds, admissions of eventID, in a trace of its own.
+func (b *Broker) deliverTraced(ctx context.Context, eventID string, ds []delivery) (err error) {
 	ctx, span := b.tracer.StartRoot(ctx, spanDeliver)
-	span.SetString(attrEventID, p.EventID)
+	span.SetString(attrEventID, eventID)
+	span.SetInt(attrDelivered, len(ds))
 	defer func() { span.End(err) }()
-	e, err := b.rooms.event(ctx, p.EventID)
+	e, err := b.rooms.event(ctx, eventID)
 	if err != nil {
 		return err
 	}
-	return b.deliver(ctx, e, sub, p.PromotedAt)
+	return b.deliver(ctx, e, ds)
 }
 
 // Close ends every connection and drops the pending disconnects: those users reconnect to
@@ -759,10 +828,13 @@ func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
 }
 
 // route sends each entry message to the broker holding its user and acknowledges it; a user
-// with no connection owner already departed (its slot came back then).
+// with no connection owner already departed (its slot came back then). A batch costs two store
+// calls whatever its size: the read, which brings the users' owners and acknowledges the batch
+// before, and the dispatch; the last read of a pass acknowledges the last batch and finds none.
 func (d *Dispatcher) route(ctx context.Context, eventID string) error {
+	var routed []string
 	for {
-		batch, err := d.q.ReadEntries(ctx, eventID, d.id, routeBatch, d.cfg.HeartbeatTimeout)
+		batch, err := d.q.ReadEntries(ctx, eventID, d.id, routed, routeBatch, d.cfg.HeartbeatTimeout)
 		if err != nil || len(batch) == 0 {
 			return err
 		}
@@ -773,20 +845,13 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 				d.obs.EntriesReclaimed(eventID, n)
 			}
 		}
-		err = eachAtOnce(batch, func(p ports.Promotion) error {
-			owner, err := d.q.Owner(ctx, eventID, p.UserID)
-			if err != nil {
-				return err
-			}
-			if owner != "" {
-				if err := d.q.Dispatch(ctx, brokerOf(owner), p); err != nil {
-					return err
-				}
-			}
-			return d.q.AckEntry(ctx, eventID, p.MessageID)
-		})
-		if err != nil {
+		// A failed dispatch leaves the batch unacknowledged: it is reclaimed and routed again.
+		if err := d.q.Dispatch(ctx, batch); err != nil {
 			return err
+		}
+		routed = routed[:0]
+		for _, p := range batch {
+			routed = append(routed, p.MessageID)
 		}
 	}
 }
@@ -802,23 +867,6 @@ func reclaimed(batch []ports.Promotion) int {
 	return n
 }
 
-// eachAtOnce runs fn for every promotion, routeParallelism at a time, and answers the first
-// error. A message whose fn failed stays unacknowledged and is read again later.
-func eachAtOnce(batch []ports.Promotion, fn func(ports.Promotion) error) error {
-	var g errgroup.Group
-	g.SetLimit(routeParallelism)
-	for _, p := range batch {
-		g.Go(func() error { return fn(p) })
-	}
-	return g.Wait()
-}
-
-// brokerOf is the broker id of a connection owner "<brokerID>|<connection>|".
-func brokerOf(owner string) string {
-	brokerID, _, _ := strings.Cut(owner, "|")
-	return brokerID
-}
-
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -831,10 +879,11 @@ func sleep(ctx context.Context, d time.Duration) {
 // The push mode's spans: each starts a trace of its own, since a tick's work serves no one
 // request.
 const (
-	spanPromote  = "waiting.promote" // one event's promotion and routing
-	spanDeliver  = "waiting.deliver" // one admission delivered to its stream
-	attrEventID  = "rushgate.event_id"
-	attrPromoted = "rushgate.promoted"
+	spanPromote   = "waiting.promote" // one event's promotion and routing
+	spanDeliver   = "waiting.deliver" // a batch of one event's admissions delivered to their streams
+	attrEventID   = "rushgate.event_id"
+	attrPromoted  = "rushgate.promoted"
+	attrDelivered = "rushgate.delivered"
 )
 
 // tracerOr is t, or NoTracer when t is nil.

@@ -343,13 +343,13 @@ func TestDispatcher_RoutesTheEntriesOfAStalledDispatcher(t *testing.T) {
 	if _, err := r.queue.Promote(ctx, r.eventID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := r.queue.ReadEntries(ctx, r.eventID, "stalled", 10, stallTimeout); err != nil || len(held) != 1 {
+	if held, err := r.queue.ReadEntries(ctx, r.eventID, "stalled", nil, 10, stallTimeout); err != nil || len(held) != 1 {
 		t.Fatalf("the stalled dispatcher read %v, %v", held, err)
 	}
 	other := r.dispatcher("other")
 	routed := func() int {
 		t.Helper()
-		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), 10, 0, time.Hour)
+		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), nil, 10, 0, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -418,5 +418,34 @@ func TestPush_RoomTheStoreLostIsOpenedFromTheDatabase(t *testing.T) {
 	}
 	if first.admissions() != 0 {
 		t.Fatal("a waiting user was admitted on joining")
+	}
+}
+
+// lostAnswerQueue runs Connect in the store and then loses its answer, as a timeout does.
+type lostAnswerQueue struct{ ports.PushQueue }
+
+func (q lostAnswerQueue) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
+	if _, err := q.PushQueue.Connect(ctx, eventID, userID, owner); err != nil {
+		return ports.QueuePlace{}, err
+	}
+	return ports.QueuePlace{}, fmt.Errorf("connect: answer lost: %w", ports.ErrUnavailable)
+}
+
+// A join whose Connect ran but answered an error leaves as a connection does: the user holds
+// no place (and so can take no slot) without a stream.
+func TestBroker_AJoinThatFailedAfterConnectLeavesNoPlaceBehind(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	d := r.rooms.broker
+	d.Queue = lostAnswerQueue{PushQueue: r.rooms.coord.PushQueue}
+	b := waiting.NewBroker(d, "broker-lost", waiting.BrokerConfig{})
+	if _, err := b.Join(ctx, r.eventID, "lost", &stream{broker: b, hangs: true}); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("join: %v, want the lost answer's error", err)
+	}
+	if v := r.view(t); v.Waiting != 0 || v.Admitted != 0 {
+		t.Fatalf("after the failed join: %+v, want nobody waiting or admitted", v)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("close: %v (the failed join still counted as a connection)", err)
 	}
 }

@@ -21,15 +21,17 @@ const pushRetry = 200 * time.Millisecond
 
 // TestPushQueue checks ports.PushQueue: concurrent promotions admit exactly the remaining
 // slots' worth of users from the head, each once, into the entry stream in order; entries a
-// consumer left unacknowledged are reclaimed by another after the idle time; Issue answers the
-// same token again; Owner answers the newest connection; Disconnect applies the seed's rules
-// only for the current owner and forgets it; dispatch
-// messages round-trip and are read again until acknowledged; a dead broker is reaped, giving
-// back its users' slots; a broker's heartbeat says whether its last one had lapsed.
+// consumer left unacknowledged are reclaimed by another after the idle time, and the next read
+// acknowledges the ones routed; entries carry their users' newest connection owner; Issue
+// answers the same token again, for a batch at once; Disconnect applies the seed's rules only
+// for the current owner and forgets it; dispatch messages go to their owners' brokers and are
+// read again until acknowledged (by the next read or by AckDispatch); a dead broker is reaped,
+// giving back its users' slots; a broker's heartbeat says whether its last one had lapsed.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"Promote_ConcurrentPromotersAdmitTheHeadOnce", testPromoteOnce},
 		{"Entries_ReclaimedAfterIdle", testEntriesReclaimed},
+		{"Entries_CarryTheCurrentOwner", testEntriesOwner},
 		{"Issue_SameTokenAgain", testIssueSameToken},
 		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
@@ -42,6 +44,14 @@ func connect(t *testing.T, q PushRoom, eventID, userID, owner string) {
 	t.Helper()
 	_, err := q.Connect(context.Background(), eventID, userID, owner)
 	must(t, err, "connect "+userID)
+}
+
+func messageIDs(ps []ports.Promotion) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.MessageID
+	}
+	return out
 }
 
 func userIDs(ps []ports.Promotion) []string {
@@ -80,10 +90,15 @@ func testPromoteOnce(t *testing.T, e env[PushRoom]) {
 	if !slices.Equal(snap.Waiting, users(5)[3:]) || snap.RemainingSlots != 0 {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	entries, err := e.impl.ReadEntries(ctx, eventID, "c1", 10, 0)
+	entries, err := e.impl.ReadEntries(ctx, eventID, "c1", nil, 10, 0)
 	must(t, err, "read entries")
 	if !slices.Equal(userIDs(entries), users(5)[:3]) {
 		t.Fatalf("entries %v, want the head in order", userIDs(entries))
+	}
+	for _, p := range entries {
+		if p.Owner != "b|"+p.UserID+"|" || p.EventID != eventID || p.Reclaimed {
+			t.Fatalf("entry %+v", p)
+		}
 	}
 	if st := stats(t, e.impl, eventID); st.Admitted != 3 || st.Waiting != 2 || st.Claims != 3 || st.Connected != 5 {
 		t.Fatalf("stats %+v", st)
@@ -98,29 +113,32 @@ func testEntriesReclaimed(t *testing.T, e env[PushRoom]) {
 	}
 	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
 	must(t, err, "promote")
-	dead, err := e.impl.ReadEntries(ctx, eventID, "dead", 10, pushRetry)
+	dead, err := e.impl.ReadEntries(ctx, eventID, "dead", nil, 10, pushRetry)
 	must(t, err, "read as the dying consumer")
 	if len(dead) != 2 || dead[0].Reclaimed || dead[1].Reclaimed {
 		t.Fatalf("dying consumer read %+v, want two first reads", dead)
 	}
 	// Idle for a minute: nothing the dying consumer read can be that old yet, however slow the
 	// machine.
-	early, err := e.impl.ReadEntries(ctx, eventID, "live", 10, time.Minute)
+	early, err := e.impl.ReadEntries(ctx, eventID, "live", nil, 10, time.Minute)
 	must(t, err, "read at once")
 	if len(early) != 0 {
 		t.Fatalf("reclaimed %d before the idle time", len(early))
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	live, err := e.impl.ReadEntries(ctx, eventID, "live", 10, pushRetry)
+	live, err := e.impl.ReadEntries(ctx, eventID, "live", nil, 10, pushRetry)
 	must(t, err, "reclaim")
 	if !slices.Equal(userIDs(live), users(2)) || !live[0].Reclaimed || !live[1].Reclaimed {
 		t.Fatalf("reclaimed %+v, want both marked reclaimed", live)
 	}
-	for _, p := range live {
-		must(t, e.impl.AckEntry(ctx, eventID, p.MessageID), "ack")
+	// The next read acknowledges the routed ones.
+	after, err := e.impl.ReadEntries(ctx, eventID, "live", messageIDs(live), 10, pushRetry)
+	must(t, err, "acknowledge by reading")
+	if len(after) != 0 {
+		t.Fatalf("read %+v after routing everything", after)
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	left, err := e.impl.ReadEntries(ctx, eventID, "other", 10, pushRetry)
+	left, err := e.impl.ReadEntries(ctx, eventID, "other", nil, 10, pushRetry)
 	must(t, err, "read after ack")
 	if len(left) != 0 {
 		t.Fatalf("%d entries left after acknowledging", len(left))
@@ -137,20 +155,49 @@ func testIssueSameToken(t *testing.T, e env[PushRoom]) {
 	if ok, _, err := e.impl.Verify(ctx, eventID, "u1", ""); err != nil || ok {
 		t.Fatalf("a promoted user without a token verifies an empty one: %v %v", ok, err)
 	}
-	first, err := e.impl.Issue(ctx, eventID, "u1", "tok-a", longTokenTTL)
-	must(t, err, "issue")
-	again, err := e.impl.Issue(ctx, eventID, "u1", "tok-b", longTokenTTL)
-	must(t, err, "issue again")
-	if !first.Claimed || !first.Created || first.Token != "tok-a" || !again.Claimed || again.Created || again.Token != "tok-a" {
+	issue := func(what string, grants ...ports.TokenGrant) []ports.ClaimResult {
+		t.Helper()
+		res, err := e.impl.Issue(ctx, eventID, grants, longTokenTTL)
+		must(t, err, what)
+		if len(res) != len(grants) {
+			t.Fatalf("%s: %d results for %d grants", what, len(res), len(grants))
+		}
+		return res
+	}
+	// One call: the admitted u1 gets tok-a, the waiting u2 nothing.
+	first := issue("issue", ports.TokenGrant{UserID: "u1", Token: "tok-a"}, ports.TokenGrant{UserID: "u2", Token: "tok-c"})
+	again := issue("issue again", ports.TokenGrant{UserID: "u1", Token: "tok-b"})
+	if !first[0].Claimed || !first[0].Created || first[0].Token != "tok-a" || !again[0].Claimed || again[0].Created || again[0].Token != "tok-a" {
 		t.Fatalf("issue %+v, again %+v", first, again)
 	}
 	if ok, _, err := e.impl.Verify(ctx, eventID, "u1", "tok-a"); err != nil || !ok {
 		t.Fatalf("issued token does not verify: %v %v", ok, err)
 	}
-	waiting, err := e.impl.Issue(ctx, eventID, "u2", "tok-c", longTokenTTL)
-	must(t, err, "issue to a waiting user")
-	if waiting.Claimed {
-		t.Fatalf("a waiting user got a token: %+v", waiting)
+	if first[1].Claimed {
+		t.Fatalf("a waiting user got a token: %+v", first[1])
+	}
+	if ok, _, _ := e.impl.Verify(ctx, eventID, "u2", "tok-c"); ok {
+		t.Fatal("a waiting user's token verifies")
+	}
+}
+
+// testEntriesOwner: an entry carries the newest connection owner of its user at the read, none
+// once the user departed.
+func testEntriesOwner(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 2, 10)
+	connect(t, e.impl, eventID, "stays", "b|1|")
+	connect(t, e.impl, eventID, "stays", "b|2|") // reconnect: the newer connection owns the user
+	connect(t, e.impl, eventID, "leaves", "b|3|")
+	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	must(t, err, "promote")
+	if d, err := e.impl.Disconnect(ctx, eventID, "leaves", "b|3|"); err != nil || d != ports.Released {
+		t.Fatalf("admitted user's disconnect: %v %v", d, err)
+	}
+	entries, err := e.impl.ReadEntries(ctx, eventID, "c1", nil, 10, 0)
+	must(t, err, "read entries")
+	if len(entries) != 2 || entries[0].UserID != "stays" || entries[0].Owner != "b|2|" || entries[1].UserID != "leaves" || entries[1].Owner != "" {
+		t.Fatalf("entries %+v, want the newer owner and none for the departed", entries)
 	}
 }
 
@@ -160,30 +207,18 @@ func testDisconnectOwner(t *testing.T, e env[PushRoom]) {
 	connect(t, e.impl, eventID, "admitted", "b|1|")
 	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
 	must(t, err, "promote")
-	_, err = e.impl.Issue(ctx, eventID, "admitted", "tok", longTokenTTL)
+	_, err = e.impl.Issue(ctx, eventID, []ports.TokenGrant{{UserID: "admitted", Token: "tok"}}, longTokenTTL)
 	must(t, err, "issue")
 	connect(t, e.impl, eventID, "waiter", "b|2|")
 	connect(t, e.impl, eventID, "waiter", "b|3|") // reconnect: the newer connection owns the user
-	owner := func(userID string) string {
-		t.Helper()
-		o, err := e.impl.Owner(ctx, eventID, userID)
-		must(t, err, "owner of "+userID)
-		return o
-	}
-	if o := owner("waiter"); o != "b|3|" {
-		t.Fatalf("owner after a reconnect %q, want the newer connection", o)
-	}
-	if o := owner("stranger"); o != "" {
-		t.Fatalf("owner of a user never connected %q", o)
-	}
 	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|2|"); err != nil || d != ports.Stayed {
 		t.Fatalf("stale owner's disconnect: %v %v", d, err)
 	}
 	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|3|"); err != nil || d != ports.Removed {
 		t.Fatalf("waiting user's disconnect: %v %v", d, err)
 	}
-	if o := owner("waiter"); o != "" {
-		t.Fatalf("owner after the disconnect %q, want none", o)
+	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|3|"); err != nil || d != ports.Stayed {
+		t.Fatalf("a second disconnect: %v %v", d, err)
 	}
 	if d, err := e.impl.Disconnect(ctx, eventID, "admitted", "b|1|"); err != nil || d != ports.Released {
 		t.Fatalf("admitted user's disconnect: %v %v", d, err)
@@ -198,24 +233,39 @@ func testDisconnectOwner(t *testing.T, e env[PushRoom]) {
 
 func testDispatchRetry(t *testing.T, e env[PushRoom]) {
 	ctx := context.Background()
-	broker := "broker-" + randomID()
+	broker, other := "broker-"+randomID(), "other-"+randomID()
 	at := time.Now().Truncate(time.Millisecond)
-	must(t, e.impl.Dispatch(ctx, broker, ports.Promotion{EventID: "e1", UserID: "u1", PromotedAt: at}), "dispatch")
-	got, err := e.impl.ReadDispatch(ctx, broker, 10, time.Second, pushRetry)
+	must(t, e.impl.Dispatch(ctx, []ports.Promotion{
+		{MessageID: "entry-1", EventID: "e1", UserID: "u1", Owner: broker + "|1|", PromotedAt: at},
+		{MessageID: "entry-2", EventID: "e1", UserID: "gone", PromotedAt: at},
+		{MessageID: "entry-3", EventID: "e2", UserID: "u3", Owner: other + "|7|", PromotedAt: at},
+	}), "dispatch")
+	got, err := e.impl.ReadDispatch(ctx, broker, nil, 10, time.Second, pushRetry)
 	must(t, err, "read")
-	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) || got[0].Reclaimed {
-		t.Fatalf("read %+v", got)
+	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) || got[0].Reclaimed || got[0].Owner != "" {
+		t.Fatalf("read %+v, want u1 alone", got)
+	}
+	elsewhere, err := e.impl.ReadDispatch(ctx, other, nil, 10, time.Second, pushRetry)
+	must(t, err, "read the other broker's")
+	if len(elsewhere) != 1 || elsewhere[0].EventID != "e2" || elsewhere[0].UserID != "u3" {
+		t.Fatalf("other broker read %+v, want u3", elsewhere)
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	again, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry)
+	again, err := e.impl.ReadDispatch(ctx, broker, nil, 10, 0, pushRetry)
 	must(t, err, "read again")
 	if len(again) != 1 || again[0].MessageID != got[0].MessageID || !again[0].Reclaimed {
 		t.Fatalf("unacknowledged message not read again: %+v", again)
 	}
-	must(t, e.impl.AckDispatch(ctx, broker, got[0].MessageID), "ack")
+	// The next read acknowledges the delivered one; AckDispatch acknowledges without reading.
+	if next, err := e.impl.ReadDispatch(ctx, broker, messageIDs(got), 10, 0, pushRetry); err != nil || len(next) != 0 {
+		t.Fatalf("read that acknowledges: %+v %v", next, err)
+	}
+	must(t, e.impl.AckDispatch(ctx, other, messageIDs(elsewhere)), "ack")
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	if left, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry); err != nil || len(left) != 0 {
-		t.Fatalf("after ack: %+v %v", left, err)
+	for _, b := range []string{broker, other} {
+		if left, err := e.impl.ReadDispatch(ctx, b, nil, 10, 0, pushRetry); err != nil || len(left) != 0 {
+			t.Fatalf("after acknowledging %s: %+v %v", b, left, err)
+		}
 	}
 }
 
@@ -228,7 +278,7 @@ func testReapBroker(t *testing.T, e env[PushRoom]) {
 	connect(t, e.impl, eventID, "d2", dead+"|2|")
 	_, err := e.impl.Promote(ctx, eventID, longTokenTTL) // d1 and l1 admitted; d2 waits
 	must(t, err, "promote")
-	must(t, e.impl.Dispatch(ctx, dead, ports.Promotion{EventID: eventID, UserID: "d1"}), "dispatch")
+	must(t, e.impl.Dispatch(ctx, []ports.Promotion{{EventID: eventID, UserID: "d1", Owner: dead + "|1|"}}), "dispatch")
 	_, err = e.impl.Heartbeat(ctx, dead, pushRetry)
 	must(t, err, "heartbeat dead")
 	_, err = e.impl.Heartbeat(ctx, live, time.Minute)

@@ -250,7 +250,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			if n, err := stalled.Promote(ctx, eventID, 5*time.Minute); err != nil || n != slots {
 				t.Fatalf("promote as the stalled dispatcher: %d, %v", n, err)
 			}
-			if held, err := stalled.ReadEntries(ctx, eventID, "stalled-"+broker.run, 10, processHeartbeatTimeout); err != nil || len(held) != slots {
+			if held, err := stalled.ReadEntries(ctx, eventID, "stalled-"+broker.run, nil, 10, processHeartbeatTimeout); err != nil || len(held) != slots {
 				t.Fatalf("read as the stalled dispatcher: %v, %v", held, err)
 			}
 			second.thaw()
