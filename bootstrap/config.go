@@ -35,6 +35,7 @@ type Config struct {
 	Storage  StorageConfig
 	Upload   UploadConfig
 	Queue    QueueConfig
+	Raffle   RaffleConfig
 }
 
 // settingsGroup is what every group of Config does.

@@ -1,0 +1,255 @@
+package gormdb
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/draw"
+	"github.com/rushgate/rushgate/domain/raffle"
+	"github.com/rushgate/rushgate/ports"
+)
+
+var (
+	_ ports.RaffleRepository      = (*RaffleRepository)(nil)
+	_ ports.RaffleEntryRepository = (*RaffleEntryRepository)(nil)
+)
+
+// raffleColumns are the raffles table's columns in the order scanRaffle reads them.
+const raffleColumns = "id, name, winners, closes_at, product_id, seed, status, entries, cutoff_ticket, drawn_at, created_at"
+
+// RaffleRepository stores raffles; it implements ports.RaffleRepository.
+type RaffleRepository struct {
+	db *DB
+	// Hand-written statements (see statement.go), bound to db's dialect once.
+	createSQL, getSQL, getForEntrySQL, getForDrawSQL, saveDrawnSQL, dueSQL, forProductSQL string
+}
+
+// NewRaffleRepository returns the raffle repository of db.
+func NewRaffleRepository(db *DB) *RaffleRepository {
+	get := "SELECT " + raffleColumns + " FROM raffles WHERE id = ?"
+	share := " FOR SHARE"
+	if db.dialect == MySQL {
+		share = " LOCK IN SHARE MODE" // MariaDB's spelling, which MySQL takes too
+	}
+	return &RaffleRepository{
+		db: db,
+		createSQL: Bind(db.dialect, "INSERT INTO raffles (id, name, winners, closes_at, product_id, seed, status, entries, created_at) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)"),
+		getSQL:         Bind(db.dialect, get),
+		getForEntrySQL: Bind(db.dialect, get+share),
+		getForDrawSQL:  Bind(db.dialect, get+" FOR UPDATE"),
+		saveDrawnSQL: Bind(db.dialect, "UPDATE raffles SET status = ?, entries = ?, cutoff_ticket = ?, drawn_at = ? "+
+			"WHERE id = ? AND status = 'OPEN'"),
+		dueSQL:        Bind(db.dialect, "SELECT id FROM raffles WHERE status = 'OPEN' AND closes_at <= ? ORDER BY closes_at LIMIT ?"),
+		forProductSQL: Bind(db.dialect, "SELECT "+raffleColumns+" FROM raffles WHERE product_id = ?"),
+	}
+}
+
+// Create inserts the raffle with its seed.
+func (r *RaffleRepository) Create(ctx context.Context, rf *raffle.Raffle) error {
+	_, err := r.db.exec(ctx, errorMeanings{op: "create raffle"}, r.createSQL, rf.ID(), rf.Name(), rf.Winners(),
+		rf.ClosesAt().UTC(), nullable(rf.ProductID()), rf.Seed().Bytes(), string(rf.Status()), rf.CreatedAt().UTC())
+	return err
+}
+
+// Get returns the raffle, or raffle.ErrNotFound.
+func (r *RaffleRepository) Get(ctx context.Context, id string) (*raffle.Raffle, error) {
+	return r.getOne(ctx, "get raffle", r.getSQL, id)
+}
+
+// GetForEntry reads the raffle with a share lock held until the transaction ends: entries run
+// side by side, a draw waits for them. Outside TxRunner.InTx it fails.
+func (r *RaffleRepository) GetForEntry(ctx context.Context, id string) (*raffle.Raffle, error) {
+	if _, ok := r.db.transaction(ctx); !ok {
+		return nil, errNoTransaction
+	}
+	return r.getOne(ctx, "get raffle for entry", r.getForEntrySQL, id)
+}
+
+// GetForDraw reads the raffle with SELECT … FOR UPDATE, which waits for every entry holding its
+// share lock. Outside TxRunner.InTx it fails.
+func (r *RaffleRepository) GetForDraw(ctx context.Context, id string) (*raffle.Raffle, error) {
+	if _, ok := r.db.transaction(ctx); !ok {
+		return nil, errNoTransaction
+	}
+	return r.getOne(ctx, "get raffle for draw", r.getForDrawSQL, id)
+}
+
+func (r *RaffleRepository) getOne(ctx context.Context, op, query, id string) (*raffle.Raffle, error) {
+	var found *raffle.Raffle
+	ok, err := r.db.queryOne(ctx, errorMeanings{op: op}, query, []any{id}, func(rows *sql.Rows) (err error) {
+		found, err = scanRaffle(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, raffle.ErrNotFound
+	}
+	return found, nil
+}
+
+// SaveDrawn writes the result with UPDATE … WHERE status = 'OPEN': of two draws one updates the
+// row, the other finds it drawn and gets raffle.ErrNotDue.
+func (r *RaffleRepository) SaveDrawn(ctx context.Context, rf *raffle.Raffle) error {
+	res := rf.Result()
+	updated, err := r.db.exec(ctx, errorMeanings{op: "save drawn raffle"}, r.saveDrawnSQL, string(rf.Status()), res.Entries,
+		nullable(res.CutoffTicket), res.DrawnAt.UTC(), rf.ID())
+	if err != nil {
+		return err
+	}
+	if updated == 0 {
+		return raffle.ErrNotDue
+	}
+	return nil
+}
+
+// Due returns up to limit OPEN raffles whose closesAt has come, earliest first, through the
+// (status, closes_at) index.
+func (r *RaffleRepository) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	var ids []string
+	err := r.db.query(ctx, errorMeanings{op: "find due raffles"}, r.dueSQL, []any{now.UTC(), limit}, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	return ids, err
+}
+
+// ForProduct returns the raffles of productID, through the product_id index.
+func (r *RaffleRepository) ForProduct(ctx context.Context, productID string) ([]*raffle.Raffle, error) {
+	var found []*raffle.Raffle
+	err := r.db.query(ctx, errorMeanings{op: "find the product's raffles"}, r.forProductSQL, []any{productID}, func(rows *sql.Rows) error {
+		rf, err := scanRaffle(rows)
+		if err != nil {
+			return err
+		}
+		found = append(found, rf)
+		return nil
+	})
+	return found, err
+}
+
+// scanRaffle reads a row of raffleColumns.
+func scanRaffle(rows *sql.Rows) (*raffle.Raffle, error) {
+	var (
+		id, name, status        string
+		winners, entries        int
+		closesAt, createdAt     time.Time
+		productID, cutoffTicket sql.NullString
+		drawnAt                 sql.NullTime
+		seedBytes               []byte
+	)
+	if err := rows.Scan(&id, &name, &winners, &closesAt, &productID, &seedBytes, &status, &entries, &cutoffTicket,
+		&drawnAt, &createdAt); err != nil {
+		return nil, err
+	}
+	seed, err := draw.SeedFromBytes(seedBytes)
+	if err != nil {
+		return nil, err
+	}
+	result := raffle.Result{Entries: entries, CutoffTicket: cutoffTicket.String, DrawnAt: drawnAt.Time.UTC()}
+	return raffle.Rebuild(id, name, winners, closesAt.UTC(), productID.String, seed, raffle.Status(status), result,
+		createdAt.UTC()), nil
+}
+
+// nullable is NULL for an empty string.
+func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// RaffleEntryRepository stores raffle entries; it implements ports.RaffleEntryRepository.
+type RaffleEntryRepository struct {
+	db                                               *DB
+	addSQL, getSQL, getLockedSQL, countSQL, usersSQL string
+}
+
+// NewRaffleEntryRepository returns the raffle entry repository of db.
+func NewRaffleEntryRepository(db *DB) *RaffleEntryRepository {
+	get := "SELECT raffle_id, user_id, entered_at FROM raffle_entries WHERE raffle_id = ? AND user_id = ?"
+	r := &RaffleEntryRepository{
+		db:           db,
+		getSQL:       Bind(db.dialect, get),
+		getLockedSQL: Bind(db.dialect, get+" FOR UPDATE"),
+		countSQL:     Bind(db.dialect, "SELECT COUNT(*) FROM raffle_entries WHERE raffle_id = ?"),
+		usersSQL:     Bind(db.dialect, "SELECT user_id FROM raffle_entries WHERE raffle_id = ?"),
+	}
+	// An entry that exists is not an error: the insert does nothing (MySQL reports 0 rows for
+	// an update that changes nothing).
+	if db.dialect == Postgres {
+		r.addSQL = Bind(db.dialect, "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES (?, ?, ?) "+
+			"ON CONFLICT (raffle_id, user_id) DO NOTHING")
+	} else {
+		r.addSQL = "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES (?, ?, ?) " +
+			"ON DUPLICATE KEY UPDATE user_id = user_id"
+	}
+	return r
+}
+
+// Add inserts the entry unless the pair exists (one a concurrent transaction is inserting makes
+// the insert wait for it), then, when it did not insert, reads the stored entry with a locking
+// read, which sees the latest committed row on MySQL too. An unknown raffle is
+// raffle.ErrNotFound.
+func (r *RaffleEntryRepository) Add(ctx context.Context, e raffle.Entry) (raffle.Entry, bool, error) {
+	inserted, err := r.db.exec(ctx, errorMeanings{op: "add raffle entry", notFound: raffle.ErrNotFound}, r.addSQL,
+		e.RaffleID, e.UserID, e.EnteredAt.UTC())
+	if err != nil {
+		return raffle.Entry{}, false, err
+	}
+	if inserted > 0 {
+		return e, true, nil
+	}
+	stored, err := r.get(ctx, r.getLockedSQL, e.RaffleID, e.UserID)
+	return stored, false, err
+}
+
+// Get returns the user's entry, or raffle.ErrNotEntered.
+func (r *RaffleEntryRepository) Get(ctx context.Context, raffleID, userID string) (raffle.Entry, error) {
+	return r.get(ctx, r.getSQL, raffleID, userID)
+}
+
+func (r *RaffleEntryRepository) get(ctx context.Context, query, raffleID, userID string) (raffle.Entry, error) {
+	var e raffle.Entry
+	ok, err := r.db.queryOne(ctx, errorMeanings{op: "get raffle entry"}, query, []any{raffleID, userID}, func(rows *sql.Rows) error {
+		return rows.Scan(&e.RaffleID, &e.UserID, &e.EnteredAt)
+	})
+	if err != nil {
+		return raffle.Entry{}, err
+	}
+	if !ok {
+		return raffle.Entry{}, raffle.ErrNotEntered
+	}
+	e.EnteredAt = e.EnteredAt.UTC()
+	return e, nil
+}
+
+// Count returns the number of the raffle's entries.
+func (r *RaffleEntryRepository) Count(ctx context.Context, raffleID string) (int, error) {
+	var n int
+	_, err := r.db.queryOne(ctx, errorMeanings{op: "count raffle entries"}, r.countSQL, []any{raffleID}, func(rows *sql.Rows) error {
+		return rows.Scan(&n)
+	})
+	return n, err
+}
+
+// UserIDs returns every entrant of the raffle, read through the primary key.
+func (r *RaffleEntryRepository) UserIDs(ctx context.Context, raffleID string) ([]string, error) {
+	var ids []string
+	err := r.db.query(ctx, errorMeanings{op: "read raffle entrants"}, r.usersSQL, []any{raffleID}, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	return ids, err
+}
+
+// NewRaffleStores returns the raffle repositories of db.
+func NewRaffleStores(db *DB) ports.RaffleStores {
+	return ports.RaffleStores{Raffles: NewRaffleRepository(db), Entries: NewRaffleEntryRepository(db)}
+}

@@ -1,0 +1,286 @@
+// Package raffle holds the raffle use cases: create, enter (idempotent per user), read the
+// result and one's own standing, the draw at closesAt, and the purchase permission a raffle for
+// a product gives its winners. It depends on ports only.
+package raffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/draw"
+	"github.com/rushgate/rushgate/domain/raffle"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// DefaultDrawInterval is how often the draw worker looks for raffles past closesAt.
+const DefaultDrawInterval = time.Second
+
+// drawBatch bounds how many due raffles one round of the worker draws.
+const drawBatch = 100
+
+// Deps are the ports the raffle use cases run on.
+type Deps struct {
+	Tx      ports.TxRunner
+	Raffles ports.RaffleRepository
+	Entries ports.RaffleEntryRepository
+	Clock   ports.Clock
+	IDs     ports.IDGenerator
+}
+
+// Service runs the raffle use cases.
+type Service struct {
+	tx      ports.TxRunner
+	raffles ports.RaffleRepository
+	entries ports.RaffleEntryRepository
+	clock   ports.Clock
+	ids     ports.IDGenerator
+}
+
+var _ ports.PurchasePermissions = (*Service)(nil)
+
+// NewService wires the raffle use cases to their ports.
+func NewService(d Deps) *Service {
+	return &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs}
+}
+
+// View is a raffle as anyone sees it: Seed and CutoffTicket are nil until the draw has run.
+type View struct {
+	ID           string
+	Name         string
+	Winners      int
+	ClosesAt     time.Time
+	Status       string
+	Entries      int
+	SeedHash     string
+	Seed         *string
+	CutoffTicket *string
+}
+
+func viewOf(r *raffle.Raffle, entries int) View {
+	v := View{ID: r.ID(), Name: r.Name(), Winners: r.Winners(), ClosesAt: r.ClosesAt(), Status: string(r.Status()),
+		Entries: entries, SeedHash: r.SeedHash()}
+	if seed, ok := r.PublishedSeed(); ok {
+		v.Seed = &seed
+		if cutoff := r.Result().CutoffTicket; cutoff != "" {
+			v.CutoffTicket = &cutoff
+		}
+	}
+	return v
+}
+
+// CreateCommand creates a raffle; ProductID is empty for a raffle that restricts no purchase.
+type CreateCommand struct {
+	Name      string
+	Winners   int
+	ClosesAt  time.Time
+	ProductID string
+}
+
+// Create validates and stores a new OPEN raffle with a fresh secret seed, of which only the
+// hash is shown.
+func (s *Service) Create(ctx context.Context, cmd CreateCommand) (View, error) {
+	if cmd.ProductID != "" {
+		if err := domain.ValidateUUID("productId", cmd.ProductID); err != nil {
+			return View{}, err
+		}
+	}
+	seed, err := draw.RandomSeed()
+	if err != nil {
+		return View{}, fmt.Errorf("create raffle: %w", err)
+	}
+	r, err := raffle.New(s.ids.NewID(), cmd.Name, cmd.Winners, cmd.ClosesAt, cmd.ProductID, seed, s.clock.Now())
+	if err != nil {
+		return View{}, err
+	}
+	if err := s.raffles.Create(ctx, r); err != nil {
+		return View{}, fmt.Errorf("create raffle: %w", err)
+	}
+	return viewOf(r, 0), nil
+}
+
+// Get returns a raffle with its entry count: counted while it is open, as drawn after.
+func (s *Service) Get(ctx context.Context, raffleID string) (View, error) {
+	if err := validateRaffleID(raffleID); err != nil {
+		return View{}, err
+	}
+	r, err := s.raffles.Get(ctx, raffleID)
+	if err != nil {
+		return View{}, err
+	}
+	if r.Status() == raffle.StatusDrawn {
+		return viewOf(r, r.Result().Entries), nil
+	}
+	n, err := s.entries.Count(ctx, raffleID)
+	if err != nil {
+		return View{}, fmt.Errorf("count entries: %w", err)
+	}
+	return viewOf(r, n), nil
+}
+
+// EntryView is a stored entry.
+type EntryView struct {
+	RaffleID  string
+	UserID    string
+	EnteredAt time.Time
+}
+
+// Enter enters the user in the raffle, once: created is false when the user had entered
+// already, and the answer is that entry. A new entry after closesAt is raffle.ErrClosed. The
+// entry holds the raffle's row in share mode, so the draw waits for it or it sees the draw.
+func (s *Service) Enter(ctx context.Context, raffleID, userID string) (view EntryView, created bool, err error) {
+	if err := validateRaffleID(raffleID); err != nil {
+		return EntryView{}, false, err
+	}
+	if err := domain.ValidateUserID("userId", userID); err != nil {
+		return EntryView{}, false, err
+	}
+	var stored raffle.Entry
+	err = s.tx.InTx(ctx, func(ctx context.Context) error {
+		r, err := s.raffles.GetForEntry(ctx, raffleID)
+		if err != nil {
+			return err
+		}
+		// An existing entry answers as it did, open or not: entering is idempotent.
+		existing, err := s.entries.Get(ctx, raffleID, userID)
+		if err == nil {
+			stored, created = existing, false
+			return nil
+		}
+		if !errors.Is(err, raffle.ErrNotEntered) {
+			return fmt.Errorf("read entry: %w", err)
+		}
+		now := s.clock.Now()
+		if err := r.CheckEntry(now); err != nil {
+			return err
+		}
+		stored, created, err = s.entries.Add(ctx, raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: now})
+		if err != nil {
+			return fmt.Errorf("add entry: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return EntryView{}, false, err
+	}
+	return EntryView(stored), created, nil
+}
+
+// StandingView is a user's standing: Ticket is nil until the draw has run.
+type StandingView struct {
+	Status string
+	Ticket *string
+}
+
+// Standing returns the user's standing in the raffle, or raffle.ErrNotEntered.
+func (s *Service) Standing(ctx context.Context, raffleID, userID string) (StandingView, error) {
+	if err := validateRaffleID(raffleID); err != nil {
+		return StandingView{}, err
+	}
+	r, err := s.raffles.Get(ctx, raffleID)
+	if err != nil {
+		return StandingView{}, err
+	}
+	if _, err := s.entries.Get(ctx, raffleID, userID); err != nil {
+		return StandingView{}, err
+	}
+	outcome, ticket := r.OutcomeOf(userID)
+	v := StandingView{Status: string(outcome)}
+	if ticket != "" {
+		v.Ticket = &ticket
+	}
+	return v, nil
+}
+
+// DrawDue draws every raffle past its closesAt, each once, and returns how many it drew. Any
+// number of instances may run it at once: each draw locks its raffle and writes only over an
+// OPEN one, so a raffle another instance drew is skipped.
+func (s *Service) DrawDue(ctx context.Context) (int, error) {
+	due, err := s.raffles.Due(ctx, s.clock.Now(), drawBatch)
+	if err != nil {
+		return 0, fmt.Errorf("find due raffles: %w", err)
+	}
+	drawn := 0
+	var errs []error
+	for _, id := range due {
+		ok, err := s.Draw(ctx, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("draw raffle %s: %w", id, err))
+		}
+		if ok {
+			drawn++
+		}
+	}
+	return drawn, errors.Join(errs...)
+}
+
+// Draw runs raffleID's draw if it is due, in one transaction: lock the raffle (waiting for the
+// entries in flight), read every entrant, order them by ticket and write the result over the
+// still OPEN raffle. It reports false, changing nothing, when the raffle is drawn already or
+// not closed yet. A crash before the commit leaves the raffle OPEN, to be drawn by the next
+// round.
+func (s *Service) Draw(ctx context.Context, raffleID string) (bool, error) {
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		r, err := s.raffles.GetForDraw(ctx, raffleID)
+		if err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		if !r.Due(now) {
+			return raffle.ErrNotDue
+		}
+		userIDs, err := s.entries.UserIDs(ctx, raffleID)
+		if err != nil {
+			return fmt.Errorf("read entrants: %w", err)
+		}
+		if _, err := r.Draw(userIDs, now); err != nil {
+			return err
+		}
+		return s.raffles.SaveDrawn(ctx, r)
+	})
+	if errors.Is(err, raffle.ErrNotDue) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CheckPurchase is the permission a raffle for a product gives (ports.PurchasePermissions): a
+// product no raffle names is anyone's to buy; otherwise only a winner of one of its raffles may,
+// one unit.
+func (s *Service) CheckPurchase(ctx context.Context, userID, productID string, quantity int) error {
+	raffles, err := s.raffles.ForProduct(ctx, productID)
+	if err != nil {
+		return fmt.Errorf("find the product's raffles: %w", err)
+	}
+	if len(raffles) == 0 {
+		return nil
+	}
+	won := false
+	for _, r := range raffles {
+		if won, err = s.won(ctx, r, userID); err != nil || won {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return raffle.CheckPurchase(won, quantity)
+}
+
+// won reports whether userID entered r and won it.
+func (s *Service) won(ctx context.Context, r *raffle.Raffle, userID string) (bool, error) {
+	if r.Status() != raffle.StatusDrawn {
+		return false, nil
+	}
+	if _, err := s.entries.Get(ctx, r.ID(), userID); errors.Is(err, raffle.ErrNotEntered) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read entry: %w", err)
+	}
+	outcome, _ := r.OutcomeOf(userID)
+	return outcome == raffle.OutcomeWon, nil
+}
+
+func validateRaffleID(id string) error { return domain.ValidateUUID("raffleId", id) }

@@ -1,0 +1,53 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/raffle"
+)
+
+// RaffleStores are the raffles and their entries.
+type RaffleStores struct {
+	Raffles RaffleRepository
+	Entries RaffleEntryRepository
+}
+
+// RaffleRepository stores raffles, their secret seeds and their draws' results.
+//
+// Create inserts a raffle with its seed; Get returns it, or raffle.ErrNotFound. The stored seed
+// is the one Create was given, whatever restarts or instances read it later.
+//
+// GetForEntry and GetForDraw must run inside TxRunner.InTx and return the raffle or
+// raffle.ErrNotFound. GetForEntry locks the raffle's row in share mode (an implementation may
+// lock it exclusively) until the transaction ends, so entries run side by side; GetForDraw locks
+// it exclusively, so it waits for every entry transaction holding it and entries wait for the
+// draw. A draw that reads the entries after GetForDraw therefore sees every entry its raffle
+// will ever have.
+//
+// SaveDrawn writes a drawn raffle's status and result only if the stored raffle is still OPEN,
+// and returns raffle.ErrNotDue, writing nothing, when it is not: of two draws of one raffle one
+// writes. Due returns the ids of up to limit OPEN raffles whose closesAt is at or before now,
+// earliest first. ForProduct returns the raffles whose productId is productID.
+type RaffleRepository interface {
+	Create(ctx context.Context, r *raffle.Raffle) error
+	Get(ctx context.Context, id string) (*raffle.Raffle, error)
+	GetForEntry(ctx context.Context, id string) (*raffle.Raffle, error)
+	GetForDraw(ctx context.Context, id string) (*raffle.Raffle, error)
+	SaveDrawn(ctx context.Context, r *raffle.Raffle) error
+	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
+	ForProduct(ctx context.Context, productID string) ([]*raffle.Raffle, error)
+}
+
+// RaffleEntryRepository stores entries, UNIQUE (raffleId, userId).
+//
+// Add inserts e unless its user already has an entry in the raffle, and returns the stored
+// entry with created true when it inserted it; concurrent Adds of one pair insert one entry and
+// all return it. Get returns the user's entry or raffle.ErrNotEntered. Count returns the number
+// of a raffle's entries, UserIDs every entrant's id in no particular order.
+type RaffleEntryRepository interface {
+	Add(ctx context.Context, e raffle.Entry) (stored raffle.Entry, created bool, err error)
+	Get(ctx context.Context, raffleID, userID string) (raffle.Entry, error)
+	Count(ctx context.Context, raffleID string) (int, error)
+	UserIDs(ctx context.Context, raffleID string) ([]string, error)
+}
