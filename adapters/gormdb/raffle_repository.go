@@ -3,6 +3,7 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/draw"
@@ -161,6 +162,9 @@ func scanRaffle(rows *sql.Rows) (*raffle.Raffle, error) {
 // nullable is NULL for an empty string.
 func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
+// errEntryExists is MySQL's duplicate entry, which Add answers with the stored one.
+var errEntryExists = errors.New("gormdb: raffle entry exists")
+
 // RaffleEntryRepository stores raffle entries; it implements ports.RaffleEntryRepository.
 type RaffleEntryRepository struct {
 	db                                               *DB
@@ -177,14 +181,12 @@ func NewRaffleEntryRepository(db *DB) *RaffleEntryRepository {
 		countSQL:     Bind(db.dialect, "SELECT COUNT(*) FROM raffle_entries WHERE raffle_id = ?"),
 		usersSQL:     Bind(db.dialect, "SELECT user_id FROM raffle_entries WHERE raffle_id = ?"),
 	}
-	// An entry that exists is not an error: the insert does nothing (MySQL reports 0 rows for
-	// an update that changes nothing).
+	// On Postgres an entry that exists makes the insert do nothing, since a failed statement
+	// would abort the transaction; MySQL counts a matched row as affected, so there the
+	// duplicate-key error, which leaves the transaction usable, tells instead.
+	r.addSQL = "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES (?, ?, ?)"
 	if db.dialect == Postgres {
-		r.addSQL = Bind(db.dialect, "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES (?, ?, ?) "+
-			"ON CONFLICT (raffle_id, user_id) DO NOTHING")
-	} else {
-		r.addSQL = "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES (?, ?, ?) " +
-			"ON DUPLICATE KEY UPDATE user_id = user_id"
+		r.addSQL = Bind(db.dialect, r.addSQL+" ON CONFLICT (raffle_id, user_id) DO NOTHING")
 	}
 	return r
 }
@@ -194,12 +196,12 @@ func NewRaffleEntryRepository(db *DB) *RaffleEntryRepository {
 // read, which sees the latest committed row on MySQL too. An unknown raffle is
 // raffle.ErrNotFound.
 func (r *RaffleEntryRepository) Add(ctx context.Context, e raffle.Entry) (raffle.Entry, bool, error) {
-	inserted, err := r.db.exec(ctx, errorMeanings{op: "add raffle entry", notFound: raffle.ErrNotFound}, r.addSQL,
-		e.RaffleID, e.UserID, e.EnteredAt.UTC())
-	if err != nil {
+	inserted, err := r.db.exec(ctx, errorMeanings{op: "add raffle entry", notFound: raffle.ErrNotFound, duplicate: errEntryExists},
+		r.addSQL, e.RaffleID, e.UserID, e.EnteredAt.UTC())
+	if err != nil && !errors.Is(err, errEntryExists) {
 		return raffle.Entry{}, false, err
 	}
-	if inserted > 0 {
+	if err == nil && inserted > 0 {
 		return e, true, nil
 	}
 	stored, err := r.get(ctx, r.getLockedSQL, e.RaffleID, e.UserID)

@@ -1,0 +1,277 @@
+package porttest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/domain/draw"
+	"github.com/rushgate/rushgate/domain/raffle"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// RaffleBackend is the raffle store set with the TxRunner of its database.
+type RaffleBackend struct {
+	Tx ports.TxRunner
+	ports.RaffleStores
+}
+
+// TestRaffleRepositories checks ports.RaffleRepository and ports.RaffleEntryRepository: Create
+// and Get round-trip a raffle, its seed included, also through a second instance, and an unknown
+// id is raffle.ErrNotFound; the row locks fail outside a transaction; Add inserts an entry once
+// per user (concurrent Adds of one pair too) and answers the stored entry after; a draw's lock
+// waits for an entry holding the raffle, so the draw sees that entry; SaveDrawn writes over an
+// OPEN raffle only, so of two racing draws one writes; Due and ForProduct find what they say.
+func TestRaffleRepositories(t *testing.T, open func(t *testing.T) RaffleBackend, caps Capabilities) {
+	run(t, open, caps, []testCase[RaffleBackend]{
+		{"Raffle/CreateThenGetRoundTripsTheSeed", testRaffleRoundTrip},
+		{"Raffle/UnknownIDIsNotFound", testRaffleUnknown},
+		{"Raffle/LocksOutsideTxFail", testRaffleLocksOutsideTx},
+		{"Raffle/SaveDrawnWritesOverOpenOnly", testRaffleSaveDrawnOnce},
+		{"Raffle/RacingDrawsOneWrites", testRaffleRacingDraws},
+		{"Raffle/DueListsOpenRafflesPastClose", testRaffleDue},
+		{"Raffle/ForProductFindsItsRaffles", testRaffleForProduct},
+		{"Entry/AddOncePerUser", testEntryAddOnce},
+		{"Entry/ConcurrentAddsOfOnePairInsertOne", testEntryConcurrentAdds},
+		{"Entry/AddToUnknownRaffleIsNotFound", testEntryUnknownRaffle},
+		{"Entry/DrawWaitsForAnEntryHoldingTheRaffle", testEntryDrawWaitsForEntry},
+	})
+}
+
+// newStoredRaffle stores an OPEN raffle closing at closesAt, for productID ("" for none).
+func newStoredRaffle(t *testing.T, b RaffleBackend, winners int, closesAt time.Time, productID string) *raffle.Raffle {
+	t.Helper()
+	seed, err := draw.RandomSeed()
+	must(t, err, "seed")
+	r, err := raffle.New(randomID(), "contract raffle", winners, closesAt, productID, seed, closesAt.Add(-time.Hour))
+	must(t, err, "new raffle")
+	must(t, b.Raffles.Create(context.Background(), r), "create raffle")
+	return r
+}
+
+func testRaffleRoundTrip(t *testing.T, e env[RaffleBackend]) {
+	product := randomID()
+	created := newStoredRaffle(t, e.impl, 3, now().Add(time.Hour), product)
+	for name, b := range map[string]RaffleBackend{"same instance": e.impl, "second instance": e.open(t)} {
+		got, err := b.Raffles.Get(context.Background(), created.ID())
+		must(t, err, name+": get")
+		expectEqual(t, got.Seed(), created.Seed(), name+": seed")
+		expectEqual(t, got.SeedHash(), created.SeedHash(), name+": seedHash")
+		expectEqual(t, got.Name(), created.Name(), name+": name")
+		expectEqual(t, got.Winners(), 3, name+": winners")
+		expectEqual(t, got.ProductID(), product, name+": productId")
+		expectEqual(t, got.Status(), raffle.StatusOpen, name+": status")
+		expectEqual(t, got.ClosesAt().Equal(created.ClosesAt()), true, name+": closesAt")
+	}
+}
+
+func testRaffleUnknown(t *testing.T, e env[RaffleBackend]) {
+	_, err := e.impl.Raffles.Get(context.Background(), randomID())
+	expectIs(t, err, raffle.ErrNotFound, "get unknown")
+	err = e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := e.impl.Raffles.GetForDraw(ctx, randomID())
+		return err
+	})
+	expectIs(t, err, raffle.ErrNotFound, "get unknown for draw")
+	_, err = e.impl.Entries.Get(context.Background(), randomID(), newUserID())
+	expectIs(t, err, raffle.ErrNotEntered, "entry of unknown raffle")
+}
+
+func testRaffleLocksOutsideTx(t *testing.T, e env[RaffleBackend]) {
+	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
+	if _, err := e.impl.Raffles.GetForEntry(context.Background(), r.ID()); err == nil {
+		t.Error("GetForEntry outside a transaction succeeded")
+	}
+	if _, err := e.impl.Raffles.GetForDraw(context.Background(), r.ID()); err == nil {
+		t.Error("GetForDraw outside a transaction succeeded")
+	}
+}
+
+// drawStored runs a draw of the stored raffle as the use case does, at its closesAt.
+func drawStored(ctx context.Context, b RaffleBackend, id string) error {
+	return b.Tx.InTx(ctx, func(ctx context.Context) error {
+		r, err := b.Raffles.GetForDraw(ctx, id)
+		if err != nil {
+			return err
+		}
+		users, err := b.Entries.UserIDs(ctx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Draw(users, r.ClosesAt()); err != nil {
+			return err
+		}
+		return b.Raffles.SaveDrawn(ctx, r)
+	})
+}
+
+func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
+	ctx := context.Background()
+	r := newStoredRaffle(t, e.impl, 2, now().Add(time.Hour), "")
+	users := []string{newUserID(), newUserID(), newUserID()}
+	for _, u := range users {
+		_, _, err := e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: u, EnteredAt: now()})
+		must(t, err, "add entry")
+	}
+	// A draw computed from a stale read must not overwrite the first one.
+	stale, err := e.impl.Raffles.Get(ctx, r.ID())
+	must(t, err, "get")
+	must(t, drawStored(ctx, e.impl, r.ID()), "draw")
+	if _, err := stale.Draw(users[:1], stale.ClosesAt()); err != nil {
+		t.Fatalf("stale draw: %v", err)
+	}
+	expectIs(t, e.impl.Raffles.SaveDrawn(ctx, stale), raffle.ErrNotDue, "second SaveDrawn")
+
+	got, err := e.impl.Raffles.Get(ctx, r.ID())
+	must(t, err, "get drawn")
+	expectEqual(t, got.Status(), raffle.StatusDrawn, "status")
+	expectEqual(t, got.Result().Entries, 3, "entries drawn from")
+	expectEqual(t, got.Result().CutoffTicket, draw.Order(r.Seed(), users)[1].Ticket, "cutoff")
+	expectEqual(t, got.Seed(), r.Seed(), "seed")
+}
+
+func testRaffleRacingDraws(t *testing.T, e env[RaffleBackend]) {
+	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
+	_, _, err := e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()})
+	must(t, err, "add entry")
+	instances := []RaffleBackend{e.impl, e.open(t), e.open(t), e.open(t)}
+	errs := startTogether(len(instances), func(i int) error { return drawStored(context.Background(), instances[i], r.ID()) })
+	expectOneWinner(t, errs, raffle.ErrNotDue)
+}
+
+func testRaffleDue(t *testing.T, e env[RaffleBackend]) {
+	ctx := context.Background()
+	at := now().Add(time.Hour)
+	due := newStoredRaffle(t, e.impl, 1, at, "")
+	later := newStoredRaffle(t, e.impl, 1, at.Add(time.Minute), "")
+	drawn := newStoredRaffle(t, e.impl, 1, at, "")
+	must(t, drawStored(ctx, e.impl, drawn.ID()), "draw")
+
+	ids, err := e.impl.Raffles.Due(ctx, at, 100000)
+	must(t, err, "due")
+	expectEqual(t, slices.Contains(ids, due.ID()), true, "the raffle at its closesAt is due")
+	expectEqual(t, slices.Contains(ids, later.ID()), false, "a raffle closing later is due")
+	expectEqual(t, slices.Contains(ids, drawn.ID()), false, "a drawn raffle is due")
+	one, err := e.impl.Raffles.Due(ctx, at, 1)
+	must(t, err, "due, limit 1")
+	expectEqual(t, len(one), 1, "due with limit 1")
+}
+
+func testRaffleForProduct(t *testing.T, e env[RaffleBackend]) {
+	product := randomID()
+	first := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), product)
+	second := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), product)
+	newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
+	found, err := e.impl.Raffles.ForProduct(context.Background(), product)
+	must(t, err, "for product")
+	var ids []string
+	for _, r := range found {
+		ids = append(ids, r.ID())
+	}
+	slices.Sort(ids)
+	want := []string{first.ID(), second.ID()}
+	slices.Sort(want)
+	expectEqual(t, slices.Equal(ids, want), true, "the product's raffles")
+	none, err := e.impl.Raffles.ForProduct(context.Background(), randomID())
+	must(t, err, "for another product")
+	expectEqual(t, len(none), 0, "raffles of a product none names")
+}
+
+func testEntryAddOnce(t *testing.T, e env[RaffleBackend]) {
+	ctx := context.Background()
+	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
+	user := newUserID()
+	first := raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now()}
+	stored, created, err := e.impl.Entries.Add(ctx, first)
+	must(t, err, "add")
+	expectEqual(t, created, true, "first add created")
+	expectEqual(t, stored.EnteredAt.Equal(first.EnteredAt), true, "first add's entry")
+	again := first
+	again.EnteredAt = first.EnteredAt.Add(time.Minute)
+	stored, created, err = e.impl.Entries.Add(ctx, again)
+	must(t, err, "add again")
+	expectEqual(t, created, false, "second add created")
+	expectEqual(t, stored.EnteredAt.Equal(first.EnteredAt), true, "second add answers the first entry")
+	got, err := e.impl.Entries.Get(ctx, r.ID(), user)
+	must(t, err, "get")
+	expectEqual(t, got.EnteredAt.Equal(first.EnteredAt), true, "stored entry")
+	_, err = e.impl.Entries.Get(ctx, r.ID(), newUserID())
+	expectIs(t, err, raffle.ErrNotEntered, "another user's entry")
+
+	other := newUserID()
+	_, _, err = e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: other, EnteredAt: now()})
+	must(t, err, "add another user")
+	n, err := e.impl.Entries.Count(ctx, r.ID())
+	must(t, err, "count")
+	expectEqual(t, n, 2, "count")
+	users, err := e.impl.Entries.UserIDs(ctx, r.ID())
+	must(t, err, "user ids")
+	slices.Sort(users)
+	want := []string{user, other}
+	slices.Sort(want)
+	expectEqual(t, slices.Equal(users, want), true, "user ids")
+}
+
+func testEntryConcurrentAdds(t *testing.T, e env[RaffleBackend]) {
+	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
+	user := newUserID()
+	const racers = 8
+	var (
+		mu      sync.Mutex
+		created int
+		times   = map[time.Time]bool{}
+	)
+	errs := startTogether(racers, func(i int) error {
+		stored, isNew, err := e.impl.Entries.Add(context.Background(),
+			raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now().Add(time.Duration(i) * time.Second)})
+		mu.Lock()
+		defer mu.Unlock()
+		if isNew {
+			created++
+		}
+		times[stored.EnteredAt.UTC()] = true
+		return err
+	})
+	for _, err := range errs {
+		must(t, err, "concurrent add")
+	}
+	expectEqual(t, created, 1, "adds that created")
+	expectEqual(t, len(times), 1, "distinct entries answered")
+	n, err := e.impl.Entries.Count(context.Background(), r.ID())
+	must(t, err, "count")
+	expectEqual(t, n, 1, "stored entries")
+}
+
+func testEntryUnknownRaffle(t *testing.T, e env[RaffleBackend]) {
+	_, _, err := e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: randomID(), UserID: newUserID(), EnteredAt: now()})
+	expectIs(t, err, raffle.ErrNotFound, "add to unknown raffle")
+}
+
+// testEntryDrawWaitsForEntry: an entry holding the raffle's row (GetForEntry) commits before a
+// draw that started meanwhile reads the entrants, so the draw counts it.
+func testEntryDrawWaitsForEntry(t *testing.T, e env[RaffleBackend]) {
+	r := newStoredRaffle(t, e.impl, 5, now().Add(time.Hour), "")
+	user := newUserID()
+	drawer := e.open(t)
+	held := make(chan struct{})
+	drawn := make(chan error, 1)
+	entered := e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
+		if _, err := e.impl.Raffles.GetForEntry(ctx, r.ID()); err != nil {
+			return err
+		}
+		close(held)
+		go func() { drawn <- drawStored(context.Background(), drawer, r.ID()) }()
+		// Give the draw time to overtake this entry if its lock does not wait for it.
+		time.Sleep(200 * time.Millisecond)
+		_, _, err := e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now()})
+		return err
+	})
+	<-held
+	must(t, entered, "entry")
+	must(t, <-drawn, "draw")
+	got, err := e.impl.Raffles.Get(context.Background(), r.ID())
+	must(t, err, "get")
+	expectEqual(t, got.Result().Entries, 1, "entries the draw counted")
+}
