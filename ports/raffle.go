@@ -41,12 +41,15 @@ type RaffleRepository interface {
 
 // RaffleEntryRepository stores entries, UNIQUE (raffleId, userId).
 //
-// Add inserts e unless its user already has an entry in the raffle, and returns the stored
-// entry with created true when it inserted it; concurrent Adds of one pair insert one entry and
-// all return it. Get returns the user's entry or raffle.ErrNotEntered. Count returns the number
-// of a raffle's entries, UserIDs every entrant's id in no particular order.
+// Add inserts entries in one statement, all or none: when any pair exists, including one a
+// concurrent transaction inserted first, it inserts none and returns raffle.ErrAlreadyEntered;
+// an entry of an unknown raffle is raffle.ErrNotFound. Existing returns the entries of those of
+// userIDs who entered the raffle, in one read, by user id. Get returns the user's entry or
+// raffle.ErrNotEntered. Count returns the number of a raffle's entries, UserIDs every entrant's
+// id in no particular order.
 type RaffleEntryRepository interface {
-	Add(ctx context.Context, e raffle.Entry) (stored raffle.Entry, created bool, err error)
+	Add(ctx context.Context, entries ...raffle.Entry) error
+	Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error)
 	Get(ctx context.Context, raffleID, userID string) (raffle.Entry, error)
 	Count(ctx context.Context, raffleID string) (int, error)
 	UserIDs(ctx context.Context, raffleID string) ([]string, error)

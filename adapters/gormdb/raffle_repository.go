@@ -3,7 +3,6 @@ package gormdb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/draw"
@@ -162,60 +161,72 @@ func scanRaffle(rows *sql.Rows) (*raffle.Raffle, error) {
 // nullable is NULL for an empty string.
 func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-// errEntryExists is MySQL's duplicate entry, which Add answers with the stored one.
-var errEntryExists = errors.New("gormdb: raffle entry exists")
-
 // RaffleEntryRepository stores raffle entries; it implements ports.RaffleEntryRepository.
 type RaffleEntryRepository struct {
-	db                                               *DB
-	addSQL, getSQL, getLockedSQL, countSQL, usersSQL string
+	db                         *DB
+	getSQL, countSQL, usersSQL string
 }
 
 // NewRaffleEntryRepository returns the raffle entry repository of db.
 func NewRaffleEntryRepository(db *DB) *RaffleEntryRepository {
-	get := "SELECT raffle_id, user_id, entered_at FROM raffle_entries WHERE raffle_id = ? AND user_id = ?"
-	r := &RaffleEntryRepository{
-		db:           db,
-		getSQL:       Bind(db.dialect, get),
-		getLockedSQL: Bind(db.dialect, get+" FOR UPDATE"),
-		countSQL:     Bind(db.dialect, "SELECT COUNT(*) FROM raffle_entries WHERE raffle_id = ?"),
-		usersSQL:     Bind(db.dialect, "SELECT user_id FROM raffle_entries WHERE raffle_id = ?"),
+	return &RaffleEntryRepository{
+		db:       db,
+		getSQL:   Bind(db.dialect, "SELECT raffle_id, user_id, entered_at FROM raffle_entries WHERE raffle_id = ? AND user_id = ?"),
+		countSQL: Bind(db.dialect, "SELECT COUNT(*) FROM raffle_entries WHERE raffle_id = ?"),
+		usersSQL: Bind(db.dialect, "SELECT user_id FROM raffle_entries WHERE raffle_id = ?"),
 	}
-	// On Postgres an entry that exists makes the insert do nothing, since a failed statement
-	// would abort the transaction; MySQL counts a matched row as affected, so there the
-	// duplicate-key error, which leaves the transaction usable, tells instead.
-	r.addSQL = "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES (?, ?, ?)"
-	if db.dialect == Postgres {
-		r.addSQL = Bind(db.dialect, r.addSQL+" ON CONFLICT (raffle_id, user_id) DO NOTHING")
-	}
-	return r
 }
 
-// Add inserts the entry unless the pair exists (one a concurrent transaction is inserting makes
-// the insert wait for it), then, when it did not insert, reads the stored entry with a locking
-// read, which sees the latest committed row on MySQL too. An unknown raffle is
-// raffle.ErrNotFound.
-func (r *RaffleEntryRepository) Add(ctx context.Context, e raffle.Entry) (raffle.Entry, bool, error) {
-	inserted, err := r.db.exec(ctx, errorMeanings{op: "add raffle entry", notFound: raffle.ErrNotFound, duplicate: errEntryExists},
-		r.addSQL, e.RaffleID, e.UserID, e.EnteredAt.UTC())
-	if err != nil && !errors.Is(err, errEntryExists) {
-		return raffle.Entry{}, false, err
+// Add inserts the entries in one multi-row INSERT, so the database applies all or none. The
+// primary key (raffle_id, user_id) rejects the statement with raffle.ErrAlreadyEntered when any
+// pair exists, even one a concurrent transaction inserted first; an unknown raffle is
+// raffle.ErrNotFound. A call carries at most 21,845 entries (three parameters each).
+func (r *RaffleEntryRepository) Add(ctx context.Context, entries ...raffle.Entry) error {
+	if len(entries) == 0 {
+		return nil
 	}
-	if err == nil && inserted > 0 {
-		return e, true, nil
+	query := Bind(r.db.dialect, "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES "+tuples(len(entries), 3))
+	args := make([]any, 0, 3*len(entries))
+	for _, e := range entries {
+		args = append(args, e.RaffleID, e.UserID, e.EnteredAt.UTC())
 	}
-	stored, err := r.get(ctx, r.getLockedSQL, e.RaffleID, e.UserID)
-	return stored, false, err
+	_, err := r.db.exec(ctx, errorMeanings{op: "add raffle entries", notFound: raffle.ErrNotFound, duplicate: raffle.ErrAlreadyEntered},
+		query, args...)
+	return err
+}
+
+// Existing returns the entries of those of userIDs who entered, in one SELECT on the primary key.
+func (r *RaffleEntryRepository) Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error) {
+	existing := make(map[string]raffle.Entry)
+	if len(userIDs) == 0 {
+		return existing, nil
+	}
+	query := Bind(r.db.dialect, "SELECT raffle_id, user_id, entered_at FROM raffle_entries WHERE raffle_id = ? AND user_id IN "+
+		tuples(1, len(userIDs)))
+	args := make([]any, 0, 1+len(userIDs))
+	args = append(args, raffleID)
+	for _, u := range userIDs {
+		args = append(args, u)
+	}
+	err := r.db.query(ctx, errorMeanings{op: "find existing raffle entries"}, query, args, func(rows *sql.Rows) error {
+		var e raffle.Entry
+		if err := rows.Scan(&e.RaffleID, &e.UserID, &e.EnteredAt); err != nil {
+			return err
+		}
+		e.EnteredAt = e.EnteredAt.UTC()
+		existing[e.UserID] = e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return existing, nil
 }
 
 // Get returns the user's entry, or raffle.ErrNotEntered.
 func (r *RaffleEntryRepository) Get(ctx context.Context, raffleID, userID string) (raffle.Entry, error) {
-	return r.get(ctx, r.getSQL, raffleID, userID)
-}
-
-func (r *RaffleEntryRepository) get(ctx context.Context, query, raffleID, userID string) (raffle.Entry, error) {
 	var e raffle.Entry
-	ok, err := r.db.queryOne(ctx, errorMeanings{op: "get raffle entry"}, query, []any{raffleID, userID}, func(rows *sql.Rows) error {
+	ok, err := r.db.queryOne(ctx, errorMeanings{op: "get raffle entry"}, r.getSQL, []any{raffleID, userID}, func(rows *sql.Rows) error {
 		return rows.Scan(&e.RaffleID, &e.UserID, &e.EnteredAt)
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -146,26 +147,43 @@ func NewRaffleEntryRepository(d *Database) *RaffleEntryRepository {
 	return &RaffleEntryRepository{db: d}
 }
 
-// Add inserts e unless the pair exists. The key's lock makes a concurrent Add of the same pair
-// wait, then find the entry the first one committed.
-func (r *RaffleEntryRepository) Add(ctx context.Context, e raffle.Entry) (raffle.Entry, bool, error) {
-	stored, created := e, false
-	err := r.db.run(ctx, func(t *tx) error {
-		entries := entriesTable.in(r.db)
-		if err := entries.lock(ctx, t, entryKeyOf(e)); err != nil {
-			return err
+// Add inserts entries in one statement, all or none. Like a UNIQUE index, it locks each
+// (raffleId, userId) key for the rest of the transaction, so a concurrent Add of the same pair
+// waits and then fails with raffle.ErrAlreadyEntered if the other one commits. An entry of an
+// unknown raffle violates the foreign key and wraps raffle.ErrNotFound.
+func (r *RaffleEntryRepository) Add(ctx context.Context, entries ...raffle.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return r.db.run(ctx, func(t *tx) error {
+		for _, e := range entries {
+			if _, ok := rafflesTable.in(r.db).get(t, e.RaffleID); !ok {
+				return fmt.Errorf("memory: add entry: foreign key raffle %q: %w", e.RaffleID, raffle.ErrNotFound)
+			}
 		}
-		if existing, ok := entries.get(t, entryKeyOf(e)); ok {
-			stored = existing
-			return nil
+		err := entriesTable.in(r.db).insert(ctx, t, entries...)
+		if errors.Is(err, errDuplicateKey) {
+			return raffle.ErrAlreadyEntered
 		}
-		if _, ok := rafflesTable.in(r.db).get(t, e.RaffleID); !ok {
-			return fmt.Errorf("memory: add entry: foreign key raffle %q: %w", e.RaffleID, raffle.ErrNotFound)
-		}
-		created = true
-		return entries.insert(ctx, t, e)
+		return err
 	})
-	return stored, created, err
+}
+
+// Existing returns the entries of those of userIDs who entered the raffle.
+func (r *RaffleEntryRepository) Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error) {
+	existing := make(map[string]raffle.Entry)
+	err := r.db.run(ctx, func(t *tx) error {
+		for _, userID := range userIDs {
+			if e, ok := entriesTable.in(r.db).get(t, entryKey{raffleID, userID}); ok {
+				existing[userID] = e
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return existing, nil
 }
 
 // Get returns the user's entry, or raffle.ErrNotEntered.

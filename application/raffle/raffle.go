@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rushgate/rushgate/application/guard/combine"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
@@ -17,6 +18,9 @@ import (
 
 // DefaultDrawInterval is how often the draw worker looks for raffles past closesAt.
 const DefaultDrawInterval = time.Second
+
+// enterBatchSize bounds how many entries of one raffle one transaction stores.
+const enterBatchSize = 128
 
 // drawBatch bounds how many due raffles one round of the worker draws.
 const drawBatch = 100
@@ -32,18 +36,22 @@ type Deps struct {
 
 // Service runs the raffle use cases.
 type Service struct {
-	tx      ports.TxRunner
-	raffles ports.RaffleRepository
-	entries ports.RaffleEntryRepository
-	clock   ports.Clock
-	ids     ports.IDGenerator
+	tx       ports.TxRunner
+	raffles  ports.RaffleRepository
+	entries  ports.RaffleEntryRepository
+	clock    ports.Clock
+	ids      ports.IDGenerator
+	entering *combine.Combiner[string, string, entered] // by raffle id
 }
 
 var _ ports.PurchasePermissions = (*Service)(nil)
 
 // NewService wires the raffle use cases to their ports.
 func NewService(d Deps) *Service {
-	return &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs}
+	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs}
+	// Entries share the raffle's row in share mode, so two batches of one raffle may run at once.
+	s.entering = combine.New(combine.Config[string, string]{MaxBatch: enterBatchSize, InFlight: 2}, s.enterBatch)
+	return s
 }
 
 // View is a raffle as anyone sees it: Seed and CutoffTicket are nil until the draw has run.
@@ -128,8 +136,9 @@ type EntryView struct {
 }
 
 // Enter enters the user in the raffle, once: created is false when the user had entered
-// already, and the answer is that entry. A new entry after closesAt is raffle.ErrClosed. The
-// entry holds the raffle's row in share mode, so the draw waits for it or it sees the draw.
+// already, and the answer is that entry, open or not. A new entry at or after closesAt is
+// raffle.ErrClosed; an unknown raffle raffle.ErrNotFound. Concurrent entries of one raffle on
+// this instance are combined: one transaction serves each batch (enterBatch).
 func (s *Service) Enter(ctx context.Context, raffleID, userID string) (view EntryView, created bool, err error) {
 	if err := validateRaffleID(raffleID); err != nil {
 		return EntryView{}, false, err
@@ -137,35 +146,79 @@ func (s *Service) Enter(ctx context.Context, raffleID, userID string) (view Entr
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return EntryView{}, false, err
 	}
-	var stored raffle.Entry
-	err = s.tx.InTx(ctx, func(ctx context.Context) error {
-		r, err := s.raffles.GetForEntry(ctx, raffleID)
-		if err != nil {
-			return err
-		}
-		// An existing entry answers as it did, open or not: entering is idempotent.
-		existing, err := s.entries.Get(ctx, raffleID, userID)
-		if err == nil {
-			stored, created = existing, false
-			return nil
-		}
-		if !errors.Is(err, raffle.ErrNotEntered) {
-			return fmt.Errorf("read entry: %w", err)
-		}
-		now := s.clock.Now()
-		if err := r.CheckEntry(now); err != nil {
-			return err
-		}
-		stored, created, err = s.entries.Add(ctx, raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: now})
-		if err != nil {
-			return fmt.Errorf("add entry: %w", err)
-		}
-		return nil
-	})
+	got, err := s.entering.Do(ctx, raffleID, userID)
 	if err != nil {
 		return EntryView{}, false, err
 	}
-	return EntryView(stored), created, nil
+	return EntryView(got.entry), got.created, nil
+}
+
+// entered is one entry's answer from a batch.
+type entered struct {
+	entry   raffle.Entry
+	created bool
+}
+
+// enterBatch enters a batch of users in one raffle. An entry another instance's batch stored
+// first makes the insert fail as a whole; the batch then runs again in a fresh transaction,
+// which finds that entry and answers it.
+func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []string) ([]combine.Answer[entered], error) {
+	for attempt := 1; ; attempt++ {
+		answers, err := s.enterOnce(ctx, raffleID, userIDs)
+		if !errors.Is(err, raffle.ErrAlreadyEntered) || attempt == enterAttempts {
+			return answers, err
+		}
+	}
+}
+
+// enterAttempts bounds how often a batch runs again after losing a race for an entry: each run
+// sees every entry committed before it, so only entries stored in between can fail it again.
+const enterAttempts = 5
+
+// enterOnce is one transaction of a batch: the raffle's row in share mode (a draw waits for
+// it), one read of the batch's existing entries, one multi-row insert of the new ones. A user
+// twice in the batch gets the same entry twice, created once.
+func (s *Service) enterOnce(ctx context.Context, raffleID string, userIDs []string) ([]combine.Answer[entered], error) {
+	answers := make([]combine.Answer[entered], len(userIDs))
+	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		clear(answers)
+		r, err := s.raffles.GetForEntry(ctx, raffleID)
+		if errors.Is(err, raffle.ErrNotFound) {
+			for i := range answers {
+				answers[i].Err = raffle.ErrNotFound
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		existing, err := s.entries.Existing(ctx, raffleID, userIDs)
+		if err != nil {
+			return fmt.Errorf("read entries: %w", err)
+		}
+		now := s.clock.Now()
+		closed := r.CheckEntry(now)
+		var fresh []raffle.Entry
+		for i, userID := range userIDs {
+			if e, ok := existing[userID]; ok {
+				answers[i].Value = entered{entry: e}
+				continue
+			}
+			if closed != nil {
+				answers[i].Err = closed
+				continue
+			}
+			e := raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: now}
+			existing[userID] = e
+			fresh = append(fresh, e)
+			answers[i].Value = entered{entry: e, created: true}
+		}
+		return s.entries.Add(ctx, fresh...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return answers, nil
 }
 
 // StandingView is a user's standing: Ticket is nil until the draw has run.

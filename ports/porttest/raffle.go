@@ -3,7 +3,6 @@ package porttest
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +19,10 @@ type RaffleBackend struct {
 
 // TestRaffleRepositories checks ports.RaffleRepository and ports.RaffleEntryRepository: Create
 // and Get round-trip a raffle, its seed included, also through a second instance, and an unknown
-// id is raffle.ErrNotFound; the row locks fail outside a transaction; Add inserts an entry once
-// per user (concurrent Adds of one pair too) and answers the stored entry after; a draw's lock
+// id is raffle.ErrNotFound; the row locks fail outside a transaction; Add inserts a batch of
+// entries all or none, refuses an existing pair as raffle.ErrAlreadyEntered (also to the losers
+// of a race) and an unknown raffle as raffle.ErrNotFound; Existing finds exactly the entrants
+// among the ids asked; a draw's lock
 // waits for an entry holding the raffle, so the draw sees that entry; SaveDrawn writes over an
 // OPEN raffle only, so of two racing draws one writes; Due and ForProduct find what they say.
 func TestRaffleRepositories(t *testing.T, open func(t *testing.T) RaffleBackend, caps Capabilities) {
@@ -33,8 +34,9 @@ func TestRaffleRepositories(t *testing.T, open func(t *testing.T) RaffleBackend,
 		{"Raffle/RacingDrawsOneWrites", testRaffleRacingDraws},
 		{"Raffle/DueListsOpenRafflesPastClose", testRaffleDue},
 		{"Raffle/ForProductFindsItsRaffles", testRaffleForProduct},
-		{"Entry/AddOncePerUser", testEntryAddOnce},
-		{"Entry/ConcurrentAddsOfOnePairInsertOne", testEntryConcurrentAdds},
+		{"Entry/AddThenExistingGetAndCount", testEntryAddOnce},
+		{"Entry/AddWithAnExistingPairInsertsNone", testEntryAddWithExistingPair},
+		{"Entry/ConcurrentAddsOfOnePairOneWins", testEntryConcurrentAdds},
 		{"Entry/AddToUnknownRaffleIsNotFound", testEntryUnknownRaffle},
 		{"Entry/DrawWaitsForAnEntryHoldingTheRaffle", testEntryDrawWaitsForEntry},
 	})
@@ -112,8 +114,7 @@ func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 2, now().Add(time.Hour), "")
 	users := []string{newUserID(), newUserID(), newUserID()}
 	for _, u := range users {
-		_, _, err := e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: u, EnteredAt: now()})
-		must(t, err, "add entry")
+		must(t, e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: u, EnteredAt: now()}), "add entry")
 	}
 	// A draw computed from a stale read must not overwrite the first one.
 	stale, err := e.impl.Raffles.Get(ctx, r.ID())
@@ -134,8 +135,7 @@ func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
 
 func testRaffleRacingDraws(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
-	_, _, err := e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()})
-	must(t, err, "add entry")
+	must(t, e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}), "add entry")
 	instances := []RaffleBackend{e.impl, e.open(t), e.open(t), e.open(t)}
 	errs := startTogether(len(instances), func(i int) error { return drawStored(context.Background(), instances[i], r.ID()) })
 	expectOneWinner(t, errs, raffle.ErrNotDue)
@@ -182,70 +182,65 @@ func testRaffleForProduct(t *testing.T, e env[RaffleBackend]) {
 func testEntryAddOnce(t *testing.T, e env[RaffleBackend]) {
 	ctx := context.Background()
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
-	user := newUserID()
-	first := raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now()}
-	stored, created, err := e.impl.Entries.Add(ctx, first)
-	must(t, err, "add")
-	expectEqual(t, created, true, "first add created")
-	expectEqual(t, stored.EnteredAt.Equal(first.EnteredAt), true, "first add's entry")
-	again := first
-	again.EnteredAt = first.EnteredAt.Add(time.Minute)
-	stored, created, err = e.impl.Entries.Add(ctx, again)
-	must(t, err, "add again")
-	expectEqual(t, created, false, "second add created")
-	expectEqual(t, stored.EnteredAt.Equal(first.EnteredAt), true, "second add answers the first entry")
-	got, err := e.impl.Entries.Get(ctx, r.ID(), user)
+	first := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}
+	second := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now().Add(time.Second)}
+	must(t, e.impl.Entries.Add(ctx, first, second), "add")
+
+	existing, err := e.impl.Entries.Existing(ctx, r.ID(), []string{first.UserID, newUserID(), second.UserID})
+	must(t, err, "existing")
+	expectEqual(t, len(existing), 2, "existing entries")
+	expectEqual(t, existing[second.UserID].EnteredAt.Equal(second.EnteredAt), true, "second's enteredAt")
+	none, err := e.impl.Entries.Existing(ctx, randomID(), []string{first.UserID})
+	must(t, err, "existing in another raffle")
+	expectEqual(t, len(none), 0, "entries in another raffle")
+	got, err := e.impl.Entries.Get(ctx, r.ID(), first.UserID)
 	must(t, err, "get")
 	expectEqual(t, got.EnteredAt.Equal(first.EnteredAt), true, "stored entry")
 	_, err = e.impl.Entries.Get(ctx, r.ID(), newUserID())
 	expectIs(t, err, raffle.ErrNotEntered, "another user's entry")
 
-	other := newUserID()
-	_, _, err = e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: other, EnteredAt: now()})
-	must(t, err, "add another user")
 	n, err := e.impl.Entries.Count(ctx, r.ID())
 	must(t, err, "count")
 	expectEqual(t, n, 2, "count")
 	users, err := e.impl.Entries.UserIDs(ctx, r.ID())
 	must(t, err, "user ids")
 	slices.Sort(users)
-	want := []string{user, other}
+	want := []string{first.UserID, second.UserID}
 	slices.Sort(want)
 	expectEqual(t, slices.Equal(users, want), true, "user ids")
+}
+
+func testEntryAddWithExistingPair(t *testing.T, e env[RaffleBackend]) {
+	ctx := context.Background()
+	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
+	first := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}
+	must(t, e.impl.Entries.Add(ctx, first), "add")
+	again := first
+	again.EnteredAt = first.EnteredAt.Add(time.Minute)
+	newcomer := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}
+	expectIs(t, e.impl.Entries.Add(ctx, newcomer, again), raffle.ErrAlreadyEntered, "add with an existing pair")
+	got, err := e.impl.Entries.Get(ctx, r.ID(), first.UserID)
+	must(t, err, "get")
+	expectEqual(t, got.EnteredAt.Equal(first.EnteredAt), true, "the first entry stays")
+	_, err = e.impl.Entries.Get(ctx, r.ID(), newcomer.UserID)
+	expectIs(t, err, raffle.ErrNotEntered, "the newcomer of the refused batch")
 }
 
 func testEntryConcurrentAdds(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
 	user := newUserID()
-	const racers = 8
-	var (
-		mu      sync.Mutex
-		created int
-		times   = map[time.Time]bool{}
-	)
-	errs := startTogether(racers, func(i int) error {
-		stored, isNew, err := e.impl.Entries.Add(context.Background(),
+	errs := startTogether(8, func(i int) error {
+		return e.impl.Entries.Add(context.Background(),
 			raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now().Add(time.Duration(i) * time.Second)})
-		mu.Lock()
-		defer mu.Unlock()
-		if isNew {
-			created++
-		}
-		times[stored.EnteredAt.UTC()] = true
-		return err
 	})
-	for _, err := range errs {
-		must(t, err, "concurrent add")
-	}
-	expectEqual(t, created, 1, "adds that created")
-	expectEqual(t, len(times), 1, "distinct entries answered")
+	expectOneWinner(t, errs, raffle.ErrAlreadyEntered)
 	n, err := e.impl.Entries.Count(context.Background(), r.ID())
 	must(t, err, "count")
 	expectEqual(t, n, 1, "stored entries")
 }
 
 func testEntryUnknownRaffle(t *testing.T, e env[RaffleBackend]) {
-	_, _, err := e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: randomID(), UserID: newUserID(), EnteredAt: now()})
+	err := e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: randomID(), UserID: newUserID(), EnteredAt: now()})
 	expectIs(t, err, raffle.ErrNotFound, "add to unknown raffle")
 }
 
@@ -265,8 +260,7 @@ func testEntryDrawWaitsForEntry(t *testing.T, e env[RaffleBackend]) {
 		go func() { drawn <- drawStored(context.Background(), drawer, r.ID()) }()
 		// Give the draw time to overtake this entry if its lock does not wait for it.
 		time.Sleep(200 * time.Millisecond)
-		_, _, err := e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now()})
-		return err
+		return e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now()})
 	})
 	<-held
 	must(t, entered, "entry")
