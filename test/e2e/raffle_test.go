@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
+
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/domain/raffle"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // TestRaffle_StampedeDrawAndPurchase: on every backend, two instances (one on memory, which
@@ -158,4 +165,84 @@ func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// crashingDraws stores a draw and then fails before the commit, as an instance killed between
+// the draw's selection and its commit would, for its first limit draws.
+type crashingDraws struct {
+	ports.RaffleRepository
+	crashes atomic.Int32
+	limit   int32
+}
+
+func (c *crashingDraws) SaveDrawn(ctx context.Context, r *raffle.Raffle) error {
+	if err := c.RaffleRepository.SaveDrawn(ctx, r); err != nil {
+		return err
+	}
+	if c.crashes.Add(1) <= c.limit {
+		return errors.New("e2e: crashed between the draw's selection and its commit")
+	}
+	return nil
+}
+
+// TestRaffle_DrawDyingBeforeCommitCompletesOnce: a draw that dies after selecting the winners
+// leaves the raffle OPEN, its seed unpublished; the worker's next round draws it, once, with the
+// seed committed to at creation.
+func TestRaffle_DrawDyingBeforeCommitCompletesOnce(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &shiftedClock{}
+			const drawInterval = 50 * time.Millisecond
+			crashing := &crashingDraws{limit: 2}
+			s := startServerWith(t, b, fx.Options(
+				fx.Decorate(func(ports.Clock) ports.Clock { return clock }),
+				fx.Decorate(func(stores ports.RaffleStores) ports.RaffleStores {
+					crashing.RaffleRepository = stores.Raffles
+					stores.Raffles = crashing
+					return stores
+				}),
+			), func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval })
+
+			closesAt := clock.Now().Add(time.Hour)
+			created := s.do("POST", "/admin/raffles", s.adminToken(), fmt.Sprintf(`{"name":"drop","winners":2,"closesAt":%q}`,
+				closesAt.Format(time.RFC3339Nano)))
+			if created.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			id := created.str("id")
+			for _, user := range []string{"ann", "bob", "cat"} {
+				if res := s.do("POST", "/raffles/"+id+"/entries", s.token(user), ""); res.status != http.StatusCreated {
+					t.Fatalf("%s: %d %s", user, res.status, res.raw)
+				}
+			}
+
+			clock.advanceTo(closesAt)
+			eventually(t, 200*drawInterval, "the first draw to die", func() bool { return crashing.crashes.Load() >= 1 })
+			if open := s.do("GET", "/raffles/"+id, s.token("ann"), ""); open.str("status") == "DRAWN" && crashing.crashes.Load() <= crashing.limit {
+				t.Fatalf("a draw that died is published: %s", open.raw)
+			}
+			var drawn response
+			eventually(t, 200*drawInterval, "the draw after the crashes", func() bool {
+				drawn = s.do("GET", "/raffles/"+id, s.token("ann"), "")
+				return drawn.str("status") == "DRAWN"
+			})
+			if crashing.crashes.Load() != crashing.limit+1 {
+				t.Fatalf("%d draws reached the commit, want %d crashed and one committed", crashing.crashes.Load(), crashing.limit+1)
+			}
+			seed, err := hex.DecodeString(drawn.str("seed"))
+			if err != nil || sha256Hex(seed) != created.str("seedHash") || drawn.num("entries") != 3 {
+				t.Fatalf("drawn: %s (committed to %s)", drawn.raw, created.str("seedHash"))
+			}
+			won := 0
+			for _, user := range []string{"ann", "bob", "cat"} {
+				if s.do("GET", "/raffles/"+id+"/entries/me", s.token(user), "").str("status") == "won" {
+					won++
+				}
+			}
+			if won != 2 {
+				t.Fatalf("%d won, want 2", won)
+			}
+		})
+	}
 }
