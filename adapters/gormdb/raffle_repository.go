@@ -22,7 +22,7 @@ const raffleColumns = "id, name, winners, closes_at, product_id, seed, status, e
 type RaffleRepository struct {
 	db *DB
 	// Hand-written statements (see statement.go), bound to db's dialect once.
-	createSQL, getSQL, getForEntrySQL, getForDrawSQL, saveDrawnSQL, dueSQL, forProductSQL string
+	createSQL, getSQL, getForEntrySQL, getForDrawSQL, saveClosingSQL, saveDrawnSQL, dueSQL, forProductSQL string
 }
 
 // NewRaffleRepository returns the raffle repository of db.
@@ -39,9 +39,11 @@ func NewRaffleRepository(db *DB) *RaffleRepository {
 		getSQL:         Bind(db.dialect, get),
 		getForEntrySQL: Bind(db.dialect, get+share),
 		getForDrawSQL:  Bind(db.dialect, get+" FOR UPDATE"),
+		saveClosingSQL: Bind(db.dialect, "UPDATE raffles SET status = ? WHERE id = ? AND status = 'OPEN'"),
 		saveDrawnSQL: Bind(db.dialect, "UPDATE raffles SET status = ?, entries = ?, cutoff_ticket = ?, drawn_at = ? "+
-			"WHERE id = ? AND status = 'OPEN'"),
-		dueSQL:        Bind(db.dialect, "SELECT id FROM raffles WHERE status = 'OPEN' AND closes_at <= ? ORDER BY closes_at LIMIT ?"),
+			"WHERE id = ? AND status = 'CLOSING'"),
+		dueSQL: Bind(db.dialect, "SELECT id FROM raffles WHERE (status = 'OPEN' AND closes_at <= ?) OR status = 'CLOSING' "+
+			"ORDER BY closes_at LIMIT ?"),
 		forProductSQL: Bind(db.dialect, "SELECT "+raffleColumns+" FROM raffles WHERE product_id = ?"),
 	}
 }
@@ -91,23 +93,31 @@ func (r *RaffleRepository) getOne(ctx context.Context, op, query, id string) (*r
 	return found, nil
 }
 
-// SaveDrawn writes the result with UPDATE … WHERE status = 'OPEN': of two draws one updates the
-// row, the other finds it drawn and gets raffle.ErrNotDue.
+// SaveClosing writes CLOSING with UPDATE … WHERE status = 'OPEN', or returns raffle.ErrNotDue.
+func (r *RaffleRepository) SaveClosing(ctx context.Context, rf *raffle.Raffle) error {
+	updated, err := r.db.exec(ctx, errorMeanings{op: "close raffle"}, r.saveClosingSQL, string(rf.Status()), rf.ID())
+	return notDueUnless(updated, err)
+}
+
+// SaveDrawn writes the result with UPDATE … WHERE status = 'CLOSING': of two draws one updates
+// the row, the other finds it drawn and gets raffle.ErrNotDue.
 func (r *RaffleRepository) SaveDrawn(ctx context.Context, rf *raffle.Raffle) error {
 	res := rf.Result()
 	updated, err := r.db.exec(ctx, errorMeanings{op: "save drawn raffle"}, r.saveDrawnSQL, string(rf.Status()), res.Entries,
 		nullable(res.CutoffTicket), res.DrawnAt.UTC(), rf.ID())
-	if err != nil {
-		return err
-	}
-	if updated == 0 {
-		return raffle.ErrNotDue
-	}
-	return nil
+	return notDueUnless(updated, err)
 }
 
-// Due returns up to limit OPEN raffles whose closesAt has come, earliest first, through the
-// (status, closes_at) index.
+// notDueUnless is raffle.ErrNotDue for a conditional UPDATE that matched no row.
+func notDueUnless(updated int64, err error) error {
+	if err == nil && updated == 0 {
+		return raffle.ErrNotDue
+	}
+	return err
+}
+
+// Due returns up to limit raffles to draw (OPEN past closes_at, or CLOSING), earliest first,
+// through the (status, closes_at) index.
 func (r *RaffleRepository) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var ids []string
 	err := r.db.query(ctx, errorMeanings{op: "find due raffles"}, r.dueSQL, []any{now.UTC(), limit}, func(rows *sql.Rows) error {
@@ -173,7 +183,7 @@ func NewRaffleEntryRepository(db *DB) *RaffleEntryRepository {
 		db:       db,
 		getSQL:   Bind(db.dialect, "SELECT raffle_id, user_id, entered_at FROM raffle_entries WHERE raffle_id = ? AND user_id = ?"),
 		countSQL: Bind(db.dialect, "SELECT COUNT(*) FROM raffle_entries WHERE raffle_id = ?"),
-		usersSQL: Bind(db.dialect, "SELECT user_id FROM raffle_entries WHERE raffle_id = ?"),
+		usersSQL: Bind(db.dialect, "SELECT user_id FROM raffle_entries WHERE raffle_id = ? AND user_id > ? ORDER BY user_id LIMIT ?"),
 	}
 }
 
@@ -248,10 +258,11 @@ func (r *RaffleEntryRepository) Count(ctx context.Context, raffleID string) (int
 	return n, err
 }
 
-// UserIDs returns every entrant of the raffle, read through the primary key.
-func (r *RaffleEntryRepository) UserIDs(ctx context.Context, raffleID string) ([]string, error) {
+// UserIDs returns up to limit entrants after the id after, seeking on the primary key
+// (raffle_id, user_id), whose byte-wise collation gives the order.
+func (r *RaffleEntryRepository) UserIDs(ctx context.Context, raffleID, after string, limit int) ([]string, error) {
 	var ids []string
-	err := r.db.query(ctx, errorMeanings{op: "read raffle entrants"}, r.usersSQL, []any{raffleID}, func(rows *sql.Rows) error {
+	err := r.db.query(ctx, errorMeanings{op: "read raffle entrants"}, r.usersSQL, []any{raffleID, after, limit}, func(rows *sql.Rows) error {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			return err

@@ -93,18 +93,29 @@ func (r *RaffleRepository) getForUpdate(ctx context.Context, id string) (*raffle
 	return &found, nil
 }
 
-// SaveDrawn writes the drawn raffle over a stored OPEN one, under its row lock, or returns
+// SaveClosing writes the closing raffle over a stored OPEN one, under its row lock, or returns
+// raffle.ErrNotDue.
+func (r *RaffleRepository) SaveClosing(ctx context.Context, rf *raffle.Raffle) error {
+	return r.saveOver(ctx, rf, raffle.StatusOpen)
+}
+
+// SaveDrawn writes the drawn raffle over a stored CLOSING one, under its row lock, or returns
 // raffle.ErrNotDue.
 func (r *RaffleRepository) SaveDrawn(ctx context.Context, rf *raffle.Raffle) error {
+	return r.saveOver(ctx, rf, raffle.StatusClosing)
+}
+
+// saveOver writes rf if the stored raffle's status is over.
+func (r *RaffleRepository) saveOver(ctx context.Context, rf *raffle.Raffle, over raffle.Status) error {
 	return r.db.run(ctx, func(t *tx) error {
 		stored, ok, err := rafflesTable.in(r.db).getForUpdate(ctx, t, rf.ID())
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("memory: save drawn raffle %q: %w", rf.ID(), raffle.ErrNotFound)
+			return fmt.Errorf("memory: save raffle %q: %w", rf.ID(), raffle.ErrNotFound)
 		}
-		if stored.Status() != raffle.StatusOpen {
+		if stored.Status() != over {
 			return raffle.ErrNotDue
 		}
 		return rafflesTable.in(r.db).put(ctx, t, *rf)
@@ -210,13 +221,17 @@ func (r *RaffleEntryRepository) Count(ctx context.Context, raffleID string) (int
 	return n, err
 }
 
-// UserIDs returns every entrant of the raffle.
-func (r *RaffleEntryRepository) UserIDs(ctx context.Context, raffleID string) ([]string, error) {
+// UserIDs returns up to limit entrants of the raffle after the id after, in id order.
+func (r *RaffleEntryRepository) UserIDs(ctx context.Context, raffleID, after string, limit int) ([]string, error) {
 	var ids []string
 	err := r.db.run(ctx, func(t *tx) error {
 		for _, e := range entriesTable.in(r.db).rowsIn(t, raffleID) {
-			ids = append(ids, e.UserID)
+			if e.UserID > after {
+				ids = append(ids, e.UserID)
+			}
 		}
+		slices.Sort(ids)
+		ids = ids[:min(max(limit, 0), len(ids))]
 		return nil
 	})
 	return ids, err

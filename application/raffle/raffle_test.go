@@ -164,8 +164,8 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 	}
 }
 
-// crashBeforeCommit saves the draw, then fails as a process killed before its commit would:
-// the transaction rolls back.
+// crashBeforeCommit fails where the draw's result would be written, as a process killed
+// between the selection and the commit would.
 type crashBeforeCommit struct {
 	ports.RaffleRepository
 	crashes atomic.Int32
@@ -173,17 +173,14 @@ type crashBeforeCommit struct {
 
 var errCrash = errors.New("crashed between the draw's selection and its commit")
 
-func (c *crashBeforeCommit) SaveDrawn(ctx context.Context, r *raffle.Raffle) error {
-	if err := c.RaffleRepository.SaveDrawn(ctx, r); err != nil {
-		return err
-	}
+func (c *crashBeforeCommit) SaveDrawn(context.Context, *raffle.Raffle) error {
 	c.crashes.Add(1)
 	return errCrash
 }
 
 // TestDraw_CrashBeforeCommitLeavesItDrawableOnce: a draw that dies after selecting the winners
-// and before committing leaves the raffle OPEN with its seed unshown; the next instance draws it,
-// with the same seed, and nobody draws it again.
+// and before committing leaves the raffle shown OPEN, its seed unshown and entries refused; the
+// next instance draws it, with the same seed, and nobody draws it again.
 func TestDraw_CrashBeforeCommitLeavesItDrawableOnce(t *testing.T) {
 	f := newFixture()
 	crashing := &crashBeforeCommit{}
@@ -206,6 +203,9 @@ func TestDraw_CrashBeforeCommitLeavesItDrawableOnce(t *testing.T) {
 	after, err := survivor.Get(context.Background(), v.ID)
 	if err != nil || after.Status != "OPEN" || after.Seed != nil {
 		t.Fatalf("after the crash: %+v, %v", after, err)
+	}
+	if _, _, err := survivor.Enter(context.Background(), v.ID, "late"); !errors.Is(err, raffle.ErrClosed) {
+		t.Fatalf("an entry after the crashed draw: %v", err)
 	}
 	if drawn, err := survivor.DrawDue(context.Background()); err != nil || drawn != 1 {
 		t.Fatalf("the next draw: %d drawn, %v", drawn, err)

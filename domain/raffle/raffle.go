@@ -24,6 +24,9 @@ type Status string
 const (
 	// StatusOpen takes entries until closesAt; the draw has not run.
 	StatusOpen Status = "OPEN"
+	// StatusClosing takes no entries: they are fixed, and the draw is under way. Clients see
+	// OPEN until it is DRAWN.
+	StatusClosing Status = "CLOSING"
 	// StatusDrawn is final: the winners are fixed and the seed is published.
 	StatusDrawn Status = "DRAWN"
 )
@@ -107,13 +110,26 @@ func (r *Raffle) CheckEntry(now time.Time) error {
 	return nil
 }
 
-// Due reports whether the draw should run at now: open, and closesAt has come.
-func (r *Raffle) Due(now time.Time) bool { return r.status == StatusOpen && !now.Before(r.closesAt) }
+// Due reports whether the draw should run at now: open and closesAt has come, or closing.
+func (r *Raffle) Due(now time.Time) bool {
+	return r.status == StatusClosing || (r.status == StatusOpen && !now.Before(r.closesAt))
+}
 
-// Draw runs the draw over the users who entered: the winners smallest tickets win. It marks the
-// raffle DRAWN and returns the winners in draw order; a raffle not due is left as it was.
-func (r *Raffle) Draw(userIDs []string, now time.Time) ([]draw.Entrant, error) {
+// Close ends the entries of a raffle whose closesAt has come, so that its entrants are fixed
+// for the draw; a raffle closing already stays so. Any other raffle is ErrNotDue.
+func (r *Raffle) Close(now time.Time) error {
 	if !r.Due(now) {
+		return ErrNotDue
+	}
+	r.status = StatusClosing
+	return nil
+}
+
+// Draw runs the draw of a closing raffle over the users who entered: the winners smallest
+// tickets win. It marks the raffle DRAWN and returns the winners in draw order; a raffle not
+// closing is ErrNotDue and left as it was.
+func (r *Raffle) Draw(userIDs []string, now time.Time) ([]draw.Entrant, error) {
+	if r.status != StatusClosing {
 		return nil, ErrNotDue
 	}
 	order := draw.Order(r.seed, userIDs)
@@ -130,8 +146,8 @@ func (r *Raffle) Draw(userIDs []string, now time.Time) ([]draw.Entrant, error) {
 // entry use case answers it with the stored entry.
 var ErrAlreadyEntered = errors.New("raffle: the user has entered already")
 
-// ErrNotDue is a draw asked of a raffle that is drawn already or still before closesAt; only
-// the draw worker meets it, and it skips the raffle.
+// ErrNotDue is a close or a draw asked of a raffle that is drawn already, still before closesAt
+// (close), or not closed (draw); only the draw worker meets it, and it skips the raffle.
 var ErrNotDue = errors.New("raffle: drawn already or not closed yet")
 
 // Outcome is a user's standing in the raffle.

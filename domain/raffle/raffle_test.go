@@ -51,7 +51,10 @@ func TestRaffle_EntriesUntilCloseThenOneDraw(t *testing.T) {
 	if err := r.CheckEntry(r.ClosesAt()); !errors.Is(err, raffle.ErrClosed) {
 		t.Fatalf("at closesAt: %v", err)
 	}
-	if _, err := r.Draw([]string{"a"}, now); !errors.Is(err, raffle.ErrNotDue) {
+	if err := r.Close(now); !errors.Is(err, raffle.ErrNotDue) {
+		t.Fatalf("close before closesAt: %v", err)
+	}
+	if _, err := r.Draw([]string{"a"}, r.ClosesAt()); !errors.Is(err, raffle.ErrNotDue) {
 		t.Fatalf("draw before the close: %v", err)
 	}
 	if _, ok := r.PublishedSeed(); ok {
@@ -64,6 +67,12 @@ func TestRaffle_EntriesUntilCloseThenOneDraw(t *testing.T) {
 	users := make([]string, 7)
 	for i := range users {
 		users[i] = fmt.Sprint("user-", i)
+	}
+	if err := r.Close(r.ClosesAt()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := r.CheckEntry(now); !errors.Is(err, raffle.ErrClosed) {
+		t.Fatalf("an entry into a closing raffle: %v", err)
 	}
 	won, err := r.Draw(users, r.ClosesAt())
 	if err != nil || len(won) != 2 {
@@ -84,6 +93,9 @@ func TestRaffle_EntriesUntilCloseThenOneDraw(t *testing.T) {
 	}
 	if _, err := r.Draw(users, r.ClosesAt()); !errors.Is(err, raffle.ErrNotDue) {
 		t.Fatalf("second draw: %v", err)
+	}
+	if err := r.Close(r.ClosesAt()); !errors.Is(err, raffle.ErrNotDue) {
+		t.Fatalf("closing a drawn raffle: %v", err)
 	}
 }
 

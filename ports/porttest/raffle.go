@@ -23,14 +23,15 @@ type RaffleBackend struct {
 // entries all or none, refuses an existing pair as raffle.ErrAlreadyEntered (also to the losers
 // of a race) and an unknown raffle as raffle.ErrNotFound; Existing finds exactly the entrants
 // among the ids asked; a draw's lock
-// waits for an entry holding the raffle, so the draw sees that entry; SaveDrawn writes over an
-// OPEN raffle only, so of two racing draws one writes; Due and ForProduct find what they say.
+// waits for an entry holding the raffle, so the draw sees that entry; SaveClosing writes over an
+// OPEN raffle only and SaveDrawn over a CLOSING one, so of racing draws one writes; UserIDs pages
+// through the entrants in id order; Due and ForProduct find what they say.
 func TestRaffleRepositories(t *testing.T, open func(t *testing.T) RaffleBackend, caps Capabilities) {
 	run(t, open, caps, []testCase[RaffleBackend]{
 		{"Raffle/CreateThenGetRoundTripsTheSeed", testRaffleRoundTrip},
 		{"Raffle/UnknownIDIsNotFound", testRaffleUnknown},
 		{"Raffle/LocksOutsideTxFail", testRaffleLocksOutsideTx},
-		{"Raffle/SaveDrawnWritesOverOpenOnly", testRaffleSaveDrawnOnce},
+		{"Raffle/SavesWriteOverTheStatusBeforeOnly", testRaffleSaveDrawnOnce},
 		{"Raffle/RacingDrawsOneWrites", testRaffleRacingDraws},
 		{"Raffle/DueListsOpenRafflesPastClose", testRaffleDue},
 		{"Raffle/ForProductFindsItsRaffles", testRaffleForProduct},
@@ -91,22 +92,34 @@ func testRaffleLocksOutsideTx(t *testing.T, e env[RaffleBackend]) {
 	}
 }
 
-// drawStored runs a draw of the stored raffle as the use case does, at its closesAt.
+// drawStored runs a draw of the stored raffle as the use case does, at its closesAt: close it
+// under its row lock, read its entrants, write the result.
 func drawStored(ctx context.Context, b RaffleBackend, id string) error {
-	return b.Tx.InTx(ctx, func(ctx context.Context) error {
-		r, err := b.Raffles.GetForDraw(ctx, id)
-		if err != nil {
+	var r *raffle.Raffle
+	err := b.Tx.InTx(ctx, func(ctx context.Context) error {
+		var err error
+		if r, err = b.Raffles.GetForDraw(ctx, id); err != nil {
 			return err
 		}
-		users, err := b.Entries.UserIDs(ctx, id)
-		if err != nil {
+		if r.Status() != raffle.StatusOpen {
+			return r.Close(r.ClosesAt())
+		}
+		if err := r.Close(r.ClosesAt()); err != nil {
 			return err
 		}
-		if _, err := r.Draw(users, r.ClosesAt()); err != nil {
-			return err
-		}
-		return b.Raffles.SaveDrawn(ctx, r)
+		return b.Raffles.SaveClosing(ctx, r)
 	})
+	if err != nil {
+		return err
+	}
+	users, err := b.Entries.UserIDs(ctx, id, "", 1000000)
+	if err != nil {
+		return err
+	}
+	if _, err := r.Draw(users, r.ClosesAt()); err != nil {
+		return err
+	}
+	return b.Raffles.SaveDrawn(ctx, r)
 }
 
 func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
@@ -116,14 +129,17 @@ func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
 	for _, u := range users {
 		must(t, e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: u, EnteredAt: now()}), "add entry")
 	}
-	// A draw computed from a stale read must not overwrite the first one.
+	// A draw of a raffle not closed, or computed from a stale read, must not write.
 	stale, err := e.impl.Raffles.Get(ctx, r.ID())
 	must(t, err, "get")
-	must(t, drawStored(ctx, e.impl, r.ID()), "draw")
+	must(t, stale.Close(stale.ClosesAt()), "close the copy")
 	if _, err := stale.Draw(users[:1], stale.ClosesAt()); err != nil {
 		t.Fatalf("stale draw: %v", err)
 	}
-	expectIs(t, e.impl.Raffles.SaveDrawn(ctx, stale), raffle.ErrNotDue, "second SaveDrawn")
+	expectIs(t, e.impl.Raffles.SaveDrawn(ctx, stale), raffle.ErrNotDue, "SaveDrawn over an OPEN raffle")
+	must(t, drawStored(ctx, e.impl, r.ID()), "draw")
+	expectIs(t, e.impl.Raffles.SaveDrawn(ctx, stale), raffle.ErrNotDue, "SaveDrawn over a DRAWN raffle")
+	expectIs(t, e.impl.Raffles.SaveClosing(ctx, stale), raffle.ErrNotDue, "SaveClosing over a DRAWN raffle")
 
 	got, err := e.impl.Raffles.Get(ctx, r.ID())
 	must(t, err, "get drawn")
@@ -148,12 +164,16 @@ func testRaffleDue(t *testing.T, e env[RaffleBackend]) {
 	later := newStoredRaffle(t, e.impl, 1, at.Add(time.Minute), "")
 	drawn := newStoredRaffle(t, e.impl, 1, at, "")
 	must(t, drawStored(ctx, e.impl, drawn.ID()), "draw")
+	closing := newStoredRaffle(t, e.impl, 1, at.Add(time.Hour), "")
+	must(t, closing.Close(closing.ClosesAt()), "close")
+	must(t, e.impl.Raffles.SaveClosing(ctx, closing), "save closing")
 
 	ids, err := e.impl.Raffles.Due(ctx, at, 100000)
 	must(t, err, "due")
 	expectEqual(t, slices.Contains(ids, due.ID()), true, "the raffle at its closesAt is due")
 	expectEqual(t, slices.Contains(ids, later.ID()), false, "a raffle closing later is due")
 	expectEqual(t, slices.Contains(ids, drawn.ID()), false, "a drawn raffle is due")
+	expectEqual(t, slices.Contains(ids, closing.ID()), true, "a closing raffle is due")
 	one, err := e.impl.Raffles.Due(ctx, at, 1)
 	must(t, err, "due, limit 1")
 	expectEqual(t, len(one), 1, "due with limit 1")
@@ -202,12 +222,20 @@ func testEntryAddOnce(t *testing.T, e env[RaffleBackend]) {
 	n, err := e.impl.Entries.Count(ctx, r.ID())
 	must(t, err, "count")
 	expectEqual(t, n, 2, "count")
-	users, err := e.impl.Entries.UserIDs(ctx, r.ID())
-	must(t, err, "user ids")
-	slices.Sort(users)
 	want := []string{first.UserID, second.UserID}
 	slices.Sort(want)
-	expectEqual(t, slices.Equal(users, want), true, "user ids")
+	users, err := e.impl.Entries.UserIDs(ctx, r.ID(), "", 10)
+	must(t, err, "user ids")
+	expectEqual(t, slices.Equal(users, want), true, "user ids in order")
+	page, err := e.impl.Entries.UserIDs(ctx, r.ID(), "", 1)
+	must(t, err, "first page")
+	expectEqual(t, slices.Equal(page, want[:1]), true, "first page")
+	page, err = e.impl.Entries.UserIDs(ctx, r.ID(), page[0], 1)
+	must(t, err, "second page")
+	expectEqual(t, slices.Equal(page, want[1:]), true, "second page")
+	page, err = e.impl.Entries.UserIDs(ctx, r.ID(), want[1], 1)
+	must(t, err, "past the last")
+	expectEqual(t, len(page), 0, "past the last")
 }
 
 func testEntryAddWithExistingPair(t *testing.T, e env[RaffleBackend]) {

@@ -167,7 +167,7 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// crashingDraws stores a draw and then fails before the commit, as an instance killed between
+// crashingDraws fails where the draw's result would be written, as an instance killed between
 // the draw's selection and its commit would, for its first limit draws.
 type crashingDraws struct {
 	ports.RaffleRepository
@@ -176,18 +176,15 @@ type crashingDraws struct {
 }
 
 func (c *crashingDraws) SaveDrawn(ctx context.Context, r *raffle.Raffle) error {
-	if err := c.RaffleRepository.SaveDrawn(ctx, r); err != nil {
-		return err
-	}
 	if c.crashes.Add(1) <= c.limit {
 		return errors.New("e2e: crashed between the draw's selection and its commit")
 	}
-	return nil
+	return c.RaffleRepository.SaveDrawn(ctx, r)
 }
 
 // TestRaffle_DrawDyingBeforeCommitCompletesOnce: a draw that dies after selecting the winners
-// leaves the raffle OPEN, its seed unpublished; the worker's next round draws it, once, with the
-// seed committed to at creation.
+// leaves the raffle shown OPEN, its seed unpublished and entries refused; the worker's next
+// round draws it, once, with the seed committed to at creation.
 func TestRaffle_DrawDyingBeforeCommitCompletesOnce(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
@@ -222,6 +219,7 @@ func TestRaffle_DrawDyingBeforeCommitCompletesOnce(t *testing.T) {
 			if open := s.do("GET", "/raffles/"+id, s.token("ann"), ""); open.str("status") == "DRAWN" && crashing.crashes.Load() <= crashing.limit {
 				t.Fatalf("a draw that died is published: %s", open.raw)
 			}
+			assertError(t, s.do("POST", "/raffles/"+id+"/entries", s.token("dan"), ""), http.StatusConflict, "RAFFLE_CLOSED")
 			var drawn response
 			eventually(t, 200*drawInterval, "the draw after the crashes", func() bool {
 				drawn = s.do("GET", "/raffles/"+id, s.token("ann"), "")

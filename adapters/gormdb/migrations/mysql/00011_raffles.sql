@@ -11,7 +11,7 @@ CREATE TABLE raffles (
     closes_at     datetime(6) NOT NULL,
     product_id    varchar(36) COLLATE utf8mb4_bin NULL,
     seed          binary(32) NOT NULL,
-    status        varchar(8) NOT NULL,
+    status        varchar(8) NOT NULL, -- OPEN, CLOSING (entries fixed, draw under way), DRAWN
     entries       int NOT NULL DEFAULT 0,
     cutoff_ticket char(64) COLLATE utf8mb4_bin NULL,
     drawn_at      datetime(6) NULL,
@@ -20,7 +20,7 @@ CREATE TABLE raffles (
     KEY raffles_by_status_closes_at (status, closes_at),
     -- Serves the purchase permission: the raffles of a product.
     KEY raffles_by_product (product_id),
-    CONSTRAINT raffles_status CHECK (status IN ('OPEN', 'DRAWN')),
+    CONSTRAINT raffles_status CHECK (status IN ('OPEN', 'CLOSING', 'DRAWN')),
     CONSTRAINT raffles_winners CHECK (winners >= 1),
     CONSTRAINT raffles_drawn_at CHECK ((status = 'DRAWN') = (drawn_at IS NOT NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;

@@ -10,12 +10,12 @@ CREATE TABLE raffles (
     closes_at     timestamptz(6) NOT NULL,
     product_id    varchar(36) COLLATE "C",
     seed          bytea NOT NULL,
-    status        varchar(8) NOT NULL,
+    status        varchar(8) NOT NULL, -- OPEN, CLOSING (entries fixed, draw under way), DRAWN
     entries       integer NOT NULL DEFAULT 0,
     cutoff_ticket char(64) COLLATE "C",
     drawn_at      timestamptz(6),
     created_at    timestamptz(6) NOT NULL,
-    CONSTRAINT raffles_status CHECK (status IN ('OPEN', 'DRAWN')),
+    CONSTRAINT raffles_status CHECK (status IN ('OPEN', 'CLOSING', 'DRAWN')),
     CONSTRAINT raffles_winners CHECK (winners >= 1),
     CONSTRAINT raffles_seed_size CHECK (octet_length(seed) = 32),
     CONSTRAINT raffles_drawn_at CHECK ((status = 'DRAWN') = (drawn_at IS NOT NULL))
