@@ -28,7 +28,7 @@ import (
 const (
 	// raffleMinEntryRate sizes the entry window: the raffle closes users ÷ this seconds after
 	// it is created (raffleMinWindow at least), so the run ends before it.
-	raffleMinEntryRate = 500
+	raffleMinEntryRate = 1000
 	raffleMinWindow    = 15 * time.Second
 	// raffleLateUsers try to enter after the close.
 	raffleLateUsers = 64
