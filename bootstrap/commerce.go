@@ -92,7 +92,7 @@ func provideCatalogService(stores ports.CommerceStores, clock ports.Clock, ids p
 }
 
 func provideOrderService(tx ports.TxRunner, stores ports.CommerceStores, g *guard.Guard, clock ports.Clock,
-	ids ports.IDGenerator) *order.Service {
+	ids ports.IDGenerator, permissions ports.PurchasePermissions) *order.Service {
 	return order.NewService(order.Deps{
 		Tx:          tx,
 		Products:    stores.Products,
@@ -102,5 +102,6 @@ func provideOrderService(tx ports.TxRunner, stores ports.CommerceStores, g *guar
 		Guard:       g,
 		Clock:       clock,
 		IDs:         ids,
+		Permissions: permissions,
 	})
 }

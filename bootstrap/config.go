@@ -37,6 +37,7 @@ type Config struct {
 	Upload   UploadConfig
 	Queue    QueueConfig
 	Tracing  TracingConfig
+	Raffle   RaffleConfig
 }
 
 // settingsGroup is what every group of Config does.

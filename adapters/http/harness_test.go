@@ -24,7 +24,9 @@ import (
 	"go.uber.org/fx"
 
 	rhttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/telemetry"
+	appraffle "github.com/rushgate/rushgate/application/raffle"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
@@ -45,6 +47,8 @@ type harnessConfig struct {
 	// role is the instance's push role (bootstrap.RoleAll when empty); a split role needs no
 	// Redis here, since nothing starts.
 	role string
+	// clock replaces the wall clock when set.
+	clock *memory.Clock
 }
 
 // harness is the router of the server's own fx modules (bootstrap.Modules) on fresh in-memory
@@ -60,6 +64,8 @@ type harness struct {
 	locker   ports.Locker
 	registry *prometheus.Registry
 	logs     *syncBuffer
+	// raffles runs the draws a started server's worker would.
+	raffles *appraffle.Service
 }
 
 func newHarness(t *testing.T, cfg harnessConfig) *harness {
@@ -92,7 +98,10 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 			stores.Crews = h.crews
 			return stores
 		}),
-		fx.Populate(&h.router, &h.registry, &coordination),
+		fx.Populate(&h.router, &h.registry, &coordination, &h.raffles),
+	}
+	if cfg.clock != nil {
+		options = append(options, fx.Decorate(func(ports.Clock) ports.Clock { return cfg.clock }))
 	}
 	if cfg.readiness != nil {
 		options = append(options, fx.Decorate(fx.Annotate(

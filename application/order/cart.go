@@ -36,7 +36,8 @@ type CartItemView struct {
 // or adds one, and checks that the stock covers the line's new quantity. Fails with
 // catalog.ErrProductNotFound, catalog.InsufficientStock, or VALIDATION_FAILED for a quantity
 // outside 1..order.MaxLineQuantity (also as the line's total) or a cart already holding
-// order.MaxCartLines products.
+// order.MaxCartLines products, or with the purchase permissions' refusal of the line's new
+// quantity (a raffle's prize: RAFFLE_NOT_WON, or more than one unit for its winner).
 func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItemView, error) {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return CartItemView{}, err
@@ -69,6 +70,9 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 			return fmt.Errorf("read cart: %w", err)
 		}
 		if item, err = cart.Add(lines, s.ids.NewID(), product, stock, cmd.Quantity, now); err != nil {
+			return err
+		}
+		if err := s.checkPurchase(ctx, cmd.UserID, cmd.ProductID, item.Quantity()); err != nil {
 			return err
 		}
 		return s.carts.PutItem(ctx, item)

@@ -21,6 +21,9 @@ type Deps struct {
 	Guard       *guard.Guard
 	Clock       ports.Clock
 	IDs         ports.IDGenerator
+	// Permissions decides who may buy a restricted product (a raffle's prize); nil restricts
+	// none.
+	Permissions ports.PurchasePermissions
 }
 
 // Service runs the cart and order use cases.
@@ -33,12 +36,13 @@ type Service struct {
 	guard       *guard.Guard
 	clock       ports.Clock
 	ids         ports.IDGenerator
+	permissions ports.PurchasePermissions
 }
 
 // NewService wires the cart and order use cases to their ports.
 func NewService(d Deps) *Service {
 	return &Service{tx: d.Tx, products: d.Products, carts: d.Carts, orders: d.Orders, userCoupons: d.UserCoupons,
-		guard: d.Guard, clock: d.Clock, ids: d.IDs}
+		guard: d.Guard, clock: d.Clock, ids: d.IDs, permissions: d.Permissions}
 }
 
 // ItemView is one order line: the product's name and unit price when the order was placed.
@@ -92,8 +96,8 @@ type PlaceCommand struct {
 // row lock: read the lines with their current prices and stock, check every line's stock and the
 // coupon, insert the order with its items, empty the cart. Of concurrent orders of one cart one
 // takes its lines and the others find it empty. Fails with order.ErrEmptyCart,
-// catalog.InsufficientStock naming the product, coupon.ErrInvalid, commerce.ErrAmountOverflow,
-// or, with an IdempotencyKey, the guard's errors.
+// catalog.InsufficientStock naming the product, the purchase permissions' refusal of a line,
+// coupon.ErrInvalid, commerce.ErrAmountOverflow, or, with an IdempotencyKey, the guard's errors.
 func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[View], error) {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return guard.Result[View]{}, err
@@ -135,6 +139,11 @@ func (s *Service) place(ctx context.Context, cmd PlaceCommand) (View, error) {
 		if err != nil {
 			return fmt.Errorf("read cart: %w", err)
 		}
+		for _, l := range lines {
+			if err := s.checkPurchase(ctx, cmd.UserID, l.ProductID(), l.Quantity()); err != nil {
+				return err
+			}
+		}
 		now := s.clock.Now()
 		var discount order.Discount
 		if cmd.CouponID != nil && len(lines) > 0 {
@@ -157,6 +166,15 @@ func (s *Service) place(ctx context.Context, cmd PlaceCommand) (View, error) {
 		return View{}, err
 	}
 	return viewOf(placed), nil
+}
+
+// checkPurchase asks the purchase permissions whether userID may hold quantity units of
+// productID.
+func (s *Service) checkPurchase(ctx context.Context, userID, productID string, quantity int) error {
+	if s.permissions == nil {
+		return nil
+	}
+	return s.permissions.CheckPurchase(ctx, userID, productID, quantity)
 }
 
 // discount is the coupon's terms when the user holds it AVAILABLE and unexpired at now, or

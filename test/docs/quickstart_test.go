@@ -24,7 +24,7 @@ const quickstartFence = "```sh quickstart"
 
 // quickstartFlows is how many flows the README's quickstart walks; a block lost in an edit
 // fails the test instead of passing by running less.
-const quickstartFlows = 7
+const quickstartFlows = 8
 
 // quickstartBlock is one fenced block to run, with the heading it sits under.
 type quickstartBlock struct {

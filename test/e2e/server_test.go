@@ -240,6 +240,14 @@ func (r response) hasNums(want map[string]int) error {
 	return nil
 }
 
+// hasStatus is nil when the answer's "status" field is want: a check for testkit.Eventually.
+func (r response) hasStatus(want string) error {
+	if got := r.str("status"); got != want {
+		return fmt.Errorf("status %q, want %q, in %d %s", got, want, r.status, r.raw)
+	}
+	return nil
+}
+
 // do sends one request; headers are name, value pairs.
 func (s *server) do(method, path, token, body string, headers ...string) response {
 	s.t.Helper()

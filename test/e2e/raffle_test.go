@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/domain/raffle"
+	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
+)
+
+// TestRaffle_StampedeDrawAndPurchase: on every backend, two instances (one on memory, which
+// cannot share) take a stampede of entries with duplicates, refuse every entry after closesAt,
+// both run the draw worker and the raffle is drawn once with exactly `winners` winners whose
+// tickets anyone can recompute from the published seed; then only a winner may buy the
+// raffle's product, one unit.
+func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			if b.provision != nil {
+				b.databaseURL, b.redisURL = b.provision(t)
+				b.provision = nil
+			}
+			clock := &shiftedClock{}
+			const drawInterval = 50 * time.Millisecond
+			fastDraws := func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval }
+			first := startServerOnClock(t, b, clock, fastDraws)
+			instances := []*server{first}
+			if b.databaseURL != "" {
+				instances = append(instances, startServerOnClock(t, b, clock, fastDraws))
+			}
+			admin := first.adminToken()
+
+			product := first.do("POST", "/admin/products", admin, `{"name":"sneaker","price":100,"stock":50}`)
+			if product.status != http.StatusCreated {
+				t.Fatalf("product: %d %s", product.status, product.raw)
+			}
+			productID := product.str("id")
+			// The bystander's cart took the product before the raffle restricted it.
+			addToCart := func(s *server, user string, quantity int) response {
+				return s.do("POST", "/api/cart/items", s.token(user), fmt.Sprintf(`{"productId":%q,"quantity":%d}`, productID, quantity))
+			}
+			if res := addToCart(first, "bystander", 1); res.status != http.StatusCreated {
+				t.Fatalf("bystander's cart: %d %s", res.status, res.raw)
+			}
+
+			const users, winners = 120, 5
+			closesAt := clock.Now().Add(time.Hour)
+			created := first.do("POST", "/admin/raffles", admin, fmt.Sprintf(`{"name":"drop","winners":%d,"closesAt":%q,"productId":%q}`,
+				winners, closesAt.Format(time.RFC3339Nano), productID))
+			if created.status != http.StatusCreated || created.str("status") != "OPEN" || created.str("seedHash") == "" {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			raffleID := created.str("id")
+			enter := func(s *server, user string) response {
+				return s.do("POST", "/raffles/"+raffleID+"/entries", s.token(user), "")
+			}
+
+			var (
+				mu       sync.Mutex
+				statuses = map[string][]int{}
+			)
+			// Each user enters twice, through different instances.
+			testkit.StartTogether(2*users, func(i int) {
+				u, try := i/2, i%2
+				user := fmt.Sprintf("entrant-%03d", u)
+				res := enter(instances[(u+try)%len(instances)], user)
+				mu.Lock()
+				defer mu.Unlock()
+				statuses[user] = append(statuses[user], res.status)
+			})
+			for user, got := range statuses {
+				if len(got) != 2 || got[0]+got[1] != http.StatusCreated+http.StatusOK {
+					t.Errorf("%s: answers %v, want one 201 and one 200", user, got)
+				}
+			}
+
+			clock.advanceTo(closesAt)
+			testkit.StartTogether(20, func(u int) {
+				res := enter(instances[u%len(instances)], fmt.Sprint("late-", u))
+				if res.status != http.StatusConflict || res.str("error") != "RAFFLE_CLOSED" {
+					t.Errorf("late entry: %d %s", res.status, res.raw)
+				}
+			})
+
+			// The draw worker's first round past closesAt draws; 200 rounds allow for a loaded machine.
+			var drawn response
+			testkit.Eventually(t, 200*drawInterval, "the draw", func() error {
+				drawn = first.do("GET", "/raffles/"+raffleID, admin, "")
+				return drawn.hasStatus("DRAWN")
+			})
+			if drawn.num("entries") != users || drawn.str("seedHash") != created.str("seedHash") {
+				t.Fatalf("drawn: %s", drawn.raw)
+			}
+			seed, err := hex.DecodeString(drawn.str("seed"))
+			if err != nil || len(seed) != 32 || sha256Hex(seed) != drawn.str("seedHash") {
+				t.Fatalf("the published seed %q does not match the commitment: %v", drawn.str("seed"), err)
+			}
+			if first.db != nil {
+				var rows, distinct int
+				q := first.query("SELECT COUNT(*), COUNT(DISTINCT user_id) FROM raffle_entries WHERE raffle_id = ?")
+				if err := first.db.QueryRow(q, raffleID).Scan(&rows, &distinct); err != nil {
+					t.Fatal(err)
+				}
+				if rows != users || distinct != users {
+					t.Fatalf("stored %d entries of %d users, want %d", rows, distinct, users)
+				}
+			}
+
+			var winnersFound, losers []string
+			for u := range users {
+				user := fmt.Sprintf("entrant-%03d", u)
+				standing := instances[u%len(instances)].do("GET", "/raffles/"+raffleID+"/entries/me", first.token(user), "")
+				ticket := sha256Hex(append(append([]byte{}, seed...), ":"+user...))
+				if standing.status != http.StatusOK || standing.str("ticket") != ticket {
+					t.Fatalf("%s: %d %s, recomputed ticket %s", user, standing.status, standing.raw, ticket)
+				}
+				wantWon := ticket <= drawn.str("cutoffTicket")
+				if (standing.str("status") == "won") != wantWon {
+					t.Fatalf("%s: %s, but ticket ≤ cutoff is %v", user, standing.raw, wantWon)
+				}
+				if wantWon {
+					winnersFound = append(winnersFound, user)
+				} else {
+					losers = append(losers, user)
+				}
+			}
+			if len(winnersFound) != winners {
+				t.Fatalf("%d winners, want %d", len(winnersFound), winners)
+			}
+			assertError(t, first.do("GET", "/raffles/"+raffleID+"/entries/me", first.token("late-0"), ""), http.StatusNotFound, "NOT_ENTERED")
+
+			assertError(t, addToCart(first, losers[0], 1), http.StatusForbidden, "RAFFLE_NOT_WON")
+			assertError(t, first.do("POST", "/api/orders", first.token("bystander"), ""), http.StatusForbidden, "RAFFLE_NOT_WON")
+			winner := winnersFound[0]
+			assertError(t, addToCart(first, winner, 2), http.StatusBadRequest, "VALIDATION_FAILED")
+			if res := addToCart(first, winner, 1); res.status != http.StatusCreated {
+				t.Fatalf("winner's cart: %d %s", res.status, res.raw)
+			}
+			if res := first.do("POST", "/api/orders", first.token(winner), ""); res.status != http.StatusCreated {
+				t.Fatalf("winner's order: %d %s", res.status, res.raw)
+			}
+		})
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// crashingDraws fails where the draw's result would be written, as an instance killed between
+// the draw's selection and its commit would, for its first limit draws.
+type crashingDraws struct {
+	ports.RaffleRepository
+	crashes atomic.Int32
+	limit   int32
+}
+
+func (c *crashingDraws) SaveDrawn(ctx context.Context, r *raffle.Raffle) error {
+	if c.crashes.Add(1) <= c.limit {
+		return errors.New("e2e: crashed between the draw's selection and its commit")
+	}
+	return c.RaffleRepository.SaveDrawn(ctx, r)
+}
+
+// TestRaffle_DrawDyingBeforeCommitCompletesOnce: a draw that dies after selecting the winners
+// leaves the raffle shown OPEN, its seed unpublished and entries refused; the worker's next
+// round draws it, once, with the seed committed to at creation.
+func TestRaffle_DrawDyingBeforeCommitCompletesOnce(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &shiftedClock{}
+			const drawInterval = 50 * time.Millisecond
+			crashing := &crashingDraws{limit: 2}
+			s := startServerWith(t, b, fx.Options(
+				fx.Decorate(func(ports.Clock) ports.Clock { return clock }),
+				fx.Decorate(func(stores ports.RaffleStores) ports.RaffleStores {
+					crashing.RaffleRepository = stores.Raffles
+					stores.Raffles = crashing
+					return stores
+				}),
+			), func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval })
+
+			closesAt := clock.Now().Add(time.Hour)
+			created := s.do("POST", "/admin/raffles", s.adminToken(), fmt.Sprintf(`{"name":"drop","winners":2,"closesAt":%q}`,
+				closesAt.Format(time.RFC3339Nano)))
+			if created.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			id := created.str("id")
+			for _, user := range []string{"ann", "bob", "cat"} {
+				if res := s.do("POST", "/raffles/"+id+"/entries", s.token(user), ""); res.status != http.StatusCreated {
+					t.Fatalf("%s: %d %s", user, res.status, res.raw)
+				}
+			}
+
+			clock.advanceTo(closesAt)
+			testkit.Eventually(t, 200*drawInterval, "the first draw to die", func() error {
+				if crashing.crashes.Load() < 1 {
+					return errors.New("no draw has died yet")
+				}
+				return nil
+			})
+			if open := s.do("GET", "/raffles/"+id, s.token("ann"), ""); open.str("status") == "DRAWN" && crashing.crashes.Load() <= crashing.limit {
+				t.Fatalf("a draw that died is published: %s", open.raw)
+			}
+			assertError(t, s.do("POST", "/raffles/"+id+"/entries", s.token("dan"), ""), http.StatusConflict, "RAFFLE_CLOSED")
+			var drawn response
+			testkit.Eventually(t, 200*drawInterval, "the draw after the crashes", func() error {
+				drawn = s.do("GET", "/raffles/"+id, s.token("ann"), "")
+				return drawn.hasStatus("DRAWN")
+			})
+			if crashing.crashes.Load() != crashing.limit+1 {
+				t.Fatalf("%d draws reached the commit, want %d crashed and one committed", crashing.crashes.Load(), crashing.limit+1)
+			}
+			seed, err := hex.DecodeString(drawn.str("seed"))
+			if err != nil || sha256Hex(seed) != created.str("seedHash") || drawn.num("entries") != 3 {
+				t.Fatalf("drawn: %s (committed to %s)", drawn.raw, created.str("seedHash"))
+			}
+			won := 0
+			for _, user := range []string{"ann", "bob", "cat"} {
+				if s.do("GET", "/raffles/"+id+"/entries/me", s.token(user), "").str("status") == "won" {
+					won++
+				}
+			}
+			if won != 2 {
+				t.Fatalf("%d won, want 2", won)
+			}
+		})
+	}
+}
