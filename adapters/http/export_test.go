@@ -24,5 +24,5 @@ func CodesWithOwnStatus() []string {
 type (
 	CrewJSON       = crewJSON
 	JoinJSON       = joinJSON
-	MemberPageJSON = memberPageJSON
+	MemberPageJSON = pageJSON[memberJSON]
 )

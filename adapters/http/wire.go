@@ -15,3 +15,14 @@ func wireEach[T, W any](items []T, wire func(T) W) []W {
 	}
 	return out
 }
+
+// pageJSON is one page of a list: its items and the cursor of the next page (null on the last).
+type pageJSON[W any] struct {
+	Items      []W     `json:"items"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// wirePage is the page of items, each mapped with wire.
+func wirePage[T, W any](items []T, nextCursor *string, wire func(T) W) pageJSON[W] {
+	return pageJSON[W]{Items: wireEach(items, wire), NextCursor: nextCursor}
+}

@@ -24,13 +24,8 @@ type memberJSON struct {
 
 func wireMember(v appcrew.MemberView) memberJSON { return memberJSON(v) }
 
-type memberPageJSON struct {
-	Items      []memberJSON `json:"items"`
-	NextCursor *string      `json:"nextCursor"`
-}
-
-func wireMemberPage(p appcrew.MemberPage) memberPageJSON {
-	return memberPageJSON{Items: wireEach(p.Items, wireMember), NextCursor: p.NextCursor}
+func wireMemberPage(p appcrew.MemberPage) pageJSON[memberJSON] {
+	return wirePage(p.Items, p.NextCursor, wireMember)
 }
 
 type joinJSON struct {

@@ -41,13 +41,8 @@ func wireOutboxMessage(v relay.View) outboxMessageJSON {
 		Payload: v.Payload}
 }
 
-type outboxPageJSON struct {
-	Items      []outboxMessageJSON `json:"items"`
-	NextCursor *string             `json:"nextCursor"`
-}
-
-func wireOutboxPage(p relay.Page) outboxPageJSON {
-	return outboxPageJSON{Items: wireEach(p.Items, wireOutboxMessage), NextCursor: p.NextCursor}
+func wireOutboxPage(p relay.Page) pageJSON[outboxMessageJSON] {
+	return wirePage(p.Items, p.NextCursor, wireOutboxMessage)
 }
 
 type rankedJSON struct {

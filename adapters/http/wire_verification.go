@@ -38,11 +38,6 @@ type verificationJSON struct {
 
 func wireVerification(v verification.View) verificationJSON { return verificationJSON(v) }
 
-type verificationPageJSON struct {
-	Items      []verificationJSON `json:"items"`
-	NextCursor *string            `json:"nextCursor"`
-}
-
-func wireVerificationPage(p verification.VerificationPage) verificationPageJSON {
-	return verificationPageJSON{Items: wireEach(p.Items, wireVerification), NextCursor: p.NextCursor}
+func wireVerificationPage(p verification.VerificationPage) pageJSON[verificationJSON] {
+	return wirePage(p.Items, p.NextCursor, wireVerification)
 }

@@ -59,13 +59,8 @@ type seatJSON struct {
 
 func wireSeat(v appwaiting.SeatView) seatJSON { return seatJSON(v) }
 
-type seatPageJSON struct {
-	Items      []seatJSON `json:"items"`
-	NextCursor *string    `json:"nextCursor"`
-}
-
-func wireSeatPage(p appwaiting.SeatPage) seatPageJSON {
-	return seatPageJSON{Items: wireEach(p.Items, wireSeat), NextCursor: p.NextCursor}
+func wireSeatPage(p appwaiting.SeatPage) pageJSON[seatJSON] {
+	return wirePage(p.Items, p.NextCursor, wireSeat)
 }
 
 type reservationJSON struct {
