@@ -85,8 +85,11 @@ func (s *raffleEntry) prepare(ctx context.Context, e *env) error {
 		ID       string `json:"id"`
 		SeedHash string `json:"seedHash"`
 	}
-	if a.err != nil || a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil {
-		return fmt.Errorf("create raffle: %d %v %s", a.status, a.err, snippet(raw))
+	if a.err != nil {
+		return fmt.Errorf("create raffle: %w", a.err)
+	}
+	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil {
+		return fmt.Errorf("create raffle: POST /admin/raffles answered %d: %s", a.status, snippet(raw))
 	}
 	s.raffleID, s.seedHash = created.ID, created.SeedHash
 	progress(e.stderr, "raffle-entry: raffle %s closes at %s (in %v)\n", s.raffleID, s.closesAt.Format(time.RFC3339), window)
