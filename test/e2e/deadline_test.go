@@ -67,7 +67,10 @@ type guardedFlow struct {
 // known, but each invariant holds).
 func guardedFlows(s *server) ([]guardedFlow, func()) {
 	crewID := s.createCrew(10 * herdSize)
-	const payer = "payer"
+	// The payer is this server's own, as the crew and the coupon are: its lock key
+	// (balance:{userId}) lives on the shared Redis, and another run's charges holding it across
+	// that run's own freeze would make these wait for it before their own timeout starts.
+	payer := s.run + "payer"
 	s.createUser(payer, 0)
 	couponID := s.createCoupon(10 * herdSize)
 	var sent atomic.Int64
