@@ -84,11 +84,16 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 
 			users := make([]string, 4)
 			streams := make([]*sseClient, len(users))
+			var slack time.Duration
 			for i := range users {
 				users[i] = fmt.Sprintf("stall-a%d-%s", i, a.run)
+				opened := time.Now()
 				streams[i] = a.openStream(eventID, users[i])
 				if i < 2 {
 					testkit.Eventually(t, stallSetupWait, users[i]+" admitted", streams[i].isAdmitted)
+				}
+				if i == 0 {
+					slack = admissionSlack(t, opened)
 				}
 			}
 			oldTokens := []string{streams[0].token(), streams[1].token()}
@@ -97,7 +102,7 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 
 			procA.freeze()
 			t.Cleanup(procA.thaw)
-			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick, "A reaped and B's user admitted", func() error {
+			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick+slack, "A reaped and B's user admitted", func() error {
 				return errors.Join(b.queueView(eventID).hasNums(map[string]int{"connections": 1, "waiting": 0, "admitted": 1}), onB.isAdmitted())
 			})
 			before := make([]int, len(streams))
@@ -111,7 +116,7 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			procA.thaw()
 			thawed := time.Now()
 			accounted := make([]time.Duration, len(streams))
-			testkit.Eventually(t, stallTicks*pushTick, "every client of the resumed broker is accounted for", func() error {
+			testkit.Eventually(t, stallTicks*pushTick+slack, "every client of the resumed broker is accounted for", func() error {
 				var silent []string
 				for i, c := range streams {
 					if accounted[i] == 0 && (c.isEnded() || c.received() > before[i]) {
@@ -147,7 +152,7 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			for i := range streams {
 				streams[i] = a.openStream(eventID, users[i])
 			}
-			testkit.Eventually(t, stallTicks*pushTick, "the reconnected clients admitted or told their place", func() error {
+			testkit.Eventually(t, stallTicks*pushTick+slack, "the reconnected clients admitted or told their place", func() error {
 				return errors.Join(streams[0].isAdmitted(), streams[1].isAtRank(0), streams[2].isAtRank(1), streams[3].isAtRank(2))
 			})
 			if streams[0].token() == oldTokens[0] {
@@ -160,7 +165,7 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			}
 			// A's old id beat once more on resuming; once that lapses too it is reaped again,
 			// which must leave the users A now holds under its new id where they are.
-			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick, "A's old id reaped again", func() error {
+			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick+slack, "A's old id reaped again", func() error {
 				if reaped := dispatcher.metric(t, "rushgate_queue_brokers_reaped_total"); reaped <= reaps {
 					return fmt.Errorf("%v brokers reaped", reaped)
 				}
@@ -171,7 +176,7 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			}
 			// Admission goes on: B's user leaves, the next of A's is admitted.
 			onB.close()
-			testkit.Eventually(t, processHeartbeatTimeout+stallTicks*pushTick, users[1]+" admitted", streams[1].isAdmitted)
+			testkit.Eventually(t, processHeartbeatTimeout+stallTicks*pushTick+slack, users[1]+" admitted", streams[1].isAdmitted)
 		})
 	}
 }
@@ -179,6 +184,18 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 // stallSetupWait bounds the steps that set a stall up or check its aftermath (admissions, slots
 // coming back): not what the tests measure, so roomy enough for a runner shared with other jobs.
 const stallSetupWait = 15 * time.Second
+
+// admissionSlack is what the processes themselves take to admit a user on this machine
+// (stream, promotion, routing, token; CPU and scheduling on a loaded runner), measured on a
+// healthy admission whose stream opened at opened: no wait on a stall, so the stall bounds
+// allow it on top of their ticks. Capped at the ticks' own allowance, so a bound stays well
+// short of what a missed reap or takeover would take.
+func admissionSlack(t *testing.T, opened time.Time) time.Duration {
+	took := time.Since(opened)
+	slack := min(took, stallTicks*pushTick)
+	t.Logf("a healthy admission took %v: slack %v on every stall bound", took.Round(time.Millisecond), slack.Round(time.Millisecond))
+	return slack
+}
 
 // TestPush_StalledDispatcherResumesAndAnotherTakesOver: with the only dispatcher frozen
 // (SIGSTOP) nobody is admitted though slots are free; once it resumes (SIGCONT) admission goes
@@ -206,13 +223,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			testkit.Eventually(t, stallSetupWait, "the first wave admitted", func() error {
 				return errors.Join(clients[0].isAdmitted(), clients[1].isAdmitted(), clients[2].isAdmitted())
 			})
-			// The slack: what the processes themselves take for an admission on this machine
-			// (stream, promotion, routing, token; CPU and scheduling on a loaded runner), measured
-			// on the healthy first wave. Capped at the ticks' own allowance, so a bound stays
-			// well short of what a missed takeover would take.
-			slack := min(time.Since(opened), stallTicks*pushTick)
+			slack := admissionSlack(t, opened)
 			open(slots, users)
-			t.Logf("the first wave admitted in %v: slack %v on every bound", time.Since(opened).Round(time.Millisecond), slack.Round(time.Millisecond))
 
 			first.freeze()
 			t.Cleanup(first.thaw)
