@@ -73,9 +73,9 @@ type guardedFlow struct {
 }
 
 // guardedFlows creates a crew, a wallet and a coupon with room for every request the test
-// sends (healthy herds sent again included), and returns the three flows that queue on their keys, and a check that what they
-// stored is consistent (a 503 does not say whether its write committed, so counts are not
-// known, but each invariant holds).
+// sends (healthy herds sent again included), and returns the three flows that queue on their
+// keys, and a check that what they stored is consistent (a 503 does not say whether its write
+// committed, so counts are not known, but each invariant holds).
 func guardedFlows(s *server) ([]guardedFlow, func()) {
 	crewID := s.createCrew(100 * herdSize)
 	// The payer is this server's own, as the crew and the coupon are: its lock key
