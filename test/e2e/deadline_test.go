@@ -42,12 +42,11 @@ func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T
 		db := newDatabase(t)
 		t.Run(db.name, func(t *testing.T) {
 			var cfg bootstrap.Config
-			// The database's production timeout is under test; the shared Redis (its calls and
-			// the lock) keeps testenv's roomy budget, so a slow Redis beside other jobs cannot
-			// answer for it.
-			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)},
+			// The database's production timeout is under test. Redis is private too: on the
+			// shared one, other jobs' load (and their runs' locks on the same keys) would add
+			// waits that are not the database's. The lock keeps testenv's roomy budget.
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: startPrivateRedis(t).url},
 				productionTimeouts, func(c *bootstrap.Config) {
-					c.Redis.Timeout = testenv.DependencyTimeout
 					c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries
 					cfg = *c
 				})
@@ -79,8 +78,8 @@ type guardedFlow struct {
 func guardedFlows(s *server) ([]guardedFlow, func()) {
 	crewID := s.createCrew(100 * herdSize)
 	// The payer is this server's own, as the crew and the coupon are: its lock key
-	// (balance:{userId}) lives on the shared Redis, and another run's charges holding it across
-	// that run's own freeze would make these wait for it before their own timeout starts.
+	// (balance:{userId}) is shared by every server on a Redis, and another run's charges holding
+	// it across that run's own freeze would make these wait for it before their own timeout.
 	payer := s.run + "payer"
 	s.createUser(payer, 0)
 	couponID := s.createCoupon(100 * herdSize)
