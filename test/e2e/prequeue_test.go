@@ -228,3 +228,56 @@ func TestPrequeue_PushStreamsAdmittedInDrawOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestPrequeue_KilledOpenerCompletesOnceAfterRestart: on Postgres and MySQL with Redis, the only
+// instance is frozen just before opensAt and killed with kill -9 after it, so the pre-queue is
+// not placed; successors are killed soon after they start, wherever they are in their first
+// passes; the last one places it. Every user has exactly one rank, in the draw order
+// recomputed from the published seed, and Redis holds the placing once.
+func TestPrequeue_KilledOpenerCompletesOnceAfterRestart(t *testing.T) {
+	for _, db := range processDatabases {
+		t.Run(db.name, func(t *testing.T) {
+			env := processEnv(t, db.fresh(t).URL)
+			procA := startProcess(t, env, "opener-a", "all")
+			a := procA.client(t)
+			eventID, opensAt := a.prequeueEvent("pull", "shuffle", 40, 5)
+			early := make([]string, 30)
+			for i := range early {
+				early[i] = fmt.Sprintf("pqk-%s-%d", a.run, i)
+				if res := a.enter(eventID, early[i]); res.status != http.StatusCreated || res.str("status") != "prequeue" {
+					t.Fatalf("entry %d: %d %s", i, res.status, res.raw)
+				}
+			}
+			time.Sleep(time.Until(opensAt.Add(-300 * time.Millisecond)))
+			procA.freeze()
+			time.Sleep(time.Until(opensAt.Add(300 * time.Millisecond)))
+			procA.kill()
+
+			meta := keyPrefix(t) + "{" + eventID + "}:meta"
+			rdb := redisClient(t, redisURL(t))
+			opened := func() string { return rdb.HGet(t.Context(), meta, "opened").Val() }
+			if opened() != "" {
+				t.Fatal("the frozen instance placed the pre-queue")
+			}
+			for round := range 3 {
+				p := startProcess(t, env, fmt.Sprintf("opener-%d", round), "all")
+				time.Sleep(time.Duration(round*37) * time.Millisecond)
+				p.kill()
+			}
+			last := startProcess(t, env, "opener-last", "all").client(t)
+			seed := last.publishedSeed(eventID, 2*pushTick+testkitSlack)
+			if opened() != "1" {
+				t.Fatalf("Redis does not hold the placing: %q", opened())
+			}
+			for rank, u := range drawOrder(seed, early) {
+				res := last.queueStatus(eventID, u)
+				if res.status != http.StatusOK || res.body["rank"] == nil || res.num("rank") != rank {
+					t.Fatalf("%s should be at rank %d: %d %s", u, rank, res.status, res.raw)
+				}
+			}
+			if v := last.queueView(eventID); v.num("waiting") != len(early) || v.num("admitted") != 0 {
+				t.Fatalf("queue after the opening: %s", v.raw)
+			}
+		})
+	}
+}
