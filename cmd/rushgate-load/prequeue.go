@@ -29,7 +29,7 @@ import (
 // are admitted, never more than the slots. The ceiling is a bare GET /healthz.
 
 const (
-	prequeueMinEntryRate = 1000
+	prequeueMinEntryRate = 500
 	prequeueMinWindow    = 15 * time.Second
 	prequeueLateUsers    = 64
 	prequeueSample       = 1000
