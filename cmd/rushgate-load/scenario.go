@@ -88,6 +88,7 @@ var registry = []registration{
 	{"outbox-drain", "--users PENDING outbox messages drained by two relay workers into a platform failing 10% of calls", newOutboxDrain, flagValues{"users": "10000"}},
 	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts, nil},
 	{"raffle-entry", "--users (a tenth of them twice) enter ONE raffle of --capacity winners, which then closes and draws", newRaffleEntry, flagValues{"users": "100000", "capacity": "100", "concurrency": "64"}},
+	{"prequeue-open", "--users users enter ONE pull pre-queue of --capacity slots before opensAt; it opens into the draw order, later arrivals FIFO behind", newPrequeueOpen, flagValues{"users": "100000", "capacity": "100"}},
 }
 
 // namedCeiling is a scenario whose ceiling is not a transaction through database/sql; it names

@@ -15,7 +15,7 @@ var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200, o
 
 func TestRegistry_EveryScenarioHasAUniqueNameAndBuildsFromTheDefaults(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "queue-push", "seat-herd", "payment-herd", "outbox-drain", "top-products", "raffle-entry"}, scenarioNames())
+	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "queue-push", "seat-herd", "payment-herd", "outbox-drain", "top-products", "raffle-entry", "prequeue-open"}, scenarioNames())
 	seen := map[string]bool{}
 	for _, r := range registry {
 		assert.False(t, seen[r.name], "%s registered twice", r.name)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -21,6 +22,7 @@ import (
 func TestEventRepositories(t *testing.T, newStores func(t *testing.T) ports.Stores, caps Capabilities) {
 	run(t, newStores, caps, []testCase[ports.Stores]{
 		{"Event/CreateThenGetRoundTrips", testEventRoundTrips},
+		{"Event/PrequeueAndItsSeedRoundTrip", testEventPrequeueRoundTrips},
 		{"Event/UnknownIDIsNotFound", testEventUnknown},
 		{"Event/SaveSlotsWrites", testEventSaveSlots},
 		{"Seat/CreateMakesUnreservedSeats", testSeatCreate},
@@ -86,6 +88,25 @@ func testEventRoundTrips(t *testing.T, e env[ports.Stores]) {
 	must(t, err, "get")
 	expectEqual(t, *got, *created, "event read back")
 	expectEqual(t, got.TokenTTL(), 5*time.Minute, "token TTL")
+}
+
+func testEventPrequeueRoundTrips(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	ev, err := waiting.NewEvent(randomID(), "pre-queued event", 2, 0, waiting.ModePush, 0, now())
+	must(t, err, "new event")
+	seed, err := draw.RandomSeed()
+	must(t, err, "seed")
+	p, err := waiting.NewPrequeue(now().Add(time.Hour), "fifo", seed, now())
+	must(t, err, "pre-queue")
+	ev.SetPrequeue(p)
+	must(t, e.impl.Events.Create(ctx, ev), "create")
+	got, err := e.impl.Events.Get(ctx, ev.ID())
+	must(t, err, "get")
+	gotPrequeue, ok := got.Prequeue()
+	expectEqual(t, ok, true, "has a pre-queue")
+	expectEqual(t, gotPrequeue.OpensAt.Equal(p.OpensAt), true, "opensAt")
+	expectEqual(t, gotPrequeue.Order, waiting.PrequeueFIFO, "order")
+	expectEqual(t, gotPrequeue.Seed.Hex(), seed.Hex(), "seed")
 }
 
 func testEventUnknown(t *testing.T, e env[ports.Stores]) {

@@ -70,3 +70,8 @@ func TestPaymentRepositories(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestPaymentRepositories)
 }
+
+func TestPrequeueRoom(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, pushQueueOf, porttest.TestPrequeueRoom)
+}

@@ -40,6 +40,8 @@ type sseClient struct {
 	admitted  []string // tokens, in order received
 	comments  int
 	positions []map[string]any
+	// prequeues are the data of the `prequeue` events received.
+	prequeues []map[string]any
 }
 
 // pushTick is the queue tick of the push tests: short, so they run in seconds.
@@ -137,6 +139,11 @@ func (c *sseClient) record(ev sseEvent) {
 			c.t.Errorf("%s: admitted without token or expiry: %v", c.user, ev.data)
 		}
 		c.admitted = append(c.admitted, token)
+	case "prequeue":
+		if ev.data["opensAt"] == nil || ev.data["seedHash"] == nil {
+			c.t.Errorf("%s: prequeue without opensAt or seedHash: %v", c.user, ev.data)
+		}
+		c.prequeues = append(c.prequeues, ev.data)
 	default:
 		c.t.Errorf("%s: unexpected event %q", c.user, ev.name)
 	}

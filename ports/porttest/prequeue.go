@@ -1,0 +1,249 @@
+package porttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
+)
+
+// opensSoon is how far ahead a case's pre-queue opens: long enough to enter a few users under
+// -race on a loaded machine, short enough to wait for.
+const opensSoon = 1500 * time.Millisecond
+
+// TestPrequeueRoom checks ports.PrequeueRoom on both views of a gated room: before opensAt an
+// entry (pull or push) joins the pre-queue once, without a rank; nobody is claimed or promoted,
+// the line is not shown, and neither reading nor placing the pre-queue is due; after it, later
+// arrivals queue behind, Prequeued lists the pre-queue by arrival, and PlacePrequeue places it
+// once in the given order ahead of them, skipping users who left and appending the ones the
+// order missed, even when many placers race; a room without a pre-queue is open.
+func TestPrequeueRoom(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
+	run(t, newRoom, caps, []testCase[PushRoom]{
+		{"BeforeOpensAt_NoRankNoAdmission", testPrequeueClosed},
+		{"Place_InOrderAheadOfLaterArrivalsOnce", testPrequeuePlace},
+		{"Place_ConcurrentPlacersPlaceOnce", testPrequeueConcurrentPlacers},
+		{"Place_SkipsWhoLeftAndAppendsWhomTheOrderMissed", testPrequeueLeavers},
+		{"UngatedRoom_IsOpen", testPrequeueUngated},
+	})
+}
+
+// openGated opens a gated room with a random event id that opens after opensIn.
+func openGated(t *testing.T, w PushRoom, slots int, opensIn time.Duration) string {
+	t.Helper()
+	eventID := "event-" + randomID()
+	must(t, w.OpenGated(context.Background(), eventID, slots, slots, time.Now().Add(opensIn)), "open gated room")
+	return eventID
+}
+
+// awaitOpensAt waits until the store's clock has passed opensAt: Prequeued is due.
+func awaitOpensAt(t *testing.T, w PushRoom, eventID string) []string {
+	t.Helper()
+	var arrivals []string
+	testkit.Eventually(t, opensSoon+expiryBound, "opensAt by the store's clock", func() error {
+		var err error
+		arrivals, _, err = w.Prequeued(context.Background(), eventID)
+		return err
+	})
+	return arrivals
+}
+
+func expectPrequeued(t *testing.T, p ports.QueuePlace, created bool, what string) {
+	t.Helper()
+	if !p.Prequeue || p.Admitted || p.Created != created {
+		t.Fatalf("%s: %+v, want a pre-queue place (created %v)", what, p, created)
+	}
+}
+
+// line is every user's rank, by Position.
+func line(t *testing.T, w PushRoom, eventID string, users []string) []string {
+	t.Helper()
+	got := make([]string, len(users))
+	for _, u := range users {
+		p := position(t, w, eventID, u)
+		if p.Prequeue || p.Admitted || p.Rank >= len(users) {
+			t.Fatalf("%s: %+v", u, p)
+		}
+		got[p.Rank] = u
+	}
+	return got
+}
+
+func testPrequeueClosed(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 2, time.Hour)
+	expectPrequeued(t, enter(t, e.impl, eventID, "a"), true, "first entry")
+	expectPrequeued(t, enter(t, e.impl, eventID, "a"), false, "repeated entry")
+	place, err := e.impl.Connect(ctx, eventID, "b", "broker-1|1|")
+	must(t, err, "connect")
+	expectPrequeued(t, place, true, "push entry")
+	expectPrequeued(t, position(t, e.impl, eventID, "a"), false, "position")
+	res := claim(t, e.impl, eventID, "a", longTokenTTL)
+	if res.Claimed || !res.Place.Prequeue {
+		t.Fatalf("claim in the pre-queue: %+v", res)
+	}
+	promoted, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	must(t, err, "promote")
+	expectEqual(t, promoted, 0, "promoted before opensAt")
+	snap, err := e.impl.Snapshot(ctx, eventID)
+	must(t, err, "snapshot")
+	if !snap.Prequeue || len(snap.Waiting) != 0 {
+		t.Fatalf("snapshot before opensAt: %+v", snap)
+	}
+	_, _, err = e.impl.Prequeued(ctx, eventID)
+	expectIs(t, err, ports.ErrPrequeueNotDue, "read before opensAt")
+	_, _, err = e.impl.PlacePrequeue(ctx, eventID, []string{"a", "b"})
+	expectIs(t, err, ports.ErrPrequeueNotDue, "place before opensAt")
+	opened, err := e.impl.PrequeueOpened(ctx, eventID)
+	must(t, err, "opened")
+	expectEqual(t, opened, false, "opened before opensAt")
+	st := stats(t, e.impl, eventID)
+	expectEqual(t, st.Prequeued, 2, "pre-queued")
+	expectEqual(t, st.Admitted, 0, "admitted")
+	events, err := e.impl.Events(ctx)
+	must(t, err, "events")
+	expectEqual(t, slices.Contains(events, eventID), true, "indexed")
+	departed, err := e.impl.Disconnect(ctx, eventID, "b", "broker-1|")
+	must(t, err, "disconnect")
+	expectEqual(t, departed, ports.Removed, "a pre-queued push user leaves")
+	expectEqual(t, stats(t, e.impl, eventID).Prequeued, 1, "pre-queued after the departure")
+}
+
+func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 2, opensSoon)
+	early := users(10)
+	for _, u := range early {
+		expectPrequeued(t, enter(t, e.impl, eventID, u), true, "early entry")
+	}
+	arrivals := awaitOpensAt(t, e.impl, eventID)
+	expectEqual(t, fmt.Sprint(arrivals), fmt.Sprint(early), "the pre-queue by arrival")
+	expectPrequeued(t, enter(t, e.impl, eventID, "late-1"), true, "a later arrival before the placing")
+	expectPrequeued(t, enter(t, e.impl, eventID, "late-0"), true, "another later arrival")
+	arrivals, _, err := e.impl.Prequeued(ctx, eventID)
+	must(t, err, "read the pre-queue again")
+	expectEqual(t, fmt.Sprint(arrivals), fmt.Sprint(early), "later arrivals are not in the pre-queue")
+
+	order := slices.Clone(early)
+	slices.Reverse(order)
+	placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, order)
+	must(t, err, "place")
+	expectEqual(t, placed, len(early), "placed")
+	expectEqual(t, opened, true, "this call placed")
+	placed, opened, err = e.impl.PlacePrequeue(ctx, eventID, early)
+	must(t, err, "place again")
+	expectEqual(t, placed, 0, "placed again")
+	expectEqual(t, opened, false, "a second placing")
+	nowOpen, err := e.impl.PrequeueOpened(ctx, eventID)
+	must(t, err, "opened")
+	expectEqual(t, nowOpen, true, "opened after placing")
+	_, alreadyOpened, err := e.impl.Prequeued(ctx, eventID)
+	must(t, err, "read after placing")
+	expectEqual(t, alreadyOpened, true, "read after placing")
+
+	want := append(order, "late-1", "late-0")
+	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
+	if !enter(t, e.impl, eventID, "late-2").Created {
+		t.Fatal("an entry after the placing was not queued")
+	}
+	expectEqual(t, position(t, e.impl, eventID, "late-2").Rank, len(want), "an entry after the placing")
+	expectEqual(t, claim(t, e.impl, eventID, order[1], longTokenTTL).Claimed, true, "the second placed user claims")
+	expectEqual(t, claim(t, e.impl, eventID, order[2], longTokenTTL).Claimed, false, "the third placed user, with two slots")
+	promoted, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	must(t, err, "promote")
+	expectEqual(t, promoted, 1, "the dispatcher promotes the head into the last slot")
+}
+
+func testPrequeueConcurrentPlacers(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 1, opensSoon)
+	early := users(50)
+	for _, u := range early {
+		enter(t, e.impl, eventID, u)
+	}
+	awaitOpensAt(t, e.impl, eventID)
+	const placers = 8
+	orders := make([][]string, placers)
+	for i := range orders {
+		orders[i] = slices.Clone(early)
+		// Each placer's order differs, so the line tells which one placed.
+		slices.SortFunc(orders[i], func(a, b string) int {
+			return cmpRotated(a, b, i, len(early))
+		})
+	}
+	var winners atomic.Int32
+	var winner atomic.Int32
+	errs := make([]error, placers)
+	testkit.StartTogether(placers, func(i int) {
+		placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, orders[i])
+		errs[i] = err
+		if opened {
+			winners.Add(1)
+			winner.Store(int32(i))
+			if placed != len(early) {
+				errs[i] = fmt.Errorf("placed %d of %d", placed, len(early))
+			}
+		}
+	})
+	must(t, errors.Join(errs...), "place")
+	expectEqual(t, winners.Load(), int32(1), "placers that placed")
+	want := orders[winner.Load()]
+	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the winner's line")
+}
+
+// cmpRotated orders "user-N" names by N rotated by shift.
+func cmpRotated(a, b string, shift, n int) int {
+	var x, y int
+	_, _ = fmt.Sscanf(a, "user-%d", &x)
+	_, _ = fmt.Sscanf(b, "user-%d", &y)
+	return (x+shift)%n - (y+shift)%n
+}
+
+func testPrequeueLeavers(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 1, opensSoon)
+	for _, u := range []string{"kept", "idle", "missing", "polling"} {
+		enter(t, e.impl, eventID, u)
+	}
+	const idle = 500 * time.Millisecond
+	time.Sleep(2 * idle)
+	for _, u := range []string{"kept", "missing", "polling"} {
+		expectPrequeued(t, position(t, e.impl, eventID, u), false, "poll "+u)
+	}
+	done, err := e.impl.Reconcile(ctx, eventID, idle)
+	must(t, err, "reconcile")
+	expectEqual(t, done.Dropped, 1, "idle pre-queued users dropped")
+	awaitOpensAt(t, e.impl, eventID)
+	enter(t, e.impl, eventID, "late")
+	placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, []string{"polling", "idle", "kept"})
+	must(t, err, "place")
+	expectEqual(t, opened, true, "placed")
+	expectEqual(t, placed, 3, "placed users")
+	want := []string{"polling", "kept", "missing", "late"}
+	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
+	_, err = e.impl.Position(ctx, eventID, "idle", longTokenTTL)
+	expectIs(t, err, ports.ErrNotQueued, "the dropped user")
+}
+
+func testPrequeueUngated(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 1)
+	enter(t, e.impl, eventID, "a")
+	opened, err := e.impl.PrequeueOpened(ctx, eventID)
+	must(t, err, "opened")
+	expectEqual(t, opened, true, "a room without a pre-queue is open")
+	_, opened, err = e.impl.Prequeued(ctx, eventID)
+	must(t, err, "read")
+	expectEqual(t, opened, true, "read a room without a pre-queue")
+	placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, []string{"a"})
+	must(t, err, "place")
+	if placed != 0 || opened {
+		t.Fatalf("placing a room without a pre-queue: %d, %v", placed, opened)
+	}
+	expectEqual(t, position(t, e.impl, eventID, "a").Rank, 0, "rank")
+}
