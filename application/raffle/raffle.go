@@ -37,6 +37,9 @@ type Deps struct {
 	Entries ports.RaffleEntryRepository
 	Clock   ports.Clock
 	IDs     ports.IDGenerator
+	// DrawHold holds each draw this long between ordering the entrants and writing the result,
+	// so that a fault test can kill the instance mid-draw; zero (no hold) outside such tests.
+	DrawHold time.Duration
 }
 
 // Service runs the raffle use cases.
@@ -46,6 +49,7 @@ type Service struct {
 	entries  ports.RaffleEntryRepository
 	clock    ports.Clock
 	ids      ports.IDGenerator
+	drawHold time.Duration
 	terms    *raffleCache
 	entering *combine.Combiner[string, string, entered] // by raffle id
 }
@@ -54,7 +58,7 @@ var _ ports.PurchasePermissions = (*Service)(nil)
 
 // NewService wires the raffle use cases to their ports.
 func NewService(d Deps) *Service {
-	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs,
+	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs, drawHold: d.DrawHold,
 		terms: &raffleCache{raffles: d.Raffles, byID: map[string]*raffle.Raffle{}}}
 	// Entry statements hold the raffle's row in share mode, so batches of one raffle run side by
 	// side.
@@ -333,6 +337,13 @@ func (s *Service) Draw(ctx context.Context, raffleID string) (bool, error) {
 	}
 	if _, err := r.Draw(userIDs, s.clock.Now()); err != nil {
 		return false, err
+	}
+	if s.drawHold > 0 {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(s.drawHold):
+		}
 	}
 	err = s.raffles.SaveDrawn(ctx, r)
 	if errors.Is(err, raffle.ErrNotDue) {
