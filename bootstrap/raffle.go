@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -27,17 +28,24 @@ var RaffleModule = flow("raffle",
 type RaffleConfig struct {
 	// DrawInterval is how often the draw worker looks for raffles past their closesAt.
 	DrawInterval time.Duration `env:"RUSHGATE_RAFFLE_DRAW_INTERVAL"`
+	// DrawHold holds each draw between ordering the entrants and writing the result: for fault
+	// tests that kill an instance mid-draw. Zero, no hold, by default.
+	DrawHold time.Duration `env:"RUSHGATE_RAFFLE_DRAW_HOLD"`
 }
 
 func (c *RaffleConfig) setDefaults() { c.DrawInterval = raffle.DefaultDrawInterval }
 
 // Validate checks the raffle settings.
 func (c RaffleConfig) Validate() error {
+	if c.DrawHold < 0 {
+		return errors.New("RUSHGATE_RAFFLE_DRAW_HOLD: must not be negative")
+	}
 	return allPositive(positive{"RUSHGATE_RAFFLE_DRAW_INTERVAL", c.DrawInterval > 0})
 }
 
-func provideRaffleService(tx ports.TxRunner, stores ports.RaffleStores, clock ports.Clock, ids ports.IDGenerator) *raffle.Service {
-	return raffle.NewService(raffle.Deps{Tx: tx, Raffles: stores.Raffles, Entries: stores.Entries, Clock: clock, IDs: ids})
+func provideRaffleService(cfg Config, tx ports.TxRunner, stores ports.RaffleStores, clock ports.Clock, ids ports.IDGenerator) *raffle.Service {
+	return raffle.NewService(raffle.Deps{Tx: tx, Raffles: stores.Raffles, Entries: stores.Entries, Clock: clock, IDs: ids,
+		DrawHold: cfg.Raffle.DrawHold})
 }
 
 // runRaffleDrawer draws raffles at their closesAt on every instance: the draw's row lock and

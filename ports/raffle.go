@@ -18,10 +18,10 @@ type RaffleStores struct {
 // Create inserts a raffle with its seed; Get returns it, or raffle.ErrNotFound. The stored seed
 // is the one Create was given, whatever restarts or instances read it later.
 //
-// GetForEntry and GetForDraw must run inside TxRunner.InTx and return the raffle or
-// raffle.ErrNotFound. GetForEntry locks the raffle's row in share mode (an implementation may
-// lock it exclusively) until the transaction ends, so entries run side by side; GetForDraw locks
-// it exclusively, so it waits for every entry transaction holding it and entries wait for it.
+// GetForDraw must run inside TxRunner.InTx and returns the raffle or raffle.ErrNotFound. It
+// locks the raffle's row exclusively until the transaction ends, so it waits for every entry
+// statement holding the row in share mode (RaffleEntryRepository.AddWhileOpen), and those wait
+// for it.
 //
 // SaveClosing writes status CLOSING only over a stored OPEN raffle, SaveDrawn a drawn raffle's
 // status and result only over a stored CLOSING one; each returns raffle.ErrNotDue, writing
@@ -32,7 +32,6 @@ type RaffleStores struct {
 type RaffleRepository interface {
 	Create(ctx context.Context, r *raffle.Raffle) error
 	Get(ctx context.Context, id string) (*raffle.Raffle, error)
-	GetForEntry(ctx context.Context, id string) (*raffle.Raffle, error)
 	GetForDraw(ctx context.Context, id string) (*raffle.Raffle, error)
 	SaveClosing(ctx context.Context, r *raffle.Raffle) error
 	SaveDrawn(ctx context.Context, r *raffle.Raffle) error
@@ -42,15 +41,18 @@ type RaffleRepository interface {
 
 // RaffleEntryRepository stores entries, UNIQUE (raffleId, userId).
 //
-// Add inserts entries in one statement, all or none: when any pair exists, including one a
-// concurrent transaction inserted first, it inserts none and returns raffle.ErrAlreadyEntered;
-// an entry of an unknown raffle is raffle.ErrNotFound. Existing returns the entries of those of
-// userIDs who entered the raffle, in one read, by user id. Get returns the user's entry or
-// raffle.ErrNotEntered. Count returns the number of a raffle's entries. UserIDs returns up to
-// limit of a raffle's entrants in user id order (byte-wise), after the id after ("" for the
-// first page), so that a raffle of any size is read in bounded statements.
+// AddWhileOpen stores an entry entered at `at` for each of userIDs who has none in the raffle,
+// in one statement that reads the raffle's row in share mode and stores nothing unless the
+// raffle is OPEN with closesAt after at: a close committed under GetForDraw's lock thus fixes
+// the entries, and an entry statement that waited for that lock finds the raffle closed. It
+// returns the users it stored, none for an unknown or closed raffle; a user with an entry,
+// including one a concurrent statement stored first, is left as it is. Existing returns the
+// entries of those of userIDs who entered the raffle, in one read, by user id. Get returns the
+// user's entry or raffle.ErrNotEntered. Count returns the number of a raffle's entries. UserIDs
+// returns up to limit of a raffle's entrants in user id order (byte-wise), after the id after
+// ("" for the first page), so that a raffle of any size is read in bounded statements.
 type RaffleEntryRepository interface {
-	Add(ctx context.Context, entries ...raffle.Entry) error
+	AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, error)
 	Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error)
 	Get(ctx context.Context, raffleID, userID string) (raffle.Entry, error)
 	Count(ctx context.Context, raffleID string) (int, error)

@@ -3,6 +3,9 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/draw"
@@ -22,22 +25,17 @@ const raffleColumns = "id, name, winners, closes_at, product_id, seed, status, e
 type RaffleRepository struct {
 	db *DB
 	// Hand-written statements (see statement.go), bound to db's dialect once.
-	createSQL, getSQL, getForEntrySQL, getForDrawSQL, saveClosingSQL, saveDrawnSQL, dueSQL, forProductSQL string
+	createSQL, getSQL, getForDrawSQL, saveClosingSQL, saveDrawnSQL, dueSQL, forProductSQL string
 }
 
 // NewRaffleRepository returns the raffle repository of db.
 func NewRaffleRepository(db *DB) *RaffleRepository {
 	get := "SELECT " + raffleColumns + " FROM raffles WHERE id = ?"
-	share := " FOR SHARE"
-	if db.dialect == MySQL {
-		share = " LOCK IN SHARE MODE" // MariaDB's spelling, which MySQL takes too
-	}
 	return &RaffleRepository{
 		db: db,
 		createSQL: Bind(db.dialect, "INSERT INTO raffles (id, name, winners, closes_at, product_id, seed, status, entries, created_at) "+
 			"VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)"),
 		getSQL:         Bind(db.dialect, get),
-		getForEntrySQL: Bind(db.dialect, get+share),
 		getForDrawSQL:  Bind(db.dialect, get+" FOR UPDATE"),
 		saveClosingSQL: Bind(db.dialect, "UPDATE raffles SET status = ? WHERE id = ? AND status = 'OPEN'"),
 		saveDrawnSQL: Bind(db.dialect, "UPDATE raffles SET status = ?, entries = ?, cutoff_ticket = ?, drawn_at = ? "+
@@ -60,17 +58,8 @@ func (r *RaffleRepository) Get(ctx context.Context, id string) (*raffle.Raffle, 
 	return r.getOne(ctx, "get raffle", r.getSQL, id)
 }
 
-// GetForEntry reads the raffle with a share lock held until the transaction ends: entries run
-// side by side, a draw waits for them. Outside TxRunner.InTx it fails.
-func (r *RaffleRepository) GetForEntry(ctx context.Context, id string) (*raffle.Raffle, error) {
-	if _, ok := r.db.transaction(ctx); !ok {
-		return nil, errNoTransaction
-	}
-	return r.getOne(ctx, "get raffle for entry", r.getForEntrySQL, id)
-}
-
-// GetForDraw reads the raffle with SELECT … FOR UPDATE, which waits for every entry holding its
-// share lock. Outside TxRunner.InTx it fails.
+// GetForDraw reads the raffle with SELECT … FOR UPDATE, which waits for every entry statement
+// holding its share lock. Outside TxRunner.InTx it fails.
 func (r *RaffleRepository) GetForDraw(ctx context.Context, id string) (*raffle.Raffle, error) {
 	if _, ok := r.db.transaction(ctx); !ok {
 		return nil, errNoTransaction
@@ -187,22 +176,102 @@ func NewRaffleEntryRepository(db *DB) *RaffleEntryRepository {
 	}
 }
 
-// Add inserts the entries in one multi-row INSERT, so the database applies all or none. The
-// primary key (raffle_id, user_id) rejects the statement with raffle.ErrAlreadyEntered when any
-// pair exists, even one a concurrent transaction inserted first; an unknown raffle is
-// raffle.ErrNotFound. A call carries at most 21,845 entries (three parameters each).
-func (r *RaffleEntryRepository) Add(ctx context.Context, entries ...raffle.Entry) error {
-	if len(entries) == 0 {
-		return nil
+// addWhileOpenSQL is Postgres's entry statement: the users of the array $3 joined to the raffle's
+// row, read in share mode and only while open at $2, inserted with ON CONFLICT DO NOTHING, which
+// skips a user with an entry (waiting for a concurrent insert of that user to end), and
+// RETURNING the users it stored. The row's share lock waits for a draw's close and the close
+// for it; a close committed while the statement waited makes Postgres re-read the row, now
+// CLOSING, so the statement stores nothing.
+const addWhileOpenSQL = "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) " +
+	"SELECT r.id, u.user_id, $2 FROM (SELECT id FROM raffles WHERE id = $1 AND status = 'OPEN' AND closes_at > $2 FOR SHARE) r " +
+	"CROSS JOIN unnest($3::text[]) AS u(user_id) ON CONFLICT DO NOTHING RETURNING user_id"
+
+// errEntryExists is a MySQL entry statement refused because one of its users has an entry.
+var errEntryExists = errors.New("gormdb: a user of the batch has a raffle entry")
+
+// addAttempts bounds how often MySQL's entry statement runs again without the users a refused
+// run found entered: only entries stored, or a deadlock lost, in between can refuse it again.
+const addAttempts = 5
+
+// AddWhileOpen stores the entries in one statement that holds the raffle's row in share mode
+// while it checks that the raffle is open at at. The users go in byte-wise order, so two
+// statements of overlapping users wait for each other's keys in one order, never in a cycle.
+// Postgres skips the users with an entry and returns those it stored (addWhileOpenSQL). MySQL
+// has no RETURNING: its INSERT … SELECT stores all or none, so a refusal for a duplicate (or a
+// lost deadlock) is followed by a read of who is entered and a run without them; a run that
+// stores nothing found the raffle not open.
+func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, error) {
+	users := slices.Clone(userIDs)
+	slices.Sort(users)
+	users = slices.Compact(users)
+	if len(users) == 0 {
+		return nil, nil
 	}
-	query := Bind(r.db.dialect, "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) VALUES "+tuples(len(entries), 3))
-	args := make([]any, 0, 3*len(entries))
-	for _, e := range entries {
-		args = append(args, e.RaffleID, e.UserID, e.EnteredAt.UTC())
+	m := errorMeanings{op: "add raffle entries", duplicate: errEntryExists}
+	if r.db.dialect == Postgres {
+		var stored []string
+		err := r.db.query(ctx, m, addWhileOpenSQL, []any{raffleID, at.UTC(), users}, func(rows *sql.Rows) error {
+			var u string
+			if err := rows.Scan(&u); err != nil {
+				return err
+			}
+			stored = append(stored, u)
+			return nil
+		})
+		return stored, err
 	}
-	_, err := r.db.exec(ctx, errorMeanings{op: "add raffle entries", notFound: raffle.ErrNotFound, duplicate: raffle.ErrAlreadyEntered},
-		query, args...)
-	return err
+	_, inTx := r.db.transaction(ctx)
+	for attempt := 1; ; attempt++ {
+		added, err := r.db.exec(ctx, m, addWhileOpenMySQL(len(users)), addWhileOpenArgs(raffleID, at, users)...)
+		if err == nil {
+			if added == 0 {
+				return nil, nil
+			}
+			return users, nil
+		}
+		// InnoDB's duplicate checks lock the entered users' rows, so statements racing for one
+		// user can deadlock; the victim, rolled back alone when it is not part of a longer
+		// transaction, runs again too.
+		conflict := errors.Is(err, errTxConflict) && !inTx
+		if !errors.Is(err, errEntryExists) && !conflict || attempt == addAttempts {
+			return nil, err
+		}
+		if conflict {
+			select {
+			case <-ctx.Done():
+				return nil, translate(ctx.Err(), m)
+			case <-time.After(conflictPause(attempt)):
+			}
+		}
+		entered, err := r.Existing(ctx, raffleID, users)
+		if err != nil {
+			return nil, err
+		}
+		users = slices.DeleteFunc(users, func(u string) bool { _, ok := entered[u]; return ok })
+		if len(users) == 0 {
+			return nil, nil
+		}
+	}
+}
+
+// addWhileOpenMySQL is MySQL's entry statement for n users, bound as addWhileOpenArgs: the
+// users, a derived table of n rows read in the order given, joined to the raffle's row (a
+// constant table, read first) read with LOCK IN SHARE MODE (MariaDB's spelling, which MySQL
+// takes too) and only while open. A locking read reads
+// the latest committed row, so a statement that waited for a draw's close finds it CLOSING.
+func addWhileOpenMySQL(n int) string {
+	return "INSERT INTO raffle_entries (raffle_id, user_id, entered_at) SELECT r.id, u.user_id, ? FROM raffles r " +
+		"JOIN (SELECT ? AS user_id" + strings.Repeat(" UNION ALL SELECT ?", n-1) + ") u " +
+		"WHERE r.id = ? AND r.status = 'OPEN' AND r.closes_at > ? LOCK IN SHARE MODE"
+}
+
+func addWhileOpenArgs(raffleID string, at time.Time, users []string) []any {
+	args := make([]any, 0, len(users)+3)
+	args = append(args, at.UTC())
+	for _, u := range users {
+		args = append(args, u)
+	}
+	return append(args, raffleID, at.UTC())
 }
 
 // Existing returns the entries of those of userIDs who entered, in one SELECT on the primary key.

@@ -91,7 +91,13 @@ func TestCreateRaffle_RejectsBadTermsAndUsers(t *testing.T) {
 	future := clock.Now().Add(time.Hour).Format(time.RFC3339)
 	past := clock.Now().Add(-time.Minute).Format(time.RFC3339)
 	for _, tc := range []struct{ name, body, field string }{
+		{"malformed JSON", `{"name":"a","winners":`, "body"},
 		{"no winners", `{"name":"a","winners":0,"closesAt":"` + future + `"}`, "winners"},
+		{"negative winners", `{"name":"a","winners":-3,"closesAt":"` + future + `"}`, "winners"},
+		{"winners not a number", `{"name":"a","winners":"2","closesAt":"` + future + `"}`, "winners"},
+		{"no closesAt", `{"name":"a","winners":1}`, "closesAt"},
+		{"closing now", `{"name":"a","winners":1,"closesAt":"` + clock.Now().Format(time.RFC3339Nano) + `"}`, "closesAt"},
+		{"empty productId", `{"name":"a","winners":1,"closesAt":"` + future + `","productId":""}`, "productId"},
 		{"closing in the past", `{"name":"a","winners":1,"closesAt":"` + past + `"}`, "closesAt"},
 		{"closesAt not RFC 3339", `{"name":"a","winners":1,"closesAt":"tomorrow"}`, "closesAt"},
 		{"empty name", `{"name":"","winners":1,"closesAt":"` + future + `"}`, "name"},
@@ -144,6 +150,39 @@ func TestEnterRaffle_OncePerUserThenClosed(t *testing.T) {
 
 	got := answer(t, h.do(call{method: "GET", path: "/raffles/" + id, token: token}))
 	assert.Equal(t, 1.0, got["entries"], "the refused entry left nothing")
+}
+
+// TestEnterRaffle_RejectsBadBodiesAndStoresNothing: the entry's optional body may only name
+// the caller; anything else is refused and enters nobody.
+func TestEnterRaffle_RejectsBadBodiesAndStoresNothing(t *testing.T) {
+	t.Parallel()
+	h, clock := raffleHarness(t)
+	id := h.createRaffle(clock, 1, "")["id"].(string)
+	token, user := h.userToken()
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"malformed JSON", `{"userId":`, stdhttp.StatusBadRequest, "VALIDATION_FAILED"},
+		{"unknown field", `{"ticket":"00"}`, stdhttp.StatusBadRequest, "VALIDATION_FAILED"},
+		{"userId not a string", `{"userId":7}`, stdhttp.StatusBadRequest, "VALIDATION_FAILED"},
+		{"another user's id", `{"userId":"someone-else"}`, stdhttp.StatusForbidden, "FORBIDDEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := h.do(call{method: "POST", path: "/raffles/" + id + "/entries", token: token, body: tc.body})
+			require.Equal(t, tc.status, rec.Code, rec.Body.String())
+			body := answer(t, rec)
+			assert.Equal(t, tc.code, body["error"])
+			assert.NotEmpty(t, body["message"])
+		})
+	}
+	got := answer(t, h.do(call{method: "GET", path: "/raffles/" + id, token: token}))
+	assert.Equal(t, 0.0, got["entries"], "a refused entry entered someone")
+	status, _ := h.raffleStanding(id, token)
+	assert.Equal(t, stdhttp.StatusNotFound, status)
+	rec := h.do(call{method: "POST", path: "/raffles/" + id + "/entries", token: token, body: `{"userId":"` + user + `"}`})
+	assert.Equal(t, stdhttp.StatusCreated, rec.Code, "the caller's own id: %s", rec.Body.String())
 }
 
 func TestRaffle_UnknownAndMalformedIDs(t *testing.T) {

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -62,19 +61,9 @@ func (r *RaffleRepository) Get(ctx context.Context, id string) (*raffle.Raffle, 
 	return &found, nil
 }
 
-// GetForEntry locks the raffle's row exclusively (memory has no share mode; entries are
-// in-process and short) and returns a copy, or raffle.ErrNotFound. It fails outside InTx.
-func (r *RaffleRepository) GetForEntry(ctx context.Context, id string) (*raffle.Raffle, error) {
-	return r.getForUpdate(ctx, id)
-}
-
 // GetForDraw locks the raffle's row until the transaction ends and returns a copy, or
 // raffle.ErrNotFound. It fails outside InTx.
 func (r *RaffleRepository) GetForDraw(ctx context.Context, id string) (*raffle.Raffle, error) {
-	return r.getForUpdate(ctx, id)
-}
-
-func (r *RaffleRepository) getForUpdate(ctx context.Context, id string) (*raffle.Raffle, error) {
 	var found raffle.Raffle
 	err := r.db.runInTx(ctx, func(t *tx) error {
 		rf, ok, err := rafflesTable.in(r.db).getForUpdate(ctx, t, id)
@@ -158,26 +147,32 @@ func NewRaffleEntryRepository(d *Database) *RaffleEntryRepository {
 	return &RaffleEntryRepository{db: d}
 }
 
-// Add inserts entries in one statement, all or none. Like a UNIQUE index, it locks each
-// (raffleId, userId) key for the rest of the transaction, so a concurrent Add of the same pair
-// waits and then fails with raffle.ErrAlreadyEntered if the other one commits. An entry of an
-// unknown raffle violates the foreign key and wraps raffle.ErrNotFound.
-func (r *RaffleEntryRepository) Add(ctx context.Context, entries ...raffle.Entry) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	return r.db.run(ctx, func(t *tx) error {
-		for _, e := range entries {
-			if _, ok := rafflesTable.in(r.db).get(t, e.RaffleID); !ok {
-				return fmt.Errorf("memory: add entry: foreign key raffle %q: %w", e.RaffleID, raffle.ErrNotFound)
+// AddWhileOpen stores an entry at at for each of userIDs who has none, in one statement under
+// the raffle's row lock (memory has no share mode: entries of one raffle take turns, and a draw
+// waits for them and they for it), only while the raffle takes entries at at. It returns the
+// users it stored.
+func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, error) {
+	var stored []string
+	err := r.db.run(ctx, func(t *tx) error {
+		rf, ok, err := rafflesTable.in(r.db).getForUpdate(ctx, t, raffleID)
+		if err != nil || !ok || rf.CheckEntry(at) != nil {
+			return err
+		}
+		var fresh []raffle.Entry
+		for _, userID := range userIDs {
+			e := raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: at}
+			if _, entered := entriesTable.in(r.db).get(t, entryKeyOf(e)); entered || slices.Contains(stored, userID) {
+				continue
 			}
+			fresh = append(fresh, e)
+			stored = append(stored, userID)
 		}
-		err := entriesTable.in(r.db).insert(ctx, t, entries...)
-		if errors.Is(err, errDuplicateKey) {
-			return raffle.ErrAlreadyEntered
-		}
-		return err
+		return entriesTable.in(r.db).insert(ctx, t, fresh...)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return stored, nil
 }
 
 // Existing returns the entries of those of userIDs who entered the raffle.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rushgate/rushgate/application/guard/combine"
@@ -19,8 +20,12 @@ import (
 // DefaultDrawInterval is how often the draw worker looks for raffles past closesAt.
 const DefaultDrawInterval = time.Second
 
-// enterBatchSize bounds how many entries of one raffle one transaction stores.
-const enterBatchSize = 128
+// enterBatchSize bounds how many entries of one raffle one statement stores, and enterInFlight
+// how many such statements of one raffle an instance runs at once.
+const (
+	enterBatchSize = 128
+	enterInFlight  = 4
+)
 
 // drawBatch bounds how many due raffles one round of the worker draws.
 const drawBatch = 100
@@ -32,6 +37,9 @@ type Deps struct {
 	Entries ports.RaffleEntryRepository
 	Clock   ports.Clock
 	IDs     ports.IDGenerator
+	// DrawHold holds each draw this long between ordering the entrants and writing the result,
+	// so that a fault test can kill the instance mid-draw; zero (no hold) outside such tests.
+	DrawHold time.Duration
 }
 
 // Service runs the raffle use cases.
@@ -41,6 +49,8 @@ type Service struct {
 	entries  ports.RaffleEntryRepository
 	clock    ports.Clock
 	ids      ports.IDGenerator
+	drawHold time.Duration
+	terms    *raffleCache
 	entering *combine.Combiner[string, string, entered] // by raffle id
 }
 
@@ -48,11 +58,46 @@ var _ ports.PurchasePermissions = (*Service)(nil)
 
 // NewService wires the raffle use cases to their ports.
 func NewService(d Deps) *Service {
-	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs}
-	// Entries hold the raffle's row in share mode, so several batches of one raffle run at once
-	// (on Postgres at 64 concurrent entries, 2 in flight gave 2,000 entries/s, 8 gave 3,400).
-	s.entering = combine.New(combine.Config[string, string]{MaxBatch: enterBatchSize, InFlight: 8}, s.enterBatch)
+	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs, drawHold: d.DrawHold,
+		terms: &raffleCache{raffles: d.Raffles, byID: map[string]*raffle.Raffle{}}}
+	// Entry statements hold the raffle's row in share mode, so batches of one raffle run side by
+	// side.
+	s.entering = combine.New(combine.Config[string, string]{MaxBatch: enterBatchSize, InFlight: enterInFlight}, s.enterBatch)
 	return s
+}
+
+// maxCachedRaffles bounds how many raffles an instance keeps for its entries; past it the cache
+// starts over.
+const maxCachedRaffles = 1024
+
+// raffleCache keeps each raffle entries were sent to as first read, so a batch of entries reads
+// no raffle: what an entry needs of it, that it exists and its closesAt, never changes, and a
+// status it shows closed is final (an OPEN one may be stale, and the entry statement checks).
+type raffleCache struct {
+	raffles ports.RaffleRepository
+	mu      sync.Mutex
+	byID    map[string]*raffle.Raffle
+}
+
+// get returns the raffle, read once, or raffle.ErrNotFound (not kept: nothing is).
+func (c *raffleCache) get(ctx context.Context, id string) (*raffle.Raffle, error) {
+	c.mu.Lock()
+	r, ok := c.byID[id]
+	c.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := c.raffles.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byID) >= maxCachedRaffles {
+		clear(c.byID)
+	}
+	c.byID[id] = r
+	return r, nil
 }
 
 // View is a raffle as anyone sees it: Seed and CutoffTicket are nil until the draw has run.
@@ -143,7 +188,7 @@ type EntryView struct {
 // Enter enters the user in the raffle, once: created is false when the user had entered
 // already, and the answer is that entry, open or not. A new entry at or after closesAt is
 // raffle.ErrClosed; an unknown raffle raffle.ErrNotFound. Concurrent entries of one raffle on
-// this instance are combined: one transaction serves each batch (enterBatch).
+// this instance are combined: one statement stores each batch (enterBatch).
 func (s *Service) Enter(ctx context.Context, raffleID, userID string) (view EntryView, created bool, err error) {
 	if err := validateRaffleID(raffleID); err != nil {
 		return EntryView{}, false, err
@@ -164,64 +209,61 @@ type entered struct {
 	created bool
 }
 
-// enterBatch enters a batch of users in one raffle. An entry another instance's batch stored
-// first makes the insert fail as a whole; the batch then runs again in a fresh transaction,
-// which finds that entry and answers it.
+// enterBatch enters a batch of users in one raffle: one statement stores the entries of those
+// who have none while the raffle is open (the store, not this instance's clock or copy of the
+// raffle, decides the close against a concurrent draw), and one read answers the others with
+// their stored entry, or raffle.ErrClosed when they have none. A user twice in the batch gets
+// the same entry twice, created once.
 func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []string) ([]combine.Answer[entered], error) {
-	for attempt := 1; ; attempt++ {
-		answers, err := s.enterOnce(ctx, raffleID, userIDs)
-		if !errors.Is(err, raffle.ErrAlreadyEntered) || attempt == enterAttempts {
-			return answers, err
-		}
-	}
-}
-
-// enterAttempts bounds how often a batch runs again after losing a race for an entry: each run
-// sees every entry committed before it, so only entries stored in between can fail it again.
-const enterAttempts = 5
-
-// enterOnce is one transaction of a batch: the raffle's row in share mode (a draw waits for
-// it), one read of the batch's existing entries, one multi-row insert of the new ones. A user
-// twice in the batch gets the same entry twice, created once.
-func (s *Service) enterOnce(ctx context.Context, raffleID string, userIDs []string) ([]combine.Answer[entered], error) {
 	answers := make([]combine.Answer[entered], len(userIDs))
-	err := s.tx.InTx(ctx, func(ctx context.Context) error {
-		clear(answers)
-		r, err := s.raffles.GetForEntry(ctx, raffleID)
-		if errors.Is(err, raffle.ErrNotFound) {
-			for i := range answers {
-				answers[i].Err = raffle.ErrNotFound
-			}
-			return nil
+	r, err := s.terms.get(ctx, raffleID)
+	if errors.Is(err, raffle.ErrNotFound) {
+		for i := range answers {
+			answers[i].Err = raffle.ErrNotFound
 		}
-		if err != nil {
-			return err
-		}
-		existing, err := s.entries.Existing(ctx, raffleID, userIDs)
-		if err != nil {
-			return fmt.Errorf("read entries: %w", err)
-		}
-		now := s.clock.Now()
-		closed := r.CheckEntry(now)
-		var fresh []raffle.Entry
-		for i, userID := range userIDs {
-			if e, ok := existing[userID]; ok {
-				answers[i].Value = entered{entry: e}
-				continue
-			}
-			if closed != nil {
-				answers[i].Err = closed
-				continue
-			}
-			e := raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: now}
-			existing[userID] = e
-			fresh = append(fresh, e)
-			answers[i].Value = entered{entry: e, created: true}
-		}
-		return s.entries.Add(ctx, fresh...)
-	})
+		return answers, nil
+	}
 	if err != nil {
 		return nil, err
+	}
+	now := s.clock.Now()
+	var stored []string
+	// The copy's closesAt is the stored one, and a raffle it shows closed is closed for good:
+	// such a batch only reads.
+	if r.CheckEntry(now) == nil {
+		if stored, err = s.entries.AddWhileOpen(ctx, raffleID, now, userIDs); err != nil {
+			return nil, fmt.Errorf("store entries: %w", err)
+		}
+	}
+	fresh := make(map[string]bool, len(stored))
+	for _, userID := range stored {
+		fresh[userID] = true
+	}
+	var others []string
+	for _, userID := range userIDs {
+		if !fresh[userID] {
+			others = append(others, userID)
+		}
+	}
+	existing := map[string]raffle.Entry{}
+	if len(others) > 0 {
+		if existing, err = s.entries.Existing(ctx, raffleID, others); err != nil {
+			return nil, fmt.Errorf("read entries: %w", err)
+		}
+	}
+	for i, userID := range userIDs {
+		e, ok := existing[userID]
+		switch {
+		case fresh[userID]:
+			e = raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: now}
+			answers[i].Value = entered{entry: e, created: true}
+			// The user's next call in this batch answers the same entry, not created again.
+			fresh[userID], existing[userID] = false, e
+		case ok:
+			answers[i].Value = entered{entry: e}
+		default:
+			answers[i].Err = raffle.ErrClosed
+		}
 	}
 	return answers, nil
 }
@@ -295,6 +337,13 @@ func (s *Service) Draw(ctx context.Context, raffleID string) (bool, error) {
 	}
 	if _, err := r.Draw(userIDs, s.clock.Now()); err != nil {
 		return false, err
+	}
+	if s.drawHold > 0 {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(s.drawHold):
+		}
 	}
 	err = s.raffles.SaveDrawn(ctx, r)
 	if errors.Is(err, raffle.ErrNotDue) {

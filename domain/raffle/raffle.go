@@ -142,10 +142,6 @@ func (r *Raffle) Draw(userIDs []string, now time.Time) ([]draw.Entrant, error) {
 	return won, nil
 }
 
-// ErrAlreadyEntered is an entry stored twice for one user, which the UNIQUE key refuses; the
-// entry use case answers it with the stored entry.
-var ErrAlreadyEntered = errors.New("raffle: the user has entered already")
-
 // ErrNotDue is a close or a draw asked of a raffle that is drawn already, still before closesAt
 // (close), or not closed (draw); only the draw worker meets it, and it skips the raffle.
 var ErrNotDue = errors.New("raffle: drawn already or not closed yet")

@@ -2,6 +2,7 @@ package porttest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -19,13 +20,14 @@ type RaffleBackend struct {
 
 // TestRaffleRepositories checks ports.RaffleRepository and ports.RaffleEntryRepository: Create
 // and Get round-trip a raffle, its seed included, also through a second instance, and an unknown
-// id is raffle.ErrNotFound; the row locks fail outside a transaction; Add inserts a batch of
-// entries all or none, refuses an existing pair as raffle.ErrAlreadyEntered (also to the losers
-// of a race) and an unknown raffle as raffle.ErrNotFound; Existing finds exactly the entrants
-// among the ids asked; a draw's lock
-// waits for an entry holding the raffle, so the draw sees that entry; SaveClosing writes over an
-// OPEN raffle only and SaveDrawn over a CLOSING one, so of racing draws one writes; UserIDs pages
-// through the entrants in id order; Due and ForProduct find what they say.
+// id is raffle.ErrNotFound; the draw's row lock fails outside a transaction; AddWhileOpen stores
+// the users who have no entry and returns exactly them (one of racing statements for one user,
+// none of them failing, also with overlapping batches), stores nothing for a raffle closed by
+// time or status, or unknown; Existing finds exactly the entrants among the ids asked; a draw's
+// lock waits for an entry statement holding the raffle, so the draw sees that entry, and an
+// entry statement that waited for a draw's close stores nothing; SaveClosing writes over an
+// OPEN raffle only and SaveDrawn over a CLOSING one, so of racing draws one writes; UserIDs
+// pages through the entrants in id order; Due and ForProduct find what they say.
 func TestRaffleRepositories(t *testing.T, open func(t *testing.T) RaffleBackend, caps Capabilities) {
 	run(t, open, caps, []testCase[RaffleBackend]{
 		{"Raffle/CreateThenGetRoundTripsTheSeed", testRaffleRoundTrip},
@@ -36,10 +38,11 @@ func TestRaffleRepositories(t *testing.T, open func(t *testing.T) RaffleBackend,
 		{"Raffle/DueListsOpenRafflesPastClose", testRaffleDue},
 		{"Raffle/ForProductFindsItsRaffles", testRaffleForProduct},
 		{"Entry/AddThenExistingGetAndCount", testEntryAddOnce},
-		{"Entry/AddWithAnExistingPairInsertsNone", testEntryAddWithExistingPair},
-		{"Entry/ConcurrentAddsOfOnePairOneWins", testEntryConcurrentAdds},
-		{"Entry/AddToUnknownRaffleIsNotFound", testEntryUnknownRaffle},
+		{"Entry/AddSkipsTheEnteredAndStoresTheRest", testEntryAddWithExistingPair},
+		{"Entry/ConcurrentAddsStoreEachUserOnce", testEntryConcurrentAdds},
+		{"Entry/AddToAClosedOrUnknownRaffleStoresNothing", testEntryClosedOrUnknownRaffle},
 		{"Entry/DrawWaitsForAnEntryHoldingTheRaffle", testEntryDrawWaitsForEntry},
+		{"Entry/AnEntryWaitingForTheCloseStoresNothing", testEntryWaitingForTheClose},
 	})
 }
 
@@ -82,11 +85,24 @@ func testRaffleUnknown(t *testing.T, e env[RaffleBackend]) {
 	expectIs(t, err, raffle.ErrNotEntered, "entry of unknown raffle")
 }
 
+// enterRaffle stores the users' entries at at and returns those it stored, sorted.
+func enterRaffle(ctx context.Context, t *testing.T, b RaffleBackend, raffleID string, at time.Time, users ...string) []string {
+	t.Helper()
+	stored, err := b.Entries.AddWhileOpen(ctx, raffleID, at, users)
+	must(t, err, "add entries")
+	slices.Sort(stored)
+	return stored
+}
+
+// sorted is users sorted, for comparing with what enterRaffle returns.
+func sorted(users ...string) []string {
+	users = slices.Clone(users)
+	slices.Sort(users)
+	return users
+}
+
 func testRaffleLocksOutsideTx(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
-	if _, err := e.impl.Raffles.GetForEntry(context.Background(), r.ID()); err == nil {
-		t.Error("GetForEntry outside a transaction succeeded")
-	}
 	if _, err := e.impl.Raffles.GetForDraw(context.Background(), r.ID()); err == nil {
 		t.Error("GetForDraw outside a transaction succeeded")
 	}
@@ -126,9 +142,7 @@ func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
 	ctx := context.Background()
 	r := newStoredRaffle(t, e.impl, 2, now().Add(time.Hour), "")
 	users := []string{newUserID(), newUserID(), newUserID()}
-	for _, u := range users {
-		must(t, e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: u, EnteredAt: now()}), "add entry")
-	}
+	enterRaffle(ctx, t, e.impl, r.ID(), now(), users...)
 	// A draw of a raffle not closed, or computed from a stale read, must not write.
 	stale, err := e.impl.Raffles.Get(ctx, r.ID())
 	must(t, err, "get")
@@ -151,7 +165,7 @@ func testRaffleSaveDrawnOnce(t *testing.T, e env[RaffleBackend]) {
 
 func testRaffleRacingDraws(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
-	must(t, e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}), "add entry")
+	enterRaffle(context.Background(), t, e.impl, r.ID(), now(), newUserID())
 	instances := []RaffleBackend{e.impl, e.open(t), e.open(t), e.open(t)}
 	errs := startTogether(len(instances), func(i int) error { return drawStored(context.Background(), instances[i], r.ID()) })
 	expectOneWinner(t, errs, raffle.ErrNotDue)
@@ -204,7 +218,9 @@ func testEntryAddOnce(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
 	first := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}
 	second := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now().Add(time.Second)}
-	must(t, e.impl.Entries.Add(ctx, first, second), "add")
+	expectEqual(t, slices.Equal(enterRaffle(ctx, t, e.impl, r.ID(), first.EnteredAt, first.UserID), []string{first.UserID}), true, "stored first")
+	expectEqual(t, slices.Equal(enterRaffle(ctx, t, e.impl, r.ID(), second.EnteredAt, second.UserID), []string{second.UserID}), true,
+		"stored second")
 
 	existing, err := e.impl.Entries.Existing(ctx, r.ID(), []string{first.UserID, newUserID(), second.UserID})
 	must(t, err, "existing")
@@ -222,8 +238,7 @@ func testEntryAddOnce(t *testing.T, e env[RaffleBackend]) {
 	n, err := e.impl.Entries.Count(ctx, r.ID())
 	must(t, err, "count")
 	expectEqual(t, n, 2, "count")
-	want := []string{first.UserID, second.UserID}
-	slices.Sort(want)
+	want := sorted(first.UserID, second.UserID)
 	users, err := e.impl.Entries.UserIDs(ctx, r.ID(), "", 10)
 	must(t, err, "user ids")
 	expectEqual(t, slices.Equal(users, want), true, "user ids in order")
@@ -241,59 +256,137 @@ func testEntryAddOnce(t *testing.T, e env[RaffleBackend]) {
 func testEntryAddWithExistingPair(t *testing.T, e env[RaffleBackend]) {
 	ctx := context.Background()
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
-	first := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}
-	must(t, e.impl.Entries.Add(ctx, first), "add")
-	again := first
-	again.EnteredAt = first.EnteredAt.Add(time.Minute)
-	newcomer := raffle.Entry{RaffleID: r.ID(), UserID: newUserID(), EnteredAt: now()}
-	expectIs(t, e.impl.Entries.Add(ctx, newcomer, again), raffle.ErrAlreadyEntered, "add with an existing pair")
-	got, err := e.impl.Entries.Get(ctx, r.ID(), first.UserID)
+	first, at := newUserID(), now()
+	enterRaffle(ctx, t, e.impl, r.ID(), at, first)
+	newcomers := []string{newUserID(), newUserID()}
+	// The batch names the entered user and a newcomer twice.
+	stored := enterRaffle(ctx, t, e.impl, r.ID(), at.Add(time.Minute), newcomers[0], first, newcomers[1], newcomers[0])
+	expectEqual(t, slices.Equal(stored, sorted(newcomers...)), true, "stored of a batch with an entered user")
+	got, err := e.impl.Entries.Get(ctx, r.ID(), first)
 	must(t, err, "get")
-	expectEqual(t, got.EnteredAt.Equal(first.EnteredAt), true, "the first entry stays")
-	_, err = e.impl.Entries.Get(ctx, r.ID(), newcomer.UserID)
-	expectIs(t, err, raffle.ErrNotEntered, "the newcomer of the refused batch")
+	expectEqual(t, got.EnteredAt.Equal(at), true, "the first entry stays")
+	n, err := e.impl.Entries.Count(ctx, r.ID())
+	must(t, err, "count")
+	expectEqual(t, n, 3, "stored entries")
+	expectEqual(t, len(enterRaffle(ctx, t, e.impl, r.ID(), at.Add(2*time.Minute), first, newcomers[1])), 0, "stored of a batch of the entered")
 }
 
+// testEntryConcurrentAdds: statements racing to enter one user, and batches overlapping in
+// every order, each from its own instance: every user is stored by exactly one of them, and
+// none fails (no deadlock between overlapping batches, no duplicate error).
 func testEntryConcurrentAdds(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 1, now().Add(time.Hour), "")
-	user := newUserID()
-	errs := startTogether(8, func(i int) error {
-		return e.impl.Entries.Add(context.Background(),
-			raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now().Add(time.Duration(i) * time.Second)})
+	users := []string{newUserID(), newUserID(), newUserID(), newUserID()}
+	const racers = 8
+	instances := make([]RaffleBackend, racers)
+	for i := range instances {
+		instances[i] = e.open(t)
+	}
+	stored := make([][]string, racers)
+	errs := startTogether(racers, func(i int) error {
+		batch := slices.Clone(users)
+		if i%2 == 1 {
+			slices.Reverse(batch)
+		}
+		batch = batch[i%3:] // overlapping batches of different sizes
+		var err error
+		stored[i], err = instances[i].Entries.AddWhileOpen(context.Background(), r.ID(), now(), batch)
+		return err
 	})
-	expectOneWinner(t, errs, raffle.ErrAlreadyEntered)
+	storedBy := map[string]int{}
+	for i, err := range errs {
+		must(t, err, "racing add")
+		for _, u := range stored[i] {
+			storedBy[u]++
+		}
+	}
+	for _, u := range users {
+		expectEqual(t, storedBy[u], 1, "statements that stored "+u)
+	}
 	n, err := e.impl.Entries.Count(context.Background(), r.ID())
 	must(t, err, "count")
-	expectEqual(t, n, 1, "stored entries")
+	expectEqual(t, n, len(users), "stored entries")
 }
 
-func testEntryUnknownRaffle(t *testing.T, e env[RaffleBackend]) {
-	err := e.impl.Entries.Add(context.Background(), raffle.Entry{RaffleID: randomID(), UserID: newUserID(), EnteredAt: now()})
-	expectIs(t, err, raffle.ErrNotFound, "add to unknown raffle")
+func testEntryClosedOrUnknownRaffle(t *testing.T, e env[RaffleBackend]) {
+	ctx := context.Background()
+	closesAt := now().Add(time.Hour)
+	r := newStoredRaffle(t, e.impl, 1, closesAt, "")
+	expectEqual(t, len(enterRaffle(ctx, t, e.impl, r.ID(), closesAt, newUserID())), 0, "stored at closesAt")
+	expectEqual(t, len(enterRaffle(ctx, t, e.impl, r.ID(), closesAt.Add(time.Second), newUserID())), 0, "stored after closesAt")
+	closing := newStoredRaffle(t, e.impl, 1, closesAt, "")
+	must(t, closing.Close(closesAt), "close")
+	must(t, e.impl.Raffles.SaveClosing(ctx, closing), "save closing")
+	expectEqual(t, len(enterRaffle(ctx, t, e.impl, closing.ID(), now(), newUserID())), 0, "stored in a closing raffle before closesAt")
+	for _, id := range []string{r.ID(), closing.ID()} {
+		n, err := e.impl.Entries.Count(ctx, id)
+		must(t, err, "count")
+		expectEqual(t, n, 0, "entries of a closed raffle")
+	}
+	expectEqual(t, len(enterRaffle(ctx, t, e.impl, randomID(), now(), newUserID())), 0, "stored in an unknown raffle")
 }
 
-// testEntryDrawWaitsForEntry: an entry holding the raffle's row (GetForEntry) commits before a
-// draw that started meanwhile reads the entrants, so the draw counts it.
+// testEntryDrawWaitsForEntry: an entry statement holding the raffle's row (its transaction not
+// ended) commits before a draw that started meanwhile reads the entrants, so the draw counts it.
 func testEntryDrawWaitsForEntry(t *testing.T, e env[RaffleBackend]) {
 	r := newStoredRaffle(t, e.impl, 5, now().Add(time.Hour), "")
 	user := newUserID()
 	drawer := e.open(t)
-	held := make(chan struct{})
 	drawn := make(chan error, 1)
 	entered := e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
-		if _, err := e.impl.Raffles.GetForEntry(ctx, r.ID()); err != nil {
-			return err
+		stored, err := e.impl.Entries.AddWhileOpen(ctx, r.ID(), now(), []string{user})
+		if err != nil || len(stored) != 1 {
+			return fmt.Errorf("entry stored %v: %w", stored, err)
 		}
-		close(held)
 		go func() { drawn <- drawStored(context.Background(), drawer, r.ID()) }()
 		// Give the draw time to overtake this entry if its lock does not wait for it.
 		time.Sleep(200 * time.Millisecond)
-		return e.impl.Entries.Add(ctx, raffle.Entry{RaffleID: r.ID(), UserID: user, EnteredAt: now()})
+		return nil
 	})
-	<-held
 	must(t, entered, "entry")
 	must(t, <-drawn, "draw")
 	got, err := e.impl.Raffles.Get(context.Background(), r.ID())
 	must(t, err, "get")
 	expectEqual(t, got.Result().Entries, 1, "entries the draw counted")
+}
+
+// testEntryWaitingForTheClose: an entry statement sent while a draw's close holds the raffle's
+// row (its transaction not ended) waits for it and then stores nothing, though the time it
+// enters at is before closesAt; the draw counts no entry.
+func testEntryWaitingForTheClose(t *testing.T, e env[RaffleBackend]) {
+	closesAt := now().Add(time.Hour)
+	r := newStoredRaffle(t, e.impl, 5, closesAt, "")
+	entrant := e.open(t)
+	type result struct {
+		stored []string
+		err    error
+	}
+	entered := make(chan result, 1)
+	closed := e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
+		locked, err := e.impl.Raffles.GetForDraw(ctx, r.ID())
+		if err != nil {
+			return err
+		}
+		if err := locked.Close(closesAt); err != nil {
+			return err
+		}
+		if err := e.impl.Raffles.SaveClosing(ctx, locked); err != nil {
+			return err
+		}
+		go func() {
+			stored, err := entrant.Entries.AddWhileOpen(context.Background(), r.ID(), now(), []string{newUserID()})
+			entered <- result{stored, err}
+		}()
+		// Give the entry time to overtake the close if its lock does not wait for it.
+		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	must(t, closed, "close")
+	got := <-entered
+	must(t, got.err, "entry")
+	expectEqual(t, len(got.stored), 0, "entries stored after waiting for the close")
+	must(t, drawStored(context.Background(), e.impl, r.ID()), "draw")
+	drawn, err := e.impl.Raffles.Get(context.Background(), r.ID())
+	must(t, err, "get")
+	expectEqual(t, drawn.Result().Entries, 0, "entries the draw counted")
 }

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,9 +17,11 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/raffle"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testenv"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -239,6 +244,162 @@ func TestRaffle_DrawDyingBeforeCommitCompletesOnce(t *testing.T) {
 			}
 			if won != 2 {
 				t.Fatalf("%d won, want 2", won)
+			}
+		})
+	}
+}
+
+// TestRaffle_KilledMidDrawCompletesOnceAfterRestart: the instance drawing a raffle is killed
+// with kill -9 inside its draw (RUSHGATE_RAFFLE_DRAW_HOLD holds the draw between ordering the
+// entrants and writing the result, so the kill lands there, not by luck). The database then
+// holds the raffle CLOSING, unpublished, with the seed it was created with; entries are
+// refused. Two instances started after the kill race to draw it: it is drawn once, with that
+// seed, and the cutoff recomputed from the stored entries; its result stays as first written.
+func TestRaffle_KilledMidDrawCompletesOnceAfterRestart(t *testing.T) {
+	for _, database := range processDatabases {
+		t.Run(database.name, func(t *testing.T) {
+			t.Parallel()
+			fresh := database.fresh(t)
+			env := append(processEnv(t, fresh.URL), "RUSHGATE_RAFFLE_DRAW_INTERVAL=50ms")
+			db, err := gormdb.Open(context.Background(), fresh.URL, testenv.DBOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			query := func(q string) string { return gormdb.Bind(db.Dialect(), q) }
+
+			drawer := startProcess(t, append(env, "RUSHGATE_RAFFLE_DRAW_HOLD=1h"), "drawer", "all")
+			c := drawer.client(t)
+			const users, winners = 30, 4
+			created := c.do("POST", "/admin/raffles", c.adminToken(), fmt.Sprintf(`{"name":"kill","winners":%d,"closesAt":%q}`,
+				winners, time.Now().Add(time.Hour).Format(time.RFC3339Nano)))
+			if created.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			id := created.str("id")
+			entrants := make([]string, users)
+			for u := range entrants {
+				entrants[u] = fmt.Sprintf("kill-%s%02d", c.run, u)
+				if res := c.do("POST", "/raffles/"+id+"/entries", c.token(entrants[u]), ""); res.status != http.StatusCreated {
+					t.Fatalf("entry %d: %d %s", u, res.status, res.raw)
+				}
+			}
+			// The raffle closes now: the draw worker's next round closes it and holds its draw.
+			if _, err := db.SQL().Exec(query("UPDATE raffles SET closes_at = ? WHERE id = ?"), time.Now().UTC().Add(-time.Second), id); err != nil {
+				t.Fatal(err)
+			}
+			status := func() (string, error) {
+				var s string
+				err := db.SQL().QueryRow(query("SELECT status FROM raffles WHERE id = ?"), id).Scan(&s)
+				return s, err
+			}
+			testkit.Eventually(t, 30*time.Second, "the draw to close the raffle", func() error {
+				if s, err := status(); err != nil || s != "CLOSING" {
+					return fmt.Errorf("status %q, %v", s, err)
+				}
+				return nil
+			})
+			drawer.kill()
+
+			var drawnAt sql.NullTime
+			var seed []byte
+			err = db.SQL().QueryRow(query("SELECT drawn_at, seed FROM raffles WHERE id = ?"), id).Scan(&drawnAt, &seed)
+			if s, _ := status(); err != nil || s != "CLOSING" || drawnAt.Valid || sha256Hex(seed) != created.str("seedHash") {
+				t.Fatalf("after the kill: status %q, drawn at %v, seed matches the commitment %v: %v", s, drawnAt, sha256Hex(seed) == created.str("seedHash"), err)
+			}
+
+			restarted := []*server{startProcess(t, env, "restarted-a", "all").client(t), startProcess(t, env, "restarted-b", "all").client(t)}
+			for _, s := range restarted {
+				if view := s.do("GET", "/raffles/"+id, s.token(entrants[0]), ""); view.str("status") == "OPEN" && view.str("seed") != "" {
+					t.Fatalf("an undrawn raffle shows its seed: %s", view.raw)
+				}
+				assertError(t, s.do("POST", "/raffles/"+id+"/entries", s.token("late-"+s.run), ""), http.StatusConflict, "RAFFLE_CLOSED")
+			}
+			var drawn response
+			testkit.Eventually(t, 30*time.Second, "the draw after the restart", func() error {
+				drawn = restarted[0].do("GET", "/raffles/"+id, restarted[0].token(entrants[0]), "")
+				return drawn.hasStatus("DRAWN")
+			})
+			published, err := hex.DecodeString(drawn.str("seed"))
+			if err != nil || !bytes.Equal(published, seed) || drawn.num("entries") != users {
+				t.Fatalf("drawn: %s; the stored seed is %x", drawn.raw, seed)
+			}
+			tickets := make([]string, users)
+			for u, user := range entrants {
+				tickets[u] = sha256Hex(append(append([]byte{}, seed...), ":"+user...))
+			}
+			slices.Sort(tickets)
+			if drawn.str("cutoffTicket") != tickets[winners-1] {
+				t.Fatalf("cutoff %s, recomputed from the entries %s", drawn.str("cutoffTicket"), tickets[winners-1])
+			}
+			var firstDrawnAt time.Time
+			if err := db.SQL().QueryRow(query("SELECT drawn_at FROM raffles WHERE id = ?"), id).Scan(&firstDrawnAt); err != nil {
+				t.Fatal(err)
+			}
+			won := 0
+			for u, user := range entrants {
+				standing := restarted[u%2].do("GET", "/raffles/"+id+"/entries/me", restarted[u%2].token(user), "")
+				if standing.str("status") == "won" {
+					won++
+				}
+			}
+			var again time.Time
+			if err := db.SQL().QueryRow(query("SELECT drawn_at FROM raffles WHERE id = ?"), id).Scan(&again); err != nil || !again.Equal(firstDrawnAt) {
+				t.Fatalf("the result was written again: drawn at %v, then %v (%v)", firstDrawnAt, again, err)
+			}
+			if won != winners {
+				t.Fatalf("%d won, want %d", won, winners)
+			}
+		})
+	}
+}
+
+// TestRaffle_DatabaseStoppedAnswers503ThenServesAgain: with the database stopped hard, every
+// raffle route answers 503 UNAVAILABLE with a message and stores nothing (an entry sent then is
+// not entered); once it is back, entries are taken again and an earlier entry answers 200.
+func TestRaffle_DatabaseStoppedAnswers503ThenServesAgain(t *testing.T) {
+	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
+		db := newDatabase(t)
+		t.Run(db.name, func(t *testing.T) {
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)}, productionTimeouts)
+			admin := s.adminToken()
+			create := fmt.Sprintf(`{"name":"outage","winners":1,"closesAt":%q}`, time.Now().Add(time.Hour).Format(time.RFC3339Nano))
+			created := s.do("POST", "/admin/raffles", admin, create)
+			if created.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			id := created.str("id")
+			enter := func(user string) response { return s.do("POST", "/raffles/"+id+"/entries", s.token(user), "") }
+			if res := enter("before"); res.status != http.StatusCreated {
+				t.Fatalf("entry: %d %s", res.status, res.raw)
+			}
+
+			db.stop(t)
+			for name, res := range map[string]response{
+				"create":      s.do("POST", "/admin/raffles", admin, create),
+				"new entry":   enter("during"),
+				"entry again": enter("before"),
+				"raffle":      s.do("GET", "/raffles/"+id, admin, ""),
+				"standing":    s.do("GET", "/raffles/"+id+"/entries/me", s.token("before"), ""),
+			} {
+				if res.status != http.StatusServiceUnavailable || res.str("error") != "UNAVAILABLE" || res.str("message") == "" {
+					t.Errorf("%s with the database stopped: %d %s", name, res.status, res.raw)
+				}
+			}
+
+			db.start(t)
+			testkit.Eventually(t, 30*time.Second, "entries taken again", func() error {
+				if res := enter("after"); res.status != http.StatusCreated {
+					return fmt.Errorf("entry: %d %s", res.status, res.raw)
+				}
+				return nil
+			})
+			if res := enter("before"); res.status != http.StatusOK {
+				t.Fatalf("the earlier entry again: %d %s", res.status, res.raw)
+			}
+			assertError(t, s.do("GET", "/raffles/"+id+"/entries/me", s.token("during"), ""), http.StatusNotFound, "NOT_ENTERED")
+			if view := s.do("GET", "/raffles/"+id, admin, ""); view.num("entries") != 2 {
+				t.Fatalf("after the outage: %s", view.raw)
 			}
 		})
 	}
