@@ -68,9 +68,8 @@ type queuePush struct {
 
 // pushStream is what one stream received.
 type pushStream struct {
-	tokens   map[string]bool
-	lastRank int
-	rose     bool
+	tokens map[string]bool
+	rose   bool // a position's rank rose above the one before
 }
 
 var _ scenario = (*queuePush)(nil)
@@ -196,11 +195,11 @@ func (s *queuePush) run(e *env) work {
 	}}
 }
 
-// opened, position, admitted and ended are the clients' reports (streamEvents).
+// opened, admitted, ended and positions are the clients' reports (streamEvents).
 
 func (s *queuePush) opened(i int) {
 	s.mu.Lock()
-	s.streams[i] = &pushStream{tokens: map[string]bool{}, lastRank: -1}
+	s.streams[i] = &pushStream{tokens: map[string]bool{}}
 	s.mu.Unlock()
 	for n := s.open.Add(1); ; {
 		if peak := s.maxOpen.Load(); n <= peak || s.maxOpen.CompareAndSwap(peak, n) {
@@ -209,17 +208,17 @@ func (s *queuePush) opened(i int) {
 	}
 }
 
-func (s *queuePush) ended(int) { s.open.Add(-1) }
-
-func (s *queuePush) position(i, rank int, lag time.Duration) {
+func (s *queuePush) ended(i int, rose bool) {
+	s.open.Add(-1)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.streams[i]
-	if st.lastRank >= 0 && rank > st.lastRank {
-		st.rose = true
-	}
-	st.lastRank = rank
-	s.positionLags = append(s.positionLags, lag)
+	s.streams[i].rose = rose
+	s.mu.Unlock()
+}
+
+func (s *queuePush) positions(lags []time.Duration) {
+	s.mu.Lock()
+	s.positionLags = append(s.positionLags, lags...)
+	s.mu.Unlock()
 }
 
 func (s *queuePush) admitted(i int, lag time.Duration, token string) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,13 +36,14 @@ import (
 // From a client, on its stdout:
 //
 //	opened <i> <latency ns> <status> [<error or body>]   status 0: a transport error
-//	position <i> <rank> <lag ns>
 //	admitted <i> <lag ns> <token>
-//	ended <i>
+//	ended <i> <rose>                 rose: 1 when a position's rank rose above the one before
 //	files <n>
+//	positions <lag ns>…              once every stream ended: every position event's lag
 //
 // Lags are taken by the client when the event arrives (receipt − the tick or promotion the
-// event's id names), so the pipe adds nothing to them.
+// event's id names), so the pipe adds nothing to them; a position (every stream, every tick) is
+// kept by the client rather than sent, so the run's pipes carry openings and admissions only.
 
 // streamClientCommand, as the first argument, runs rushgate-load as a stream client:
 // `rushgate-load stream-client <k> <timeout>`. It is no scenario: only queue-push starts it.
@@ -55,6 +57,8 @@ const (
 	clientFileReserve = 256
 	// clientFlushEvery bounds how long an event line waits in a client's output buffer.
 	clientFlushEvery = 10 * time.Millisecond
+	// positionsPerLine keeps the closing lines of lags short.
+	positionsPerLine = 1024
 )
 
 // streamsPerClient is how many streams one client process holds under the hard open-files limit.
@@ -86,9 +90,9 @@ func raiseFileLimit() error {
 // streamEvents is what the run learns from its clients, in each stream's order.
 type streamEvents interface {
 	opened(i int)
-	position(i, rank int, lag time.Duration)
 	admitted(i int, lag time.Duration, token string)
-	ended(i int)
+	ended(i int, rose bool)
+	positions(lags []time.Duration)
 }
 
 // streamClients are the run's client processes; stream i is held by client i mod n.
@@ -248,15 +252,18 @@ func (p *clientProcess) readOutput(out io.Reader, events streamEvents) {
 			if answer != nil {
 				answer <- a
 			}
-		case f[0] == "position" && len(f) == 4:
-			rank, _ := strconv.Atoi(f[2])
-			lag, _ := strconv.ParseInt(f[3], 10, 64)
-			events.position(i, rank, time.Duration(lag))
 		case f[0] == "admitted" && len(f) == 4:
 			lag, _ := strconv.ParseInt(f[2], 10, 64)
 			events.admitted(i, time.Duration(lag), f[3])
-		case f[0] == "ended":
-			events.ended(i)
+		case f[0] == "ended" && len(f) == 3:
+			events.ended(i, f[2] == "1")
+		case f[0] == "positions":
+			lags := make([]time.Duration, 0, len(f)-1)
+			for _, v := range strings.Fields(sc.Text())[1:] {
+				lag, _ := strconv.ParseInt(v, 10, 64)
+				lags = append(lags, time.Duration(lag))
+			}
+			events.positions(lags)
 		case f[0] == "files":
 			p.files <- i
 		}
@@ -323,6 +330,13 @@ func runStreamClient(args []string, in io.Reader, out io.Writer) error {
 	close(flushed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for lags := range slices.Chunk(c.positionLags, positionsPerLine) {
+		_, _ = c.out.WriteString("positions")
+		for _, lag := range lags {
+			_, _ = fmt.Fprintf(c.out, " %d", lag)
+		}
+		_ = c.out.WriteByte('\n')
+	}
 	return c.out.Flush()
 }
 
@@ -352,9 +366,10 @@ type streamClient struct {
 	release chan struct{}
 	streams sync.WaitGroup
 
-	mu    sync.Mutex
-	out   *bufio.Writer
-	dirty bool
+	mu           sync.Mutex
+	out          *bufio.Writer
+	dirty        bool
+	positionLags []time.Duration
 }
 
 // write adds a line to the output; now flushes it at once (an answer someone waits for), else
@@ -413,15 +428,20 @@ func (c *streamClient) open(i int, url, authorization string) {
 		return
 	}
 	c.write(true, "opened %d %d %d", i, latency, res.StatusCode)
-	c.hold(ctx, i, res.Body)
-	c.write(false, "ended %d", i)
+	rose := 0
+	if c.hold(ctx, i, res.Body) {
+		rose = 1
+	}
+	c.write(false, "ended %d %d", i, rose)
 }
 
-// hold reads stream i's events until it ends, or until its admission once released.
-func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) {
+// hold reads stream i's events until it ends, or until its admission once released; it answers
+// whether a position's rank rose above the one before.
+func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) (rose bool) {
 	sc := bufio.NewScanner(body)
 	var name, data string
 	var id int64
+	lastRank := -1
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -442,7 +462,11 @@ func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) {
 					Rank int `json:"rank"`
 				}
 				_ = json.Unmarshal([]byte(data), &p)
-				c.write(false, "position %d %d %d", i, p.Rank, lag)
+				rose = rose || (lastRank >= 0 && p.Rank > lastRank)
+				lastRank = p.Rank
+				c.mu.Lock()
+				c.positionLags = append(c.positionLags, lag)
+				c.mu.Unlock()
 			case "admitted":
 				var t struct {
 					Token string `json:"token"`
@@ -454,11 +478,12 @@ func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) {
 				case <-c.release:
 				case <-ctx.Done():
 				}
-				return
+				return rose
 			}
 			name, data, id = "", "", 0
 		}
 	}
+	return rose
 }
 
 // oneLine keeps a message on its line of the protocol.
