@@ -17,13 +17,15 @@ import (
 )
 
 // queue-push: the waiting room's push mode (SPEC §3) under a crowd of SSE clients. The timed
-// run opens --users streams (GET /events/{id}/tickets/waiting) and holds them; the first
+// run opens --users streams (GET /events/{id}/tickets/waiting) and holds them, in client
+// processes of their own (push_clients.go) so that no process runs out of descriptors; the first
 // --capacity users are admitted at once and hold their slot until everyone is connected. Then
 // every admitted client leaves the moment its token arrives (the simulated checkout), so the
 // dispatcher keeps promoting until the whole crowd is through. Reported: connections held,
 // broker memory per connection (the process's resident memory growth, and Go heap + stacks, from
 // the broker's /metrics, before the crowd connected and once its memory settled while holding
-// it), position lag (the event's id is its tick; receipt − tick), admitted
+// it), each broker's and client's open files, position lag (the event's id is its tick;
+// receipt − tick), admitted
 // delivery lag (id = the promotion), promotions/s. Invariant: each user admitted exactly once
 // with one token, never more admitted than slots (sampled), FIFO within the slot window,
 // positions never rising. The servers must run with RUSHGATE_RECONNECT_GRACE=0, so a leaving
