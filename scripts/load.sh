@@ -6,7 +6,10 @@
 # of them (requests round-robin), stop the servers and drop the database; then print a summary
 # table of every run.
 #
-#   LOAD_FLAGS     extra flags for rushgate-load, e.g. LOAD_FLAGS="--users 5000 --concurrency 128"
+#   LOAD_FLAGS     extra flags for rushgate-load, e.g. LOAD_FLAGS="--users 5000 --concurrency 128";
+#                  --users-per-instance N sizes each instance count alike: queue-push's big runs
+#                  (18,000 streams on one broker, 36,000 on two) are
+#                  LOAD_DBS=postgres LOAD_SCENARIOS=queue-push LOAD_FLAGS="--users-per-instance 18000"
 #   LOAD_ADDR      first server's address (default 127.0.0.1:18080); a port in use is skipped,
 #                  and each further instance takes the next free port
 #   RUSHGATE_BIN   server binary to run instead of building ./cmd/rushgate, e.g. a build of

@@ -43,17 +43,26 @@ type config struct {
 	redisURL    string
 	jwtSecret   string
 	users       int
-	capacity    int
-	concurrency int
-	crews       int
-	orderItems  int
-	noCeiling   bool
-	list        bool // print the scenario names instead of running one
-	timeout     time.Duration
-	summary     string
+	// usersPerInstance, when set, is --users per server: --users is it × the servers.
+	usersPerInstance int
+	capacity         int
+	concurrency      int
+	crews            int
+	orderItems       int
+	noCeiling        bool
+	list             bool // print the scenario names instead of running one
+	timeout          time.Duration
+	summary          string
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == streamClientCommand {
+		if err := runStreamClient(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "rushgate-load stream client:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	passed, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -249,6 +258,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.jwtSecret, "jwt-secret", os.Getenv("RUSHGATE_JWT_SECRET"),
 		"the servers' HS256 secret, to mint tokens (default $RUSHGATE_JWT_SECRET)")
 	fs.IntVar(&cfg.users, "users", 2000, "number of users, one request each (charge-herd: number of charges)")
+	fs.IntVar(&cfg.usersPerInstance, "users-per-instance", 0, "instead of --users: this many users for each --url, so one command sizes the one- and two-instance runs alike")
 	fs.IntVar(&cfg.capacity, "capacity", 100, "crew-herd: the crew's maxMembers (crew-hot's crew has a seat per user); coupon-herd: the coupon's quantity; queue-pull: the slots; seat-herd: the seats")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
@@ -275,10 +285,18 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments after the scenario: %q", fs.Args())
 	}
+	usersGiven := false
+	fs.Visit(func(f *flag.Flag) { usersGiven = usersGiven || f.Name == "users" })
 	if err := applyScenarioDefaults(fs, cfg.scenario); err != nil {
 		return config{}, err
 	}
 	cfg.urls = urls.urls
+	if cfg.usersPerInstance != 0 {
+		if usersGiven {
+			return config{}, errors.New("--users and --users-per-instance exclude each other")
+		}
+		cfg.users = cfg.usersPerInstance * len(cfg.urls)
+	}
 
 	switch {
 	case cfg.jwtSecret == "":

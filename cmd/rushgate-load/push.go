@@ -5,27 +5,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 )
 
 // queue-push: the waiting room's push mode (SPEC §3) under a crowd of SSE clients. The timed
-// run opens --users streams (GET /events/{id}/tickets/waiting) and holds them; the first
+// run opens --users streams (GET /events/{id}/tickets/waiting) and holds them, in client
+// processes of their own (push_clients.go) so that no process runs out of descriptors; the first
 // --capacity users are admitted at once and hold their slot until everyone is connected. Then
 // every admitted client leaves the moment its token arrives (the simulated checkout), so the
 // dispatcher keeps promoting until the whole crowd is through. Reported: connections held,
 // broker memory per connection (the process's resident memory growth, and Go heap + stacks, from
 // the broker's /metrics, before the crowd connected and once its memory settled while holding
-// it), position lag (the event's id is its tick; receipt − tick), admitted
+// it), each broker's and client's open files, position lag (the event's id is its tick;
+// receipt − tick), admitted
 // delivery lag (id = the promotion), promotions/s. Invariant: each user admitted exactly once
 // with one token, never more admitted than slots (sampled), FIFO within the slot window,
 // positions never rising. The servers must run with RUSHGATE_RECONNECT_GRACE=0, so a leaving
@@ -43,20 +43,7 @@ func newQueuePush(cfg config) (scenario, error) {
 	if cfg.capacity < 1 || cfg.capacity > maxCapacity {
 		return nil, fmt.Errorf("queue-push: --capacity (the slots) must be 1..%d", maxCapacity)
 	}
-	if err := raiseFileLimit(); err != nil {
-		return nil, fmt.Errorf("queue-push: raise the file descriptor limit: %w", err)
-	}
 	return &queuePush{users: cfg.users, slots: cfg.capacity}, nil
-}
-
-// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard one: one descriptor per stream.
-func raiseFileLimit() error {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return err
-	}
-	lim.Cur = lim.Max
-	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
 type queuePush struct {
@@ -66,30 +53,25 @@ type queuePush struct {
 	eventID string
 	admin   string
 	bearers []map[string]string
-	client  *http.Client
+	clients *streamClients
 	// memBefore is each instance's memory before the crowd connected.
 	memBefore []brokerMem
 
-	// Set by run.
-	streams []*pushStream
+	// Set by run, from the clients' reports.
 	open    atomic.Int64
 	maxOpen atomic.Int64
-	// release lets admitted clients leave; closed once everyone connected.
-	release chan struct{}
 
 	mu           sync.Mutex
+	streams      []*pushStream
 	positionLags []time.Duration
 	deliveryLags []time.Duration
 	admittedSeq  []int // users in order of admission
 }
 
-// pushStream is one client's stream.
+// pushStream is what one stream received.
 type pushStream struct {
-	cancel   context.CancelFunc
-	ended    chan struct{}
-	tokens   map[string]bool
-	lastRank int
-	rose     bool
+	tokens map[string]bool
+	rose   bool // a position's rank rose above the one before
 }
 
 var _ scenario = (*queuePush)(nil)
@@ -116,11 +98,11 @@ func (s *queuePush) prepare(ctx context.Context, e *env) error {
 	if s.bearers, err = mintUsers(e, s.users); err != nil {
 		return err
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = -1
-	s.client = &http.Client{Transport: transport}
 	s.streams = make([]*pushStream, s.users)
-	s.release = make(chan struct{})
+	if s.clients, err = startStreamClients(s.users, e.timeout, s, e.stderr); err != nil {
+		return fmt.Errorf("queue-push: %w", err)
+	}
+	progress(e.stderr, "queue-push: %d streams held by %d client processes\n", s.users, len(s.clients.procs))
 	for k := range e.api.urls {
 		mem, err := brokerMemory(ctx, e.api.urls[k])
 		if err != nil {
@@ -162,10 +144,11 @@ func settledMemory(ctx context.Context, base string) (settled brokerMem, first f
 }
 
 // brokerMem is an instance's memory: Go heap in use + stacks in use, and the process's resident
-// set (its VmRSS, as the process collector reads it from /proc).
-type brokerMem struct{ goHeapStacks, resident float64 }
+// set (its VmRSS, as the process collector reads it from /proc); and its open descriptors
+// against its limit.
+type brokerMem struct{ goHeapStacks, resident, openFiles, maxFiles float64 }
 
-// brokerMemory reads an instance's memory off its /metrics.
+// brokerMemory reads an instance's memory and descriptors off its /metrics.
 func brokerMemory(ctx context.Context, base string) (brokerMem, error) {
 	var m brokerMem
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
@@ -186,6 +169,10 @@ func brokerMemory(ctx context.Context, base string) (brokerMem, error) {
 			into = &m.goHeapStacks
 		case "process_resident_memory_bytes":
 			into = &m.resident
+		case "process_open_fds":
+			into = &m.openFiles
+		case "process_max_fds":
+			into = &m.maxFiles
 		default:
 			continue
 		}
@@ -198,106 +185,55 @@ func brokerMemory(ctx context.Context, base string) (brokerMem, error) {
 	return m, sc.Err()
 }
 
-// run opens every stream; one succeeds when the server answers 200 and the stream starts.
+// run opens every stream through the clients; one succeeds when the server answers 200 and the
+// stream starts.
 func (s *queuePush) run(e *env) work {
 	path := "/events/" + url.PathEscape(s.eventID) + "/tickets/waiting"
 	return work{n: s.users, do: func(_ context.Context, i int) attempt {
 		k, base := e.api.pick(i)
-		a := attempt{instance: k}
-		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		req.Header.Set("Authorization", s.bearers[i]["Authorization"])
-		start := time.Now()
-		res, err := s.client.Do(req)
-		a.latency = time.Since(start)
-		if err != nil {
-			cancel()
-			a.err = err
-			return a
-		}
-		a.status = res.StatusCode
-		if res.StatusCode != http.StatusOK {
-			raw, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-			_ = res.Body.Close()
-			cancel()
-			a.detail = snippet(raw)
-			return a
-		}
-		a.ok = true
-		st := &pushStream{cancel: cancel, ended: make(chan struct{}), tokens: map[string]bool{}, lastRank: -1}
-		s.streams[i] = st
-		for n := s.open.Add(1); ; {
-			if peak := s.maxOpen.Load(); n <= peak || s.maxOpen.CompareAndSwap(peak, n) {
-				break
-			}
-		}
-		go s.read(i, st, res.Body)
+		a := s.clients.open(i, base+path, s.bearers[i]["Authorization"])
+		a.instance = k
 		return a
 	}}
 }
 
-// read consumes one stream until it ends.
-func (s *queuePush) read(i int, st *pushStream, body io.ReadCloser) {
-	defer close(st.ended)
-	defer s.open.Add(-1)
-	defer body.Close()
-	sc := bufio.NewScanner(body)
-	var name, data string
-	var id int64
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "id: "):
-			id, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		case line == "" && name != "":
-			now := time.Now()
-			var lag time.Duration
-			if id > 0 {
-				lag = now.Sub(time.UnixMilli(id))
-			}
-			if s.event(i, st, name, data, lag) {
-				<-s.release
-				st.cancel()
-			}
-			name, data, id = "", "", 0
+// opened, admitted, ended and positions are the clients' reports (streamEvents).
+
+func (s *queuePush) opened(i int) {
+	s.mu.Lock()
+	s.streams[i] = &pushStream{tokens: map[string]bool{}}
+	s.mu.Unlock()
+	for n := s.open.Add(1); ; {
+		if peak := s.maxOpen.Load(); n <= peak || s.maxOpen.CompareAndSwap(peak, n) {
+			break
 		}
 	}
 }
 
-// event records one event; it answers true for an admission, after which the client leaves.
-func (s *queuePush) event(i int, st *pushStream, name, data string, lag time.Duration) bool {
+func (s *queuePush) ended(i int, rose bool) {
+	s.open.Add(-1)
+	s.mu.Lock()
+	s.streams[i].rose = rose
+	s.mu.Unlock()
+}
+
+func (s *queuePush) positions(lags []time.Duration) {
+	s.mu.Lock()
+	s.positionLags = append(s.positionLags, lags...)
+	s.mu.Unlock()
+}
+
+func (s *queuePush) admitted(i int, lag time.Duration, token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch name {
-	case "position":
-		var p struct {
-			Rank int `json:"rank"`
-		}
-		_ = json.Unmarshal([]byte(data), &p)
-		if st.lastRank >= 0 && p.Rank > st.lastRank {
-			st.rose = true
-		}
-		st.lastRank = p.Rank
-		s.positionLags = append(s.positionLags, lag)
-	case "admitted":
-		var t struct {
-			Token string `json:"token"`
-		}
-		_ = json.Unmarshal([]byte(data), &t)
-		if len(st.tokens) == 0 {
-			s.admittedSeq = append(s.admittedSeq, i)
-		}
-		st.tokens[t.Token] = true
-		if lag > 0 {
-			s.deliveryLags = append(s.deliveryLags, lag)
-		}
-		return true
+	st := s.streams[i]
+	if len(st.tokens) == 0 {
+		s.admittedSeq = append(s.admittedSeq, i)
 	}
-	return false
+	st.tokens[token] = true
+	if lag > 0 {
+		s.deliveryLags = append(s.deliveryLags, lag)
+	}
 }
 
 // invariant measures memory with the crowd connected, lets the admitted leave, waits until
@@ -320,6 +256,12 @@ func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (
 		return res, err
 	}
 	add("connections the server counts", view.Connections, "")
+	clientFiles, err := s.clients.mostFiles()
+	if err != nil {
+		return res, err
+	}
+	add("client processes", len(s.clients.procs), "")
+	add("client process open files at most", clientFiles, fmt.Sprintf("%d (limit %d)", clientFiles, fileLimit()))
 	for k := range e.api.urls {
 		after, peak, err := settledMemory(ctx, e.api.urls[k])
 		if err != nil {
@@ -337,13 +279,16 @@ func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (
 		add(fmt.Sprintf("broker %d memory per connection", k), int(resident),
 			fmt.Sprintf("%.2f KiB (resident memory Δ over %d streams, settled; target < 2 KiB: %s); just connected %.2f KiB; Go heap+stacks Δ %.2f KiB",
 				resident/1024, held, passMiss(resident < pushMemoryTarget), (peak-s.memBefore[k].resident)/streams/1024, goMem/1024))
+		add(fmt.Sprintf("broker %d open files", k), int(after.openFiles), fmt.Sprintf("%.0f (limit %.0f)", after.openFiles, after.maxFiles))
 	}
 
 	stop := make(chan struct{})
 	sampled := make(chan int)
 	go func() { sampled <- sampleAdmitted(ctx, e, s.admin, s.eventID, stop) }()
 	start := time.Now()
-	close(s.release)
+	if err := s.clients.release(); err != nil {
+		return res, err
+	}
 	deadline := time.Now().Add(pushAdmissionBudget)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		s.mu.Lock()
@@ -357,12 +302,7 @@ func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (
 	took := time.Since(start)
 	close(stop)
 	maxAdmitted := <-sampled
-	for _, st := range s.streams {
-		if st != nil {
-			st.cancel()
-			<-st.ended
-		}
-	}
+	s.clients.close()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -164,6 +164,12 @@ func TestParseArgs_AScenarioRunsAtItsOwnSizeUnlessTheCommandLineGivesOne(t *test
 	require.NoError(t, err)
 	assert.Equal(t, 2000, cfg.users, "a scenario without defaults takes the flag's")
 	assert.Contains(t, usage(), "(unless given: --capacity 100 --users 100000)")
+
+	cfg, err = parseArgs([]string{"--jwt-secret", "s", "--url", "http://a:1,http://b:2", "queue-push", "--users-per-instance", "18000"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, 36000, cfg.users, "--users-per-instance × the instances, over the scenario's own size")
+	_, err = parseArgs([]string{"--jwt-secret", "s", "queue-push", "--users", "5", "--users-per-instance", "18000"}, &stderr)
+	assert.ErrorContains(t, err, "exclude each other")
 }
 
 func TestRun_ListPrintsTheRegistryWithoutADatabase(t *testing.T) {
