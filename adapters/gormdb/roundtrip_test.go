@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,8 @@ import (
 	"github.com/rushgate/rushgate/adapters/system"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // roundTrips counts the round trips of the connections it dials: each turn from sending to
@@ -94,6 +97,58 @@ func TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTrips(t *testing.T) {
 			join()
 
 			assert.Equal(t, 4, join(), "database round trips of one join")
+		})
+	}
+}
+
+// TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed: a join's member row and
+// count go out in one statement with the idempotency marker, yet a refusal still names the
+// write refused — a marker already stored is ports.ErrMarkerExists, a member already seated
+// crew.ErrAlreadyMember — and none of the writes sent with it stays.
+func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := openMigrated(t, fresh, gormdb.Options{})
+			stores := gormdb.NewStores(db)
+			crewID := insertCrew(t, db)
+			seated := "user-" + uuid.NewString()
+			marker := func(key string) ports.IdempotencyMarker {
+				return ports.IdempotencyMarker{Key: ports.IdempotencyKey{Scope: "scope", Key: key}, Fingerprint: "f",
+					Response: ports.StoredResponse{Outcome: "created", Body: []byte("{}")}, CreatedAt: time.Now().UTC()}
+			}
+			// join seats userID and saves a marker for key, the way a guarded join does.
+			join := func(userID, key string) error {
+				return stores.Tx.InTx(ctx, func(ctx context.Context) error {
+					c, err := stores.Crews.GetForUpdate(ctx, crewID)
+					if err != nil {
+						return err
+					}
+					m, err := c.Join(userID, time.Now().UTC())
+					if err != nil {
+						return err
+					}
+					if err := stores.CrewMembers.Add(ctx, m); err != nil {
+						return err
+					}
+					if err := stores.Crews.Save(ctx, c); err != nil {
+						return err
+					}
+					return stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker(key)})
+				})
+			}
+			require.NoError(t, join(seated, "taken"))
+
+			assert.ErrorIs(t, join("user-"+uuid.NewString(), "taken"), ports.ErrMarkerExists)
+			assert.ErrorIs(t, join(seated, "fresh"), crew.ErrAlreadyMember)
+			assert.Equal(t, 1, currentMembers(t, db, crewID), "stored count")
+			members, err := stores.CrewMembers.Count(ctx, crewID)
+			require.NoError(t, err)
+			assert.Equal(t, 1, members, "member rows")
+			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{marker("fresh").Key})
+			require.NoError(t, err)
+			assert.Empty(t, found, "the marker sent with the refused member")
 		})
 	}
 }
