@@ -32,6 +32,9 @@ type MemberCursor struct {
 // Add inserts members in one statement, all or none. It enforces UNIQUE(crewId, userId) in
 // storage and returns crew.ErrAlreadyMember, inserting none, when any pair exists, including when
 // a concurrent transaction inserted it first; a member of an unknown crew is crew.ErrNotFound.
+// Inside TxRunner.InTx an adapter may hold Add's write, and Save's after GetForUpdate, back to
+// send them with the transaction's next statement: their errors then come back from that
+// statement (IdempotencyMarkerRepository.Save, say) or from InTx.
 // Existing returns which of userIDs are members of crewID, in one read (users who are not are
 // absent from the set). Remove returns crew.ErrNotMember when there is nothing to remove. List
 // returns up to limit members of a crew ordered by (JoinedAt, UserID), starting after the

@@ -44,16 +44,18 @@ func (r memberRow) toDomain() crew.Member {
 // CrewRepository stores crews; it implements ports.CrewRepository.
 type CrewRepository struct {
 	db *DB
-	// Hand-written hot statements (see statement.go), bound to db's dialect once.
-	getForUpdateSQL, saveSQL string
+	// Hand-written hot statement (see statement.go), bound to db's dialect once.
+	getForUpdateSQL string
 }
+
+// saveCrewSQL writes a crew's member count; the write is held back when it can be (Save).
+const saveCrewSQL = "UPDATE crews SET current_members = ? WHERE id = ?"
 
 // NewCrewRepository returns the crew repository of db.
 func NewCrewRepository(db *DB) *CrewRepository {
 	return &CrewRepository{
 		db:              db,
 		getForUpdateSQL: Bind(db.dialect, "SELECT id, name, max_members, current_members, created_at FROM crews WHERE id = ? FOR UPDATE"),
-		saveSQL:         Bind(db.dialect, "UPDATE crews SET current_members = ? WHERE id = ?"),
 	}
 }
 
@@ -96,13 +98,22 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 	if err != nil {
 		return nil, translate(err, errorMeanings{op: "get crew for update", notFound: crew.ErrNotFound})
 	}
+	r.db.lockRow(ctx, "crews", id)
 	return row.toDomain(), nil
 }
 
 // Save writes the crew's member count, the only field that changes after creation. The
 // crews_members_within_capacity constraint rejects a count below zero or above the capacity.
+// In a transaction that read the crew FOR UPDATE the row is sure to be there, so the write is
+// held back to go out with the transaction's next statement (see writebuffer.go), and a
+// refusal comes back from that statement or the commit.
 func (r *CrewRepository) Save(ctx context.Context, c *crew.Crew) error {
-	updated, err := r.db.exec(ctx, errorMeanings{op: "save crew"}, r.saveSQL, c.CurrentMembers(), c.ID())
+	meanings := errorMeanings{op: "save crew"}
+	if r.db.holdsRow(ctx, "crews", c.ID()) {
+		return r.db.deferWrite(ctx, pendingWrite{table: "crews", meanings: meanings, query: saveCrewSQL,
+			args: []any{c.CurrentMembers(), c.ID()}})
+	}
+	updated, err := r.db.exec(ctx, meanings, Bind(r.db.dialect, saveCrewSQL), c.CurrentMembers(), c.ID())
 	if err != nil {
 		return err
 	}
@@ -126,22 +137,27 @@ func NewCrewMemberRepository(db *DB) *CrewMemberRepository {
 // primary key (crew_id, user_id) rejects the statement with crew.ErrAlreadyMember when any pair
 // exists, even one a concurrent transaction inserted first; a member of an unknown crew is
 // crew.ErrNotFound. A call carries at most 21,845 members (three parameters each, and both
-// databases take at most 65,535 per statement).
+// databases take at most 65,535 per statement). In a transaction the INSERT is held back to go
+// out with the transaction's next statement (see writebuffer.go), and its errors come back from
+// that statement or the commit.
 func (r *CrewMemberRepository) Add(ctx context.Context, members ...crew.Member) error {
 	if len(members) == 0 {
 		return nil
 	}
-	query := Bind(r.db.dialect, "INSERT INTO crew_members (crew_id, user_id, joined_at) VALUES "+tuples(len(members), 3))
 	args := make([]any, 0, 3*len(members))
 	for _, m := range members {
 		args = append(args, m.CrewID, m.UserID, m.JoinedAt.UTC())
 	}
-	_, err := r.db.exec(ctx, errorMeanings{
-		op:        "add crew members",
-		notFound:  crew.ErrNotFound,
-		duplicate: crew.ErrAlreadyMember,
-	}, query, args...)
-	return err
+	return r.db.deferWrite(ctx, pendingWrite{
+		table: "crew_members",
+		meanings: errorMeanings{
+			op:        "add crew members",
+			notFound:  crew.ErrNotFound,
+			duplicate: crew.ErrAlreadyMember,
+		},
+		query: "INSERT INTO crew_members (crew_id, user_id, joined_at) VALUES " + tuples(len(members), 3),
+		args:  args,
+	})
 }
 
 // Existing returns which of userIDs are members of the crew, in one SELECT on the primary key.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/url"
 	"time"
 
@@ -55,6 +56,9 @@ type Options struct {
 	ReplicaFallback func()
 	// Tracing, when set, records every statement as an OpenTelemetry span (see tracing.go).
 	Tracing trace.TracerProvider
+
+	// dial, when set, opens the connections (tests count round trips with it).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -148,6 +152,9 @@ func connect(dialect Dialect, dsn string, opts Options) (*sql.DB, gorm.Dialector
 			return nil, nil, nil, err
 		}
 		cfg.ConnectTimeout = opts.ConnectTimeout
+		if opts.dial != nil {
+			cfg.DialFunc = opts.dial
+		}
 		sqlDB := stdlib.OpenDB(*cfg)
 		return sqlDB, postgres.New(postgres.Config{Conn: sqlDB}), nil, nil
 	case MySQL:
@@ -156,9 +163,13 @@ func connect(dialect Dialect, dsn string, opts Options) (*sql.DB, gorm.Dialector
 			return nil, nil, nil, err
 		}
 		cfg.Timeout = opts.ConnectTimeout
+		cfg.DialFunc = opts.dial
 		// Report matched rather than changed rows, so an UPDATE that writes an unchanged value
 		// still proves the row exists.
 		cfg.ClientFoundRows = true
+		// Writes a transaction holds back go out as one multi-statement (see writebuffer.go). The
+		// driver interpolates every value, escaped, and no statement is built from input.
+		cfg.MultiStatements = true
 		// The driver prints each failed read to stderr; the error also comes back, and the
 		// server logs that.
 		cfg.Logger = mysql.Logger(log.New(io.Discard, "", 0))

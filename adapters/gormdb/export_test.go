@@ -3,7 +3,14 @@ package gormdb
 import (
 	"context"
 	"fmt"
+	"net"
 )
+
+// WithDial returns opts whose connections are opened with dial.
+func WithDial(opts Options, dial func(ctx context.Context, network, addr string) (net.Conn, error)) Options {
+	opts.dial = dial
+	return opts
+}
 
 // Exec runs a raw statement ("?" placeholders on both dialects) the way the repositories do: on
 // the transaction ctx carries, else on the pool. Its error goes through translate.

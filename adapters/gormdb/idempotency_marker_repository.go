@@ -65,13 +65,13 @@ func (r *IdempotencyMarkerRepository) Find(ctx context.Context, keys []ports.Ide
 // Save inserts the markers in one multi-row INSERT, all or none; a key that already has a
 // marker, even one a concurrent transaction inserted first, fails it with
 // ports.ErrMarkerExists. A call carries at most 10,922 markers (six parameters each, and both
-// databases take at most 65,535 per statement).
+// databases take at most 65,535 per statement). The INSERT goes out in one statement with the
+// writes the transaction holds back (see writebuffer.go): the business write a marker answers
+// and the marker then cost one round trip, and the held-back writes' errors come back from Save.
 func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.IdempotencyMarker) error {
 	if len(markers) == 0 {
 		return nil
 	}
-	query := Bind(r.db.dialect, "INSERT INTO idempotency_markers "+
-		"(scope, idem_key, fingerprint, outcome, body, created_at) VALUES "+tuples(len(markers), 6))
 	args := make([]any, 0, 6*len(markers))
 	for _, m := range markers {
 		body := m.Response.Body
@@ -80,8 +80,13 @@ func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.
 		}
 		args = append(args, m.Key.Scope, m.Key.Key, m.Fingerprint, m.Response.Outcome, body, m.CreatedAt.UTC())
 	}
-	_, err := r.db.exec(ctx, errorMeanings{op: "save idempotency markers", duplicate: ports.ErrMarkerExists}, query, args...)
-	return err
+	return r.db.writeNow(ctx, pendingWrite{
+		table:    "idempotency_markers",
+		meanings: errorMeanings{op: "save idempotency markers", duplicate: ports.ErrMarkerExists},
+		query: "INSERT INTO idempotency_markers (scope, idem_key, fingerprint, outcome, body, created_at) VALUES " +
+			tuples(len(markers), 6),
+		args: args,
+	})
 }
 
 // Prune deletes up to limit markers created before the given time, oldest first, and returns

@@ -36,6 +36,11 @@ func (db *DB) conn(ctx context.Context) (gorm.ConnPool, context.Context, context
 func (db *DB) exec(ctx context.Context, m errorMeanings, query string, args ...any) (int64, error) {
 	conn, ctx, done := db.conn(ctx)
 	defer done()
+	return db.execOn(ctx, conn, m, query, args...)
+}
+
+// execOn is exec on conn.
+func (db *DB) execOn(ctx context.Context, conn gorm.ConnPool, m errorMeanings, query string, args ...any) (int64, error) {
 	ctx, end := db.traceStatement(ctx, m, query)
 	res, err := conn.ExecContext(ctx, query, args...)
 	end(err)

@@ -90,6 +90,7 @@ func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx
 	if tx.Error != nil {
 		return translate(tx.Error, errorMeanings{op: "begin transaction"})
 	}
+	r.db.bufferWrites(ctx, tx)
 	committed := false
 	defer func() {
 		// Also runs when fn panics. A failed rollback leaves nothing to undo: the server drops

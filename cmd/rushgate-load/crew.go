@@ -31,9 +31,9 @@ func newCrewHot(cfg config) (scenario, error) {
 		return nil, fmt.Errorf("crew-hot: --users %d: one crew holds at most %d", cfg.users, maxCapacity)
 	}
 	return &crewJoin{users: cfg.users, crews: 1, capacity: cfg.users, judgedOn: func(d gormdb.Dialect) []target {
-		ratio := 1.5 // MySQL/MariaDB
+		ratio := 2.5 // MySQL/MariaDB
 		if d == gormdb.Postgres {
-			ratio = 2.0
+			ratio = 4.0
 		}
 		return []target{
 			{measure: measureGoodputRatio, bound: atLeast, limit: ratio, concurrency: 64},
@@ -71,7 +71,7 @@ func newCrewSpread(cfg config) (scenario, error) {
 		return nil, fmt.Errorf("crew-spread: %d users per crew: a crew holds at most %d", capacity, maxCapacity)
 	}
 	return &crewJoin{users: cfg.users, crews: cfg.crews, capacity: capacity, judgedOn: func(gormdb.Dialect) []target {
-		return []target{{measure: measureGoodputRatio, bound: atLeast, limit: 0.6}}
+		return []target{{measure: measureGoodputRatio, bound: atLeast, limit: 0.8}}
 	}}, nil
 }
 

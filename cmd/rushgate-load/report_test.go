@@ -142,7 +142,7 @@ func TestReport_CountsA429AsShedLoadAMissedTargetNotAnInvariantFailure(t *testin
 		"rushgate (HTTP)",
 		"ceiling (database/sql)",
 		"status 201 Created",
-		"MISS: goodput ÷ ceiling (201s/s ÷ commits/s) 0.19×, target ≥ 2.00× at c=64", // 3/s against 16/s
+		"MISS: goodput ÷ ceiling (201s/s ÷ commits/s) 0.19×, target ≥ 4.00× at c=64", // 3/s against 16/s
 		"MISS: 429 too many requests 1, target 0",
 	} {
 		assert.Contains(t, text, want)
@@ -150,7 +150,7 @@ func TestReport_CountsA429AsShedLoadAMissedTargetNotAnInvariantFailure(t *testin
 	assert.Regexp(t, `requests per instance\s+2 / 2`, text)
 	assert.Regexp(t, `429 too many requests\s+1\s+0\s+MISS`, text)
 	assert.Regexp(t, `latency p99\s+40\.00 ms\s+4\.00 ms\s+≤ 300 ms\s+PASS`, text)
-	assert.Regexp(t, `goodput ÷ ceiling \(201s/s ÷ commits/s\)\s+0\.19×\s+≥ 2\.00× at c=64\s+MISS`, text)
+	assert.Regexp(t, `goodput ÷ ceiling \(201s/s ÷ commits/s\)\s+0\.19×\s+≥ 4\.00× at c=64\s+MISS`, text)
 	assert.Regexp(t, `expected: users answered 201\s+3`, text)
 	assert.Regexp(t, `invariant\s+PASS`, text)
 	assert.Contains(t, text, "result: PASS · targets: 1 PASS, 2 MISS")
@@ -187,7 +187,7 @@ func TestReport_SummaryRowHasTheHeadlineP99429sAndInvariant(t *testing.T) {
 	row := hotReport(t).summaryRow()
 	require.Len(t, row, len(summaryHeader))
 	assert.Equal(t, []string{
-		"crew-hot", "postgres", "2", "goodput÷ceiling", "0.19×", "≥ 2.00× at c=64 MISS", "40.00 ms PASS", "1", "PASS", "PASS",
+		"crew-hot", "postgres", "2", "goodput÷ceiling", "0.19×", "≥ 4.00× at c=64 MISS", "40.00 ms PASS", "1", "PASS", "PASS",
 	}, row)
 }
 

@@ -82,8 +82,8 @@ func TestCrewHot_IsOneCrewWithASeatPerUserJudgedOnThroughputAgainstTheHotRowCeil
 			{measure: measure429, bound: atMost, limit: 0},
 		}
 	}
-	assert.Equal(t, want(2.0), hot.targets(gormdb.Postgres))
-	assert.Equal(t, want(1.5), hot.targets(gormdb.MySQL))
+	assert.Equal(t, want(4.0), hot.targets(gormdb.Postgres))
+	assert.Equal(t, want(2.5), hot.targets(gormdb.MySQL))
 
 	_, err := newCrewHot(config{users: maxCapacity + 1})
 	assert.ErrorContains(t, err, "one crew holds at most")
@@ -121,7 +121,7 @@ func TestCrewSpread_SpreadsUsersRoundRobinWithASeatForEach(t *testing.T) {
 		total += spread.assigned(c)
 	}
 	assert.Equal(t, 2001, total)
-	assert.Equal(t, []target{{measure: measureGoodputRatio, bound: atLeast, limit: 0.6}}, spread.targets(gormdb.Postgres))
+	assert.Equal(t, []target{{measure: measureGoodputRatio, bound: atLeast, limit: 0.8}}, spread.targets(gormdb.Postgres))
 
 	_, err := newCrewSpread(config{users: 10, crews: 0})
 	assert.ErrorContains(t, err, "--crews must be at least 1")

@@ -1,0 +1,154 @@
+package gormdb_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rushgate/rushgate/adapters/gormdb"
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	appcrew "github.com/rushgate/rushgate/application/crew"
+	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/ports"
+)
+
+// roundTrips counts the round trips of the connections it dials: each turn from sending to
+// receiving is one, however many writes and reads it takes.
+type roundTrips struct {
+	mu    sync.Mutex
+	count int
+}
+
+func (r *roundTrips) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: conn, trips: r}, nil
+}
+
+func (r *roundTrips) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+type countedConn struct {
+	net.Conn
+	trips   *roundTrips
+	sending bool // guarded by trips.mu
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	c.trips.mu.Lock()
+	c.sending = true
+	c.trips.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *countedConn) Read(b []byte) (int, error) {
+	c.trips.mu.Lock()
+	if c.sending {
+		c.sending = false
+		c.trips.count++
+	}
+	c.trips.mu.Unlock()
+	return c.Conn.Read(b)
+}
+
+// TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTrips: a join of a crew with seats to
+// spare is BEGIN, the crew's row FOR UPDATE, one statement carrying the member row, the member
+// count and the idempotency marker, and COMMIT — one fewer than the bare join transaction
+// (BEGIN, FOR UPDATE, INSERT, UPDATE, COMMIT); it cost six while each write was a statement.
+func TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTrips(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			trips := &roundTrips{}
+			// One connection, warm after the first join: what is counted is the join alone.
+			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			stores := gormdb.NewStores(db)
+			clock := system.Clock{}
+			coord := memory.NewCoordination(clock)
+			g := guard.New(guard.Deps{Idempotency: coord.Idempotency, Locker: coord.Locker, Clock: clock,
+				Sleeper: system.Sleeper{}, Tx: stores.Tx, Markers: stores.Markers}, guard.Config{})
+			crews := appcrew.NewService(appcrew.Deps{Tx: stores.Tx, Crews: stores.Crews, Members: stores.CrewMembers,
+				Guard: g, Clock: clock, IDs: system.UUIDs{}}, appcrew.Config{})
+			join := func() int {
+				t.Helper()
+				c, err := crews.Create(ctx, appcrew.CreateCommand{Name: "counted", MaxMembers: 10})
+				require.NoError(t, err)
+				user := "user-" + uuid.NewString()
+				before := trips.total()
+				res, err := crews.Join(ctx, appcrew.JoinCommand{CrewID: c.ID, UserID: user, IdempotencyKey: "k-" + user})
+				require.NoError(t, err)
+				require.Equal(t, 1, res.Value.CurrentMembers)
+				return trips.total() - before
+			}
+			join()
+
+			assert.Equal(t, 4, join(), "database round trips of one join")
+		})
+	}
+}
+
+// TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed: a join's member row and
+// count go out in one statement with the idempotency marker, yet a refusal still names the
+// write refused — a marker already stored is ports.ErrMarkerExists, a member already seated
+// crew.ErrAlreadyMember — and none of the writes sent with it stays.
+func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := openMigrated(t, fresh, gormdb.Options{})
+			stores := gormdb.NewStores(db)
+			crewID := insertCrew(t, db)
+			seated := "user-" + uuid.NewString()
+			marker := func(key string) ports.IdempotencyMarker {
+				return ports.IdempotencyMarker{Key: ports.IdempotencyKey{Scope: "scope", Key: key}, Fingerprint: "f",
+					Response: ports.StoredResponse{Outcome: "created", Body: []byte("{}")}, CreatedAt: time.Now().UTC()}
+			}
+			// join seats userID and saves a marker for key, the way a guarded join does.
+			join := func(userID, key string) error {
+				return stores.Tx.InTx(ctx, func(ctx context.Context) error {
+					c, err := stores.Crews.GetForUpdate(ctx, crewID)
+					if err != nil {
+						return err
+					}
+					m, err := c.Join(userID, time.Now().UTC())
+					if err != nil {
+						return err
+					}
+					if err := stores.CrewMembers.Add(ctx, m); err != nil {
+						return err
+					}
+					if err := stores.Crews.Save(ctx, c); err != nil {
+						return err
+					}
+					return stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker(key)})
+				})
+			}
+			require.NoError(t, join(seated, "taken"))
+
+			assert.ErrorIs(t, join("user-"+uuid.NewString(), "taken"), ports.ErrMarkerExists)
+			assert.ErrorIs(t, join(seated, "fresh"), crew.ErrAlreadyMember)
+			assert.Equal(t, 1, currentMembers(t, db, crewID), "stored count")
+			members, err := stores.CrewMembers.Count(ctx, crewID)
+			require.NoError(t, err)
+			assert.Equal(t, 1, members, "member rows")
+			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{marker("fresh").Key})
+			require.NoError(t, err)
+			assert.Empty(t, found, "the marker sent with the refused member")
+		})
+	}
+}

@@ -1,0 +1,261 @@
+package gormdb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/rushgate/rushgate/ports"
+)
+
+// A transaction's connection holds back the writes a repository defers (deferWrite) and sends
+// them together, as one statement, just before the transaction's next statement or its commit.
+// A crew join's member rows, member count and idempotency markers then cost one round trip
+// instead of three. On Postgres the writes go out as one statement of data-modifying CTEs; on
+// MySQL as one multi-statement (the driver interpolates the values, so no prepared statement
+// is involved).
+//
+// A deferred write's error comes back from the statement or commit that sent it, translated with
+// the meanings of the write that failed; whatever the caller runs first, the writes reach the
+// database in the order they were made.
+
+// pendingWrite is one held-back write: a statement with "?" placeholders and its arguments.
+type pendingWrite struct {
+	table    string // the table it writes, to tell which write an error belongs to
+	meanings errorMeanings
+	query    string
+	args     []any
+}
+
+// flushSavepoint is where a MySQL flush returns to when one of its writes fails, to send them
+// again one by one and learn which it was: MySQL names neither the table nor the statement.
+const flushSavepoint = "rushgate_deferred_writes"
+
+// writeBuffer is the connection a transaction's statements run on (its GORM handle's ConnPool):
+// the transaction itself, with the writes held back until the next statement. Like the
+// transaction, it is used by one goroutine at a time.
+type writeBuffer struct {
+	tx  *sql.Tx
+	db  *DB
+	ctx context.Context // the transaction's, for the writes its commit sends
+	// pending are the held-back writes, in the order they were made.
+	pending []pendingWrite
+	// locked names the rows the transaction read FOR UPDATE (lockedRow); a write to one of them
+	// cannot miss it, so it needs no answer and may be held back.
+	locked map[string]bool
+	// failed is a flush's error that QueryRowContext could not answer with; the commit does.
+	failed error
+}
+
+var (
+	_ gorm.ConnPool    = (*writeBuffer)(nil)
+	_ gorm.TxCommitter = (*writeBuffer)(nil)
+)
+
+// bufferWrites makes tx, begun with ctx, hold back deferred writes.
+func (db *DB) bufferWrites(ctx context.Context, tx *gorm.DB) {
+	if sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx); ok {
+		tx.Statement.ConnPool = &writeBuffer{tx: sqlTx, db: db, ctx: ctx}
+	}
+}
+
+// buffer returns the write buffer of the transaction ctx carries, if any.
+func (db *DB) buffer(ctx context.Context) (*writeBuffer, bool) {
+	tx, ok := db.transaction(ctx)
+	if !ok {
+		return nil, false
+	}
+	b, ok := tx.Statement.ConnPool.(*writeBuffer)
+	return b, ok
+}
+
+// deferWrite holds w back until the transaction ctx carries sends its next statement; outside
+// one it runs w at once.
+func (db *DB) deferWrite(ctx context.Context, w pendingWrite) error {
+	if b, ok := db.buffer(ctx); ok {
+		b.pending = append(b.pending, w)
+		return nil
+	}
+	_, err := db.exec(ctx, w.meanings, Bind(db.dialect, w.query), w.args...)
+	return err
+}
+
+// writeNow runs w together with the writes the transaction ctx carries holds back, in one
+// statement; outside one it runs w alone.
+func (db *DB) writeNow(ctx context.Context, w pendingWrite) error {
+	if err := db.deferWrite(ctx, w); err != nil {
+		return err
+	}
+	if b, ok := db.buffer(ctx); ok {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+// lockRow records that the transaction ctx carries holds table's row id locked.
+func (db *DB) lockRow(ctx context.Context, table, id string) {
+	if b, ok := db.buffer(ctx); ok {
+		if b.locked == nil {
+			b.locked = make(map[string]bool)
+		}
+		b.locked[table+"\x00"+id] = true
+	}
+}
+
+// holdsRow reports whether the transaction ctx carries read table's row id FOR UPDATE.
+func (db *DB) holdsRow(ctx context.Context, table, id string) bool {
+	b, ok := db.buffer(ctx)
+	return ok && b.locked[table+"\x00"+id]
+}
+
+// flush sends the pending writes, in one statement.
+func (b *writeBuffer) flush(ctx context.Context) error {
+	writes := b.pending
+	b.pending = nil
+	switch {
+	case len(writes) == 0:
+		return nil
+	case len(writes) == 1:
+		w := writes[0]
+		_, err := b.db.execOn(ctx, b.tx, w.meanings, Bind(b.db.dialect, w.query), w.args...)
+		return err
+	case b.db.dialect == Postgres:
+		return b.flushPostgres(ctx, writes)
+	default:
+		return b.flushMySQL(ctx, writes)
+	}
+}
+
+// flushPostgres sends the writes as one statement, "WITH w1 AS (first), … last": every
+// data-modifying CTE runs, in order, whether or not the statement reads it. Postgres names the
+// table of a violated constraint, which tells whose error it is.
+func (b *writeBuffer) flushPostgres(ctx context.Context, writes []pendingWrite) error {
+	var query strings.Builder
+	var args []any
+	for i, w := range writes {
+		switch {
+		case i == 0:
+			query.WriteString("WITH ")
+		case i < len(writes)-1:
+			query.WriteString(", ")
+		}
+		if i < len(writes)-1 {
+			query.WriteString("w" + strconv.Itoa(i) + " AS (" + w.query + ")")
+		} else {
+			query.WriteString(" " + w.query)
+		}
+		args = append(args, w.args...)
+	}
+	m := combinedMeanings(writes)
+	ctx, end := b.db.traceStatement(ctx, m, query.String())
+	_, err := b.tx.ExecContext(ctx, Bind(Postgres, query.String()), args...)
+	end(err)
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		for _, w := range writes {
+			if w.table == pgErr.TableName {
+				return translate(err, w.meanings)
+			}
+		}
+	}
+	return translate(err, m)
+}
+
+// flushMySQL sends the writes as one multi-statement behind a savepoint. When one of them is
+// refused (a duplicate key, a missing parent, a CHECK), the transaction goes back to the
+// savepoint and sends them one by one, so the error carries the meanings of the write that
+// failed; a failure of the whole transaction (a deadlock, a lost connection) is answered as it is.
+func (b *writeBuffer) flushMySQL(ctx context.Context, writes []pendingWrite) error {
+	statements := []string{"SAVEPOINT " + flushSavepoint}
+	var args []any
+	for _, w := range writes {
+		statements = append(statements, w.query)
+		args = append(args, w.args...)
+	}
+	m := combinedMeanings(writes)
+	if _, err := b.db.execOn(ctx, b.tx, m, strings.Join(statements, "; "), args...); err == nil ||
+		!refusedWrite(err) {
+		return err
+	}
+	if _, err := b.db.execOn(ctx, b.tx, m, "ROLLBACK TO SAVEPOINT "+flushSavepoint); err != nil {
+		return err
+	}
+	for _, w := range writes {
+		if _, err := b.db.execOn(ctx, b.tx, w.meanings, w.query, w.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refusedWrite reports an error that refused one statement and left the transaction open:
+// not a deadlock, a lost connection or a timeout, which translate marks unavailable.
+func refusedWrite(err error) bool {
+	return !errors.Is(err, ports.ErrUnavailable)
+}
+
+// combinedMeanings names writes sent together: their operations, and no domain meaning, since
+// no single write's applies to all.
+func combinedMeanings(writes []pendingWrite) errorMeanings {
+	ops := make([]string, len(writes))
+	for i, w := range writes {
+		ops[i] = w.meanings.op
+	}
+	return errorMeanings{op: strings.Join(ops, ", ")}
+}
+
+func (b *writeBuffer) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if err := b.flush(ctx); err != nil {
+		return nil, err
+	}
+	return b.tx.PrepareContext(ctx, query)
+}
+
+func (b *writeBuffer) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := b.flush(ctx); err != nil {
+		return nil, err
+	}
+	return b.tx.ExecContext(ctx, query, args...)
+}
+
+func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := b.flush(ctx); err != nil {
+		return nil, err
+	}
+	return b.tx.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext cannot answer a failed flush with its row: the row's query then runs on a
+// transaction the database may have aborted, and the flush's error ends the transaction at its
+// commit.
+func (b *writeBuffer) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if err := b.flush(ctx); err != nil {
+		b.failed = err
+	}
+	return b.tx.QueryRowContext(ctx, query, args...)
+}
+
+// Commit sends the pending writes, then commits.
+func (b *writeBuffer) Commit() error {
+	if b.failed != nil {
+		return b.failed
+	}
+	if err := b.flush(b.ctx); err != nil {
+		return err
+	}
+	return b.tx.Commit()
+}
+
+// Rollback drops the pending writes with the transaction.
+func (b *writeBuffer) Rollback() error {
+	b.pending = nil
+	return b.tx.Rollback()
+}
