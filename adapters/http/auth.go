@@ -46,6 +46,8 @@ type Tokens struct {
 	// macs holds *macState values keyed with the secret, reset before each use: keying one
 	// (golang-jwt does it per token) cost a quarter of a verify.
 	macs sync.Pool
+	// verified remembers the tokens Verify accepted lately.
+	verified verifiedTokens
 }
 
 // macState is an HMAC-SHA256 keyed with the secret and the buffer its sums go to.
@@ -111,8 +113,13 @@ func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, erro
 }
 
 // Verify checks raw's HS256 signature (any other algorithm, including "none", is rejected), its
-// expiry, and that it names a valid user and role.
+// expiry, and that it names a valid user and role. A token it accepted lately is answered from
+// verifiedTokens until it expires.
 func (t *Tokens) Verify(raw string) (Principal, error) {
+	now := time.Now()
+	if p, ok := t.verified.lookup(raw, now); ok {
+		return p, nil
+	}
 	c, err := t.verify(raw)
 	if err != nil {
 		return Principal{}, fmt.Errorf("verify token: %w", err)
@@ -123,7 +130,87 @@ func (t *Tokens) Verify(raw string) (Principal, error) {
 	if !c.role.valid() {
 		return Principal{}, fmt.Errorf("verify token: unknown role %q", c.role)
 	}
-	return Principal{UserID: c.Subject, Role: c.role}, nil
+	p := Principal{UserID: c.Subject, Role: c.role}
+	// exp is required, and nbf, if any, has passed: the token stays valid until exp.
+	t.verified.remember(raw, p, c.ExpiresAt.Time, now)
+	return p, nil
+}
+
+// verifiedTokens remembers the principal and expiry of each token Verify accepted lately, keyed
+// by the whole token: a waiting crowd polls every few seconds with the same token, and its
+// signature check and claims decoding were most of what a poll's authentication cost. Only a
+// token identical byte for byte to one that passed every check is answered from it, and only
+// before its exp (an expired one goes through the checks again, which say why it is refused).
+// It holds at most two generations of verifiedGeneration tokens, split over shards so that
+// concurrent requests rarely share a lock: when a shard's current generation is full it
+// becomes the previous one and the older is dropped, so the tokens in use stay (a hit in the
+// previous generation moves to the current one) and the memory is bounded (a token and its
+// entry are about 300 bytes).
+type verifiedTokens struct {
+	shards [verifiedShards]verifiedShard
+}
+
+const (
+	verifiedShards     = 16
+	verifiedGeneration = 1 << 16
+)
+
+type verifiedShard struct {
+	mu                sync.Mutex
+	current, previous map[string]verifiedToken
+}
+
+type verifiedToken struct {
+	principal Principal
+	expires   time.Time
+}
+
+// shard picks raw's shard by its last byte, a character of the signature: base64url of a MAC,
+// spread evenly.
+func (v *verifiedTokens) shard(raw string) *verifiedShard {
+	return &v.shards[int(raw[len(raw)-1])%verifiedShards]
+}
+
+// lookup answers raw's principal if raw was verified and has not expired at now.
+func (v *verifiedTokens) lookup(raw string, now time.Time) (Principal, bool) {
+	if raw == "" {
+		return Principal{}, false
+	}
+	s := v.shard(raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.current[raw]
+	if !ok {
+		if e, ok = s.previous[raw]; ok {
+			delete(s.previous, raw)
+			s.putLocked(raw, e)
+		}
+	}
+	if !ok || !now.Before(e.expires) {
+		return Principal{}, false
+	}
+	return e.principal, true
+}
+
+// remember keeps raw, verified at now, until expires.
+func (v *verifiedTokens) remember(raw string, p Principal, expires, now time.Time) {
+	if !now.Before(expires) {
+		return
+	}
+	s := v.shard(raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putLocked(raw, verifiedToken{principal: p, expires: expires})
+}
+
+func (s *verifiedShard) putLocked(raw string, e verifiedToken) {
+	if len(s.current) >= verifiedGeneration/verifiedShards {
+		s.previous, s.current = s.current, nil
+	}
+	if s.current == nil {
+		s.current = make(map[string]verifiedToken)
+	}
+	s.current[raw] = e
 }
 
 // verify checks raw's signature and registered claims and reads its claims. A token carrying

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	stdhttp "net/http"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rhttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 func TestTokens_MintAndVerifyRoundTrip(t *testing.T) {
@@ -344,4 +346,56 @@ func TestTokens_VerifyRefusesAForgedFloodOfClaimsOnItsCount(t *testing.T) {
 	_, err = rhttp.NewTokens(testSecret).Verify(forged)
 	require.ErrorIs(t, err, jwt.ErrTokenMalformed)
 	assert.ErrorContains(t, err, "more than 32 claims")
+}
+
+// Verify remembers the tokens it accepted; only the very token is answered from that memory.
+// A copy with another payload under the same signature, or with the signature altered, is
+// checked, and refused, as any token is.
+func TestTokens_VerifyRefusesAlteredCopiesOfARememberedToken(t *testing.T) {
+	t.Parallel()
+	tokens := rhttp.NewTokens(testSecret)
+	exp := time.Now().Add(time.Hour).Unix()
+	raw := signedPayload(fmt.Sprintf(`{"sub":"u1","role":"user","exp":%d}`, exp))
+	for range 2 { // the second Verify is answered from the memory
+		p, err := tokens.Verify(raw)
+		require.NoError(t, err)
+		assert.Equal(t, rhttp.Principal{UserID: "u1", Role: rhttp.RoleUser}, p)
+	}
+
+	signature := strings.LastIndexByte(raw, '.') + 1
+	otherFirst := "A"
+	if raw[signature] == 'A' {
+		otherFirst = "B"
+	}
+	altered := map[string]string{
+		"another payload, same signature": swapPayload(raw, fmt.Sprintf(`{"sub":"u1","role":"admin","exp":%d}`, exp)),
+		"another signature":               raw[:signature] + otherFirst + raw[signature+1:],
+		"a byte appended":                 raw + "A",
+	}
+	for name, token := range altered {
+		require.NotEqual(t, raw, token, name)
+		_, err := tokens.Verify(token)
+		assert.Error(t, err, name)
+	}
+}
+
+// A remembered token is answered from memory only until its exp: then Verify refuses it as
+// expired, as it refuses an expired token it never saw.
+func TestTokens_VerifyRefusesARememberedTokenOnceExpired(t *testing.T) {
+	t.Parallel()
+	tokens := rhttp.NewTokens(testSecret)
+	const ttl = 2 * time.Second
+	raw, err := tokens.Mint("u1", rhttp.RoleUser, ttl)
+	require.NoError(t, err)
+	_, err = tokens.Verify(raw)
+	require.NoError(t, err, "fresh")
+
+	// exp is in whole seconds, at most ttl away; a token still accepted well after that was
+	// answered from memory past its exp.
+	testkit.Eventually(t, ttl+5*time.Second, "the remembered token refused as expired", func() error {
+		if _, err := tokens.Verify(raw); !errors.Is(err, jwt.ErrTokenExpired) {
+			return fmt.Errorf("Verify answered %v", err)
+		}
+		return nil
+	})
 }

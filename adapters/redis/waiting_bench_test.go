@@ -22,6 +22,8 @@ func BenchmarkWaitingRoom(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = client.Close() })
+	sent := newRoundTrips()
+	client.AddHook(sent)
 	w := NewWaitingRoom(client, "rushgate:bench:"+uuid.NewString()+":")
 	event := uuid.NewString()
 	if err := w.Open(ctx, event, 100, 100); err != nil {
@@ -32,6 +34,7 @@ func BenchmarkWaitingRoom(b *testing.B) {
 	crowd := func(b *testing.B, op func(i int64) error) {
 		b.ReportAllocs()
 		b.SetParallelism(32) // 64 callers on 2 cores, as the load tool's crowd
+		before := sent.mark()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := op(entered.Add(1)); err != nil {
@@ -40,6 +43,7 @@ func BenchmarkWaitingRoom(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64(sent.mark()-before)/float64(b.N), "rt/op")
 	}
 	b.Run("enter", func(b *testing.B) {
 		crowd(b, func(i int64) error {
@@ -59,3 +63,4 @@ func BenchmarkWaitingRoom(b *testing.B) {
 		crowd(b, func(int64) error { return client.Ping(ctx).Err() })
 	})
 }
+

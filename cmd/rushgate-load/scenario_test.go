@@ -48,7 +48,7 @@ func TestCeilingName_SaysWhatTheCeilingRuns(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]string{
 		"crew-hot":   "database/sql",
-		"queue-pull": "raw ZADD, go-redis",
+		"queue-pull": "GET /healthz",
 		"queue-push": "GET /healthz",
 	} {
 		r, err := lookup(name)
