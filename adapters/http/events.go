@@ -192,11 +192,11 @@ func EventRoutes(events *appwaiting.Service) Routes {
 		g.API.POST("/admin/events", requireRole(RoleAdmin), h.create)
 		g.API.PATCH("/admin/events/:eventId", requireRole(RoleAdmin), h.patch)
 		g.API.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), h.queue)
-		g.API.GET("/events/:eventId/seats", h.seats)
-		g.API.POST("/events/:eventId/seats/:seatId/reservations", h.reserve)
-		g.API.POST("/events/:eventId/queue", h.enter)
-		g.API.GET("/events/:eventId/queue/status", h.status)
-		g.API.POST("/events/:eventId/queue/token", h.claim)
-		g.API.DELETE("/events/:eventId/queue/token", h.giveBack)
+		g.Event.GET("/events/:eventId/seats", h.seats)
+		g.Event.POST("/events/:eventId/seats/:seatId/reservations", h.reserve)
+		g.Event.POST("/events/:eventId/queue", h.enter)
+		g.Event.GET("/events/:eventId/queue/status", h.status)
+		g.Event.POST("/events/:eventId/queue/token", h.claim)
+		g.Event.DELETE("/events/:eventId/queue/token", h.giveBack)
 	}
 }
