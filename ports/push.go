@@ -39,6 +39,8 @@ func OwnerBroker(owner string) string {
 type QueueSnapshot struct {
 	Waiting        []string
 	RemainingSlots int
+	// Prequeue: the pre-queue is not placed yet (PrequeueRoom); Waiting is empty then.
+	Prequeue bool
 }
 
 // Departure is what Disconnect did.

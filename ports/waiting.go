@@ -27,6 +27,8 @@ type QueuePlace struct {
 	ExpiresAt time.Time
 	// Created is set by Enter when this call queued the user (a first entry).
 	Created bool
+	// Prequeue: the room's pre-queue is not placed yet, so the user has no rank (SPEC §8).
+	Prequeue bool
 }
 
 // Ready reports whether a waiting user may claim a token now: rank < remaining slots.
@@ -52,7 +54,9 @@ type Reconciled struct {
 // RoomStats are an event's waiting-room numbers. Counters (Claims, Expired, Dropped, Released)
 // only grow.
 type RoomStats struct {
-	Waiting        int
+	Waiting int
+	// Prequeued counts the users in a pre-queue not placed yet.
+	Prequeued      int
 	Admitted       int
 	Slots          int
 	RemainingSlots int
@@ -84,15 +88,18 @@ type WaitingRoom interface {
 	SeatCounter
 	RoomAdmin
 	RoomReconciler
+	PrequeueRoom
 }
 
 // RoomOpener opens rooms: for a new event, and again from the database for a room the store
 // lost (every use case that meets ErrRoomNotOpen).
 //
 // Open makes the event's room exist with slots and the seat counter, unless it already does
-// (then nothing changes), and lists the event in RoomIndex.Events.
+// (then nothing changes), and lists the event in RoomIndex.Events. OpenGated does the same for
+// a room with a pre-queue that opens at opensAt (PrequeueRoom).
 type RoomOpener interface {
 	Open(ctx context.Context, eventID string, slots, seats int) error
+	OpenGated(ctx context.Context, eventID string, slots, seats int, opensAt time.Time) error
 }
 
 // PullQueue is what the pull mode's routes call (SPEC §3 pull).

@@ -3,10 +3,12 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -27,17 +29,27 @@ type EventRepository struct {
 func NewEventRepository(db *DB) *EventRepository {
 	return &EventRepository{
 		db: db,
-		createSQL: Bind(db.dialect, "INSERT INTO events (id, name, seats, slots, mode, token_ttl_ms, created_at) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?)"),
-		getSQL:   Bind(db.dialect, "SELECT id, name, seats, slots, mode, token_ttl_ms, created_at FROM events WHERE id = ?"),
+		createSQL: Bind(db.dialect, "INSERT INTO events (id, name, seats, slots, mode, token_ttl_ms, created_at, opens_at, prequeue, seed) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+		getSQL: Bind(db.dialect, "SELECT id, name, seats, slots, mode, token_ttl_ms, created_at, opens_at, prequeue, seed "+
+			"FROM events WHERE id = ?"),
 		slotsSQL: Bind(db.dialect, "UPDATE events SET slots = ? WHERE id = ?"),
 	}
 }
 
-// Create inserts a new event.
+// Create inserts a new event, with its pre-queue's seed if it has one.
 func (r *EventRepository) Create(ctx context.Context, e *waiting.Event) error {
+	var (
+		opensAt sql.NullTime
+		order   sql.NullString
+		seed    []byte
+	)
+	if p, ok := e.Prequeue(); ok {
+		opensAt, order, seed = sql.NullTime{Time: p.OpensAt.UTC(), Valid: true}, nullable(string(p.Order)), p.Seed.Bytes()
+	}
 	_, err := r.db.exec(ctx, errorMeanings{op: "create event"}, r.createSQL,
-		e.ID(), e.Name(), e.Seats(), e.Slots(), string(e.Mode()), e.TokenTTL().Milliseconds(), e.CreatedAt().UTC())
+		e.ID(), e.Name(), e.Seats(), e.Slots(), string(e.Mode()), e.TokenTTL().Milliseconds(), e.CreatedAt().UTC(),
+		opensAt, order, seed)
 	return err
 }
 
@@ -50,12 +62,24 @@ func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, e
 		seats, slots int
 		ttlMillis    int64
 		createdAt    time.Time
+		opensAt      sql.NullTime
+		order        sql.NullString
+		seedBytes    []byte
 	)
-	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&id, &name, &seats, &slots, &mode, &ttlMillis, &createdAt)
+	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&id, &name, &seats, &slots, &mode, &ttlMillis, &createdAt,
+		&opensAt, &order, &seedBytes)
 	if err != nil {
 		return nil, translate(err, errorMeanings{op: "get event", notFound: waiting.ErrEventNotFound})
 	}
-	return waiting.RebuildEvent(id, name, seats, slots, waiting.Mode(mode), time.Duration(ttlMillis)*time.Millisecond, createdAt.UTC()), nil
+	e := waiting.RebuildEvent(id, name, seats, slots, waiting.Mode(mode), time.Duration(ttlMillis)*time.Millisecond, createdAt.UTC())
+	if opensAt.Valid {
+		seed, err := draw.SeedFromBytes(seedBytes)
+		if err != nil {
+			return nil, fmt.Errorf("gormdb: get event: %w", err)
+		}
+		e.SetPrequeue(waiting.Prequeue{OpensAt: opensAt.Time.UTC(), Order: waiting.PrequeueOrder(order.String), Seed: seed})
+	}
+	return e, nil
 }
 
 // SaveSlots writes the event's slots.

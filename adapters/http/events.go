@@ -23,6 +23,8 @@ type createEventRequest struct {
 	Slots    *int    `json:"slots"`
 	Mode     string  `json:"mode"`
 	TokenTTL *string `json:"tokenTtl"`
+	OpensAt  *string `json:"opensAt"`
+	Prequeue *string `json:"prequeue"`
 }
 
 // create answers POST /admin/events.
@@ -46,6 +48,20 @@ func (h eventHandlers) create(c *gin.Context) {
 			return
 		}
 		cmd.TokenTTL = *req.TokenTTL
+	}
+	if req.OpensAt != nil {
+		if *req.OpensAt == "" {
+			respondError(c, domain.Invalid("opensAt", "must be an RFC 3339 time when given"))
+			return
+		}
+		cmd.OpensAt = *req.OpensAt
+	}
+	if req.Prequeue != nil {
+		if *req.Prequeue == "" {
+			respondError(c, domain.Invalid("prequeue", `must be "shuffle" or "fifo" when given`))
+			return
+		}
+		cmd.Prequeue = *req.Prequeue
 	}
 	view, err := h.events.CreateEvent(c.Request.Context(), cmd)
 	if err != nil {
@@ -76,6 +92,16 @@ func (h eventHandlers) patch(c *gin.Context) {
 		return
 	}
 	writeJSON(c, stdhttp.StatusOK, wireEvent(view))
+}
+
+// get answers GET /events/{eventId} (any user).
+func (h eventHandlers) get(c *gin.Context) {
+	view, err := h.events.Event(c.Request.Context(), c.Param("eventId"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	writeJSON(c, stdhttp.StatusOK, wirePublicEvent(view))
 }
 
 // queue answers GET /admin/events/{eventId}/queue.
@@ -192,6 +218,7 @@ func EventRoutes(events *appwaiting.Service) Routes {
 		g.API.POST("/admin/events", requireRole(RoleAdmin), h.create)
 		g.API.PATCH("/admin/events/:eventId", requireRole(RoleAdmin), h.patch)
 		g.API.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), h.queue)
+		g.Event.GET("/events/:eventId", h.get)
 		g.Event.GET("/events/:eventId/seats", h.seats)
 		g.Event.POST("/events/:eventId/seats/:seatId/reservations", h.reserve)
 		g.Event.POST("/events/:eventId/queue", h.enter)

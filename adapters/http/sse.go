@@ -143,6 +143,7 @@ const (
 	pendingPosition pendingFrame = 1 << iota
 	pendingAdmission
 	pendingHeartbeat
+	pendingPrequeue
 )
 
 // sseStream is one push connection, the broker's appwaiting.Stream: events the broker sends
@@ -156,6 +157,8 @@ type sseStream struct {
 	conn     streamConn // from the take-over
 	pending  pendingFrame
 	position appwaiting.Position
+	// prequeue is kept apart, as the admission: only a pre-queue's streams ever hold one.
+	prequeue *appwaiting.PrequeueView
 	// admission is kept apart: few streams ever hold one at once, every stream a position.
 	admission *appwaiting.Admission
 	// A stream is in each of the writers' queues once at most (an admission may overtake it
@@ -224,6 +227,14 @@ func (s *sseStream) Admitted(a appwaiting.Admission) {
 	defer s.mu.Unlock()
 	s.admission = &a
 	s.pendingLocked(pendingAdmission)
+}
+
+// Prequeue keeps the pre-queue's opening for the next write.
+func (s *sseStream) Prequeue(v appwaiting.PrequeueView) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prequeue = &v
+	s.pendingLocked(pendingPrequeue)
 }
 
 // End closes the connection; its reader then sees it and leaves.
@@ -323,6 +334,10 @@ func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
 
 // framesLocked appends the pending frames to buf and clears them.
 func (s *sseStream) framesLocked(buf []byte) []byte {
+	if s.pending&pendingPrequeue != 0 {
+		buf = appendEvent(buf, "prequeue", time.Time{}, wirePrequeue(*s.prequeue))
+		s.prequeue = nil
+	}
 	if s.pending&pendingPosition != 0 {
 		buf = appendEvent(buf, "position", s.position.Tick, wirePosition(s.position.PositionView))
 	}

@@ -7,16 +7,35 @@ import (
 )
 
 type eventJSON struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Seats     int       `json:"seats"`
-	Slots     int       `json:"slots"`
-	Mode      string    `json:"mode"`
-	TokenTTL  string    `json:"tokenTtl"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Seats     int        `json:"seats"`
+	Slots     int        `json:"slots"`
+	Mode      string     `json:"mode"`
+	TokenTTL  string     `json:"tokenTtl"`
+	CreatedAt time.Time  `json:"createdAt"`
+	OpensAt   *time.Time `json:"opensAt,omitempty"`
+	Prequeue  string     `json:"prequeue,omitempty"`
+	SeedHash  string     `json:"seedHash,omitempty"`
 }
 
 func wireEvent(v appwaiting.EventView) eventJSON { return eventJSON(v) }
+
+// publicEventJSON answers GET /events/{eventId} (SPEC §8).
+type publicEventJSON struct {
+	ID       string     `json:"id"`
+	Name     string     `json:"name"`
+	Mode     string     `json:"mode"`
+	Seats    int        `json:"seats"`
+	Slots    int        `json:"slots"`
+	OpensAt  *time.Time `json:"opensAt,omitempty"`
+	Prequeue string     `json:"prequeue,omitempty"`
+	SeedHash string     `json:"seedHash,omitempty"`
+	Seed     string     `json:"seed,omitempty"`
+	SoldOut  bool       `json:"soldOut"`
+}
+
+func wirePublicEvent(v appwaiting.PublicEventView) publicEventJSON { return publicEventJSON(v) }
 
 type queueStatusJSON struct {
 	Status                 string `json:"status"`
@@ -26,7 +45,34 @@ type queueStatusJSON struct {
 	EstimatedWaitSeconds   *int   `json:"estimatedWaitSeconds"`
 }
 
-func wireQueueStatus(v appwaiting.StatusView) queueStatusJSON { return queueStatusJSON(v) }
+// prequeueStatusJSON answers entering and polling while the user is in a pre-queue: no rank
+// exists yet (SPEC §8).
+type prequeueStatusJSON struct {
+	Status                 string    `json:"status"`
+	Rank                   *int      `json:"rank"`
+	AheadCount             *int      `json:"aheadCount"`
+	OpensAt                time.Time `json:"opensAt"`
+	SeedHash               string    `json:"seedHash"`
+	RefreshIntervalSeconds int       `json:"refreshIntervalSeconds"`
+	EstimatedWaitSeconds   *int      `json:"estimatedWaitSeconds"`
+}
+
+func wireQueueStatus(v appwaiting.StatusView) any {
+	if p := v.Prequeue; p != nil {
+		return prequeueStatusJSON{Status: v.Status, OpensAt: p.OpensAt, SeedHash: p.SeedHash,
+			RefreshIntervalSeconds: v.RefreshIntervalSeconds}
+	}
+	return queueStatusJSON{Status: v.Status, Rank: v.Rank, AheadCount: v.AheadCount,
+		RefreshIntervalSeconds: v.RefreshIntervalSeconds, EstimatedWaitSeconds: v.EstimatedWaitSeconds}
+}
+
+// prequeueJSON is the data of a push `prequeue` event.
+type prequeueJSON struct {
+	OpensAt  time.Time `json:"opensAt"`
+	SeedHash string    `json:"seedHash"`
+}
+
+func wirePrequeue(v appwaiting.PrequeueView) prequeueJSON { return prequeueJSON(v) }
 
 // entryTokenJSON answers a claim and is the data of a push `admitted` event.
 type entryTokenJSON struct {

@@ -98,7 +98,7 @@ func (r *room) depart(userID string) ports.Departure {
 		r.released++
 		return ports.Released
 	}
-	if _, ok := r.waiting[userID]; ok {
+	if r.queued(userID) {
 		r.leave(userID)
 		return ports.Removed
 	}
@@ -109,6 +109,10 @@ func (r *room) depart(userID string) ports.Departure {
 func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.QueueSnapshot, error) {
 	var snap ports.QueueSnapshot
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		if r.closed() {
+			snap.Prequeue = true
+			return nil
+		}
 		snap.Waiting, snap.RemainingSlots = r.line(), r.remaining()
 		return nil
 	})
@@ -130,7 +134,7 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 	n := 0
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		left := r.remaining()
-		if left == 0 || len(r.waiting) == 0 {
+		if left == 0 || len(r.waiting) == 0 || r.closed() {
 			return nil
 		}
 		head := r.line()

@@ -38,6 +38,11 @@ type room struct {
 	// owners is the push mode's user → connection owner; entry its stream of promotions.
 	owners map[string]string
 	entry  *stream
+	// opensAt gates a room with a pre-queue until opened; pre is its pre-queued users →
+	// arrival sequence number (SPEC §8, ports.PrequeueRoom).
+	opensAt time.Time
+	opened  bool
+	pre     map[string]int
 	// earliest is at or before every admitted token's expiry, so pruning can skip the scan
 	// until then.
 	earliest                           time.Time
@@ -75,6 +80,12 @@ func (w *WaitingRoom) do(ctx context.Context, eventID string, fn func(r *room, n
 
 // Open creates the room unless it exists. See ports.WaitingRoom.
 func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int) error {
+	return w.OpenGated(ctx, eventID, slots, seats, time.Time{})
+}
+
+// OpenGated creates the room with a pre-queue opening at opensAt (none when zero) unless it
+// exists.
+func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seats int, opensAt time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -83,7 +94,7 @@ func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int
 	if w.rooms[eventID] == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
-			owners: make(map[string]string), entry: newStream()}
+			owners: make(map[string]string), entry: newStream(), opensAt: opensAt, pre: make(map[string]int)}
 	}
 	w.active[eventID] = true
 	return nil
@@ -104,6 +115,9 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 func (r *room) enter(userID string, now time.Time) ports.QueuePlace {
 	if a, ok := r.admitted[userID]; ok {
 		return ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
+	}
+	if r.closed() {
+		return r.prequeue(userID, now)
 	}
 	var place ports.QueuePlace
 	if _, ok := r.waiting[userID]; !ok {
@@ -127,10 +141,14 @@ func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl 
 			place = ports.QueuePlace{Admitted: true, RemainingSlots: r.remaining(), ExpiresAt: a.expiresAt}
 			return nil
 		}
-		if _, ok := r.waiting[userID]; !ok {
+		if !r.queued(userID) {
 			return ports.ErrNotQueued
 		}
 		r.seen[userID] = now
+		if r.closed() {
+			place.Prequeue = true
+			return nil
+		}
 		place.Rank, place.RemainingSlots = r.rank(userID), r.remaining()
 		return nil
 	})
@@ -147,8 +165,12 @@ func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, 
 			res = ports.ClaimResult{Claimed: true, Token: a.token, ExpiresAt: a.expiresAt}
 			return nil
 		}
-		if _, ok := r.waiting[userID]; !ok {
+		if !r.queued(userID) {
 			return ports.ErrNotQueued
+		}
+		if r.closed() {
+			res.Place = ports.QueuePlace{Prequeue: true}
+			return nil
 		}
 		place := ports.QueuePlace{Rank: r.rank(userID), RemainingSlots: r.remaining()}
 		if !place.Ready() {
@@ -207,7 +229,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 				}
 			}
 		}
-		if len(r.waiting) == 0 && len(r.admitted) == 0 {
+		if len(r.waiting) == 0 && len(r.pre) == 0 && len(r.admitted) == 0 {
 			delete(w.active, eventID)
 		}
 		return nil
@@ -230,7 +252,7 @@ func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (
 func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStats, error) {
 	var s ports.RoomStats
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
-		s = ports.RoomStats{Waiting: len(r.waiting), Admitted: len(r.admitted), Slots: r.slots,
+		s = ports.RoomStats{Waiting: len(r.waiting), Prequeued: len(r.pre), Admitted: len(r.admitted), Slots: r.slots,
 			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
 			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners)}
 		return nil
@@ -289,8 +311,13 @@ func (r *room) remaining() int { return max(0, r.slots-len(r.admitted)) }
 // rank is a waiting user's 0-based place.
 func (r *room) rank(userID string) int { return r.order.prefix(r.waiting[userID] - 1) }
 
-// leave takes a waiting user out of the queue.
+// leave takes a waiting or pre-queued user out of the queue.
 func (r *room) leave(userID string) {
+	if _, ok := r.pre[userID]; ok {
+		delete(r.pre, userID)
+		delete(r.seen, userID)
+		return
+	}
 	seq, ok := r.waiting[userID]
 	if !ok {
 		return

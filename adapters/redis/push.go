@@ -49,7 +49,7 @@ local function depart(user)
     redis.call('HINCRBY', meta, 'released', 1)
     return 1
   end
-  if redis.call('ZREM', queue, user) == 1 then
+  if redis.call('ZREM', queue, user) + redis.call('ZREM', pre, user) > 0 then
     redis.call('ZREM', seen, user)
     return 2
   end
@@ -82,13 +82,17 @@ end
 return {'OK', freed}
 `)
 
-// snapshotScript answers {'OK', remaining, waiting users in order}.
-var snapshotScript = newWaitingScript(`return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1)}`)
+// snapshotScript answers {'OK', remaining, waiting users in order}, or {'PREQUEUE'} while the
+// pre-queue is not placed.
+var snapshotScript = newWaitingScript(`
+if closed() then return {'PREQUEUE'} end
+return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1)}
+`)
 
 // promoteScript answers {'OK', promoted}. ARGV ttl ms.
 var promoteScript = newPushScript(`
 local left = remaining()
-if left == 0 then return {'OK', 0} end
+if left == 0 or closed() then return {'OK', 0} end
 local head = redis.call('ZRANGE', queue, 0, left - 1)
 local expiresAt = now + tonumber(ARGV[1])
 for _, user in ipairs(head) do
@@ -144,9 +148,12 @@ func (w *WaitingRoom) Disconnect(ctx context.Context, eventID, userID, owner str
 
 // Snapshot answers the waiting line in one script.
 func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.QueueSnapshot, error) {
-	_, r, err := w.run(ctx, "read waiting line", snapshotScript, eventID)
+	state, r, err := w.run(ctx, "read waiting line", snapshotScript, eventID)
 	if err != nil {
 		return ports.QueueSnapshot{}, err
+	}
+	if state == "PREQUEUE" {
+		return ports.QueueSnapshot{Prequeue: true}, nil
 	}
 	members, _ := r[1].([]any)
 	snap := ports.QueueSnapshot{RemainingSlots: toInt(r[0]), Waiting: make([]string, len(members))}

@@ -116,9 +116,10 @@ func countingRoom(t *testing.T, prefix string) (*WaitingRoom, *roundTrips) {
 // admissionStream counts the admissions a connection receives.
 type admissionStream struct{ admitted chan<- string }
 
-func (s admissionStream) Position(appwaiting.Position)    {}
-func (s admissionStream) Admitted(a appwaiting.Admission) { s.admitted <- a.Token }
-func (s admissionStream) End()                            {}
+func (s admissionStream) Position(appwaiting.Position)     {}
+func (s admissionStream) Admitted(a appwaiting.Admission)  { s.admitted <- a.Token }
+func (s admissionStream) End()                             {}
+func (s admissionStream) Prequeue(appwaiting.PrequeueView) {}
 
 // Routing and delivering a promotion of many users costs a few round trips, not a few per user
 // (it cost five per user: owner lookup, dispatch, ack, issue, ack): the dispatcher's pass is

@@ -28,6 +28,7 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 //	…{E}:tokens    hash  admitted user → token
 //	…{E}:owners    hash  push mode: user → the SSE connection holding the user
 //	…{E}:entry     stream push mode: the promoted users, read by the dispatchers' group
+//	…{E}:pre       zset  a gated room's pre-queued users → entry sequence number (prequeue.go)
 //
 // Slots taken are ZCARD(admitted), so there is no counter to drift: a token's slot comes back
 // when its member leaves the admitted set, which happens once, atomically, whether the user
@@ -71,7 +72,7 @@ func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 func (w *WaitingRoom) keys(eventID string) []string {
 	base := w.prefix + "{" + eventID + "}:"
 	return []string{base + "meta", base + "queue", base + "seen", base + "admitted", base + "tokens",
-		base + "owners", base + "entry"}
+		base + "owners", base + "entry", base + "pre"}
 }
 
 func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
@@ -96,14 +97,21 @@ local function remaining()
   if r < 0 then return 0 end
   return r
 end
+local pre = KEYS[8]
+local function closed()
+  local gate = redis.call('HMGET', meta, 'opensAt', 'opened')
+  return gate[1] and not gate[2], tonumber(gate[1])
+end
 `
 
 func newWaitingScript(body string) *goredis.Script { return goredis.NewScript(scriptPrelude + body) }
 
-// openScript creates the room unless it exists. KEYS meta; ARGV slots, seats.
+// openScript creates the room unless it exists. KEYS meta; ARGV slots, seats, and the
+// pre-queue's opensAt in ms of the Redis clock for a gated room.
 var openScript = goredis.NewScript(`
-redis.call('HSETNX', KEYS[1], 'slots', ARGV[1])
-redis.call('HSETNX', KEYS[1], 'seats', ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'slots', ARGV[1], 'seats', ARGV[2])
+if ARGV[3] then redis.call('HSET', KEYS[1], 'opensAt', ARGV[3]) end
 return 1
 `)
 
@@ -114,9 +122,11 @@ return 1
 // life are written with one ZADD each; only a user already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining slots hold for
 // the whole call; a new entry's sequence number is the highest, so its rank is the line's
 // length before it.
-const enterLua = `
+const enterLua = prequeueLua + `
 local left = remaining()
 local function enterAll(users)
+  local gated, opensAt = closed()
+  if gated then return prequeueAll(users, now < opensAt) end
   local expiries = redis.call('ZMSCORE', admitted, unpack(users))
   local queued = redis.call('ZMSCORE', queue, unpack(users))
   local waiting = redis.call('ZCARD', queue)
@@ -166,6 +176,7 @@ var positionScript = newWaitingScript(`
 local expiresAt = now + tonumber(ARGV[1])
 local users = {unpack(ARGV, 2)}
 local left = remaining()
+local gated = closed()
 local expiries = redis.call('ZMSCORE', admitted, unpack(users))
 local places, refreshed, alive = {}, {}, {}
 for i, user in ipairs(users) do
@@ -175,6 +186,7 @@ for i, user in ipairs(users) do
     places[i] = ` + strconv.Itoa(placeEntered) + `
   else
     local rank = redis.call('ZRANK', queue, user)
+    if gated and (rank or redis.call('ZSCORE', pre, user)) then rank = ` + strconv.Itoa(placePrequeue) + ` end
     if rank then
       alive[#alive + 1] = now
       alive[#alive + 1] = user
@@ -189,10 +201,11 @@ if #alive > 0 then redis.call('ZADD', seen, unpack(alive)) end
 return {'OK', left, expiresAt, places}
 `)
 
-// The places positionScript answers for a user who is not waiting.
+// The places positionScript answers for a user who is not waiting, or has no rank yet.
 const (
 	placeEntered   = -1
 	placeNotQueued = -2
+	placePrequeue  = -3
 )
 
 // claimScript answers {'HELD', token, expiresAt}, {'CLAIMED', token, expiresAt},
@@ -206,6 +219,7 @@ if held then
   return {'HELD', held, expiresAt}
 end
 local rank = redis.call('ZRANK', queue, user)
+if closed() and (rank or redis.call('ZSCORE', pre, user)) then return {'PREQUEUE'} end
 if not rank then return {'NOT_QUEUED'} end
 local left = remaining()
 if rank >= left then return {'NOT_READY', rank, left} end
@@ -241,13 +255,14 @@ if idle > 0 then
   local gone = redis.call('ZRANGEBYSCORE', seen, '-inf', now - idle, 'LIMIT', 0, 1000)
   if #gone > 0 then
     redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', pre, unpack(gone))
     redis.call('ZREM', seen, unpack(gone))
     redis.call('HINCRBY', meta, 'dropped', #gone)
     dropped = #gone
   end
 end
 local empty = 0
-if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', admitted) == 0 then empty = 1 end
+if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', pre) == 0 and redis.call('ZCARD', admitted) == 0 then empty = 1 end
 return {'OK', #expired, dropped, empty}
 `)
 
@@ -258,12 +273,12 @@ return {'OK', remaining()}
 `)
 
 // statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
-// dropped, released, connected}.
+// dropped, released, connected, prequeued}.
 var statsScript = newWaitingScript(`
 local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released')
 return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
   tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0),
-  redis.call('HLEN', KEYS[6])}
+  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre)}
 `)
 
 // seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.
@@ -330,7 +345,17 @@ func (w *WaitingRoom) runEach(ctx context.Context, op string, script *goredis.Sc
 
 // Open creates the room unless it exists and lists the event. See ports.WaitingRoom.
 func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int) error {
-	if err := openScript.Run(ctx, w.client, w.keys(eventID)[:1], slots, seats).Err(); err != nil {
+	return w.open(ctx, eventID, slots, seats)
+}
+
+// OpenGated creates the room with a pre-queue opening at opensAt unless it exists, and lists
+// the event.
+func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seats int, opensAt time.Time) error {
+	return w.open(ctx, eventID, slots, seats, opensAt.UnixMilli())
+}
+
+func (w *WaitingRoom) open(ctx context.Context, eventID string, args ...any) error {
+	if err := openScript.Run(ctx, w.client, w.keys(eventID)[:1], args...).Err(); err != nil {
 		return unavailable("open waiting room", err)
 	}
 	return w.index(ctx, eventID)
@@ -358,8 +383,16 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 
 // entered reads enter's answer, and indexes a room it found empty.
 func (w *WaitingRoom) entered(ctx context.Context, eventID, state string, r []any) (ports.QueuePlace, error) {
-	if state == "ENTERED" {
+	switch state {
+	case "ENTERED":
 		return ports.QueuePlace{Admitted: true, RemainingSlots: toInt(r[0]), ExpiresAt: fromMillis(r[1])}, nil
+	case "PREQUEUE":
+		if toInt(r[1]) == 1 {
+			if err := w.index(ctx, eventID); err != nil {
+				return ports.QueuePlace{}, err
+			}
+		}
+		return ports.QueuePlace{Prequeue: true, Created: toInt(r[0]) == 1}, nil
 	}
 	if toInt(r[3]) == 1 {
 		if err := w.index(ctx, eventID); err != nil {
@@ -412,6 +445,8 @@ func (w *WaitingRoom) positionsOf(ctx context.Context, k positionKey, users []st
 		case placeNotQueued:
 		case placeEntered:
 			answers[i] = polledPlace{place: ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: expiresAt}, queued: true}
+		case placePrequeue:
+			answers[i] = polledPlace{place: ports.QueuePlace{Prequeue: true}, queued: true}
 		default:
 			answers[i] = polledPlace{place: ports.QueuePlace{Rank: rank, RemainingSlots: remaining}, queued: true}
 		}
@@ -426,6 +461,8 @@ func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, 
 		return ports.ClaimResult{}, err
 	}
 	switch state {
+	case "PREQUEUE":
+		return ports.ClaimResult{Place: ports.QueuePlace{Prequeue: true}}, nil
 	case "NOT_READY":
 		return ports.ClaimResult{Place: ports.QueuePlace{Rank: toInt(r[0]), RemainingSlots: toInt(r[1])}}, nil
 	case "HELD", "CLAIMED":
@@ -472,7 +509,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 	if err != nil {
 		return done, err
 	}
-	if stats.Waiting > 0 || stats.Admitted > 0 {
+	if stats.Waiting > 0 || stats.Prequeued > 0 || stats.Admitted > 0 {
 		return done, w.index(ctx, eventID)
 	}
 	return done, nil
@@ -496,7 +533,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	return ports.RoomStats{
 		Waiting: toInt(r[0]), Admitted: toInt(r[1]), Slots: toInt(r[2]), RemainingSlots: toInt(r[3]),
 		RemainingSeats: toInt(r[4]), Claims: int64(toInt(r[5])), Expired: int64(toInt(r[6])),
-		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]),
+		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]), Prequeued: toInt(r[10]),
 	}, nil
 }
 

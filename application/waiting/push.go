@@ -157,6 +157,9 @@ type Stream interface {
 	Position(Position)
 	// Admitted is the entry token once admitted (again after a reconnect).
 	Admitted(Admission)
+	// Prequeue: the user waits in the pre-queue, without a rank, until the sale opens (SPEC
+	// §8); sent on joining and every tick until then.
+	Prequeue(PrequeueView)
 	// End: the broker ended the connection (shutdown, the same user connected again here, or
 	// the broker's heartbeat lapsed). The adapter closes the connection and then calls
 	// Broker.Leave as for any other end.
@@ -291,6 +294,9 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 			b.Leave(sub)
 			return nil, err
 		}
+	}
+	if place.Prequeue {
+		stream.Prequeue(*prequeueViewOf(e))
 	}
 	return sub, nil
 }
@@ -513,6 +519,10 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	if err != nil {
 		return
 	}
+	if snap.Prequeue {
+		b.broadcastPrequeue(ctx, eventID)
+		return
+	}
 	type update struct {
 		stream Stream
 		rank   int
@@ -536,6 +546,28 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	}
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))
+	}
+}
+
+// broadcastPrequeue tells every local user of an event whose pre-queue is not placed yet that
+// they are in it.
+func (b *Broker) broadcastPrequeue(ctx context.Context, eventID string) {
+	e, err := b.rooms.event(ctx, eventID)
+	if err != nil {
+		return
+	}
+	view := prequeueViewOf(e)
+	if view == nil {
+		return
+	}
+	b.mu.Lock()
+	streams := make([]Stream, 0, len(b.subs[eventID]))
+	for _, sub := range b.subs[eventID] {
+		streams = append(streams, sub.stream)
+	}
+	b.mu.Unlock()
+	for _, stream := range streams {
+		stream.Prequeue(*view)
 	}
 }
 

@@ -37,9 +37,11 @@ type stream struct {
 	hangs    bool
 	ended    atomic.Bool
 	admitted atomic.Int32
+	prequeue atomic.Int32
 }
 
-func (s *stream) Position(waiting.Position) {}
+func (s *stream) Position(waiting.Position)     {}
+func (s *stream) Prequeue(waiting.PrequeueView) { s.prequeue.Add(1) }
 func (s *stream) Admitted(waiting.Admission) {
 	s.admitted.Add(1)
 }

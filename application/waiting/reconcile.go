@@ -52,6 +52,9 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if e.Mode() == waiting.ModePush {
 		idle = 0
 	}
+	if err := s.openPrequeue(ctx, e); err != nil {
+		return err
+	}
 	if _, err := s.d.Room.Reconcile(ctx, eventID, idle); err != nil {
 		return err
 	}

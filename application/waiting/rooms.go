@@ -68,8 +68,17 @@ func (r *eventRooms) inRoom(ctx context.Context, eventID string, fn func() error
 	if err != nil {
 		return err
 	}
-	if err := r.opener.Open(ctx, eventID, current.Slots(), free); err != nil {
+	if err := openRoom(ctx, r.opener, current, current.Slots(), free); err != nil {
 		return err
 	}
 	return fn()
+}
+
+// openRoom opens e's room with slots and the seat counter at seats: gated until opensAt for an
+// event with a pre-queue.
+func openRoom(ctx context.Context, opener ports.RoomOpener, e *waiting.Event, slots, seats int) error {
+	if p, ok := e.Prequeue(); ok {
+		return opener.OpenGated(ctx, e.ID(), slots, seats, p.OpensAt)
+	}
+	return opener.Open(ctx, e.ID(), slots, seats)
 }

@@ -78,6 +78,8 @@ type Service struct {
 	soldOut sync.Map // event id → struct{}
 	// foreign holds the rooms in the shared index whose event this database does not know.
 	foreign sync.Map // event id → struct{}
+	// opened holds the events whose pre-queue the store placed; placing is final.
+	opened sync.Map // event id → struct{}
 }
 
 // NewService wires the waiting-room use cases to their ports.
@@ -101,7 +103,8 @@ func NewService(d Deps, cfg Config) *Service {
 	return s
 }
 
-// EventView is an event as clients see it.
+// EventView is an event as operators see it; a pre-queue's OpensAt, Prequeue and SeedHash
+// are zero without one.
 type EventView struct {
 	ID        string
 	Name      string
@@ -110,20 +113,31 @@ type EventView struct {
 	Mode      string
 	TokenTTL  string
 	CreatedAt time.Time
+	OpensAt   *time.Time
+	Prequeue  string
+	SeedHash  string
 }
 
 func viewOf(e *waiting.Event) EventView {
-	return EventView{ID: e.ID(), Name: e.Name(), Seats: e.Seats(), Slots: e.Slots(), Mode: string(e.Mode()),
+	v := EventView{ID: e.ID(), Name: e.Name(), Seats: e.Seats(), Slots: e.Slots(), Mode: string(e.Mode()),
 		TokenTTL: e.TokenTTL().String(), CreatedAt: e.CreatedAt()}
+	if p, ok := e.Prequeue(); ok {
+		v.OpensAt, v.Prequeue, v.SeedHash = &p.OpensAt, string(p.Order), p.Seed.Hash()
+	}
+	return v
 }
 
 // CreateEventCommand creates an event; Slots 0 means one per seat, TokenTTL "" the default.
+// OpensAt (RFC 3339), when given, gives the event a pre-queue placed in Prequeue order
+// ("shuffle" when "").
 type CreateEventCommand struct {
 	Name     string
 	Seats    int
 	Slots    int
 	Mode     string
 	TokenTTL string
+	OpensAt  string
+	Prequeue string
 }
 
 // CreateEvent stores the event and its seats in one transaction, then opens its waiting room.
@@ -147,6 +161,9 @@ func (s *Service) CreateEvent(ctx context.Context, cmd CreateEventCommand) (Even
 	if err != nil {
 		return EventView{}, err
 	}
+	if err := s.schedulePrequeue(e, cmd); err != nil {
+		return EventView{}, err
+	}
 	err = s.d.Tx.InTx(ctx, func(ctx context.Context) error {
 		if err := s.d.Events.Create(ctx, e); err != nil {
 			return fmt.Errorf("create event: %w", err)
@@ -159,7 +176,7 @@ func (s *Service) CreateEvent(ctx context.Context, cmd CreateEventCommand) (Even
 	if err != nil {
 		return EventView{}, err
 	}
-	_ = s.d.Room.Open(ctx, e.ID(), e.Slots(), e.Seats())
+	_ = openRoom(ctx, s.d.Room, e, e.Slots(), e.Seats())
 	return viewOf(e), nil
 }
 
@@ -204,27 +221,36 @@ func (s *Service) pullEvent(ctx context.Context, eventID, userID string) (*waiti
 	return e, nil
 }
 
-// Queue statuses (SPEC §3).
+// Queue statuses (SPEC §3, §8).
 const (
-	StatusWaiting = "waiting"
-	StatusReady   = "ready"
-	StatusEntered = "entered"
+	StatusWaiting  = "waiting"
+	StatusReady    = "ready"
+	StatusEntered  = "entered"
+	StatusPrequeue = "prequeue"
 )
 
 // StatusView answers entering and polling. EstimatedWaitSeconds is whole seconds within
 // waiting.MaxEstimatedWait, 0 with nobody to be admitted first, and null while this instance has
-// seen no admission within waiting.RateWindow to estimate from.
+// seen no admission within waiting.RateWindow to estimate from. Prequeue is set, and Rank and
+// AheadCount mean nothing, while the user waits in a pre-queue (StatusPrequeue).
 type StatusView struct {
 	Status                 string
 	Rank                   int
 	AheadCount             int
 	RefreshIntervalSeconds int
 	EstimatedWaitSeconds   *int
+	Prequeue               *PrequeueView
 }
 
-// statusOf describes a place: rank and aheadCount while waiting, both 0 once entered.
-func (s *Service) statusOf(eventID string, p ports.QueuePlace) StatusView {
+// statusOf describes a place: rank and aheadCount while waiting, both 0 once entered; the
+// pre-queue's opening and commitment while it is not placed.
+func (s *Service) statusOf(e *waiting.Event, p ports.QueuePlace) StatusView {
+	eventID := e.ID()
 	v := StatusView{Status: StatusEntered, RefreshIntervalSeconds: int(math.Ceil(s.cfg.PollInterval.Seconds()))}
+	if p.Prequeue {
+		v.Status, v.Prequeue = StatusPrequeue, prequeueViewOf(e)
+		return v
+	}
 	if !p.Admitted {
 		v.Rank, v.AheadCount = p.Rank, aheadCount(p.Rank, p.RemainingSlots)
 		v.Status = StatusWaiting
@@ -255,7 +281,7 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 	if err != nil {
 		return StatusView{}, false, fmt.Errorf("enter queue: %w", err)
 	}
-	return s.statusOf(eventID, p), p.Created, nil
+	return s.statusOf(e, p), p.Created, nil
 }
 
 // Status answers the user's place and refreshes an admitted user's token, or
@@ -276,7 +302,7 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 	if err != nil {
 		return StatusView{}, fmt.Errorf("queue status: %w", err)
 	}
-	return s.statusOf(eventID, p), nil
+	return s.statusOf(e, p), nil
 }
 
 // TokenView is an entry token.
@@ -306,8 +332,11 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 	}
 	if !res.Claimed {
 		notReady := *waiting.ErrNotReady
-		v := s.statusOf(eventID, res.Place)
+		v := s.statusOf(e, res.Place)
 		notReady.Details = map[string]any{"rank": v.Rank, "aheadCount": v.AheadCount}
+		if v.Prequeue != nil { // no rank exists yet
+			notReady.Details = map[string]any{"rank": nil, "aheadCount": nil}
+		}
 		return TokenView{}, false, &notReady
 	}
 	return tokenOf(res), res.Created, nil

@@ -51,6 +51,7 @@ type Event struct {
 	mode      Mode
 	tokenTTL  time.Duration
 	createdAt time.Time
+	prequeue  Prequeue // zero: none
 }
 
 // NewEvent validates and creates an event. slots 0 means one per seat, tokenTTL 0 the default.

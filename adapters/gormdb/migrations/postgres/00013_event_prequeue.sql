@@ -1,0 +1,19 @@
+-- An event's pre-queue (SPEC §8): when it opens, how it is placed, and the seed of its draw,
+-- stored once at creation so that no restart or second instance changes it; only its hash is
+-- shown until the pre-queue is placed. All three are NULL for an event without one.
+
+-- +goose Up
+ALTER TABLE events
+    ADD COLUMN opens_at timestamptz(6),
+    ADD COLUMN prequeue varchar(8),
+    ADD COLUMN seed     bytea,
+    ADD CONSTRAINT events_prequeue CHECK (
+        (opens_at IS NULL AND prequeue IS NULL AND seed IS NULL)
+        OR (opens_at IS NOT NULL AND prequeue IN ('shuffle', 'fifo') AND octet_length(seed) = 32));
+
+-- +goose Down
+ALTER TABLE events
+    DROP CONSTRAINT events_prequeue,
+    DROP COLUMN seed,
+    DROP COLUMN prequeue,
+    DROP COLUMN opens_at;

@@ -1,0 +1,244 @@
+package waiting_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/application/waiting"
+	"github.com/rushgate/rushgate/domain"
+	"github.com/rushgate/rushgate/domain/draw"
+	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
+)
+
+var saleDay = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+// prequeued creates a pull event whose pre-queue opens after opensIn, placed in order, and
+// enters users into it.
+func prequeued(t *testing.T, opensIn time.Duration, order string, users []string) (rooms, *memory.Clock, waiting.EventView) {
+	t.Helper()
+	ctx := context.Background()
+	clock := memory.NewClock(saleDay)
+	r := newRooms(clock)
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
+		OpensAt: saleDay.Add(opensIn).Format(time.RFC3339), Prequeue: order})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		v, created, err := r.svc.Enter(ctx, event.ID, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !created || v.Status != waiting.StatusPrequeue || v.Prequeue == nil ||
+			!v.Prequeue.OpensAt.Equal(*event.OpensAt) || v.Prequeue.SeedHash != event.SeedHash {
+			t.Fatalf("entering the pre-queue answered %+v, created %v", v, created)
+		}
+	}
+	return r, clock, event
+}
+
+func userNames(n int, prefix string) []string {
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprint(prefix, i)
+	}
+	return users
+}
+
+// ranks are the users' ranks, by status.
+func ranks(t *testing.T, svc *waiting.Service, eventID string, users []string) []string {
+	t.Helper()
+	line := make([]string, len(users))
+	for _, u := range users {
+		v, err := svc.Status(context.Background(), eventID, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Status == waiting.StatusPrequeue || v.Rank >= len(users) || line[v.Rank] != "" {
+			t.Fatalf("%s: status %+v", u, v)
+		}
+		line[v.Rank] = u
+	}
+	return line
+}
+
+func TestPrequeue_NobodyHasARankOrIsAdmittedBeforeOpening(t *testing.T) {
+	ctx := context.Background()
+	r, clock, event := prequeued(t, time.Minute, "", userNames(5, "early"))
+	if event.Prequeue != "shuffle" || event.SeedHash == "" {
+		t.Fatalf("a pre-queue without an order is a shuffle with a commitment: %+v", event)
+	}
+	again, created, err := r.svc.Enter(ctx, event.ID, "early0")
+	if err != nil || created || again.Status != waiting.StatusPrequeue {
+		t.Fatalf("a repeated entry answered %+v, created %v, %v", again, created, err)
+	}
+	_, _, err = r.svc.Claim(ctx, event.ID, "early0")
+	var notReady *domain.Error
+	if !errors.As(err, &notReady) || notReady.Code != "NOT_READY" || notReady.Details["rank"] != nil {
+		t.Fatalf("a claim in the pre-queue answered %v", err)
+	}
+	clock.Advance(59 * time.Second)
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.svc.Status(ctx, event.ID, "early4")
+	if err != nil || v.Status != waiting.StatusPrequeue {
+		t.Fatalf("before opensAt the status is %+v, %v", v, err)
+	}
+	public, err := r.svc.Event(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if public.Seed != "" || public.SeedHash != event.SeedHash || public.SoldOut {
+		t.Fatalf("before opening GET /events answered %+v", public)
+	}
+	if _, err := r.svc.Status(ctx, event.ID, "stranger"); !errors.Is(err, domainwaiting.ErrNotInQueue) {
+		t.Fatalf("a user outside the pre-queue: %v", err)
+	}
+}
+
+func TestPrequeue_ShuffleAtOpensAtPlacesTheDrawOrderAheadOfLaterArrivals(t *testing.T) {
+	ctx := context.Background()
+	early := userNames(40, "early")
+	r, clock, event := prequeued(t, time.Minute, "shuffle", early)
+	clock.Advance(time.Minute)
+	late := []string{"late-b", "late-a"}
+	for _, u := range late {
+		v, _, err := r.svc.Enter(ctx, event.ID, u)
+		if err != nil || v.Status != waiting.StatusPrequeue {
+			t.Fatalf("a later arrival before the placing: %+v, %v", v, err)
+		}
+	}
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	public, err := r.svc.Event(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := draw.ParseSeed(public.Seed)
+	if err != nil || !seed.Matches(event.SeedHash) {
+		t.Fatalf("the published seed %q does not match the commitment: %v", public.Seed, err)
+	}
+	want := make([]string, 0, len(early)+len(late))
+	for _, e := range draw.Order(seed, early) {
+		want = append(want, e.UserID)
+	}
+	want = append(want, late...)
+	if got := ranks(t, r.svc, event.ID, want); !slices.Equal(got, want) {
+		t.Fatalf("line %v, want the draw order then FIFO %v", got, want)
+	}
+	if slices.Equal(want[:len(early)], early) {
+		t.Fatal("the draw order is the arrival order: the test cannot tell a shuffle")
+	}
+	if _, _, err := r.svc.Claim(ctx, event.ID, want[0]); err != nil {
+		t.Fatalf("the first drawn user cannot claim: %v", err)
+	}
+	if _, _, err := r.svc.Claim(ctx, event.ID, want[2]); err == nil {
+		t.Fatal("the third drawn user claimed with two slots")
+	}
+}
+
+func TestPrequeue_FIFOPlacesTheArrivalOrder(t *testing.T) {
+	ctx := context.Background()
+	early := userNames(12, "early")
+	r, clock, event := prequeued(t, time.Minute, "fifo", early)
+	clock.Advance(time.Minute)
+	if _, _, err := r.svc.Enter(ctx, event.ID, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(early), "late")
+	if got := ranks(t, r.svc, event.ID, want); !slices.Equal(got, want) {
+		t.Fatalf("line %v, want %v", got, want)
+	}
+}
+
+func TestPrequeue_IdleRuleDropsPrequeuedPullUsers(t *testing.T) {
+	ctx := context.Background()
+	r, clock, event := prequeued(t, time.Hour, "shuffle", []string{"gone", "polling"})
+	clock.Advance(waiting.DefaultIdleTimeout / 2)
+	if _, err := r.svc.Status(ctx, event.ID, "polling"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(waiting.DefaultIdleTimeout/2 + time.Second)
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.Status(ctx, event.ID, "gone"); !errors.Is(err, domainwaiting.ErrNotInQueue) {
+		t.Fatalf("an idle pre-queued user stays: %v", err)
+	}
+	if v, err := r.svc.Status(ctx, event.ID, "polling"); err != nil || v.Status != waiting.StatusPrequeue {
+		t.Fatalf("a polling pre-queued user: %+v, %v", v, err)
+	}
+}
+
+func TestCreateEvent_RefusesABadPrequeue(t *testing.T) {
+	svc := newRooms(memory.NewClock(saleDay)).svc
+	future := saleDay.Add(time.Hour).Format(time.RFC3339)
+	for name, cmd := range map[string]waiting.CreateEventCommand{
+		"malformed opensAt":     {OpensAt: "tomorrow"},
+		"opensAt in the past":   {OpensAt: saleDay.Add(-time.Second).Format(time.RFC3339)},
+		"opensAt now":           {OpensAt: saleDay.Format(time.RFC3339)},
+		"unknown order":         {OpensAt: future, Prequeue: "lottery"},
+		"order without opening": {Prequeue: "fifo"},
+	} {
+		cmd.Name, cmd.Seats, cmd.Mode = "bad", 3, "pull"
+		if _, err := svc.CreateEvent(context.Background(), cmd); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("%s: %v, want a validation error", name, err)
+		}
+	}
+}
+
+func TestPrequeue_PushStreamsAreToldAndNobodyIsPromotedBeforeOpening(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(saleDay)
+	r := newRooms(clock)
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "push sale", Seats: 5, Slots: 2, Mode: "push",
+		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{})
+	dispatcher := waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{})
+	streams := make([]*stream, 3)
+	for i := range streams {
+		streams[i] = join(t, broker, event.ID, fmt.Sprint("u", i), false)
+		if streams[i].prequeue.Load() != 1 {
+			t.Fatal("joining a pre-queue sent no prequeue event")
+		}
+	}
+	if err := dispatcher.Promote(ctx, event.ID); err != nil {
+		t.Fatal(err)
+	}
+	broker.Tick(ctx)
+	for _, s := range streams {
+		if s.admissions() != 0 || s.prequeue.Load() != 2 {
+			t.Fatalf("before opening: %d admissions, %d prequeue events", s.admissions(), s.prequeue.Load())
+		}
+	}
+	for range 12 { // the broker's heartbeat keeps its users
+		clock.Advance(5 * time.Second)
+		broker.Tick(ctx)
+	}
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatcher.Promote(ctx, event.ID); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := r.svc.Queue(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Admitted != 2 || stats.Waiting != 1 {
+		t.Fatalf("after opening: %+v, want the two slots taken and one waiting", stats)
+	}
+}
