@@ -116,12 +116,12 @@ func (b *browser) open(pageURL string) *tab {
 	return p
 }
 
-// read answers what a person sees of the element id: its text as rendered, or "" while it is
-// hidden. The whole page must never show a negative or non-numeric number.
+// read answers what a person sees of the element id (the whole page for "body"): its text as
+// rendered, or "" while it is hidden. The whole page must never show a negative or non-numeric number.
 func (p *tab) read(id string) string {
 	p.t.Helper()
 	texts, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](
-		`(() => { const el = document.getElementById("`+id+`");
+		`(() => { const el = document.getElementById("`+id+`") || document.body;
 		  return [el.closest("[hidden]") ? "" : el.innerText, document.body.innerText]; })()`))
 	if err != nil || len(texts) != 2 {
 		p.t.Fatalf("read #%s: %v", id, err)
@@ -146,7 +146,7 @@ func (p *tab) until(id, want string, limit time.Duration, check func(text string
 				p.t.Fatalf("#%s: %v", id, err)
 			}
 		}
-		return fmt.Errorf("#%s reads %q", id, text)
+		return fmt.Errorf("#%s reads %q; the page says:\n%s", id, text, p.read("body"))
 	})
 }
 

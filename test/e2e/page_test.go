@@ -22,7 +22,7 @@ import (
 // takes to reach a page at most: a few polls or ticks, with room for a loaded machine.
 const (
 	pagePoll  = time.Second
-	pageBound = 30 * pagePoll
+	pageBound = 60 * pagePoll
 	// pageLimit bounds a whole page test's browser.
 	pageLimit = 5 * time.Minute
 )
@@ -139,7 +139,7 @@ func TestWaitingPage_PlainLanguageErrors(t *testing.T) {
 				{"expired", s.pageURL(eventID, expiredToken(t, "late-buyer")), sessionProblem},
 				{"forged", s.pageURL(eventID, forgedToken(t, "forger")), sessionProblem},
 				{"no token", s.url + "/events/" + eventID + "/waiting-room", sessionProblem},
-				{"unknown event", s.pageURL("no-such-event", s.token("lost-buyer")), notFoundProblem},
+				{"unknown event", s.pageURL(absentID, s.token("lost-buyer")), notFoundProblem},
 			} {
 				page := browser.open(c.url)
 				page.until("problem", c.problem, pageBound, nil)
@@ -221,4 +221,36 @@ func forgedToken(t *testing.T, user string) string {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// TestWaitingPage_PrequeueInTheBuyersTime: before a sale opens, a buyer in Tokyo whose browser
+// speaks British English reads when it opens in their own time and words, and that the place
+// will be drawn, in both admission modes.
+func TestWaitingPage_PrequeueInTheBuyersTime(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Minute)
+			// en-GB's medium date and short time, in Tokyo's zone (UTC+9, no summer time).
+			want := "The sale opens at " + opensAt.In(time.FixedZone("JST", 9*3600)).Format("2 Jan 2006, 15:04") +
+				"; your place will be drawn."
+			browser := newBrowser(t, pageLimit, "Asia/Tokyo", "en_GB")
+			for _, mode := range []string{"pull", "push"} {
+				eventID := s.createEvent(`{"name":"Early ` + mode + `","seats":2,"mode":"` + mode + `","opensAt":"` +
+					opensAt.Format(time.RFC3339) + `"}`)
+				page := browser.open(s.pageURL(eventID, s.token("early-"+mode)))
+				page.until("opens", want, pageBound, nil)
+				page.until("event-name", "Early "+mode, pageBound, nil)
+				if place := page.read("place"); place != "" {
+					t.Fatalf("%s: a place %q shows before the sale opens", mode, place)
+				}
+				seedHash := s.do("GET", "/events/"+eventID, s.token("reader"), "").str("seedHash")
+				if shown := page.read("seed-hash"); seedHash == "" || shown != seedHash {
+					t.Fatalf("%s: the page's commitment %q is not the event's %q", mode, shown, seedHash)
+				}
+				page.checkSessionOnly(s, eventID)
+				page.screenshots("prequeue-" + mode)
+			}
+		})
+	}
 }
