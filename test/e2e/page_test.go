@@ -245,6 +245,7 @@ func TestWaitingPage_PrequeueInTheBuyersTime(t *testing.T) {
 					t.Fatalf("%s: a place %q shows before the sale opens", mode, place)
 				}
 				seedHash := s.do("GET", "/events/"+eventID, s.token("reader"), "").str("seedHash")
+				page.click("#prequeue summary") // how the draw can be checked
 				if shown := page.read("seed-hash"); seedHash == "" || shown != seedHash {
 					t.Fatalf("%s: the page's commitment %q is not the event's %q", mode, shown, seedHash)
 				}
