@@ -255,3 +255,26 @@ func TestWaitingPage_PrequeueInTheBuyersTime(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingPage_SoldOut: a buyer who opens the page of an event whose every seat is taken
+// reads that it is sold out, in words, and is put in no queue (the page asks the event before
+// entering, whatever its admission mode).
+func TestWaitingPage_SoldOut(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			const name = "Sold out sale"
+			eventID := s.createEvent(`{"name":"` + name + `","seats":1,"slots":1,"mode":"pull"}`)
+			if res := s.reserve(eventID, "1", "last-buyer", s.admit(eventID, "last-buyer")); res.status != http.StatusCreated {
+				t.Fatalf("reserve the last seat: %d %s", res.status, res.raw)
+			}
+			page := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("late-buyer")))
+			page.until("soldout", soldOutText(name), pageBound, nil)
+			page.until("event-name", name, pageBound, nil)
+			if v := s.queueView(eventID); v.num("waiting") != 0 || v.num("admitted") != 1 {
+				t.Fatalf("the sold-out page queued its buyer: %s", v.raw)
+			}
+			page.screenshots("soldout")
+		})
+	}
+}
