@@ -27,7 +27,9 @@ var WaitingModule = flow("waiting",
 		provideWaitingService, providePushMetrics, provideBroker),
 	fx.Invoke(runQueueReconciler, runBroker, runDispatcher),
 	routes(rghttp.EventRoutes),
-	routes(func(cfg Config, b *waiting.Broker) rghttp.Routes { return rghttp.PushRoutes(b, cfg.Queue.SSEHeartbeat) }),
+	routes(func(cfg Config, b *waiting.Broker, t *rghttp.Tokens) rghttp.Routes {
+		return rghttp.PushRoutes(b, t, cfg.Queue.SSEHeartbeat)
+	}),
 )
 
 // QueueConfig is the waiting room.

@@ -39,6 +39,7 @@ type Principal struct {
 // Tokens mints and verifies HS256 JWTs: sub is the user id, role is user or admin, exp is
 // required.
 type Tokens struct {
+	secret    []byte
 	key       any    // the secret, boxed once: golang-jwt takes it as an any
 	header    string // the header segment of every token Mint signs
 	parser    *jwt.Parser
@@ -69,6 +70,7 @@ func NewTokens(secret []byte) *Tokens {
 	}
 	header, _, _ := strings.Cut(unsigned, ".")
 	return &Tokens{
+		secret: secret,
 		key:    secret,
 		header: header,
 		parser: jwt.NewParser(
@@ -87,22 +89,27 @@ type claims struct {
 
 // Mint returns a signed token for userID with role, expiring after ttl.
 func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, error) {
+	if ttl <= 0 {
+		return "", fmt.Errorf("mint token: ttl must be positive, got %s", ttl)
+	}
+	now := time.Now()
+	return t.mintUntil(userID, role, now, now.Add(ttl))
+}
+
+// mintUntil returns a signed token for userID with role, issued at now and expiring at expiresAt.
+func (t *Tokens) mintUntil(userID string, role Role, now, expiresAt time.Time) (string, error) {
 	if err := domain.ValidateUserID("sub", userID); err != nil {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
 	if !role.valid() {
 		return "", fmt.Errorf("mint token: unknown role %q", role)
 	}
-	if ttl <= 0 {
-		return "", fmt.Errorf("mint token: ttl must be positive, got %s", ttl)
-	}
-	now := time.Now()
 	token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
 		Role: role,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   userID,
 			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			ExpiresAt: jwt.NewNumericDate(expiresAt),
 		},
 	})
 	signed, err := token.SignedString(t.key)
@@ -116,24 +123,30 @@ func (t *Tokens) Mint(userID string, role Role, ttl time.Duration) (string, erro
 // expiry, and that it names a valid user and role. A token it accepted lately is answered from
 // verifiedTokens until it expires.
 func (t *Tokens) Verify(raw string) (Principal, error) {
+	p, _, err := t.verifyUntil(raw)
+	return p, err
+}
+
+// verifyUntil is Verify that also answers when the token expires.
+func (t *Tokens) verifyUntil(raw string) (Principal, time.Time, error) {
 	now := time.Now()
-	if p, ok := t.verified.lookup(raw, now); ok {
-		return p, nil
+	if e, ok := t.verified.lookup(raw, now); ok {
+		return e.principal, e.expires, nil
 	}
 	c, err := t.verify(raw)
 	if err != nil {
-		return Principal{}, fmt.Errorf("verify token: %w", err)
+		return Principal{}, time.Time{}, fmt.Errorf("verify token: %w", err)
 	}
 	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
-		return Principal{}, fmt.Errorf("verify token: %w", err)
+		return Principal{}, time.Time{}, fmt.Errorf("verify token: %w", err)
 	}
 	if !c.role.valid() {
-		return Principal{}, fmt.Errorf("verify token: unknown role %q", c.role)
+		return Principal{}, time.Time{}, fmt.Errorf("verify token: unknown role %q", c.role)
 	}
 	p := Principal{UserID: c.Subject, Role: c.role}
 	// exp is required, and nbf, if any, has passed: the token stays valid until exp.
 	t.verified.remember(raw, p, c.ExpiresAt.Time, now)
-	return p, nil
+	return p, c.ExpiresAt.Time, nil
 }
 
 // verifiedTokens remembers the principal and expiry of each token Verify accepted lately, keyed
@@ -171,10 +184,10 @@ func (v *verifiedTokens) shard(raw string) *verifiedShard {
 	return &v.shards[int(raw[len(raw)-1])%verifiedShards]
 }
 
-// lookup answers raw's principal if raw was verified and has not expired at now.
-func (v *verifiedTokens) lookup(raw string, now time.Time) (Principal, bool) {
+// lookup answers raw's principal and expiry if raw was verified and has not expired at now.
+func (v *verifiedTokens) lookup(raw string, now time.Time) (verifiedToken, bool) {
 	if raw == "" {
-		return Principal{}, false
+		return verifiedToken{}, false
 	}
 	s := v.shard(raw)
 	s.mu.Lock()
@@ -187,9 +200,9 @@ func (v *verifiedTokens) lookup(raw string, now time.Time) (Principal, bool) {
 		}
 	}
 	if !ok || !now.Before(e.expires) {
-		return Principal{}, false
+		return verifiedToken{}, false
 	}
-	return e.principal, true
+	return e, true
 }
 
 // remember keeps raw, verified at now, until expires.
@@ -211,6 +224,19 @@ func (s *verifiedShard) putLocked(raw string, e verifiedToken) {
 		s.current = make(map[string]verifiedToken)
 	}
 	s.current[raw] = e
+}
+
+// sessionLabel separates the key of waiting-room sessions from the secret it is derived from.
+const sessionLabel = "rushgate waiting-room session\x00"
+
+// sessions returns the Tokens of eventID's waiting-room sessions (SPEC §8): their key is the
+// HMAC of the event under the secret, so a session passes only as the session of its own event,
+// and neither a bearer token nor a session passes as the other.
+func (t *Tokens) sessions(eventID string) *Tokens {
+	mac := hmac.New(sha256.New, t.secret)
+	mac.Write([]byte(sessionLabel))
+	mac.Write([]byte(eventID))
+	return NewTokens(mac.Sum(nil))
 }
 
 // verify checks raw's signature and registered claims and reads its claims. A token carrying
@@ -353,30 +379,52 @@ func (c *verifiedClaims) read(dec *jsontext.Decoder, name string) error {
 	return nil
 }
 
-const principalKey = "rushgate.principal"
+const (
+	principalKey = "rushgate.principal"
+	expiresKey   = "rushgate.expires"
+)
 
-// authenticate requires a valid bearer token and stores its Principal for the handlers.
-func authenticate(tokens *Tokens) gin.HandlerFunc {
+// SessionCookie names the waiting-room session cookie (SPEC §8).
+const SessionCookie = "rushgate_session"
+
+// authenticate requires a valid bearer token and stores its Principal, and when it expires,
+// for the handlers. With sessions, a request without an Authorization header may instead carry
+// the session cookie of the event its path names (:eventId).
+func authenticate(tokens *Tokens, sessions bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		scheme, raw, ok := strings.Cut(c.GetHeader("Authorization"), " ")
+		header := c.GetHeader("Authorization")
+		if sessions && header == "" {
+			if cookie, err := c.Request.Cookie(SessionCookie); err == nil {
+				accept(c, tokens.sessions(c.Param("eventId")), cookie.Value, "the waiting-room session")
+				return
+			}
+		}
+		scheme, raw, ok := strings.Cut(header, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
 			c.Header("WWW-Authenticate", `Bearer`)
 			respondError(c, errUnauthorized)
 			return
 		}
-		p, err := tokens.Verify(strings.TrimSpace(raw))
-		if err != nil {
-			c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
-			if errors.Is(err, jwt.ErrTokenExpired) {
-				respondError(c, errUnauthorized.WithMessage("the bearer token has expired"))
-				return
-			}
-			respondError(c, errUnauthorized)
+		accept(c, tokens, strings.TrimSpace(raw), "the bearer token")
+	}
+}
+
+// accept lets the request through as the principal of raw, a token of tokens, or answers 401
+// saying that what (the bearer token, the session) is invalid or expired.
+func accept(c *gin.Context, tokens *Tokens, raw, what string) {
+	p, expires, err := tokens.verifyUntil(raw)
+	if err != nil {
+		c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			respondError(c, errUnauthorized.WithMessage(what+" has expired"))
 			return
 		}
-		c.Set(principalKey, p)
-		c.Next()
+		respondError(c, errUnauthorized.WithMessage(what+" is not valid"))
+		return
 	}
+	c.Set(principalKey, p)
+	c.Set(expiresKey, expires)
+	c.Next()
 }
 
 // requireRole lets only principals with role through; it runs after authenticate.
@@ -397,6 +445,13 @@ func checkClaimedUser(c *gin.Context, claimed *string) error {
 		return errForbidden
 	}
 	return nil
+}
+
+// expiry returns when the credential authenticate accepted expires.
+func expiry(c *gin.Context) time.Time {
+	expires, _ := c.Get(expiresKey)
+	at, _ := expires.(time.Time)
+	return at
 }
 
 // principal returns the caller authenticate stored; the zero Principal on public routes.

@@ -180,9 +180,11 @@ func manyClaims(claims jwt.MapClaims, n int) jwt.MapClaims {
 	return claims
 }
 
-// publicRoutes are the routes that need no token: the operational ones, and the signed upload,
-// which its URL's signature authorises (verifications_test.go covers its refusals).
-var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.yaml": true, "/uploads/:key": true}
+// publicRoutes are the routes that need no token: the operational ones, the signed upload,
+// which its URL's signature authorises (verifications_test.go covers its refusals), and the
+// waiting page, whose token comes in its fragment and is exchanged by the page itself.
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.yaml": true,
+	"/uploads/:key": true, "/events/:eventId/waiting-room": true}
 
 // authenticatedRoutes lists every route of the router but the public ones, so a route added
 // later is covered without editing the test.

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	stdhttp "net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ var errNoBroker = fmt.Errorf("this instance runs no broker: %w", ports.ErrUnavai
 // pushHandlers serves the push mode's SSE stream and the waiting page (SPEC §3).
 type pushHandlers struct {
 	broker       *appwaiting.Broker
+	tokens       *Tokens
 	writeTimeout time.Duration
 	writers      *sseWriters
 }
@@ -41,12 +43,46 @@ func queryToken() gin.HandlerFunc {
 	}
 }
 
-// page answers GET /events/{eventId}/waiting-room: the page reads the event and token from its
-// own URL.
+// page answers GET /events/{eventId}/waiting-room, to anyone: the page reads the event from its
+// own URL and the token from its fragment, which it exchanges for a session (SPEC §8).
 func (h pushHandlers) page(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Header("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'")
 	c.Data(stdhttp.StatusOK, "text/html; charset=utf-8", waitingRoomPage)
+}
+
+// startSession answers POST /events/{eventId}/waiting-room/session: the bearer token is
+// exchanged for the event's session cookie, HttpOnly so no script reads it, SameSite=Strict so
+// no other site sends it, scoped to the event's paths, Secure over TLS, and lasting no longer
+// than the token.
+func (h pushHandlers) startSession(c *gin.Context) {
+	if !noBody(c) {
+		return
+	}
+	eventID := c.Param("eventId")
+	expires := expiry(c)
+	maxAge := int(time.Until(expires) / time.Second)
+	if maxAge < 1 { // the cookie would outlive the token by up to a second
+		respondError(c, errUnauthorized.WithMessage("the bearer token has expired"))
+		return
+	}
+	p := principal(c)
+	session, err := h.tokens.sessions(eventID).mintUntil(p.UserID, p.Role, time.Now(), expires)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	stdhttp.SetCookie(c.Writer, &stdhttp.Cookie{
+		Name:     SessionCookie,
+		Value:    session,
+		Path:     "/events/" + url.PathEscape(eventID),
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   c.Request.TLS != nil,
+		SameSite: stdhttp.SameSiteStrictMode,
+	})
+	c.Header("Cache-Control", "no-store")
+	c.Status(stdhttp.StatusNoContent)
 }
 
 // wait answers GET /events/{eventId}/tickets/waiting: it enters the queue and streams
@@ -103,17 +139,19 @@ func (h pushHandlers) wait(c *gin.Context) {
 	stream.start(conn, func() { broker.Leave(sub) })
 }
 
-// PushRoutes serves the push mode's SSE stream and waiting page. broker is nil on an instance
-// that runs none, whose SSE route then answers 503; heartbeat is the period of the streams'
-// comment lines, DefaultSSEHeartbeat when zero.
-func PushRoutes(broker *appwaiting.Broker, heartbeat time.Duration) Routes {
+// PushRoutes serves the push mode's SSE stream, and the waiting page of both modes with its
+// session route; tokens sign the sessions. broker is nil on an instance that runs none, whose
+// SSE route then answers 503; heartbeat is the period of the streams' comment lines,
+// DefaultSSEHeartbeat when zero.
+func PushRoutes(broker *appwaiting.Broker, tokens *Tokens, heartbeat time.Duration) Routes {
 	if heartbeat <= 0 {
 		heartbeat = DefaultSSEHeartbeat
 	}
-	h := pushHandlers{broker: broker, writeTimeout: sseWriteTimeout,
+	h := pushHandlers{broker: broker, tokens: tokens, writeTimeout: sseWriteTimeout,
 		writers: newSSEWriters(sseWriterLimit, heartbeat)}
 	return func(g Groups) {
 		g.Browser.GET("/events/:eventId/tickets/waiting", h.wait)
-		g.Browser.GET("/events/:eventId/waiting-room", h.page)
+		g.Public.GET("/events/:eventId/waiting-room", h.page)
+		g.API.POST("/events/:eventId/waiting-room/session", h.startSession)
 	}
 }

@@ -49,7 +49,10 @@ type Groups struct {
 	Public *gin.RouterGroup
 	// API bounds the body and authenticates the bearer token of the Authorization header.
 	API *gin.RouterGroup
-	// Browser is API that also takes the token from the query string, for EventSource and pages,
+	// Event is API that also takes the waiting-room session cookie of the event its routes name
+	// (:eventId) instead of the Authorization header: the routes the waiting page calls.
+	Event *gin.RouterGroup
+	// Browser is Event that also takes the token from the query string, for EventSource clients,
 	// which cannot set headers.
 	Browser *gin.RouterGroup
 }
@@ -104,8 +107,9 @@ func NewRouter(d Deps) *gin.Engine {
 
 	groups := Groups{
 		Public:  &r.RouterGroup,
-		API:     r.Group("/", limitBody(maxBody), authenticate(d.Tokens)),
-		Browser: r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens)),
+		API:     r.Group("/", limitBody(maxBody), authenticate(d.Tokens, false)),
+		Event:   r.Group("/", limitBody(maxBody), authenticate(d.Tokens, true)),
+		Browser: r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens, true)),
 	}
 	for _, register := range d.Routes {
 		register(groups)

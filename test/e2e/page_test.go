@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
+
+	rghttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testkit"
+)
+
+// pagePoll is the pull mode's poll period in the page tests, and pageBound how long a change
+// takes to reach a page at most: a few polls or ticks, with room for a loaded machine.
+const (
+	pagePoll  = time.Second
+	pageBound = 60 * pagePoll
+	// pageLimit bounds a whole page test's browser.
+	pageLimit = 5 * time.Minute
+)
+
+func pageConfig(cfg *bootstrap.Config) {
+	pushConfig(0)(cfg)
+	cfg.Queue.PollInterval = pagePoll
+}
+
+// pageURL is how a buyer is sent to an event's waiting page: the token in the fragment.
+func (s *server) pageURL(eventID, token string) string {
+	return s.url + "/events/" + url.PathEscape(eventID) + "/waiting-room#token=" + url.QueryEscape(token)
+}
+
+// checkSessionOnly checks the page's address keeps no token and its credential is the event's
+// session cookie, which no script of the page can read.
+func (p *tab) checkSessionOnly(s *server, eventID string) {
+	p.t.Helper()
+	if address := p.address(); address != s.url+"/events/"+eventID+"/waiting-room" {
+		p.t.Fatalf("the address bar shows %q: the token must be gone", address)
+	}
+	script, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil || script != "" {
+		p.t.Fatalf("a script reads the cookies %q (%v): the session must be HttpOnly", script, err)
+	}
+	cookies, err := chromedp.Run(p.ctx, func(ctx context.Context, target *chromedp.Target) (network.GetCookiesResult, error) {
+		return cdp.Call(ctx, target, network.GetCookies, network.GetCookiesParams{})
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for _, c := range cookies.Cookies {
+		if c.Name == rghttp.SessionCookie && c.Path == "/events/"+eventID && c.HTTPOnly && c.SameSite == network.CookieSameSiteStrict {
+			return
+		}
+	}
+	p.t.Fatalf("no HttpOnly, SameSite=Strict session cookie for /events/%s among %d cookies", eventID, len(cookies.Cookies))
+}
+
+// TestWaitingPage_PullInWords: in headless Chromium a buyer opens a pull event's page from a
+// link with the token in its fragment, and the test reads what the page says at each state as
+// the buyer would: the event's name, "2 people ahead of you", "1 person ahead of you", "You're
+// next" and the wait in words while in line; once admitted a countdown that goes down; then the
+// seat picked and reserved, and the turn given back for the next buyer. The address bar keeps
+// no token, and the page's credential is a cookie no script reads.
+func TestWaitingPage_PullInWords(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			eventID := s.createEvent(`{"name":"Pull sale","seats":3,"slots":1,"mode":"pull","tokenTtl":"3m"}`)
+			s.admit(eventID, "pull-head")
+			for _, user := range []string{"pull-a", "pull-b"} {
+				if res := s.enter(eventID, user); res.status != http.StatusCreated {
+					t.Fatalf("enter %s: %d %s", user, res.status, res.raw)
+				}
+			}
+			page := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("pull-page")))
+			page.until("event-name", "Pull sale", pageBound, nil)
+			page.until("place", "2 people ahead of you", pageBound, nil)
+			page.checkSessionOnly(s, eventID)
+			if wait := page.read("wait"); !waitInWords.MatchString(wait) {
+				t.Fatalf("wait %q, want words", wait)
+			}
+			page.screenshots("pull-waiting")
+
+			// The holder of the slot gives it back and the next in line takes it: the page's
+			// place goes down.
+			for _, step := range []struct{ holder, next, place string }{
+				{"pull-head", "pull-a", "1 person ahead of you"},
+				{"pull-a", "pull-b", "You're next"},
+			} {
+				if res := s.giveBack(eventID, step.holder); res.status != http.StatusNoContent {
+					t.Fatalf("give back %s: %d %s", step.holder, res.status, res.raw)
+				}
+				if res := s.claim(eventID, step.next); res.status != http.StatusCreated {
+					t.Fatalf("claim %s: %d %s", step.next, res.status, res.raw)
+				}
+				page.until("place", step.place, pageBound, nil)
+				if wait := page.read("wait"); !waitInWords.MatchString(wait) {
+					t.Fatalf("wait %q, want words", wait)
+				}
+			}
+
+			s.giveBack(eventID, "pull-b") // the page's buyer is ready: the page claims the slot
+			page.countsDown(pageBound, 3*time.Minute)
+			page.screenshots("pull-admitted")
+			page.click(`#seats button[data-seat="2"]`)
+			page.reserved("2", pageBound)
+			page.screenshots("pull-reserved")
+			if st := s.seatState(eventID, 3); st.reservations != 1 || st.reservedSeats != 1 {
+				t.Fatalf("after the page's reservation: %+v", st)
+			}
+			testkit.Eventually(t, pageBound, "the page gave its turn back", func() error {
+				return s.queueView(eventID).hasNums(map[string]int{"admitted": 0})
+			})
+		})
+	}
+}
+
+// TestWaitingPage_PlainLanguageErrors: a link with a token that is not valid, one that has
+// expired, a page opened with no token at all, and a link to an event that does not exist each
+// show a sentence a buyer understands, never JSON, a code or a status number; and no token
+// stays in the address bar.
+func TestWaitingPage_PlainLanguageErrors(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			eventID := s.createEvent(`{"name":"Errors","seats":1,"mode":"pull"}`)
+			browser := newBrowser(t, pageLimit, "UTC", "en_GB")
+			for _, c := range []struct {
+				name, url, problem string
+			}{
+				{"garbage", s.pageURL(eventID, "not-a-token"), sessionProblem},
+				{"expired", s.pageURL(eventID, expiredToken(t, "late-buyer")), sessionProblem},
+				{"forged", s.pageURL(eventID, forgedToken(t, "forger")), sessionProblem},
+				{"no token", s.url + "/events/" + eventID + "/waiting-room", sessionProblem},
+				{"unknown event", s.pageURL(absentID, s.token("lost-buyer")), notFoundProblem},
+			} {
+				page := browser.open(c.url)
+				page.until("problem", c.problem, pageBound, nil)
+				body := page.read("status") + "\n" + page.read("problem")
+				if machineTalk.MatchString(body) {
+					t.Fatalf("%s: the page talks like a machine:\n%s", c.name, body)
+				}
+				if address, _, _ := strings.Cut(c.url, "#"); page.address() != address {
+					t.Fatalf("%s: the address bar shows %q, want %q", c.name, page.address(), address)
+				}
+				if c.name == "expired" {
+					page.screenshots("error")
+				}
+			}
+			if v := s.queueView(eventID); v.num("waiting") != 0 || v.num("admitted") != 0 {
+				t.Fatalf("a refused page queued someone: %s", v.raw)
+			}
+		})
+	}
+}
+
+// TestWaitingPage_LeaveButton: the leave button takes the buyer out: a waiting push buyer's
+// stream closes and the queue loses them; an admitted pull buyer gives the slot back. Either
+// way the page says so in words.
+func TestWaitingPage_LeaveButton(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			browser := newBrowser(t, pageLimit, "UTC", "en_GB")
+
+			push := s.createEvent(`{"name":"Push leave","seats":2,"slots":1,"mode":"push"}`)
+			head := s.openStream(push, "leave-head")
+			testkit.Eventually(t, pageBound, "head admitted", head.isAdmitted)
+			page := browser.open(s.pageURL(push, s.token("leave-push")))
+			page.until("place", "You're next", pageBound, nil)
+			if v := s.queueView(push); v.num("waiting") != 1 {
+				t.Fatalf("the page's buyer is not waiting: %s", v.raw)
+			}
+			page.click("#leave")
+			page.until("left", leftText, pageBound, nil)
+			testkit.Eventually(t, pageBound, "the push buyer left the queue", func() error {
+				return s.queueView(push).hasNums(map[string]int{"waiting": 0, "admitted": 1})
+			})
+			page.screenshots("left")
+			head.close()
+
+			pull := s.createEvent(`{"name":"Pull leave","seats":2,"slots":1,"mode":"pull"}`)
+			page = browser.open(s.pageURL(pull, s.token("leave-pull")))
+			page.countsDown(pageBound, 5*time.Minute)
+			if v := s.queueView(pull); v.num("admitted") != 1 {
+				t.Fatalf("the page's buyer is not admitted: %s", v.raw)
+			}
+			page.click("#leave")
+			page.until("left", leftText, pageBound, nil)
+			if v := s.queueView(pull); v.num("admitted") != 0 {
+				t.Fatalf("the slot was not given back: %s", v.raw)
+			}
+		})
+	}
+}
+
+// expiredToken is a token of user signed with the server's secret whose expiry has passed.
+func expiredToken(t *testing.T, user string) string {
+	t.Helper()
+	raw, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": user, "role": "user", "exp": time.Now().Add(-time.Minute).Unix(),
+	}).SignedString([]byte(jwtSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// forgedToken is a well-formed token of user signed with another secret.
+func forgedToken(t *testing.T, user string) string {
+	t.Helper()
+	raw, err := rghttp.NewTokens([]byte("not-the-server-secret-not-the-server")).Mint(user, rghttp.RoleUser, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestWaitingPage_PrequeueInTheBuyersTime: before a sale opens, a buyer in Tokyo whose browser
+// speaks British English reads when it opens in their own time and words, and that the place
+// will be drawn, in both admission modes.
+func TestWaitingPage_PrequeueInTheBuyersTime(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Minute)
+			// en-GB's medium date and short time, in Tokyo's zone (UTC+9, no summer time).
+			want := "The sale opens at " + opensAt.In(time.FixedZone("JST", 9*3600)).Format("2 Jan 2006, 15:04") +
+				"; your place will be drawn."
+			browser := newBrowser(t, pageLimit, "Asia/Tokyo", "en_GB")
+			for _, mode := range []string{"pull", "push"} {
+				eventID := s.createEvent(`{"name":"Early ` + mode + `","seats":2,"mode":"` + mode + `","opensAt":"` +
+					opensAt.Format(time.RFC3339) + `"}`)
+				page := browser.open(s.pageURL(eventID, s.token("early-"+mode)))
+				page.until("opens", want, pageBound, nil)
+				page.until("event-name", "Early "+mode, pageBound, nil)
+				if place := page.read("place"); place != "" {
+					t.Fatalf("%s: a place %q shows before the sale opens", mode, place)
+				}
+				seedHash := s.do("GET", "/events/"+eventID, s.token("reader"), "").str("seedHash")
+				page.click("#prequeue summary") // how the draw can be checked
+				if shown := page.read("seed-hash"); seedHash == "" || shown != seedHash {
+					t.Fatalf("%s: the page's commitment %q is not the event's %q", mode, shown, seedHash)
+				}
+				page.checkSessionOnly(s, eventID)
+				page.screenshots("prequeue-" + mode)
+			}
+		})
+	}
+}
+
+// TestWaitingPage_SoldOut: a buyer who opens the page of an event whose every seat is taken
+// reads that it is sold out, in words, and is put in no queue (the page asks the event before
+// entering, whatever its admission mode).
+func TestWaitingPage_SoldOut(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			const name = "Sold out sale"
+			eventID := s.createEvent(`{"name":"` + name + `","seats":1,"slots":1,"mode":"pull"}`)
+			if res := s.reserve(eventID, "1", "last-buyer", s.admit(eventID, "last-buyer")); res.status != http.StatusCreated {
+				t.Fatalf("reserve the last seat: %d %s", res.status, res.raw)
+			}
+			page := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("late-buyer")))
+			page.until("soldout", soldOutText(name), pageBound, nil)
+			page.until("event-name", name, pageBound, nil)
+			if v := s.queueView(eventID); v.num("waiting") != 0 || v.num("admitted") != 1 {
+				t.Fatalf("the sold-out page queued its buyer: %s", v.raw)
+			}
+			page.screenshots("soldout")
+		})
+	}
+}
