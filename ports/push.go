@@ -35,10 +35,11 @@ func OwnerBroker(owner string) string {
 }
 
 // QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is
-// the rank) and the remaining slots.
+// the rank) and the remaining slots; SoldOut when the room was marked sold out.
 type QueueSnapshot struct {
 	Waiting        []string
 	RemainingSlots int
+	SoldOut        bool
 }
 
 // Departure is what Disconnect did.

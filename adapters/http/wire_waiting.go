@@ -28,6 +28,11 @@ type queueStatusJSON struct {
 
 func wireQueueStatus(v appwaiting.StatusView) queueStatusJSON { return queueStatusJSON(v) }
 
+// soldOutJSON answers a status poll of a sold-out event (SPEC §8): the status alone.
+type soldOutJSON struct {
+	Status string `json:"status"`
+}
+
 // entryTokenJSON answers a claim and is the data of a push `admitted` event.
 type entryTokenJSON struct {
 	Token     string    `json:"token"`
@@ -48,6 +53,7 @@ type queueJSON struct {
 	Returned          int64    `json:"returned"`
 	AdmissionRate     *float64 `json:"admissionRate"`
 	Connections       int      `json:"connections"`
+	SoldOut           bool     `json:"soldOut"`
 }
 
 func wireQueue(v appwaiting.QueueView) queueJSON { return queueJSON(v) }

@@ -70,6 +70,9 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 	// One critical section, as one script on Redis: a promotion never sees the user queued
 	// without an owner to route the admission to.
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		w.active[eventID] = true
 		r.owners[userID] = owner
 		place = r.enter(userID, now)
@@ -109,7 +112,7 @@ func (r *room) depart(userID string) ports.Departure {
 func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.QueueSnapshot, error) {
 	var snap ports.QueueSnapshot
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
-		snap.Waiting, snap.RemainingSlots = r.line(), r.remaining()
+		snap.Waiting, snap.RemainingSlots, snap.SoldOut = r.line(), r.remaining(), r.soldOut
 		return nil
 	})
 	return snap, err

@@ -42,6 +42,8 @@ type room struct {
 	// until then.
 	earliest                           time.Time
 	claims, expired, dropped, released int64
+	// soldOut: marked sold out (ports.SeatCounter.MarkSoldOut), for good.
+	soldOut bool
 	// pruned is how many tokens the current call's prune expired.
 	pruned int
 }
@@ -83,7 +85,7 @@ func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int
 	if w.rooms[eventID] == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
-			owners: make(map[string]string), entry: newStream()}
+			owners: make(map[string]string), entry: newStream(), soldOut: seats <= 0}
 	}
 	w.active[eventID] = true
 	return nil
@@ -93,6 +95,9 @@ func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		w.active[eventID] = true
 		place = r.enter(userID, now)
 		return nil
@@ -121,6 +126,9 @@ func (r *room) enter(userID string, now time.Time) ports.QueuePlace {
 func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		if a, ok := r.admitted[userID]; ok {
 			a.expiresAt = now.Add(ttl)
 			r.admitted[userID] = a
@@ -141,6 +149,9 @@ func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl 
 func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		if a, ok := r.admitted[userID]; ok {
 			a.expiresAt = now.Add(ttl)
 			r.admitted[userID] = a
@@ -232,7 +243,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		s = ports.RoomStats{Waiting: len(r.waiting), Admitted: len(r.admitted), Slots: r.slots,
 			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
-			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners)}
+			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners), SoldOut: r.soldOut}
 		return nil
 	})
 	return s, err
@@ -263,10 +274,24 @@ func (w *WaitingRoom) SeatsLeft(ctx context.Context, eventID string) (int, error
 	return seats, err
 }
 
-// TakeSeat decrements the seat counter.
-func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
-	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+// TakeSeat decrements the seat counter and answers it.
+func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) (int, error) {
+	seats := 0
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		r.seats--
+		seats = r.seats
+		return nil
+	})
+	return seats, err
+}
+
+// MarkSoldOut marks the room sold out for good. See ports.SeatCounter.
+func (w *WaitingRoom) MarkSoldOut(ctx context.Context, eventID string) error {
+	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.soldOut, r.seats = true, 0
+		for userID := range r.waiting {
+			r.leave(userID)
+		}
 		return nil
 	})
 }
@@ -283,8 +308,14 @@ func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, 
 	return reset, err
 }
 
-// remaining is slots minus the tokens alive, never below 0.
-func (r *room) remaining() int { return max(0, r.slots-len(r.admitted)) }
+// remaining is slots minus the tokens alive, never below 0; 0 while the seat counter is, so
+// nobody is admitted then (ports.WaitingRoom).
+func (r *room) remaining() int {
+	if r.seats <= 0 {
+		return 0
+	}
+	return max(0, r.slots-len(r.admitted))
+}
 
 // rank is a waiting user's 0-based place.
 func (r *room) rank(userID string) int { return r.order.prefix(r.waiting[userID] - 1) }

@@ -60,8 +60,10 @@ local function owns(held, owner) return held and string.sub(held, 1, #owner) == 
 
 func newPushScript(body string) *goredis.Script { return newWaitingScript(departLua + body) }
 
-// connectScript records the owner, then enters as Enter does. ARGV user, owner.
+// connectScript records the owner, then enters as Enter does (or answers {'SOLD_OUT'}). ARGV
+// user, owner.
 var connectScript = newPushScript(enterLua + `
+if soldOut() then return {'SOLD_OUT'} end
 redis.call('HSET', owners, ARGV[1], ARGV[2])
 return enterAll({ARGV[1]})[1]
 `)
@@ -82,8 +84,12 @@ end
 return {'OK', freed}
 `)
 
-// snapshotScript answers {'OK', remaining, waiting users in order}.
-var snapshotScript = newWaitingScript(`return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1)}`)
+// snapshotScript answers {'OK', remaining, waiting users in order, soldout}.
+var snapshotScript = newWaitingScript(`
+local sold = 0
+if soldOut() then sold = 1 end
+return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1), sold}
+`)
 
 // promoteScript answers {'OK', promoted}. ARGV ttl ms.
 var promoteScript = newPushScript(`
@@ -149,7 +155,7 @@ func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.Queue
 		return ports.QueueSnapshot{}, err
 	}
 	members, _ := r[1].([]any)
-	snap := ports.QueueSnapshot{RemainingSlots: toInt(r[0]), Waiting: make([]string, len(members))}
+	snap := ports.QueueSnapshot{RemainingSlots: toInt(r[0]), Waiting: make([]string, len(members)), SoldOut: toInt(r[2]) == 1}
 	for i, m := range members {
 		snap.Waiting[i], _ = m.(string)
 	}

@@ -119,6 +119,7 @@ type admissionStream struct{ admitted chan<- string }
 func (s admissionStream) Position(appwaiting.Position)    {}
 func (s admissionStream) Admitted(a appwaiting.Admission) { s.admitted <- a.Token }
 func (s admissionStream) End()                            {}
+func (s admissionStream) SoldOut()                        {}
 
 // Routing and delivering a promotion of many users costs a few round trips, not a few per user
 // (it cost five per user: owner lookup, dispatch, ack, issue, ack): the dispatcher's pass is

@@ -21,7 +21,8 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // cluster slot:
 //
 //	…{E}:meta      hash  slots, seats (the seat counter), seq (the last entry's sequence
-//	                     number), claims, expired, dropped, released
+//	                     number), claims, expired, dropped, released, soldout (1 once
+//	                     marked sold out)
 //	…{E}:queue     zset  waiting user → entry sequence number (FIFO, ties impossible)
 //	…{E}:seen      zset  waiting user → last sign of life, ms of the Redis clock
 //	…{E}:admitted  zset  admitted user → token expiry, ms of the Redis clock
@@ -79,7 +80,8 @@ func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
 // scriptPrelude is shared by every per-event script: it names the keys, reads the Redis clock,
 // answers NO_ROOM for a room that does not exist, and moves the expired tokens out (at most
 // pruneLimit per call, so a script stays short; the rest follow on the next call, and until
-// then remaining slots are under-, never over-counted).
+// then remaining slots are under-, never over-counted). remaining() is 0 while the seat counter
+// is at 0 or below, so the step that would admit is the one that refuses (ports.WaitingRoom).
 const scriptPrelude = `
 local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
@@ -92,18 +94,24 @@ if #expired > 0 then
   redis.call('HINCRBY', meta, 'expired', #expired)
 end
 local function remaining()
-  local r = tonumber(redis.call('HGET', meta, 'slots')) - redis.call('ZCARD', admitted)
+  local m = redis.call('HMGET', meta, 'slots', 'seats')
+  if tonumber(m[2]) <= 0 then return 0 end
+  local r = tonumber(m[1]) - redis.call('ZCARD', admitted)
   if r < 0 then return 0 end
   return r
 end
+local function soldOut() return redis.call('HEXISTS', meta, 'soldout') == 1 end
 `
 
 func newWaitingScript(body string) *goredis.Script { return goredis.NewScript(scriptPrelude + body) }
 
-// openScript creates the room unless it exists. KEYS meta; ARGV slots, seats.
+// openScript creates the room unless it exists, sold out when it has no seat. KEYS meta; ARGV
+// slots, seats.
 var openScript = goredis.NewScript(`
+if redis.call('HSETNX', KEYS[1], 'seats', ARGV[2]) == 1 and tonumber(ARGV[2]) <= 0 then
+  redis.call('HSET', KEYS[1], 'soldout', 1)
+end
 redis.call('HSETNX', KEYS[1], 'slots', ARGV[1])
-redis.call('HSETNX', KEYS[1], 'seats', ARGV[2])
 return 1
 `)
 
@@ -154,15 +162,19 @@ local function enterAll(users)
 end
 `
 
-// enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}.
-var enterScript = newWaitingScript(enterLua + `return {'OK', enterAll(ARGV)}`)
+// enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}, or
+// {'SOLD_OUT'}.
+var enterScript = newWaitingScript(`if soldOut() then return {'SOLD_OUT'} end
+` + enterLua + `return {'OK', enterAll(ARGV)}`)
 
 // positionScript answers {'OK', remaining, expiresAt, {place per user}}: a user's place is
 // their rank while waiting, placeEntered once admitted (their token refreshed to expire at
 // expiresAt) and placeNotQueued otherwise. It records the waiting users' sign of life and
-// refreshes the admitted users' tokens, one ZADD each. ARGV ttl ms, then the users. One integer
-// a user keeps the reply, which the server reads per batch, small.
+// refreshes the admitted users' tokens, one ZADD each; a sold-out room answers {'SOLD_OUT'}.
+// ARGV ttl ms, then the users. One integer a user keeps the reply, which the server reads per
+// batch, small.
 var positionScript = newWaitingScript(`
+if soldOut() then return {'SOLD_OUT'} end
 local expiresAt = now + tonumber(ARGV[1])
 local users = {unpack(ARGV, 2)}
 local left = remaining()
@@ -196,8 +208,9 @@ const (
 )
 
 // claimScript answers {'HELD', token, expiresAt}, {'CLAIMED', token, expiresAt},
-// {'NOT_READY', rank, remaining} or {'NOT_QUEUED'}. ARGV user, new token, ttl ms.
+// {'NOT_READY', rank, remaining}, {'NOT_QUEUED'} or {'SOLD_OUT'}. ARGV user, new token, ttl ms.
 var claimScript = newWaitingScript(`
+if soldOut() then return {'SOLD_OUT'} end
 local user = ARGV[1]
 local expiresAt = now + tonumber(ARGV[3])
 local held = redis.call('HGET', tokens, user)
@@ -258,17 +271,24 @@ return {'OK', remaining()}
 `)
 
 // statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
-// dropped, released, connected}.
+// dropped, released, connected, soldout}.
 var statsScript = newWaitingScript(`
-local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released')
+local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released', 'soldout')
 return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
   tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0),
-  redis.call('HLEN', KEYS[6])}
+  redis.call('HLEN', KEYS[6]), tonumber(m[7] or 0)}
 `)
 
 // seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.
 var seatsScript = newWaitingScript(`
 return {'OK', redis.call('HINCRBY', meta, 'seats', ARGV[1])}
+`)
+
+// soldOutScript marks the room sold out: the seat counter at 0, the waiting line emptied.
+var soldOutScript = newWaitingScript(`
+redis.call('HSET', meta, 'soldout', 1, 'seats', 0)
+redis.call('DEL', queue, seen)
+return {'OK'}
 `)
 
 // resetSeatsScript answers {'OK', 1} after setting the counter to ARGV[2] if it held ARGV[1],
@@ -301,6 +321,8 @@ func stateOf(op string, reply []any) (string, []any, error) {
 		return "", nil, ports.ErrRoomNotOpen
 	case "NOT_QUEUED":
 		return "", nil, ports.ErrNotQueued
+	case "SOLD_OUT":
+		return "", nil, ports.ErrSoldOut
 	}
 	return state, reply[1:], nil
 }
@@ -496,7 +518,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	return ports.RoomStats{
 		Waiting: toInt(r[0]), Admitted: toInt(r[1]), Slots: toInt(r[2]), RemainingSlots: toInt(r[3]),
 		RemainingSeats: toInt(r[4]), Claims: int64(toInt(r[5])), Expired: int64(toInt(r[6])),
-		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]),
+		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]), SoldOut: toInt(r[10]) == 1,
 	}, nil
 }
 
@@ -518,9 +540,18 @@ func (w *WaitingRoom) SeatsLeft(ctx context.Context, eventID string) (int, error
 	return toInt(r[0]), nil
 }
 
-// TakeSeat decrements the seat counter.
-func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
-	_, _, err := w.run(ctx, "take seat", seatsScript, eventID, -1)
+// TakeSeat decrements the seat counter and answers it.
+func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) (int, error) {
+	_, r, err := w.run(ctx, "take seat", seatsScript, eventID, -1)
+	if err != nil {
+		return 0, err
+	}
+	return toInt(r[0]), nil
+}
+
+// MarkSoldOut marks the room sold out for good. See ports.SeatCounter.
+func (w *WaitingRoom) MarkSoldOut(ctx context.Context, eventID string) error {
+	_, _, err := w.run(ctx, "mark sold out", soldOutScript, eventID)
 	return err
 }
 

@@ -157,6 +157,9 @@ type Stream interface {
 	Position(Position)
 	// Admitted is the entry token once admitted (again after a reconnect).
 	Admitted(Admission)
+	// SoldOut: the event sold out. The adapter tells the client, then ends the connection as
+	// End does.
+	SoldOut()
 	// End: the broker ended the connection (shutdown, the same user connected again here, or
 	// the broker's heartbeat lapsed). The adapter closes the connection and then calls
 	// Broker.Leave as for any other end.
@@ -174,6 +177,9 @@ type Subscription struct {
 }
 
 func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
+
+// soldOut tells the stream the event sold out, which ends it; instead of end, not after.
+func (s *Subscription) soldOut() { s.closeOnce.Do(s.stream.SoldOut) }
 
 // Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
@@ -257,8 +263,8 @@ var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailabl
 
 // Join enters the user into a push event's queue over a new connection whose events go to
 // stream (a reconnect keeps the place, or gets the same admission again). Errors: validation,
-// waiting.ErrEventNotFound, waiting.ErrWrongMode, unavailability; on an error there is nothing
-// to Leave, and stream may have been ended.
+// waiting.ErrEventNotFound, waiting.ErrWrongMode, waiting.ErrSoldOut, unavailability; on an
+// error there is nothing to Leave, and stream may have been ended.
 func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream) (*Subscription, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
@@ -284,6 +290,9 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	// slot without a stream.
 	if err != nil {
 		b.Leave(sub)
+		if errors.Is(err, ports.ErrSoldOut) {
+			return nil, waiting.ErrSoldOut
+		}
 		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
 	if place.Admitted {
@@ -513,6 +522,10 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	if err != nil {
 		return
 	}
+	if snap.SoldOut {
+		b.tellSoldOut(eventID)
+		return
+	}
 	type update struct {
 		stream Stream
 		rank   int
@@ -536,6 +549,16 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	}
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))
+	}
+}
+
+// tellSoldOut tells every local connection to a sold-out event, each of which then ends (and
+// leaves: nobody is left waiting for seats that do not exist).
+func (b *Broker) tellSoldOut(eventID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, sub := range b.subs[eventID] {
+		sub.soldOut()
 	}
 }
 

@@ -204,11 +204,14 @@ func (s *Service) pullEvent(ctx context.Context, eventID, userID string) (*waiti
 	return e, nil
 }
 
-// Queue statuses (SPEC §3).
+// Queue statuses (SPEC §3, §8).
 const (
 	StatusWaiting = "waiting"
 	StatusReady   = "ready"
 	StatusEntered = "entered"
+	// StatusSoldOut answers anyone polling a sold-out event, with nothing else: there is no
+	// place left to tell.
+	StatusSoldOut = "soldout"
 )
 
 // StatusView answers entering and polling. EstimatedWaitSeconds is whole seconds within
@@ -241,7 +244,7 @@ func (s *Service) statusOf(eventID string, p ports.QueuePlace) StatusView {
 func aheadCount(rank, remaining int) int { return max(0, rank-remaining+1) }
 
 // Enter queues the user (SPEC §3 pull). created is false when the user was already waiting
-// (same place) or admitted.
+// (same place) or admitted. A sold-out event is waiting.ErrSoldOut.
 func (s *Service) Enter(ctx context.Context, eventID, userID string) (view StatusView, created bool, err error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
 	if err != nil {
@@ -252,6 +255,9 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 		p, err = s.d.Room.Enter(ctx, eventID, userID)
 		return err
 	})
+	if errors.Is(err, ports.ErrSoldOut) {
+		return StatusView{}, false, waiting.ErrSoldOut
+	}
 	if err != nil {
 		return StatusView{}, false, fmt.Errorf("enter queue: %w", err)
 	}
@@ -259,7 +265,7 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 }
 
 // Status answers the user's place and refreshes an admitted user's token, or
-// waiting.ErrNotInQueue.
+// waiting.ErrNotInQueue; anyone polling a sold-out event hears StatusSoldOut.
 func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusView, error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
 	if err != nil {
@@ -272,6 +278,9 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 	})
 	if errors.Is(err, ports.ErrNotQueued) {
 		return StatusView{}, waiting.ErrNotInQueue
+	}
+	if errors.Is(err, ports.ErrSoldOut) {
+		return StatusView{Status: StatusSoldOut}, nil
 	}
 	if err != nil {
 		return StatusView{}, fmt.Errorf("queue status: %w", err)
@@ -287,7 +296,7 @@ type TokenView struct {
 
 // Claim admits the user if their turn has come (SPEC §3 pull): created is false when the user
 // already held the token (same token, expiry extended). Fails with waiting.ErrNotReady carrying
-// rank and aheadCount, or waiting.ErrNotInQueue.
+// rank and aheadCount, waiting.ErrNotInQueue, or waiting.ErrSoldOut.
 func (s *Service) Claim(ctx context.Context, eventID, userID string) (view TokenView, created bool, err error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
 	if err != nil {
@@ -300,6 +309,9 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 	})
 	if errors.Is(err, ports.ErrNotQueued) {
 		return TokenView{}, false, waiting.ErrNotInQueue
+	}
+	if errors.Is(err, ports.ErrSoldOut) {
+		return TokenView{}, false, waiting.ErrSoldOut
 	}
 	if err != nil {
 		return TokenView{}, false, fmt.Errorf("claim token: %w", err)
@@ -351,6 +363,7 @@ type QueueView struct {
 	// Connections counts push users held by an SSE connection, or in their reconnect grace,
 	// across every broker.
 	Connections int
+	SoldOut     bool
 }
 
 // Queue answers the operators' view; remaining seats are the database's count.
@@ -373,7 +386,8 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	}
 	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
-		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected}, nil
+		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected,
+		SoldOut: st.SoldOut}, nil
 }
 
 // SeatView is one seat as clients see it.
