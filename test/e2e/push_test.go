@@ -40,6 +40,7 @@ type sseClient struct {
 	admitted  []string // tokens, in order received
 	comments  int
 	positions []map[string]any
+	soldOut   bool
 }
 
 // pushTick is the queue tick of the push tests: short, so they run in seconds.
@@ -137,6 +138,8 @@ func (c *sseClient) record(ev sseEvent) {
 			c.t.Errorf("%s: admitted without token or expiry: %v", c.user, ev.data)
 		}
 		c.admitted = append(c.admitted, token)
+	case "soldout":
+		c.soldOut = true
 	default:
 		c.t.Errorf("%s: unexpected event %q", c.user, ev.name)
 	}
