@@ -109,6 +109,8 @@ type BrokerQueue interface {
 	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
 	ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]Promotion, error)
 	AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error
+	// Predict is WaitPredictor.Predict: the first wait estimates the positions gave.
+	Predict(ctx context.Context, eventID string, seconds map[string]int) error
 }
 
 // DispatchQueue is what a dispatcher, promoting users and routing their admissions to the

@@ -51,6 +51,9 @@ type ClaimResult struct {
 type Reconciled struct {
 	Expired int // tokens past their expiry whose slots it gave back
 	Dropped int // waiting users idle past the timeout it removed from the queue
+	// WaitErrors are the wait errors (WaitPredictor) of the admissions since the last pass on
+	// any instance: each is answered by one pass only, for a metric.
+	WaitErrors []time.Duration
 }
 
 // RoomStats are an event's waiting-room numbers. Counters (Claims, Expired, Dropped, Released)
@@ -95,7 +98,24 @@ type WaitingRoom interface {
 	SeatCounter
 	RoomAdmin
 	RoomReconciler
+	WaitPredictor
 }
+
+// WaitPredictor keeps, per waiting user, the first wait estimate the user was given and when
+// (the store's clock), and turns it into a wait error when the user is admitted (SPEC §8):
+// actual wait (admission − then) minus the estimate, signed.
+//
+// Predict records each user's estimate in seconds unless one is recorded already (the first
+// stays). A claim or promotion that admits a user with a recorded estimate takes it and keeps
+// the error; a user who leaves the line without admission forgets it. WaitErrors answers the
+// errors kept, the latest MaxWaitErrors at most; each also reaches one Reconcile pass.
+type WaitPredictor interface {
+	Predict(ctx context.Context, eventID string, seconds map[string]int) error
+	WaitErrors(ctx context.Context, eventID string) ([]time.Duration, error)
+}
+
+// MaxWaitErrors bounds the wait errors a room keeps per event.
+const MaxWaitErrors = 10000
 
 // RoomOpener opens rooms: for a new event, and again from the database for a room the store
 // lost (every use case that meets ErrRoomNotOpen).

@@ -96,6 +96,7 @@ func (w *WaitingRoom) Disconnect(ctx context.Context, eventID, userID, owner str
 // depart removes the user's owner and applies the disconnect rule.
 func (r *room) depart(userID string) ports.Departure {
 	delete(r.owners, userID)
+	delete(r.predicted, userID)
 	if _, ok := r.admitted[userID]; ok {
 		delete(r.admitted, userID)
 		r.released++
@@ -140,6 +141,7 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 		head = head[:min(left, len(head))]
 		expiresAt := now.Add(ttl)
 		for _, user := range head {
+			r.waited(user, now)
 			r.leave(user)
 			r.admitted[user] = admission{expiresAt: expiresAt}
 			r.entry.append(ports.Promotion{EventID: eventID, UserID: user, PromotedAt: now})

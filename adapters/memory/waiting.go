@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -44,8 +45,17 @@ type room struct {
 	claims, expired, dropped, released int64
 	// soldOut: marked sold out (ports.SeatCounter.MarkSoldOut), for good.
 	soldOut bool
+	// predicted is each waiting user's first wait estimate (ports.WaitPredictor); waits the
+	// wait errors kept, newest last, and fresh those no Reconcile has answered yet.
+	predicted    map[string]prediction
+	waits, fresh []time.Duration
 	// pruned is how many tokens the current call's prune expired.
 	pruned int
+}
+
+type prediction struct {
+	at      time.Time
+	seconds int
 }
 
 type admission struct {
@@ -85,7 +95,8 @@ func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int
 	if w.rooms[eventID] == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
-			owners: make(map[string]string), entry: newStream(), soldOut: seats <= 0}
+			owners: make(map[string]string), entry: newStream(), soldOut: seats <= 0,
+			predicted: make(map[string]prediction)}
 	}
 	w.active[eventID] = true
 	return nil
@@ -166,6 +177,7 @@ func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, 
 			res.Place = place
 			return nil
 		}
+		r.waited(userID, now)
 		r.leave(userID)
 		expiresAt := now.Add(ttl)
 		r.admitted[userID] = admission{token: token, expiresAt: expiresAt}
@@ -208,6 +220,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 	var done ports.Reconciled
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		done.Expired = r.pruned
+		done.WaitErrors, r.fresh = r.fresh, nil
 		if idle > 0 {
 			cutoff := now.Add(-idle)
 			for userID, at := range r.seen {
@@ -329,6 +342,48 @@ func (r *room) leave(userID string) {
 	delete(r.waiting, userID)
 	delete(r.seen, userID)
 	r.order.add(seq, -1, r.waiting)
+	delete(r.predicted, userID)
+}
+
+// waited keeps the wait error of a user admitted at now, whose estimate it takes (a user who
+// was given none leaves no error); call it before leave, which forgets the estimate.
+func (r *room) waited(userID string, now time.Time) {
+	p, ok := r.predicted[userID]
+	if !ok {
+		return
+	}
+	delete(r.predicted, userID)
+	err := now.Sub(p.at) - time.Duration(p.seconds)*time.Second
+	r.waits = append(r.waits, err)
+	if len(r.waits) > ports.MaxWaitErrors {
+		r.waits = r.waits[len(r.waits)-ports.MaxWaitErrors:]
+	}
+	if len(r.fresh) < ports.MaxWaitErrors {
+		r.fresh = append(r.fresh, err)
+	}
+}
+
+// Predict records each user's first wait estimate. See ports.WaitPredictor.
+func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[string]int) error {
+	return w.do(ctx, eventID, func(r *room, now time.Time) error {
+		for userID, s := range seconds {
+			if _, ok := r.predicted[userID]; !ok {
+				r.predicted[userID] = prediction{at: now, seconds: s}
+			}
+		}
+		return nil
+	})
+}
+
+// WaitErrors answers the wait errors kept, newest first as on Redis.
+func (w *WaitingRoom) WaitErrors(ctx context.Context, eventID string) ([]time.Duration, error) {
+	var out []time.Duration
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		out = slices.Clone(r.waits)
+		slices.Reverse(out)
+		return nil
+	})
+	return out, err
 }
 
 // prune gives back the slots of the tokens expired at now, each once, and answers how many.

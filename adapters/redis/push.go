@@ -44,6 +44,7 @@ const departLua = `
 local owners, entry = KEYS[6], KEYS[7]
 local function depart(user)
   redis.call('HDEL', owners, user)
+  redis.call('HDEL', predicted, user)
   if redis.call('ZREM', admitted, user) == 1 then
     redis.call('HDEL', tokens, user)
     redis.call('HINCRBY', meta, 'released', 1)
@@ -102,6 +103,7 @@ for _, user in ipairs(head) do
   redis.call('ZREM', seen, user)
   redis.call('ZADD', admitted, expiresAt, user)
   redis.call('XADD', entry, '*', 'user', user)
+  waited(user)
 end
 redis.call('HINCRBY', meta, 'claims', #head)
 return {'OK', #head}

@@ -17,7 +17,7 @@ var _ ports.WaitingRoom = (*WaitingRoom)(nil)
 const WaitingRoomKeyPrefix = "rushgate:wr:"
 
 // WaitingRoom is a ports.WaitingRoom (and a ports.PushQueue, push.go) on Redis. Each event's
-// state lives in seven keys that share the hash tag {eventId}, so every script touches one
+// state lives in ten keys that share the hash tag {eventId}, so every script touches one
 // cluster slot:
 //
 //	…{E}:meta      hash  slots, seats (the seat counter), seq (the last entry's sequence
@@ -29,6 +29,9 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 //	…{E}:tokens    hash  admitted user → token
 //	…{E}:owners    hash  push mode: user → the SSE connection holding the user
 //	…{E}:entry     stream push mode: the promoted users, read by the dispatchers' group
+//	…{E}:predicted hash  waiting user → "ms:seconds", the first wait estimate and when
+//	…{E}:waits     list  the latest wait errors in ms (newest first, ports.MaxWaitErrors)
+//	…{E}:waitsnew  list  wait errors no Reconcile has answered yet
 //
 // Slots taken are ZCARD(admitted), so there is no counter to drift: a token's slot comes back
 // when its member leaves the admitted set, which happens once, atomically, whether the user
@@ -72,7 +75,7 @@ func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 func (w *WaitingRoom) keys(eventID string) []string {
 	base := w.prefix + "{" + eventID + "}:"
 	return []string{base + "meta", base + "queue", base + "seen", base + "admitted", base + "tokens",
-		base + "owners", base + "entry"}
+		base + "owners", base + "entry", base + "predicted", base + "waits", base + "waitsnew"}
 }
 
 func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
@@ -82,7 +85,7 @@ func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
 // pruneLimit per call, so a script stays short; the rest follow on the next call, and until
 // then remaining slots are under-, never over-counted). remaining() is 0 while the seat counter
 // is at 0 or below, so the step that would admit is the one that refuses (ports.WaitingRoom).
-const scriptPrelude = `
+var scriptPrelude = `
 local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
 local clock = redis.call('TIME')
@@ -101,6 +104,18 @@ local function remaining()
   return r
 end
 local function soldOut() return redis.call('HEXISTS', meta, 'soldout') == 1 end
+local predicted, waits, waitsNew = KEYS[8], KEYS[9], KEYS[10]
+local function waited(user)
+  local p = redis.call('HGET', predicted, user)
+  if not p then return end
+  redis.call('HDEL', predicted, user)
+  local at, seconds = string.match(p, '^(%d+):(%d+)$')
+  local err = now - tonumber(at) - tonumber(seconds) * 1000
+  redis.call('LPUSH', waits, err)
+  redis.call('LTRIM', waits, 0, ` + strconv.Itoa(ports.MaxWaitErrors-1) + `)
+  redis.call('RPUSH', waitsNew, err)
+  redis.call('LTRIM', waitsNew, -` + strconv.Itoa(ports.MaxWaitErrors) + `, -1)
+end
 `
 
 func newWaitingScript(body string) *goredis.Script { return goredis.NewScript(scriptPrelude + body) }
@@ -227,6 +242,7 @@ redis.call('ZADD', admitted, expiresAt, user)
 redis.call('ZREM', queue, user)
 redis.call('ZREM', seen, user)
 redis.call('HINCRBY', meta, 'claims', 1)
+waited(user)
 return {'CLAIMED', ARGV[2], expiresAt}
 `)
 
@@ -246,7 +262,8 @@ if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1, seats} e
 return {'OK', 0, seats}
 `)
 
-// reconcileScript answers {'OK', expired, dropped, empty}. ARGV idle ms (0: drop nobody).
+// reconcileScript answers {'OK', expired, dropped, empty, wait errors not answered before}.
+// ARGV idle ms (0: drop nobody).
 var reconcileScript = newWaitingScript(`
 local dropped = 0
 local idle = tonumber(ARGV[1])
@@ -255,13 +272,16 @@ if idle > 0 then
   if #gone > 0 then
     redis.call('ZREM', queue, unpack(gone))
     redis.call('ZREM', seen, unpack(gone))
+    redis.call('HDEL', predicted, unpack(gone))
     redis.call('HINCRBY', meta, 'dropped', #gone)
     dropped = #gone
   end
 end
 local empty = 0
 if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', admitted) == 0 then empty = 1 end
-return {'OK', #expired, dropped, empty}
+local fresh = redis.call('LRANGE', waitsNew, 0, -1)
+redis.call('DEL', waitsNew)
+return {'OK', #expired, dropped, empty, fresh}
 `)
 
 // slotsScript answers {'OK', remaining}. ARGV slots.
@@ -287,9 +307,18 @@ return {'OK', redis.call('HINCRBY', meta, 'seats', ARGV[1])}
 // soldOutScript marks the room sold out: the seat counter at 0, the waiting line emptied.
 var soldOutScript = newWaitingScript(`
 redis.call('HSET', meta, 'soldout', 1, 'seats', 0)
-redis.call('DEL', queue, seen)
+redis.call('DEL', queue, seen, predicted)
 return {'OK'}
 `)
+
+// predictScript records each user's first estimate: ARGV user, seconds pairs.
+var predictScript = newWaitingScript(`
+for i = 1, #ARGV, 2 do redis.call('HSETNX', predicted, ARGV[i], now .. ':' .. ARGV[i + 1]) end
+return {'OK'}
+`)
+
+// waitsScript answers {'OK', the wait errors kept}.
+var waitsScript = newWaitingScript(`return {'OK', redis.call('LRANGE', waits, 0, -1)}`)
 
 // resetSeatsScript answers {'OK', 1} after setting the counter to ARGV[2] if it held ARGV[1],
 // else {'OK', 0}.
@@ -482,7 +511,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 	if err != nil {
 		return ports.Reconciled{}, err
 	}
-	done := ports.Reconciled{Expired: toInt(r[0]), Dropped: toInt(r[1])}
+	done := ports.Reconciled{Expired: toInt(r[0]), Dropped: toInt(r[1]), WaitErrors: millisOf(r[3])}
 	if toInt(r[2]) == 0 {
 		return done, nil
 	}
@@ -562,6 +591,38 @@ func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, 
 		return false, err
 	}
 	return toInt(r[0]) == 1, nil
+}
+
+// Predict records each user's first wait estimate. See ports.WaitPredictor.
+func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[string]int) error {
+	if len(seconds) == 0 {
+		return nil
+	}
+	argv := make([]any, 0, 2*len(seconds))
+	for user, s := range seconds {
+		argv = append(argv, user, s)
+	}
+	_, _, err := w.run(ctx, "record wait estimates", predictScript, eventID, argv...)
+	return err
+}
+
+// WaitErrors answers the wait errors kept.
+func (w *WaitingRoom) WaitErrors(ctx context.Context, eventID string) ([]time.Duration, error) {
+	_, r, err := w.run(ctx, "read wait errors", waitsScript, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return millisOf(r[0]), nil
+}
+
+// millisOf reads a list of durations in ms.
+func millisOf(v any) []time.Duration {
+	items, _ := v.([]any)
+	out := make([]time.Duration, len(items))
+	for i, item := range items {
+		out[i] = time.Duration(toInt(item)) * time.Millisecond
+	}
+	return out
 }
 
 // toInt reads an integer of a script's reply (Lua numbers arrive as int64).

@@ -174,6 +174,9 @@ type Subscription struct {
 
 	stream    Stream
 	closeOnce sync.Once
+	// predicted: the store has this connection's first wait estimate (set under the broker's
+	// lock); a reconnect's new one may send it again, and the store keeps the first.
+	predicted bool
 }
 
 func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
@@ -527,8 +530,9 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 		return
 	}
 	type update struct {
-		stream Stream
-		rank   int
+		sub       *Subscription
+		rank      int
+		predicted bool
 	}
 	// The streams are told after the lock is released: dispatches and leaves need it meanwhile.
 	b.mu.Lock()
@@ -536,19 +540,42 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	updates := make([]update, 0, len(users))
 	for rank, userID := range snap.Waiting {
 		if sub := users[userID]; sub != nil {
-			updates = append(updates, update{stream: sub.stream, rank: rank})
+			updates = append(updates, update{sub: sub, rank: rank, predicted: sub.predicted})
 		}
 	}
 	b.mu.Unlock()
 	now := b.clock.Now()
+	first := make(map[string]int)
+	var firstSubs []*Subscription
 	for _, u := range updates {
 		ahead := aheadCount(u.rank, snap.RemainingSlots)
 		estimate := b.rates.estimate(eventID, ahead, now)
-		u.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
+		u.sub.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
 			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: estimate}})
+		if estimate != nil && !u.predicted {
+			first[u.sub.UserID] = *estimate
+			firstSubs = append(firstSubs, u.sub)
+		}
 	}
+	b.predict(ctx, eventID, first, firstSubs)
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))
+	}
+}
+
+// predict records the first wait estimates this tick sent (SPEC §8 wait accuracy) in one store
+// call; the connections are marked once it succeeded, so a failure is tried on the next tick.
+func (b *Broker) predict(ctx context.Context, eventID string, seconds map[string]int, subs []*Subscription) {
+	if len(subs) == 0 {
+		return
+	}
+	if err := b.q.Predict(ctx, eventID, seconds); err != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, sub := range subs {
+		sub.predicted = true
 	}
 }
 

@@ -46,6 +46,9 @@ type Config struct {
 // be cheap and safe for concurrent use.
 type Observer interface {
 	RoomObserved(eventID string, stats ports.RoomStats)
+	// WaitErrorsObserved: admissions of the event had these wait errors (actual − predicted),
+	// each reported by one pass of one instance.
+	WaitErrorsObserved(eventID string, errs []time.Duration)
 	// RoomsInUse ends each pass with the events it found in use: any other event has ended or
 	// gone idle (nobody waiting or admitted), and its numbers can be forgotten.
 	RoomsInUse(eventIDs []string)
@@ -78,7 +81,12 @@ type Service struct {
 	soldOut sync.Map // event id → struct{}
 	// foreign holds the rooms in the shared index whose event this database does not know.
 	foreign sync.Map // event id → struct{}
+	// predicted holds the users whose first wait estimate this instance sent to the store, so
+	// later polls cost no write (the store keeps the first of any instance's).
+	predicted sync.Map // predictionKey → struct{}
 }
+
+type predictionKey struct{ eventID, userID string }
 
 // NewService wires the waiting-room use cases to their ports.
 func NewService(d Deps, cfg Config) *Service {
@@ -285,7 +293,24 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 	if err != nil {
 		return StatusView{}, fmt.Errorf("queue status: %w", err)
 	}
-	return s.statusOf(eventID, p), nil
+	v := s.statusOf(eventID, p)
+	if !p.Admitted && v.EstimatedWaitSeconds != nil {
+		s.predict(ctx, eventID, userID, *v.EstimatedWaitSeconds)
+	}
+	return v, nil
+}
+
+// predict records the user's first wait estimate (SPEC §8 wait accuracy) in the store, once
+// per user and instance, so a user's later polls cost no write; one that fails is tried on the
+// next poll, and the answer does not wait for a failing one.
+func (s *Service) predict(ctx context.Context, eventID, userID string, seconds int) {
+	key := predictionKey{eventID: eventID, userID: userID}
+	if _, done := s.predicted.LoadOrStore(key, struct{}{}); done {
+		return
+	}
+	if err := s.d.Room.Predict(ctx, eventID, map[string]int{userID: seconds}); err != nil {
+		s.predicted.Delete(key)
+	}
 }
 
 // TokenView is an entry token.
@@ -322,6 +347,8 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 		notReady.Details = map[string]any{"rank": v.Rank, "aheadCount": v.AheadCount}
 		return TokenView{}, false, &notReady
 	}
+	// Admitted: a later wait (after leaving and entering again) gets a first estimate anew.
+	s.predicted.Delete(predictionKey{eventID: eventID, userID: userID})
 	return tokenOf(res), res.Created, nil
 }
 
@@ -360,6 +387,7 @@ type QueueView struct {
 	DroppedIdle       int64
 	Returned          int64
 	AdmissionRate     *float64
+	WaitAccuracy      waiting.WaitAccuracy
 	// Connections counts push users held by an SSE connection, or in their reconnect grace,
 	// across every broker.
 	Connections int
@@ -384,10 +412,15 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	if err != nil {
 		return QueueView{}, fmt.Errorf("count free seats: %w", err)
 	}
+	waits, err := s.d.Room.WaitErrors(ctx, eventID)
+	if err != nil {
+		return QueueView{}, fmt.Errorf("read wait errors: %w", err)
+	}
 	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
 		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected,
-		SoldOut: st.SoldOut}, nil
+		WaitAccuracy: waiting.SummarizeWaitErrors(waits),
+		SoldOut:      st.SoldOut}, nil
 }
 
 // SeatView is one seat as clients see it.
