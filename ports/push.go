@@ -35,12 +35,13 @@ func OwnerBroker(owner string) string {
 }
 
 // QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is
-// the rank) and the remaining slots.
+// the rank) and the remaining slots; SoldOut when the room was marked sold out.
 type QueueSnapshot struct {
 	Waiting        []string
 	RemainingSlots int
 	// Prequeue: the pre-queue is not placed yet (PrequeueRoom); Waiting is empty then.
 	Prequeue bool
+	SoldOut  bool
 }
 
 // Departure is what Disconnect did.
@@ -110,6 +111,8 @@ type BrokerQueue interface {
 	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
 	ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]Promotion, error)
 	AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error
+	// Predict is WaitPredictor.Predict: the first wait estimates the positions gave.
+	Predict(ctx context.Context, eventID string, seconds map[string]int) error
 }
 
 // DispatchQueue is what a dispatcher, promoting users and routing their admissions to the

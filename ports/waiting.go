@@ -15,6 +15,10 @@ var ErrRoomNotOpen = errors.New("waiting room not open")
 // ErrNotQueued means the user is neither waiting in nor admitted to the event's room.
 var ErrNotQueued = errors.New("user not in the waiting room")
 
+// ErrSoldOut means the event's room was marked sold out (SeatCounter.MarkSoldOut): nobody
+// enters, polls a place or claims a token there any more.
+var ErrSoldOut = errors.New("waiting room sold out")
+
 // QueuePlace is where a user stands in an event's waiting room.
 type QueuePlace struct {
 	// Admitted: the user holds a live entry token; Rank is 0 then.
@@ -49,6 +53,9 @@ type ClaimResult struct {
 type Reconciled struct {
 	Expired int // tokens past their expiry whose slots it gave back
 	Dropped int // waiting users idle past the timeout it removed from the queue
+	// WaitErrors are the wait errors (WaitPredictor) of the admissions since the last pass on
+	// any instance: each is answered by one pass only, for a metric.
+	WaitErrors []time.Duration
 }
 
 // RoomStats are an event's waiting-room numbers. Counters (Claims, Expired, Dropped, Released)
@@ -69,6 +76,8 @@ type RoomStats struct {
 	// Connected counts push users held by an SSE connection (or in their reconnect grace),
 	// across every broker.
 	Connected int
+	// SoldOut: the room was marked sold out (SeatCounter.MarkSoldOut).
+	SoldOut bool
 }
 
 // WaitingRoom is the queue of SPEC §3 that both admission modes share: per event, the users
@@ -76,6 +85,11 @@ type RoomStats struct {
 // number of slots (users admitted at once), and the remaining-seat counter. It is every view
 // below, what an adapter implements and the contract suite checks; callers take the views they
 // use.
+//
+// Admission stops while the seat counter is at 0 or below: remaining slots are 0 then, so no
+// claim or promotion admits anyone, checked in the same atomic step that would admit. A room
+// marked sold out (SeatCounter.MarkSoldOut) is final: Enter, Position and Claim (and the push
+// mode's Connect) answer ErrSoldOut.
 //
 // Every method acts atomically on one event (each is one Redis script on keys sharing the
 // {eventId} hash tag), so concurrent callers on any number of instances never interleave inside
@@ -89,7 +103,24 @@ type WaitingRoom interface {
 	RoomAdmin
 	RoomReconciler
 	PrequeueRoom
+	WaitPredictor
 }
+
+// WaitPredictor keeps, per waiting user, the first wait estimate the user was given and when
+// (the store's clock), and turns it into a wait error when the user is admitted (SPEC §8):
+// actual wait (admission − then) minus the estimate, signed.
+//
+// Predict records each user's estimate in seconds unless one is recorded already (the first
+// stays). A claim or promotion that admits a user with a recorded estimate takes it and keeps
+// the error; a user who leaves the line without admission forgets it. WaitErrors answers the
+// errors kept, the latest MaxWaitErrors at most; each also reaches one Reconcile pass.
+type WaitPredictor interface {
+	Predict(ctx context.Context, eventID string, seconds map[string]int) error
+	WaitErrors(ctx context.Context, eventID string) ([]time.Duration, error)
+}
+
+// MaxWaitErrors bounds the wait errors a room keeps per event.
+const MaxWaitErrors = 10000
 
 // RoomOpener opens rooms: for a new event, and again from the database for a room the store
 // lost (every use case that meets ErrRoomNotOpen).
@@ -110,7 +141,8 @@ type RoomOpener interface {
 // who left (token released or expired, or dropped as idle) enters at the back again.
 //
 // Position answers the user's place and records a sign of life; for an admitted user it also
-// extends the token's expiry to now+ttl. A user neither waiting nor admitted is ErrNotQueued.
+// extends the token's expiry to now+ttl. A user neither waiting nor admitted is ErrNotQueued,
+// unless the room is sold out (ErrSoldOut, whoever asks).
 //
 // Claim admits the user atomically when rank < remaining slots: it stores token with expiry
 // now+ttl, counts a slot taken and removes the user from the queue (Claimed, Created). A user
@@ -136,15 +168,21 @@ type PullQueue interface {
 // seat counter with it (a reservation needs both; one call).
 //
 // SeatsLeft answers the remaining-seat counter, and TakeSeat decrements it after a committed
-// reservation. ResetSeatsLeft sets it to seats only if it still holds from (compare-and-set),
+// reservation and answers what it holds then. ResetSeatsLeft sets it to seats only if it still holds from (compare-and-set),
 // and reports whether it did: a repair from the database's count, read after from, never
 // overwrites the decrement of a reservation that committed meanwhile, so a repair can leave the
 // counter low (the database is then asked again) but never high.
+//
+// MarkSoldOut marks the room sold out, for good (the database said no seat is free, and a
+// reservation is never given back): the seat counter becomes 0, the waiting users leave the
+// queue and from then on hear ErrSoldOut. Marking twice changes nothing. Open marks a room it
+// creates with 0 seats sold out.
 type SeatCounter interface {
 	Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error)
 	SeatsLeft(ctx context.Context, eventID string) (int, error)
-	TakeSeat(ctx context.Context, eventID string) error
+	TakeSeat(ctx context.Context, eventID string) (int, error)
 	ResetSeatsLeft(ctx context.Context, eventID string, from, seats int) (bool, error)
+	MarkSoldOut(ctx context.Context, eventID string) error
 }
 
 // RoomAdmin is what the operators' routes call, and the reconciliation's report.

@@ -159,6 +159,10 @@ func (h eventHandlers) status(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
+	if view.Status == appwaiting.StatusSoldOut {
+		writeJSON(c, stdhttp.StatusOK, soldOutJSON{Status: view.Status})
+		return
+	}
 	writeJSON(c, stdhttp.StatusOK, wireQueueStatus(view))
 }
 

@@ -144,6 +144,8 @@ const (
 	pendingAdmission
 	pendingHeartbeat
 	pendingPrequeue
+	// pendingSoldOut is the last frame: the stream ends once it is written.
+	pendingSoldOut
 )
 
 // sseStream is one push connection, the broker's appwaiting.Stream: events the broker sends
@@ -240,6 +242,14 @@ func (s *sseStream) Prequeue(v appwaiting.PrequeueView) {
 // End closes the connection; its reader then sees it and leaves.
 func (s *sseStream) End() { s.close() }
 
+// SoldOut keeps the `soldout` event for the next write, after which the stream ends; a stream
+// not taken over yet sends it first thing.
+func (s *sseStream) SoldOut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pendingLocked(pendingSoldOut)
+}
+
 // start sends events over conn, whose response head is written, until it ends; then leave runs
 // once, in a goroutine of its own. The client leaving is learnt without a goroutine of the
 // stream's (watchDeparture), or from a write that fails.
@@ -310,11 +320,12 @@ func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
 	}
 	s.writing = true
 	for s.pending != 0 && !s.ended {
+		last := s.pending&pendingSoldOut != 0
 		buf = s.framesLocked(buf[:0])
 		conn := s.conn
 		s.mu.Unlock()
 		err := conn.write(s.writeTimeout, buf)
-		if err != nil {
+		if err != nil || last {
 			s.close()
 		}
 		s.mu.Lock()
@@ -347,6 +358,9 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	}
 	if s.pending&pendingHeartbeat != 0 {
 		buf = append(buf, ": heartbeat\n\n"...)
+	}
+	if s.pending&pendingSoldOut != 0 {
+		buf = appendEvent(buf, "soldout", time.Time{}, struct{}{})
 	}
 	s.pending = 0
 	return buf

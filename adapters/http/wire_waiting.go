@@ -74,6 +74,11 @@ type prequeueJSON struct {
 
 func wirePrequeue(v appwaiting.PrequeueView) prequeueJSON { return prequeueJSON(v) }
 
+// soldOutJSON answers a status poll of a sold-out event (SPEC §8): the status alone.
+type soldOutJSON struct {
+	Status string `json:"status"`
+}
+
 // entryTokenJSON answers a claim and is the data of a push `admitted` event.
 type entryTokenJSON struct {
 	Token     string    `json:"token"`
@@ -83,20 +88,37 @@ type entryTokenJSON struct {
 func wireEntryToken(v appwaiting.TokenView) entryTokenJSON { return entryTokenJSON(v) }
 
 type queueJSON struct {
-	Waiting           int      `json:"waiting"`
-	Admitted          int      `json:"admitted"`
-	Slots             int      `json:"slots"`
-	RemainingSlots    int      `json:"remainingSlots"`
-	RemainingSeats    int      `json:"remainingSeats"`
-	Claims            int64    `json:"claims"`
-	ExpiredReconciled int64    `json:"expiredReconciled"`
-	DroppedIdle       int64    `json:"droppedIdle"`
-	Returned          int64    `json:"returned"`
-	AdmissionRate     *float64 `json:"admissionRate"`
-	Connections       int      `json:"connections"`
+	Waiting           int              `json:"waiting"`
+	Admitted          int              `json:"admitted"`
+	Slots             int              `json:"slots"`
+	RemainingSlots    int              `json:"remainingSlots"`
+	RemainingSeats    int              `json:"remainingSeats"`
+	Claims            int64            `json:"claims"`
+	ExpiredReconciled int64            `json:"expiredReconciled"`
+	DroppedIdle       int64            `json:"droppedIdle"`
+	Returned          int64            `json:"returned"`
+	AdmissionRate     *float64         `json:"admissionRate"`
+	WaitAccuracy      waitAccuracyJSON `json:"waitAccuracy"`
+	Connections       int              `json:"connections"`
+	SoldOut           bool             `json:"soldOut"`
 }
 
-func wireQueue(v appwaiting.QueueView) queueJSON { return queueJSON(v) }
+// waitAccuracyJSON is SPEC §8's wait accuracy: null errors while there is no sample.
+type waitAccuracyJSON struct {
+	Samples            int      `json:"samples"`
+	MedianErrorSeconds *float64 `json:"medianErrorSeconds"`
+	P90ErrorSeconds    *float64 `json:"p90ErrorSeconds"`
+}
+
+func wireQueue(v appwaiting.QueueView) queueJSON {
+	a := waitAccuracyJSON{Samples: v.WaitAccuracy.Samples}
+	if a.Samples > 0 {
+		a.MedianErrorSeconds, a.P90ErrorSeconds = &v.WaitAccuracy.MedianErrorSeconds, &v.WaitAccuracy.P90ErrorSeconds
+	}
+	return queueJSON{Waiting: v.Waiting, Admitted: v.Admitted, Slots: v.Slots, RemainingSlots: v.RemainingSlots,
+		RemainingSeats: v.RemainingSeats, Claims: v.Claims, ExpiredReconciled: v.ExpiredReconciled, DroppedIdle: v.DroppedIdle,
+		Returned: v.Returned, AdmissionRate: v.AdmissionRate, WaitAccuracy: a, Connections: v.Connections, SoldOut: v.SoldOut}
+}
 
 type seatJSON struct {
 	ID       string `json:"id"`

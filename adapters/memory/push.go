@@ -70,6 +70,9 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 	// One critical section, as one script on Redis: a promotion never sees the user queued
 	// without an owner to route the admission to.
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		w.active[eventID] = true
 		r.owners[userID] = owner
 		place = r.enter(userID, now)
@@ -93,6 +96,7 @@ func (w *WaitingRoom) Disconnect(ctx context.Context, eventID, userID, owner str
 // depart removes the user's owner and applies the disconnect rule.
 func (r *room) depart(userID string) ports.Departure {
 	delete(r.owners, userID)
+	delete(r.predicted, userID)
 	if _, ok := r.admitted[userID]; ok {
 		delete(r.admitted, userID)
 		r.released++
@@ -113,7 +117,7 @@ func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.Queue
 			snap.Prequeue = true
 			return nil
 		}
-		snap.Waiting, snap.RemainingSlots = r.line(), r.remaining()
+		snap.Waiting, snap.RemainingSlots, snap.SoldOut = r.line(), r.remaining(), r.soldOut
 		return nil
 	})
 	return snap, err
@@ -141,6 +145,7 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 		head = head[:min(left, len(head))]
 		expiresAt := now.Add(ttl)
 		for _, user := range head {
+			r.waited(user, now)
 			r.leave(user)
 			r.admitted[user] = admission{expiresAt: expiresAt}
 			r.entry.append(ports.Promotion{EventID: eventID, UserID: user, PromotedAt: now})

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,8 +48,19 @@ type room struct {
 	// until then.
 	earliest                           time.Time
 	claims, expired, dropped, released int64
+	// soldOut: marked sold out (ports.SeatCounter.MarkSoldOut), for good.
+	soldOut bool
+	// predicted is each waiting user's first wait estimate (ports.WaitPredictor); waits the
+	// wait errors kept, newest last, and fresh those no Reconcile has answered yet.
+	predicted    map[string]prediction
+	waits, fresh []time.Duration
 	// pruned is how many tokens the current call's prune expired.
 	pruned int
+}
+
+type prediction struct {
+	at      time.Time
+	seconds int
 }
 
 type admission struct {
@@ -94,7 +106,8 @@ func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seat
 	if w.rooms[eventID] == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
-			owners: make(map[string]string), entry: newStream(), opensAt: opensAt, pre: make(map[string]int)}
+			owners: make(map[string]string), entry: newStream(), opensAt: opensAt, pre: make(map[string]int),
+			soldOut: seats <= 0, predicted: make(map[string]prediction)}
 	}
 	w.active[eventID] = true
 	return nil
@@ -104,6 +117,9 @@ func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seat
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		w.active[eventID] = true
 		place = r.enter(userID, now)
 		return nil
@@ -135,6 +151,9 @@ func (r *room) enter(userID string, now time.Time) ports.QueuePlace {
 func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		if a, ok := r.admitted[userID]; ok {
 			a.expiresAt = now.Add(ttl)
 			r.admitted[userID] = a
@@ -159,6 +178,9 @@ func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl 
 func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if r.soldOut {
+			return ports.ErrSoldOut
+		}
 		if a, ok := r.admitted[userID]; ok {
 			a.expiresAt = now.Add(ttl)
 			r.admitted[userID] = a
@@ -177,6 +199,7 @@ func (w *WaitingRoom) Claim(ctx context.Context, eventID, userID, token string, 
 			res.Place = place
 			return nil
 		}
+		r.waited(userID, now)
 		r.leave(userID)
 		expiresAt := now.Add(ttl)
 		r.admitted[userID] = admission{token: token, expiresAt: expiresAt}
@@ -219,6 +242,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 	var done ports.Reconciled
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		done.Expired = r.pruned
+		done.WaitErrors, r.fresh = r.fresh, nil
 		if idle > 0 {
 			cutoff := now.Add(-idle)
 			for userID, at := range r.seen {
@@ -254,7 +278,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		s = ports.RoomStats{Waiting: len(r.waiting), Prequeued: len(r.pre), Admitted: len(r.admitted), Slots: r.slots,
 			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
-			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners)}
+			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners), SoldOut: r.soldOut}
 		return nil
 	})
 	return s, err
@@ -285,10 +309,24 @@ func (w *WaitingRoom) SeatsLeft(ctx context.Context, eventID string) (int, error
 	return seats, err
 }
 
-// TakeSeat decrements the seat counter.
-func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
-	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+// TakeSeat decrements the seat counter and answers it.
+func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) (int, error) {
+	seats := 0
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		r.seats--
+		seats = r.seats
+		return nil
+	})
+	return seats, err
+}
+
+// MarkSoldOut marks the room sold out for good. See ports.SeatCounter.
+func (w *WaitingRoom) MarkSoldOut(ctx context.Context, eventID string) error {
+	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.soldOut, r.seats = true, 0
+		for userID := range r.waiting {
+			r.leave(userID)
+		}
 		return nil
 	})
 }
@@ -305,8 +343,14 @@ func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, 
 	return reset, err
 }
 
-// remaining is slots minus the tokens alive, never below 0.
-func (r *room) remaining() int { return max(0, r.slots-len(r.admitted)) }
+// remaining is slots minus the tokens alive, never below 0; 0 while the seat counter is, so
+// nobody is admitted then (ports.WaitingRoom).
+func (r *room) remaining() int {
+	if r.seats <= 0 {
+		return 0
+	}
+	return max(0, r.slots-len(r.admitted))
+}
 
 // rank is a waiting user's 0-based place.
 func (r *room) rank(userID string) int { return r.order.prefix(r.waiting[userID] - 1) }
@@ -325,6 +369,48 @@ func (r *room) leave(userID string) {
 	delete(r.waiting, userID)
 	delete(r.seen, userID)
 	r.order.add(seq, -1, r.waiting)
+	delete(r.predicted, userID)
+}
+
+// waited keeps the wait error of a user admitted at now, whose estimate it takes (a user who
+// was given none leaves no error); call it before leave, which forgets the estimate.
+func (r *room) waited(userID string, now time.Time) {
+	p, ok := r.predicted[userID]
+	if !ok {
+		return
+	}
+	delete(r.predicted, userID)
+	err := now.Sub(p.at) - time.Duration(p.seconds)*time.Second
+	r.waits = append(r.waits, err)
+	if len(r.waits) > ports.MaxWaitErrors {
+		r.waits = r.waits[len(r.waits)-ports.MaxWaitErrors:]
+	}
+	if len(r.fresh) < ports.MaxWaitErrors {
+		r.fresh = append(r.fresh, err)
+	}
+}
+
+// Predict records each user's first wait estimate. See ports.WaitPredictor.
+func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[string]int) error {
+	return w.do(ctx, eventID, func(r *room, now time.Time) error {
+		for userID, s := range seconds {
+			if _, ok := r.predicted[userID]; !ok {
+				r.predicted[userID] = prediction{at: now, seconds: s}
+			}
+		}
+		return nil
+	})
+}
+
+// WaitErrors answers the wait errors kept, newest first as on Redis.
+func (w *WaitingRoom) WaitErrors(ctx context.Context, eventID string) ([]time.Duration, error) {
+	var out []time.Duration
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		out = slices.Clone(r.waits)
+		slices.Reverse(out)
+		return nil
+	})
+	return out, err
 }
 
 // prune gives back the slots of the tokens expired at now, each once, and answers how many.

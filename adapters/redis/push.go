@@ -44,6 +44,7 @@ const departLua = `
 local owners, entry = KEYS[6], KEYS[7]
 local function depart(user)
   redis.call('HDEL', owners, user)
+  redis.call('HDEL', predicted, user)
   if redis.call('ZREM', admitted, user) == 1 then
     redis.call('HDEL', tokens, user)
     redis.call('HINCRBY', meta, 'released', 1)
@@ -60,8 +61,10 @@ local function owns(held, owner) return held and string.sub(held, 1, #owner) == 
 
 func newPushScript(body string) *goredis.Script { return newWaitingScript(departLua + body) }
 
-// connectScript records the owner, then enters as Enter does. ARGV user, owner.
+// connectScript records the owner, then enters as Enter does (or answers {'SOLD_OUT'}). ARGV
+// user, owner.
 var connectScript = newPushScript(enterLua + `
+if soldOut() then return {'SOLD_OUT'} end
 redis.call('HSET', owners, ARGV[1], ARGV[2])
 return enterAll({ARGV[1]})[1]
 `)
@@ -82,11 +85,13 @@ end
 return {'OK', freed}
 `)
 
-// snapshotScript answers {'OK', remaining, waiting users in order}, or {'PREQUEUE'} while the
-// pre-queue is not placed.
+// snapshotScript answers {'OK', remaining, waiting users in order, soldout}, or {'PREQUEUE'}
+// while the pre-queue is not placed.
 var snapshotScript = newWaitingScript(`
 if closed() then return {'PREQUEUE'} end
-return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1)}
+local sold = 0
+if soldOut() then sold = 1 end
+return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1), sold}
 `)
 
 // promoteScript answers {'OK', promoted}. ARGV ttl ms.
@@ -100,6 +105,7 @@ for _, user in ipairs(head) do
   redis.call('ZREM', seen, user)
   redis.call('ZADD', admitted, expiresAt, user)
   redis.call('XADD', entry, '*', 'user', user)
+  waited(user)
 end
 redis.call('HINCRBY', meta, 'claims', #head)
 return {'OK', #head}
@@ -156,7 +162,7 @@ func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.Queue
 		return ports.QueueSnapshot{Prequeue: true}, nil
 	}
 	members, _ := r[1].([]any)
-	snap := ports.QueueSnapshot{RemainingSlots: toInt(r[0]), Waiting: make([]string, len(members))}
+	snap := ports.QueueSnapshot{RemainingSlots: toInt(r[0]), Waiting: make([]string, len(members)), SoldOut: toInt(r[2]) == 1}
 	for i, m := range members {
 		snap.Waiting[i], _ = m.(string)
 	}

@@ -120,6 +120,7 @@ func (s admissionStream) Position(appwaiting.Position)     {}
 func (s admissionStream) Admitted(a appwaiting.Admission)  { s.admitted <- a.Token }
 func (s admissionStream) End()                             {}
 func (s admissionStream) Prequeue(appwaiting.PrequeueView) {}
+func (s admissionStream) SoldOut()                         {}
 
 // Routing and delivering a promotion of many users costs a few round trips, not a few per user
 // (it cost five per user: owner lookup, dispatch, ack, issue, ack): the dispatcher's pass is

@@ -17,11 +17,12 @@ var _ ports.WaitingRoom = (*WaitingRoom)(nil)
 const WaitingRoomKeyPrefix = "rushgate:wr:"
 
 // WaitingRoom is a ports.WaitingRoom (and a ports.PushQueue, push.go) on Redis. Each event's
-// state lives in seven keys that share the hash tag {eventId}, so every script touches one
+// state lives in eleven keys that share the hash tag {eventId}, so every script touches one
 // cluster slot:
 //
 //	…{E}:meta      hash  slots, seats (the seat counter), seq (the last entry's sequence
-//	                     number), claims, expired, dropped, released
+//	                     number), claims, expired, dropped, released, soldout (1 once
+//	                     marked sold out)
 //	…{E}:queue     zset  waiting user → entry sequence number (FIFO, ties impossible)
 //	…{E}:seen      zset  waiting user → last sign of life, ms of the Redis clock
 //	…{E}:admitted  zset  admitted user → token expiry, ms of the Redis clock
@@ -29,6 +30,9 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 //	…{E}:owners    hash  push mode: user → the SSE connection holding the user
 //	…{E}:entry     stream push mode: the promoted users, read by the dispatchers' group
 //	…{E}:pre       zset  a gated room's pre-queued users → entry sequence number (prequeue.go)
+//	…{E}:predicted hash  waiting user → "ms:seconds", the first wait estimate and when
+//	…{E}:waits     list  the latest wait errors in ms (newest first, ports.MaxWaitErrors)
+//	…{E}:waitsnew  list  wait errors no Reconcile has answered yet
 //
 // Slots taken are ZCARD(admitted), so there is no counter to drift: a token's slot comes back
 // when its member leaves the admitted set, which happens once, atomically, whether the user
@@ -72,7 +76,7 @@ func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 func (w *WaitingRoom) keys(eventID string) []string {
 	base := w.prefix + "{" + eventID + "}:"
 	return []string{base + "meta", base + "queue", base + "seen", base + "admitted", base + "tokens",
-		base + "owners", base + "entry", base + "pre"}
+		base + "owners", base + "entry", base + "pre", base + "predicted", base + "waits", base + "waitsnew"}
 }
 
 func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
@@ -80,8 +84,9 @@ func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
 // scriptPrelude is shared by every per-event script: it names the keys, reads the Redis clock,
 // answers NO_ROOM for a room that does not exist, and moves the expired tokens out (at most
 // pruneLimit per call, so a script stays short; the rest follow on the next call, and until
-// then remaining slots are under-, never over-counted).
-const scriptPrelude = `
+// then remaining slots are under-, never over-counted). remaining() is 0 while the seat counter
+// is at 0 or below, so the step that would admit is the one that refuses (ports.WaitingRoom).
+var scriptPrelude = `
 local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
 local clock = redis.call('TIME')
@@ -93,7 +98,9 @@ if #expired > 0 then
   redis.call('HINCRBY', meta, 'expired', #expired)
 end
 local function remaining()
-  local r = tonumber(redis.call('HGET', meta, 'slots')) - redis.call('ZCARD', admitted)
+  local m = redis.call('HMGET', meta, 'slots', 'seats')
+  if tonumber(m[2]) <= 0 then return 0 end
+  local r = tonumber(m[1]) - redis.call('ZCARD', admitted)
   if r < 0 then return 0 end
   return r
 end
@@ -102,15 +109,29 @@ local function closed()
   local gate = redis.call('HMGET', meta, 'opensAt', 'opened')
   return gate[1] and not gate[2], tonumber(gate[1])
 end
+local function soldOut() return redis.call('HEXISTS', meta, 'soldout') == 1 end
+local predicted, waits, waitsNew = KEYS[9], KEYS[10], KEYS[11]
+local function waited(user)
+  local p = redis.call('HGET', predicted, user)
+  if not p then return end
+  redis.call('HDEL', predicted, user)
+  local at, seconds = string.match(p, '^(%d+):(%d+)$')
+  local err = now - tonumber(at) - tonumber(seconds) * 1000
+  redis.call('LPUSH', waits, err)
+  redis.call('LTRIM', waits, 0, ` + strconv.Itoa(ports.MaxWaitErrors-1) + `)
+  redis.call('RPUSH', waitsNew, err)
+  redis.call('LTRIM', waitsNew, -` + strconv.Itoa(ports.MaxWaitErrors) + `, -1)
+end
 `
 
 func newWaitingScript(body string) *goredis.Script { return goredis.NewScript(scriptPrelude + body) }
 
-// openScript creates the room unless it exists. KEYS meta; ARGV slots, seats, and the
-// pre-queue's opensAt in ms of the Redis clock for a gated room.
+// openScript creates the room unless it exists, sold out when it has no seat. KEYS meta; ARGV
+// slots, seats, and the pre-queue's opensAt in ms of the Redis clock for a gated room.
 var openScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'slots', ARGV[1], 'seats', ARGV[2])
+if tonumber(ARGV[2]) <= 0 then redis.call('HSET', KEYS[1], 'soldout', 1) end
 if ARGV[3] then redis.call('HSET', KEYS[1], 'opensAt', ARGV[3]) end
 return 1
 `)
@@ -164,15 +185,19 @@ local function enterAll(users)
 end
 `
 
-// enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}.
-var enterScript = newWaitingScript(enterLua + `return {'OK', enterAll(ARGV)}`)
+// enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}, or
+// {'SOLD_OUT'}.
+var enterScript = newWaitingScript(`if soldOut() then return {'SOLD_OUT'} end
+` + enterLua + `return {'OK', enterAll(ARGV)}`)
 
 // positionScript answers {'OK', remaining, expiresAt, {place per user}}: a user's place is
 // their rank while waiting, placeEntered once admitted (their token refreshed to expire at
 // expiresAt) and placeNotQueued otherwise. It records the waiting users' sign of life and
-// refreshes the admitted users' tokens, one ZADD each. ARGV ttl ms, then the users. One integer
-// a user keeps the reply, which the server reads per batch, small.
+// refreshes the admitted users' tokens, one ZADD each; a sold-out room answers {'SOLD_OUT'}.
+// ARGV ttl ms, then the users. One integer a user keeps the reply, which the server reads per
+// batch, small.
 var positionScript = newWaitingScript(`
+if soldOut() then return {'SOLD_OUT'} end
 local expiresAt = now + tonumber(ARGV[1])
 local users = {unpack(ARGV, 2)}
 local left = remaining()
@@ -209,8 +234,9 @@ const (
 )
 
 // claimScript answers {'HELD', token, expiresAt}, {'CLAIMED', token, expiresAt},
-// {'NOT_READY', rank, remaining} or {'NOT_QUEUED'}. ARGV user, new token, ttl ms.
+// {'NOT_READY', rank, remaining}, {'NOT_QUEUED'} or {'SOLD_OUT'}. ARGV user, new token, ttl ms.
 var claimScript = newWaitingScript(`
+if soldOut() then return {'SOLD_OUT'} end
 local user = ARGV[1]
 local expiresAt = now + tonumber(ARGV[3])
 local held = redis.call('HGET', tokens, user)
@@ -228,6 +254,7 @@ redis.call('ZADD', admitted, expiresAt, user)
 redis.call('ZREM', queue, user)
 redis.call('ZREM', seen, user)
 redis.call('HINCRBY', meta, 'claims', 1)
+waited(user)
 return {'CLAIMED', ARGV[2], expiresAt}
 `)
 
@@ -247,7 +274,8 @@ if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1, seats} e
 return {'OK', 0, seats}
 `)
 
-// reconcileScript answers {'OK', expired, dropped, empty}. ARGV idle ms (0: drop nobody).
+// reconcileScript answers {'OK', expired, dropped, empty, wait errors not answered before}.
+// ARGV idle ms (0: drop nobody).
 var reconcileScript = newWaitingScript(`
 local dropped = 0
 local idle = tonumber(ARGV[1])
@@ -257,13 +285,16 @@ if idle > 0 then
     redis.call('ZREM', queue, unpack(gone))
     redis.call('ZREM', pre, unpack(gone))
     redis.call('ZREM', seen, unpack(gone))
+    redis.call('HDEL', predicted, unpack(gone))
     redis.call('HINCRBY', meta, 'dropped', #gone)
     dropped = #gone
   end
 end
 local empty = 0
 if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', pre) == 0 and redis.call('ZCARD', admitted) == 0 then empty = 1 end
-return {'OK', #expired, dropped, empty}
+local fresh = redis.call('LRANGE', waitsNew, 0, -1)
+redis.call('DEL', waitsNew)
+return {'OK', #expired, dropped, empty, fresh}
 `)
 
 // slotsScript answers {'OK', remaining}. ARGV slots.
@@ -273,18 +304,34 @@ return {'OK', remaining()}
 `)
 
 // statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
-// dropped, released, connected, prequeued}.
+// dropped, released, connected, prequeued, soldout}.
 var statsScript = newWaitingScript(`
-local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released')
+local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released', 'soldout')
 return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
   tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0),
-  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre)}
+  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre), tonumber(m[7] or 0)}
 `)
 
 // seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.
 var seatsScript = newWaitingScript(`
 return {'OK', redis.call('HINCRBY', meta, 'seats', ARGV[1])}
 `)
+
+// soldOutScript marks the room sold out: the seat counter at 0, the waiting line emptied.
+var soldOutScript = newWaitingScript(`
+redis.call('HSET', meta, 'soldout', 1, 'seats', 0)
+redis.call('DEL', queue, seen, predicted)
+return {'OK'}
+`)
+
+// predictScript records each user's first estimate: ARGV user, seconds pairs.
+var predictScript = newWaitingScript(`
+for i = 1, #ARGV, 2 do redis.call('HSETNX', predicted, ARGV[i], now .. ':' .. ARGV[i + 1]) end
+return {'OK'}
+`)
+
+// waitsScript answers {'OK', the wait errors kept}.
+var waitsScript = newWaitingScript(`return {'OK', redis.call('LRANGE', waits, 0, -1)}`)
 
 // resetSeatsScript answers {'OK', 1} after setting the counter to ARGV[2] if it held ARGV[1],
 // else {'OK', 0}.
@@ -316,6 +363,8 @@ func stateOf(op string, reply []any) (string, []any, error) {
 		return "", nil, ports.ErrRoomNotOpen
 	case "NOT_QUEUED":
 		return "", nil, ports.ErrNotQueued
+	case "SOLD_OUT":
+		return "", nil, ports.ErrSoldOut
 	}
 	return state, reply[1:], nil
 }
@@ -497,7 +546,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 	if err != nil {
 		return ports.Reconciled{}, err
 	}
-	done := ports.Reconciled{Expired: toInt(r[0]), Dropped: toInt(r[1])}
+	done := ports.Reconciled{Expired: toInt(r[0]), Dropped: toInt(r[1]), WaitErrors: millisOf(r[3])}
 	if toInt(r[2]) == 0 {
 		return done, nil
 	}
@@ -534,6 +583,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 		Waiting: toInt(r[0]), Admitted: toInt(r[1]), Slots: toInt(r[2]), RemainingSlots: toInt(r[3]),
 		RemainingSeats: toInt(r[4]), Claims: int64(toInt(r[5])), Expired: int64(toInt(r[6])),
 		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]), Prequeued: toInt(r[10]),
+		SoldOut: toInt(r[11]) == 1,
 	}, nil
 }
 
@@ -555,9 +605,18 @@ func (w *WaitingRoom) SeatsLeft(ctx context.Context, eventID string) (int, error
 	return toInt(r[0]), nil
 }
 
-// TakeSeat decrements the seat counter.
-func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) error {
-	_, _, err := w.run(ctx, "take seat", seatsScript, eventID, -1)
+// TakeSeat decrements the seat counter and answers it.
+func (w *WaitingRoom) TakeSeat(ctx context.Context, eventID string) (int, error) {
+	_, r, err := w.run(ctx, "take seat", seatsScript, eventID, -1)
+	if err != nil {
+		return 0, err
+	}
+	return toInt(r[0]), nil
+}
+
+// MarkSoldOut marks the room sold out for good. See ports.SeatCounter.
+func (w *WaitingRoom) MarkSoldOut(ctx context.Context, eventID string) error {
+	_, _, err := w.run(ctx, "mark sold out", soldOutScript, eventID)
 	return err
 }
 
@@ -568,6 +627,38 @@ func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, 
 		return false, err
 	}
 	return toInt(r[0]) == 1, nil
+}
+
+// Predict records each user's first wait estimate. See ports.WaitPredictor.
+func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[string]int) error {
+	if len(seconds) == 0 {
+		return nil
+	}
+	argv := make([]any, 0, 2*len(seconds))
+	for user, s := range seconds {
+		argv = append(argv, user, s)
+	}
+	_, _, err := w.run(ctx, "record wait estimates", predictScript, eventID, argv...)
+	return err
+}
+
+// WaitErrors answers the wait errors kept.
+func (w *WaitingRoom) WaitErrors(ctx context.Context, eventID string) ([]time.Duration, error) {
+	_, r, err := w.run(ctx, "read wait errors", waitsScript, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return millisOf(r[0]), nil
+}
+
+// millisOf reads a list of durations in ms.
+func millisOf(v any) []time.Duration {
+	items, _ := v.([]any)
+	out := make([]time.Duration, len(items))
+	for i, item := range items {
+		out[i] = time.Duration(toInt(item)) * time.Millisecond
+	}
+	return out
 }
 
 // toInt reads an integer of a script's reply (Lua numbers arrive as int64).

@@ -63,4 +63,3 @@ func BenchmarkWaitingRoom(b *testing.B) {
 		crowd(b, func(int64) error { return client.Ping(ctx).Err() })
 	})
 }
-

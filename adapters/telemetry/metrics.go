@@ -51,6 +51,8 @@ type Metrics struct {
 	outboxLastRound prometheus.Gauge
 	// Reads meant for a read replica that the primary served because the replica failed.
 	replicaFallbacks prometheus.Counter
+	// The signed wait errors of admissions (actual − first estimate), every event together.
+	waitErrors prometheus.Histogram
 	// requestSeries caches the children of requests: a label lookup hashes the values and
 	// formats the status on every request. Routes are templates and methods folded, so it stays
 	// small.
@@ -120,7 +122,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Unix time of this instance's last relay round that sent every due message and counted the outbox."})
 	m.replicaFallbacks = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "rushgate", Name: "db_replica_fallbacks_total",
 		Help: "Reads meant for a database read replica that the primary served, because the replica failed one or was skipped after failing."})
-	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks)
+	m.waitErrors = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "rushgate", Name: "queue_wait_error_seconds",
+		Help:    "Admitted users' actual wait minus the first wait estimate they were given (negative: earlier than told).",
+		Buckets: []float64{-600, -300, -120, -60, -30, -10, -5, -1, 1, 5, 10, 30, 60, 120, 300, 600}})
+	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks, m.waitErrors)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
 		m.rooms)
 	return m
@@ -155,6 +160,13 @@ func (m *Metrics) BatchServed(lockKey string, size int) {
 
 // RoomObserved records an event's waiting-room numbers after a reconciliation pass.
 func (m *Metrics) RoomObserved(eventID string, s ports.RoomStats) { m.rooms.observe(eventID, s) }
+
+// WaitErrorsObserved records admissions' wait errors.
+func (m *Metrics) WaitErrorsObserved(_ string, errs []time.Duration) {
+	for _, e := range errs {
+		m.waitErrors.Observe(e.Seconds())
+	}
+}
 
 // RoomsInUse drops the series of the events no longer in use (ended, or idle: nobody waiting
 // or admitted), so there are as many per-event series as events in use, however many came and

@@ -160,6 +160,9 @@ type Stream interface {
 	// Prequeue: the user waits in the pre-queue, without a rank, until the sale opens (SPEC
 	// §8); sent on joining and every tick until then.
 	Prequeue(PrequeueView)
+	// SoldOut: the event sold out. The adapter tells the client, then ends the connection as
+	// End does.
+	SoldOut()
 	// End: the broker ended the connection (shutdown, the same user connected again here, or
 	// the broker's heartbeat lapsed). The adapter closes the connection and then calls
 	// Broker.Leave as for any other end.
@@ -174,9 +177,15 @@ type Subscription struct {
 
 	stream    Stream
 	closeOnce sync.Once
+	// predicted: the store has this connection's first wait estimate (set under the broker's
+	// lock); a reconnect's new one may send it again, and the store keeps the first.
+	predicted bool
 }
 
 func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
+
+// soldOut tells the stream the event sold out, which ends it; instead of end, not after.
+func (s *Subscription) soldOut() { s.closeOnce.Do(s.stream.SoldOut) }
 
 // Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
@@ -260,8 +269,8 @@ var ErrBrokerClosed = fmt.Errorf("broker shutting down: %w", ports.ErrUnavailabl
 
 // Join enters the user into a push event's queue over a new connection whose events go to
 // stream (a reconnect keeps the place, or gets the same admission again). Errors: validation,
-// waiting.ErrEventNotFound, waiting.ErrWrongMode, unavailability; on an error there is nothing
-// to Leave, and stream may have been ended.
+// waiting.ErrEventNotFound, waiting.ErrWrongMode, waiting.ErrSoldOut, unavailability; on an
+// error there is nothing to Leave, and stream may have been ended.
 func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream) (*Subscription, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
@@ -287,6 +296,9 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	// slot without a stream.
 	if err != nil {
 		b.Leave(sub)
+		if errors.Is(err, ports.ErrSoldOut) {
+			return nil, waiting.ErrSoldOut
+		}
 		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
 	if place.Admitted {
@@ -519,13 +531,18 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	if err != nil {
 		return
 	}
+	if snap.SoldOut {
+		b.tellSoldOut(eventID)
+		return
+	}
 	if snap.Prequeue {
 		b.broadcastPrequeue(ctx, eventID)
 		return
 	}
 	type update struct {
-		stream Stream
-		rank   int
+		sub       *Subscription
+		rank      int
+		predicted bool
 	}
 	// The streams are told after the lock is released: dispatches and leaves need it meanwhile.
 	b.mu.Lock()
@@ -533,17 +550,24 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	updates := make([]update, 0, len(users))
 	for rank, userID := range snap.Waiting {
 		if sub := users[userID]; sub != nil {
-			updates = append(updates, update{stream: sub.stream, rank: rank})
+			updates = append(updates, update{sub: sub, rank: rank, predicted: sub.predicted})
 		}
 	}
 	b.mu.Unlock()
 	now := b.clock.Now()
+	first := make(map[string]int)
+	var firstSubs []*Subscription
 	for _, u := range updates {
 		ahead := aheadCount(u.rank, snap.RemainingSlots)
 		estimate := b.rates.estimate(eventID, ahead, now)
-		u.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
+		u.sub.stream.Position(Position{Tick: start, PositionView: PositionView{Rank: u.rank, AheadCount: ahead,
 			QueueSize: len(snap.Waiting), EstimatedWaitSeconds: estimate}})
+		if estimate != nil && !u.predicted {
+			first[u.sub.UserID] = *estimate
+			firstSubs = append(firstSubs, u.sub)
+		}
 	}
+	b.predict(ctx, eventID, first, firstSubs)
 	if b.obs != nil {
 		b.obs.Broadcast(eventID, time.Since(start))
 	}
@@ -568,6 +592,32 @@ func (b *Broker) broadcastPrequeue(ctx context.Context, eventID string) {
 	b.mu.Unlock()
 	for _, stream := range streams {
 		stream.Prequeue(*view)
+	}
+}
+
+// predict records the first wait estimates this tick sent (SPEC §8 wait accuracy) in one store
+// call; the connections are marked once it succeeded, so a failure is tried on the next tick.
+func (b *Broker) predict(ctx context.Context, eventID string, seconds map[string]int, subs []*Subscription) {
+	if len(subs) == 0 {
+		return
+	}
+	if err := b.q.Predict(ctx, eventID, seconds); err != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, sub := range subs {
+		sub.predicted = true
+	}
+}
+
+// tellSoldOut tells every local connection to a sold-out event, each of which then ends (and
+// leaves: nobody is left waiting for seats that do not exist).
+func (b *Broker) tellSoldOut(eventID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, sub := range b.subs[eventID] {
+		sub.soldOut()
 	}
 }
 

@@ -38,6 +38,7 @@ type stream struct {
 	ended    atomic.Bool
 	admitted atomic.Int32
 	prequeue atomic.Int32
+	soldOut  atomic.Bool
 }
 
 func (s *stream) Position(waiting.Position)     {}
@@ -52,6 +53,12 @@ func (s *stream) End() {
 	if !s.hangs {
 		go s.broker.Leave(s.sub)
 	}
+}
+
+// SoldOut records the news and ends as an adapter does.
+func (s *stream) SoldOut() {
+	s.soldOut.Store(true)
+	s.End()
 }
 
 func join(t *testing.T, b *waiting.Broker, eventID, userID string, hangs bool) *stream {

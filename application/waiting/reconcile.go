@@ -55,8 +55,12 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if err := s.openPrequeue(ctx, e); err != nil {
 		return err
 	}
-	if _, err := s.d.Room.Reconcile(ctx, eventID, idle); err != nil {
+	done, err := s.d.Room.Reconcile(ctx, eventID, idle)
+	if err != nil {
 		return err
+	}
+	if s.d.Observer != nil && len(done.WaitErrors) > 0 {
+		s.d.Observer.WaitErrorsObserved(eventID, done.WaitErrors)
 	}
 	if _, sold := s.soldOut.Load(eventID); !sold {
 		if err := s.repairSeatCounter(ctx, eventID); err != nil {

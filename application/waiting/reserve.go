@@ -92,8 +92,7 @@ func (s *Service) checkToken(ctx context.Context, e *waiting.Event, userID, toke
 }
 
 // rejectSoldOut answers SOLD_OUT without the lock when the seat counter (left) is at 0 and
-// the database agrees. The database wins a disagreement: a counter at 0 with free seats left is
-// repaired to the database's count and the reservation goes on.
+// the database agrees (settleSeats).
 func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event, left int) error {
 	if _, sold := s.soldOut.Load(e.ID()); sold {
 		return waiting.ErrSoldOut
@@ -101,43 +100,61 @@ func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event, left int)
 	if left > 0 {
 		return nil
 	}
-	free, err := s.d.Seats.CountFree(ctx, e.ID())
+	sold, err := s.settleSeats(ctx, e.ID(), left)
 	if err != nil {
-		return fmt.Errorf("count free seats: %w", err)
+		return err
 	}
-	if free == 0 {
-		s.soldOut.Store(e.ID(), struct{}{})
+	if sold {
 		return waiting.ErrSoldOut
-	}
-	if _, err := s.d.Room.ResetSeatsLeft(ctx, e.ID(), left, free); err != nil {
-		return fmt.Errorf("repair seat counter: %w", err)
 	}
 	return nil
 }
 
-// repairSeatCounter sets the seat counter to the database's count of free seats: the database
-// wins over a counter a failed decrement left high or an earlier repair left low. The counter
-// is read first and reset only if unchanged, so a reservation's decrement is never overwritten.
+// repairSeatCounter settles the seat counter against the database (settleSeats).
 func (s *Service) repairSeatCounter(ctx context.Context, eventID string) error {
 	left, err := s.d.Room.SeatsLeft(ctx, eventID)
 	if err != nil {
 		return err
 	}
+	_, err = s.settleSeats(ctx, eventID, left)
+	return err
+}
+
+// settleSeats sets the seat counter, which held left, to the database's count of free seats:
+// the database wins over a counter a failed decrement left high or an earlier repair left low
+// (a counter at 0 holds admission back; a repair lets it resume). The counter is reset only if
+// it still holds left, so a reservation's decrement is never overwritten. With no seat free the
+// room is marked sold out instead, for good: no route gives a reserved seat back, so its
+// waiting users are told and nobody waits for a seat that does not exist. It reports whether
+// the event is sold out.
+func (s *Service) settleSeats(ctx context.Context, eventID string, left int) (bool, error) {
 	free, err := s.d.Seats.CountFree(ctx, eventID)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("count free seats: %w", err)
+	}
+	if free == 0 {
+		err := s.rooms.inRoom(ctx, eventID, func() error { return s.d.Room.MarkSoldOut(ctx, eventID) })
+		if err != nil {
+			return false, fmt.Errorf("mark sold out: %w", err)
+		}
+		s.soldOut.Store(eventID, struct{}{})
+		return true, nil
 	}
 	if free != left {
-		_, err = s.d.Room.ResetSeatsLeft(ctx, eventID, left, free)
+		if _, err := s.d.Room.ResetSeatsLeft(ctx, eventID, left, free); err != nil {
+			return false, fmt.Errorf("repair seat counter: %w", err)
+		}
 	}
-	return err
+	return false, nil
 }
 
 // reserveBatch serves the reservations of one seat queued behind its lock in one transaction:
 // the seat's row FOR UPDATE once; the first request takes a free seat, every other hears
 // SEAT_ALREADY_RESERVED. The UNIQUE(event, seat) index still decides any race the lock missed.
 // After the commit the seat counter is decremented; a failed decrement leaves the counter high,
-// which only costs a lock round, and the reconciliation pass repairs it.
+// which only costs a lock round, and the reconciliation pass repairs it. The decrement that
+// reaches 0 has already stopped admission (in the store, atomically); the database then says
+// whether the event is sold out (settleSeats), or the reconciliation pass does if that fails.
 func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]guard.Answer[ReservationView], error) {
 	first := batch[0]
 	answers := make([]guard.Answer[ReservationView], len(batch))
@@ -177,7 +194,10 @@ func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]gua
 		return nil, err
 	}
 	if reserved {
-		_ = s.d.Room.TakeSeat(context.WithoutCancel(ctx), first.eventID)
+		ctx := context.WithoutCancel(ctx)
+		if left, err := s.d.Room.TakeSeat(ctx, first.eventID); err == nil && left <= 0 {
+			_, _ = s.settleSeats(ctx, first.eventID, left)
+		}
 	}
 	return answers, nil
 }

@@ -46,6 +46,9 @@ type Config struct {
 // be cheap and safe for concurrent use.
 type Observer interface {
 	RoomObserved(eventID string, stats ports.RoomStats)
+	// WaitErrorsObserved: admissions of the event had these wait errors (actual − predicted),
+	// each reported by one pass of one instance.
+	WaitErrorsObserved(eventID string, errs []time.Duration)
 	// RoomsInUse ends each pass with the events it found in use: any other event has ended or
 	// gone idle (nobody waiting or admitted), and its numbers can be forgotten.
 	RoomsInUse(eventIDs []string)
@@ -80,7 +83,12 @@ type Service struct {
 	foreign sync.Map // event id → struct{}
 	// opened holds the events whose pre-queue the store placed; placing is final.
 	opened sync.Map // event id → struct{}
+	// predicted holds the users whose first wait estimate this instance sent to the store, so
+	// later polls cost no write (the store keeps the first of any instance's).
+	predicted sync.Map // predictionKey → struct{}
 }
+
+type predictionKey struct{ eventID, userID string }
 
 // NewService wires the waiting-room use cases to their ports.
 func NewService(d Deps, cfg Config) *Service {
@@ -227,6 +235,9 @@ const (
 	StatusReady    = "ready"
 	StatusEntered  = "entered"
 	StatusPrequeue = "prequeue"
+	// StatusSoldOut answers anyone polling a sold-out event, with nothing else: there is no
+	// place left to tell.
+	StatusSoldOut = "soldout"
 )
 
 // StatusView answers entering and polling. EstimatedWaitSeconds is whole seconds within
@@ -267,7 +278,7 @@ func (s *Service) statusOf(e *waiting.Event, p ports.QueuePlace) StatusView {
 func aheadCount(rank, remaining int) int { return max(0, rank-remaining+1) }
 
 // Enter queues the user (SPEC §3 pull). created is false when the user was already waiting
-// (same place) or admitted.
+// (same place) or admitted. A sold-out event is waiting.ErrSoldOut.
 func (s *Service) Enter(ctx context.Context, eventID, userID string) (view StatusView, created bool, err error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
 	if err != nil {
@@ -278,6 +289,9 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 		p, err = s.d.Room.Enter(ctx, eventID, userID)
 		return err
 	})
+	if errors.Is(err, ports.ErrSoldOut) {
+		return StatusView{}, false, waiting.ErrSoldOut
+	}
 	if err != nil {
 		return StatusView{}, false, fmt.Errorf("enter queue: %w", err)
 	}
@@ -285,7 +299,7 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 }
 
 // Status answers the user's place and refreshes an admitted user's token, or
-// waiting.ErrNotInQueue.
+// waiting.ErrNotInQueue; anyone polling a sold-out event hears StatusSoldOut.
 func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusView, error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
 	if err != nil {
@@ -299,10 +313,30 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 	if errors.Is(err, ports.ErrNotQueued) {
 		return StatusView{}, waiting.ErrNotInQueue
 	}
+	if errors.Is(err, ports.ErrSoldOut) {
+		return StatusView{Status: StatusSoldOut}, nil
+	}
 	if err != nil {
 		return StatusView{}, fmt.Errorf("queue status: %w", err)
 	}
-	return s.statusOf(e, p), nil
+	v := s.statusOf(e, p)
+	if !p.Admitted && v.EstimatedWaitSeconds != nil {
+		s.predict(ctx, eventID, userID, *v.EstimatedWaitSeconds)
+	}
+	return v, nil
+}
+
+// predict records the user's first wait estimate (SPEC §8 wait accuracy) in the store, once
+// per user and instance, so a user's later polls cost no write; one that fails is tried on the
+// next poll, and the answer does not wait for a failing one.
+func (s *Service) predict(ctx context.Context, eventID, userID string, seconds int) {
+	key := predictionKey{eventID: eventID, userID: userID}
+	if _, done := s.predicted.LoadOrStore(key, struct{}{}); done {
+		return
+	}
+	if err := s.d.Room.Predict(ctx, eventID, map[string]int{userID: seconds}); err != nil {
+		s.predicted.Delete(key)
+	}
 }
 
 // TokenView is an entry token.
@@ -313,7 +347,7 @@ type TokenView struct {
 
 // Claim admits the user if their turn has come (SPEC §3 pull): created is false when the user
 // already held the token (same token, expiry extended). Fails with waiting.ErrNotReady carrying
-// rank and aheadCount, or waiting.ErrNotInQueue.
+// rank and aheadCount, waiting.ErrNotInQueue, or waiting.ErrSoldOut.
 func (s *Service) Claim(ctx context.Context, eventID, userID string) (view TokenView, created bool, err error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
 	if err != nil {
@@ -327,6 +361,9 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 	if errors.Is(err, ports.ErrNotQueued) {
 		return TokenView{}, false, waiting.ErrNotInQueue
 	}
+	if errors.Is(err, ports.ErrSoldOut) {
+		return TokenView{}, false, waiting.ErrSoldOut
+	}
 	if err != nil {
 		return TokenView{}, false, fmt.Errorf("claim token: %w", err)
 	}
@@ -339,6 +376,8 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 		}
 		return TokenView{}, false, &notReady
 	}
+	// Admitted: a later wait (after leaving and entering again) gets a first estimate anew.
+	s.predicted.Delete(predictionKey{eventID: eventID, userID: userID})
 	return tokenOf(res), res.Created, nil
 }
 
@@ -377,9 +416,11 @@ type QueueView struct {
 	DroppedIdle       int64
 	Returned          int64
 	AdmissionRate     *float64
+	WaitAccuracy      waiting.WaitAccuracy
 	// Connections counts push users held by an SSE connection, or in their reconnect grace,
 	// across every broker.
 	Connections int
+	SoldOut     bool
 }
 
 // Queue answers the operators' view; remaining seats are the database's count.
@@ -400,9 +441,15 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	if err != nil {
 		return QueueView{}, fmt.Errorf("count free seats: %w", err)
 	}
+	waits, err := s.d.Room.WaitErrors(ctx, eventID)
+	if err != nil {
+		return QueueView{}, fmt.Errorf("read wait errors: %w", err)
+	}
 	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
-		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected}, nil
+		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected,
+		WaitAccuracy: waiting.SummarizeWaitErrors(waits),
+		SoldOut:      st.SoldOut}, nil
 }
 
 // SeatView is one seat as clients see it.

@@ -486,7 +486,9 @@ func testSeatCounter(t *testing.T, e env[ports.WaitingRoom]) {
 		return n
 	}
 	expectEqual(t, seats(), 3, "seats at open")
-	must(t, e.impl.TakeSeat(ctx, eventID), "take seat")
+	left, err := e.impl.TakeSeat(ctx, eventID)
+	must(t, err, "take seat")
+	expectEqual(t, left, 2, "seats answered by the take")
 	expectEqual(t, seats(), 2, "seats after one taken")
 	reset, err := e.impl.ResetSeatsLeft(ctx, eventID, 3, 7)
 	must(t, err, "reset from a stale value")

@@ -61,6 +61,11 @@ func TestPushQueue(t *testing.T) {
 	runOnBackends(t, pushQueueOf, porttest.TestPushQueue)
 }
 
+func TestSoldOut(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, pushQueueOf, porttest.TestSoldOut)
+}
+
 func TestEventRepositories(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, storesOf, porttest.TestEventRepositories)

@@ -42,6 +42,7 @@ type sseClient struct {
 	positions []map[string]any
 	// prequeues are the data of the `prequeue` events received.
 	prequeues []map[string]any
+	soldOut   bool
 }
 
 // pushTick is the queue tick of the push tests: short, so they run in seconds.
@@ -144,6 +145,8 @@ func (c *sseClient) record(ev sseEvent) {
 			c.t.Errorf("%s: prequeue without opensAt or seedHash: %v", c.user, ev.data)
 		}
 		c.prequeues = append(c.prequeues, ev.data)
+	case "soldout":
+		c.soldOut = true
 	default:
 		c.t.Errorf("%s: unexpected event %q", c.user, ev.name)
 	}
