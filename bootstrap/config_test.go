@@ -95,7 +95,7 @@ func TestRedisKeyPrefix_DefaultsToTheWaitingRoomPrefix(t *testing.T) {
 // TestValidate_RefusesZeroNamingTheVariable: every numeric setting but those where zero means
 // something must be positive, so a new one is checked without being listed here.
 func TestValidate_RefusesZeroNamingTheVariable(t *testing.T) {
-	zeroMeansNone := map[string]bool{"RUSHGATE_RECONNECT_GRACE": true}
+	zeroMeansNone := map[string]bool{"RUSHGATE_RECONNECT_GRACE": true, "RUSHGATE_RAFFLE_DRAW_HOLD": true}
 	groups := reflect.TypeFor[Config]()
 	for i := range groups.NumField() {
 		group := groups.Field(i).Type
