@@ -396,7 +396,7 @@ func TestTokens_VerifyRefusesARememberedTokenOnceExpired(t *testing.T) {
 	// answered from memory past its exp.
 	testkit.Eventually(t, ttl+5*time.Second, "the remembered token refused as expired", func() error {
 		if _, err := tokens.Verify(raw); !errors.Is(err, jwt.ErrTokenExpired) {
-			return fmt.Errorf("Verify answered %v", err)
+			return fmt.Errorf("Verify answered %w", err)
 		}
 		return nil
 	})

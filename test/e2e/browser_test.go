@@ -189,7 +189,6 @@ func (p *tab) screenshots(name string) {
 	}
 }
 
-
 // countsDown waits for the admitted page's countdown, which must show at most ttl, and then for
 // it to go down.
 func (p *tab) countsDown(limit, ttl time.Duration) {

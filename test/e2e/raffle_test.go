@@ -295,7 +295,7 @@ func TestRaffle_KilledMidDrawCompletesOnceAfterRestart(t *testing.T) {
 			}
 			testkit.Eventually(t, 30*time.Second, "the draw to close the raffle", func() error {
 				if s, err := status(); err != nil || s != "CLOSING" {
-					return fmt.Errorf("status %q, %v", s, err)
+					return fmt.Errorf("status %q, %w", s, err)
 				}
 				return nil
 			})
