@@ -248,7 +248,7 @@ func (s *server) queueView(eventID string) response {
 
 // pushFlow: users connect in order; the first `slots` are admitted in FIFO order, the rest see
 // their rank fall; admitted users reserve and disconnect; the next are admitted; never more
-// admitted at once than slots, every user admitted once, every seat reserved once.
+// admitted at once than slots, every user admitted once, every seat reserved once, then sold out.
 func pushFlow(t *testing.T, s *server) {
 	const users, slots = 9, 3
 	eventID := s.createEvent(fmt.Sprintf(`{"name":"push","seats":%d,"slots":%d,"mode":"push"}`, users, slots))
@@ -291,8 +291,13 @@ func pushFlow(t *testing.T, s *server) {
 			clients[i].close()
 		}
 	}
-	testkit.Eventually(t, 3*time.Second, "the room empties", func() error {
-		return s.queueView(eventID).hasNums(map[string]int{"admitted": 0, "waiting": 0, "connections": 0, "remainingSlots": slots})
+	// Every seat is reserved, so the event is sold out: the room empties and admits nobody more.
+	testkit.Eventually(t, 3*time.Second, "the room empties, sold out", func() error {
+		view := s.queueView(eventID)
+		if soldOut, _ := view.body["soldOut"].(bool); !soldOut {
+			return fmt.Errorf("not sold out: %s", view.raw)
+		}
+		return view.hasNums(map[string]int{"admitted": 0, "waiting": 0, "connections": 0, "remainingSlots": 0})
 	})
 	for i, c := range clients {
 		c.checkRanksNeverRise()
