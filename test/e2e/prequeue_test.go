@@ -85,10 +85,7 @@ func TestPrequeue_ConcurrentEntriesTwoInstancesOneOpening(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			if b.provision != nil {
-				b.databaseURL, b.redisURL = b.provision(t)
-				b.provision = nil
-			}
+			b.shareStorage(t)
 			first := startServer(t, b, pushConfig(0))
 			instances := []*server{first}
 			if b.databaseURL != "" {
@@ -169,10 +166,7 @@ func TestPrequeue_PushStreamsAdmittedInDrawOrder(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			if b.provision != nil {
-				b.databaseURL, b.redisURL = b.provision(t)
-				b.provision = nil
-			}
+			b.shareStorage(t)
 			first := startServer(t, b, pushConfig(0))
 			instances := []*server{first}
 			if b.databaseURL != "" {

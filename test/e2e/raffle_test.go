@@ -34,10 +34,7 @@ func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			if b.provision != nil {
-				b.databaseURL, b.redisURL = b.provision(t)
-				b.provision = nil
-			}
+			b.shareStorage(t)
 			clock := &shiftedClock{}
 			const drawInterval = 50 * time.Millisecond
 			fastDraws := func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval }
