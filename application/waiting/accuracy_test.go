@@ -2,6 +2,7 @@ package waiting_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,5 +70,106 @@ func TestQueue_WaitAccuracyComparesTheFirstEstimateWithTheActualWait(t *testing.
 	}
 	if view.AdmissionRate == nil {
 		t.Fatal("admission rate unknown after two passes a second apart")
+	}
+}
+
+// TestBroker_WaitAccuracyComparesTheFirstEstimateShownWithTheActualWait: the same rule in push
+// mode, on a controlled clock. The prediction is the first non-null estimate a position showed
+// (a null one before it, later ones and the ones a reconnection shows are not it); the error is
+// actual − predicted, signed in the store and absolute in the view. A user admitted before any
+// position reached them, and one who left the line, leave no sample.
+func TestBroker_WaitAccuracyComparesTheFirstEstimateShownWithTheActualWait(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	svc := r.svc
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "push accuracy", Seats: 10, Slots: 1, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{})
+	dispatcher := waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{})
+	reconcile := func() {
+		t.Helper()
+		if err := svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	promote := func() {
+		t.Helper()
+		if err := dispatcher.Promote(ctx, event.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// connect opens a connection whose positions are recorded; the test leaves it itself, as an
+	// adapter does once the connection is closed.
+	connect := func(user string) *positions {
+		t.Helper()
+		p := &positions{stream: stream{broker: broker, hangs: true}}
+		sub, err := broker.Join(ctx, event.ID, user, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.sub = sub
+		return p
+	}
+	// seconds pass with the broker ticking every second, as it does when it runs.
+	pass := func(n int) {
+		for range n {
+			clock.Advance(time.Second)
+			broker.Tick(ctx)
+		}
+	}
+
+	holder := connect("holder")
+	reconcile() // t = 0 s: no admission yet
+	clock.Advance(2 * time.Second)
+	promote() // t = 2 s: the holder is admitted before any position reached them
+	told, second, leaver := connect("told"), connect("second"), connect("leaver")
+	broker.Tick(ctx)
+	checkEstimate(t, "before any rate", told.last(t).EstimatedWaitSeconds, nil)
+	reconcile() // one admission in 2 s
+	broker.Tick(ctx)
+	checkEstimate(t, "told's first estimate", told.last(t).EstimatedWaitSeconds, seconds(2))
+	checkEstimate(t, "second's first estimate", second.last(t).EstimatedWaitSeconds, seconds(4))
+	checkEstimate(t, "leaver's first estimate", leaver.last(t).EstimatedWaitSeconds, seconds(6))
+
+	pass(6)
+	reconcile() // t = 8 s: one admission in 8 s
+	broker.Leave(leaver.sub)
+	late := connect("late")
+	// told reconnects: the new connection's first estimate is not told's first.
+	again := connect("told")
+	broker.Leave(told.sub)
+	broker.Tick(ctx)
+	checkEstimate(t, "told's estimate after reconnecting", again.last(t).EstimatedWaitSeconds, seconds(8))
+	checkEstimate(t, "late's first estimate", late.last(t).EstimatedWaitSeconds, seconds(24))
+
+	pass(4)
+	// t = 12 s: each admitted user leaves and the next is admitted.
+	for _, admitted := range []*positions{holder, again, second} {
+		broker.Leave(admitted.sub)
+		promote()
+	}
+	if v, err := svc.Queue(ctx, event.ID); err != nil || v.Admitted != 1 || v.Waiting != 0 {
+		t.Fatalf("after the admissions: %+v, %v; want late admitted and nobody waiting", v, err)
+	}
+	broker.Leave(late.sub)
+
+	// told waited 10 s for 2, second 10 s for 4, late 4 s for 24; newest first.
+	signed, err := r.coord.WaitingRoom.WaitErrors(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{-20 * time.Second, 6 * time.Second, 8 * time.Second}; !slices.Equal(signed, want) {
+		t.Fatalf("wait errors %v, want %v", signed, want)
+	}
+	view, err := svc.Queue(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domainwaiting.WaitAccuracy{Samples: 3, MedianErrorSeconds: 8, P90ErrorSeconds: 20}
+	if view.WaitAccuracy != want {
+		t.Fatalf("wait accuracy %+v, want %+v", view.WaitAccuracy, want)
 	}
 }
