@@ -154,11 +154,16 @@ type RoomOpener interface {
 // this call freed it. A token whose expiry passes frees its slot exactly once too: expired
 // tokens are reconciled before every count of remaining slots, so an expired token never holds
 // a slot, and SeatCounter.Verify never accepts it.
+//
+// Leave takes a waiting or pre-queued user out of the line (SPEC §3 leaving a pull queue) and
+// forgets the user's wait estimate; everyone behind moves up. A user not in the line (never
+// entered, gone, or admitted: an admitted user gives the slot back with Release) is left as is.
 type PullQueue interface {
 	Enter(ctx context.Context, eventID, userID string) (QueuePlace, error)
 	Position(ctx context.Context, eventID, userID string, ttl time.Duration) (QueuePlace, error)
 	Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
 	Release(ctx context.Context, eventID, userID string) (bool, error)
+	Leave(ctx context.Context, eventID, userID string) error
 }
 
 // SeatCounter is what a seat reservation calls (both modes), and the reconciliation's repair of

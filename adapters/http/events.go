@@ -189,6 +189,15 @@ func (h eventHandlers) giveBack(c *gin.Context) {
 	c.Status(stdhttp.StatusNoContent)
 }
 
+// leave answers DELETE /events/{eventId}/queue: 204, also when the user was not in the line.
+func (h eventHandlers) leave(c *gin.Context) {
+	if err := h.events.Leave(c.Request.Context(), c.Param("eventId"), principal(c).UserID); err != nil {
+		respondError(c, err)
+		return
+	}
+	c.Status(stdhttp.StatusNoContent)
+}
+
 // reserve answers POST /events/{eventId}/seats/{seatId}/reservations with the Entry-Token
 // header.
 func (h eventHandlers) reserve(c *gin.Context) {
@@ -226,6 +235,7 @@ func EventRoutes(events *appwaiting.Service) Routes {
 		g.Event.GET("/events/:eventId/seats", h.seats)
 		g.Event.POST("/events/:eventId/seats/:seatId/reservations", h.reserve)
 		g.Event.POST("/events/:eventId/queue", h.enter)
+		g.Event.DELETE("/events/:eventId/queue", h.leave)
 		g.Event.GET("/events/:eventId/queue/status", h.status)
 		g.Event.POST("/events/:eventId/queue/token", h.claim)
 		g.Event.DELETE("/events/:eventId/queue/token", h.giveBack)

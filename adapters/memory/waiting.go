@@ -227,6 +227,14 @@ func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool
 	return freed, err
 }
 
+// Leave takes a waiting or pre-queued user out of the line. See ports.PullQueue.
+func (w *WaitingRoom) Leave(ctx context.Context, eventID, userID string) error {
+	return w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		r.leave(userID)
+		return nil
+	})
+}
+
 // Verify reports whether token is the user's live token, and the seat counter.
 func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string) (valid bool, seatsLeft int, err error) {
 	err = w.do(ctx, eventID, func(r *room, _ time.Time) error {

@@ -266,6 +266,16 @@ redis.call('HINCRBY', meta, 'released', 1)
 return {'OK', 1}
 `)
 
+// leaveScript takes a waiting or pre-queued user out of the line, with the wait estimate.
+// ARGV user.
+var leaveScript = newWaitingScript(`
+redis.call('ZREM', queue, ARGV[1])
+redis.call('ZREM', pre, ARGV[1])
+redis.call('ZREM', seen, ARGV[1])
+redis.call('HDEL', predicted, ARGV[1])
+return {'OK'}
+`)
+
 // verifyScript answers {'OK', valid, seats}: valid is 1 when the user's token equals ARGV[2]
 // and has not expired (the prelude removed it otherwise). ARGV user, token.
 var verifyScript = newWaitingScript(`
@@ -528,6 +538,12 @@ func (w *WaitingRoom) Release(ctx context.Context, eventID, userID string) (bool
 		return false, err
 	}
 	return toInt(r[0]) == 1, nil
+}
+
+// Leave takes a waiting or pre-queued user out of the line. See ports.PullQueue.
+func (w *WaitingRoom) Leave(ctx context.Context, eventID, userID string) error {
+	_, _, err := w.run(ctx, "leave waiting room", leaveScript, eventID, userID)
+	return err
 }
 
 // Verify reports whether token is the user's live token, and the seat counter.

@@ -402,6 +402,24 @@ func (s *Service) Return(ctx context.Context, eventID, userID string) error {
 	return nil
 }
 
+// Leave takes a waiting or pre-queued user out of a pull queue (SPEC §3): everyone behind moves
+// up, and the user's wait estimate is forgotten. A user not in the line, admitted included, is
+// not an error.
+func (s *Service) Leave(ctx context.Context, eventID, userID string) error {
+	e, err := s.pullEvent(ctx, eventID, userID)
+	if err != nil {
+		return err
+	}
+	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+		return s.d.Room.Leave(ctx, eventID, userID)
+	})
+	if err != nil {
+		return fmt.Errorf("leave queue: %w", err)
+	}
+	s.predicted.Delete(predictionKey{eventID: eventID, userID: userID})
+	return nil
+}
+
 // QueueView is the operators' view of an event's queue (SPEC §7), with the admission rate this
 // instance measured over waiting.RateWindow (admissions per second, null before two
 // reconciliation passes within it).

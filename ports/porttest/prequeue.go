@@ -22,13 +22,15 @@ const opensSoon = 1500 * time.Millisecond
 // the line is not shown, and neither reading nor placing the pre-queue is due; after it, later
 // arrivals queue behind, Prequeued lists the pre-queue by arrival, and PlacePrequeue places it
 // once in the given order ahead of them, skipping users who left and appending the ones the
-// order missed, even when many placers race; a room without a pre-queue is open.
+// order missed, even when many placers race; a pre-queued user who leaves is out of it; a room
+// without a pre-queue is open.
 func TestPrequeueRoom(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"BeforeOpensAt_NoRankNoAdmission", testPrequeueClosed},
 		{"Place_InOrderAheadOfLaterArrivalsOnce", testPrequeuePlace},
 		{"Place_ConcurrentPlacersPlaceOnce", testPrequeueConcurrentPlacers},
 		{"Place_SkipsWhoLeftAndAppendsWhomTheOrderMissed", testPrequeueLeavers},
+		{"Leave_TakesAPrequeuedUserOut", testPrequeueLeave},
 		{"UngatedRoom_IsOpen", testPrequeueUngated},
 	})
 }
@@ -228,6 +230,18 @@ func testPrequeueLeavers(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
 	_, err = e.impl.Position(ctx, eventID, "idle", longTokenTTL)
 	expectIs(t, err, ports.ErrNotQueued, "the dropped user")
+}
+
+func testPrequeueLeave(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 1, time.Hour)
+	enter(t, e.impl, eventID, "stays")
+	enter(t, e.impl, eventID, "leaves")
+	must(t, e.impl.Leave(ctx, eventID, "leaves"), "leave the pre-queue")
+	_, err := e.impl.Position(ctx, eventID, "leaves", longTokenTTL)
+	expectIs(t, err, ports.ErrNotQueued, "the user who left the pre-queue")
+	expectPrequeued(t, position(t, e.impl, eventID, "stays"), false, "the user who stayed")
+	expectEqual(t, stats(t, e.impl, eventID).Prequeued, 1, "pre-queued")
 }
 
 func testPrequeueUngated(t *testing.T, e env[PushRoom]) {

@@ -27,7 +27,8 @@ const (
 // concurrent entries and a duplicate entry keeps its place; ranks and remaining slots are
 // exact; Claim admits only within the remaining slots, and never more tokens than slots are
 // alive under 1,000 concurrent pollers and claimers; an expired token frees its slot and stops
-// verifying; a returned token frees its slot once, even when returned twice; Position refreshes
+// verifying; a returned token frees its slot once, even when returned twice; a waiting user who
+// leaves is out of the line, with the wait estimate, and an admitted one keeps the slot; Position refreshes
 // an admitted user's token; idle waiting users are dropped; SetSlots recalibrates without a
 // leak; the index of events follows rooms in use; the seat counter counts; and a room that was
 // never opened is ports.ErrRoomNotOpen.
@@ -43,6 +44,7 @@ func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom,
 		{"Claim_PollersAndClaimersWithCheckoutNeverExceedSlots", testClaimPollersWithCheckout},
 		{"Expiry_FreesSlotOnceAndTokenStopsVerifying", testExpiryFreesSlot},
 		{"Release_TwiceFreesOnce", testReleaseTwice},
+		{"Leave_TakesAWaitingUserOutOfTheLine", testLeave},
 		{"Position_RefreshesAdmittedToken", testPositionRefreshes},
 		{"Verify_OnlyTheUsersTokenOfTheEvent", testVerify},
 		{"Reconcile_DropsIdleWaitingUsers", testReconcileDropsIdle},
@@ -371,6 +373,41 @@ func testReleaseTwice(t *testing.T, e env[ports.WaitingRoom]) {
 	expectEqual(t, s.Admitted, 1, "admitted")
 	expectEqual(t, s.RemainingSlots, 0, "remaining slots")
 	expectEqual(t, s.Released, int64(1), "released")
+}
+
+func testLeave(t *testing.T, e env[ports.WaitingRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	for _, u := range []string{"a", "b", "c", "d"} {
+		enter(t, e.impl, eventID, u)
+	}
+	claim(t, e.impl, eventID, "a", longTokenTTL)
+	must(t, e.impl.Predict(ctx, eventID, map[string]int{"b": 5}), "predict b's wait")
+	for range 2 { // leaving twice is leaving once
+		must(t, e.impl.Leave(ctx, eventID, "b"), "b leaves")
+	}
+	_, err := e.impl.Position(ctx, eventID, "b", longTokenTTL)
+	expectIs(t, err, ports.ErrNotQueued, "the user who left")
+	expectEqual(t, position(t, e.impl, eventID, "c").Rank, 0, "c's rank once b left")
+	expectEqual(t, position(t, e.impl, eventID, "d").Rank, 1, "d's rank once b left")
+	must(t, e.impl.Leave(ctx, eventID, "a"), "the admitted user leaves the line")
+	must(t, e.impl.Leave(ctx, eventID, "nobody"), "a user who never entered leaves")
+	s := stats(t, e.impl, eventID)
+	expectEqual(t, s.Waiting, 2, "waiting")
+	expectEqual(t, s.Admitted, 1, "admitted: leaving the line is not giving the slot back")
+	expectEqual(t, position(t, e.impl, eventID, "a").Admitted, true, "a still admitted")
+
+	// b enters again at the back, without the estimate given before leaving: its admission
+	// leaves no wait error.
+	expectEqual(t, enter(t, e.impl, eventID, "b").Rank, 2, "b's rank on entering again")
+	_, err = e.impl.Release(ctx, eventID, "a")
+	must(t, err, "release a")
+	must(t, e.impl.Leave(ctx, eventID, "c"), "c leaves")
+	must(t, e.impl.Leave(ctx, eventID, "d"), "d leaves")
+	expectEqual(t, claim(t, e.impl, eventID, "b", longTokenTTL).Claimed, true, "b claims")
+	waits, err := e.impl.WaitErrors(ctx, eventID)
+	must(t, err, "wait errors")
+	expectEqual(t, len(waits), 0, "wait errors after b's admission")
 }
 
 func testPositionRefreshes(t *testing.T, e env[ports.WaitingRoom]) {

@@ -121,3 +121,47 @@ func TestWaiting_EstimateIsNullAMinuteAfterTheLastAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestPush_WaitAccuracyCountsPushAdmissions: a push user who was shown an estimate and is then
+// admitted is a sample of the operators' wait accuracy (SPEC §8), with its errors, on every
+// backend; the application tests check the numbers on a controlled clock.
+func TestPush_WaitAccuracyCountsPushAdmissions(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, b, pushConfig(0))
+			// bound is a few reconciliation and broadcast ticks, with room for a loaded machine.
+			bound := 50 * pushTick
+			eventID := s.createEvent(`{"name":"push accuracy","seats":10,"slots":1,"mode":"push"}`)
+			first := s.openStream(eventID, "accuracy-first")
+			testkit.Eventually(t, bound, "first admitted", first.isAdmitted)
+			next := s.openStream(eventID, "accuracy-next")
+			third := s.openStream(eventID, "accuracy-third")
+			testkit.Eventually(t, bound, "two waiting", func() error { return third.isAtRank(1) })
+			testkit.Eventually(t, bound, "admission rate measured", func() error {
+				if v := s.queueView(eventID); v.body["admissionRate"] == nil {
+					return fmt.Errorf("no admission rate in %s", v.raw)
+				}
+				return nil
+			})
+			first.close()
+			testkit.Eventually(t, bound, "next admitted", next.isAdmitted)
+			testkit.Eventually(t, bound, "an estimate shown to the third", func() error {
+				if p := third.lastPosition(); p["rank"] != 0.0 || estimateOf(t, "push position", p) == nil {
+					return fmt.Errorf("position %v, want rank 0 and an estimate", p)
+				}
+				return nil
+			})
+			next.close()
+			testkit.Eventually(t, bound, "third admitted", third.isAdmitted)
+			testkit.Eventually(t, bound, "a wait accuracy sample", func() error {
+				v := s.queueView(eventID)
+				accuracy, _ := v.body["waitAccuracy"].(map[string]any)
+				if samples, _ := accuracy["samples"].(float64); samples < 1 || accuracy["medianErrorSeconds"] == nil {
+					return fmt.Errorf("wait accuracy in %s", v.raw)
+				}
+				return nil
+			})
+		})
+	}
+}

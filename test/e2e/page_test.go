@@ -278,3 +278,89 @@ func TestWaitingPage_SoldOut(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingPage_PullLeaveWhileWaiting: a buyer waiting in a pull line presses the leave
+// button: the page says so in words, and the server has taken the buyer out (the page asks
+// DELETE /events/{eventId}/queue): no place is left to ask about, the buyer behind moves up, and
+// once the line moves on the page still says the buyer left and the buyer stays out.
+func TestWaitingPage_PullLeaveWhileWaiting(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			eventID := s.createEvent(`{"name":"Pull line","seats":3,"slots":1,"mode":"pull"}`)
+			s.admit(eventID, "line-head") // holds the only slot: the page's buyer waits
+			page := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("line-page")))
+			page.until("place", "You're next", pageBound, nil)
+			if res := s.enter(eventID, "line-behind"); res.status != http.StatusCreated || res.num("rank") != 1 {
+				t.Fatalf("enter behind the page's buyer: %d %s", res.status, res.raw)
+			}
+
+			page.click("#leave")
+			page.until("left", leftText, pageBound, nil)
+			if place := page.read("place"); place != "" {
+				t.Fatalf("the page still shows a place %q after leaving", place)
+			}
+			assertError(t, s.queueStatus(eventID, "line-page"), http.StatusNotFound, "NOT_IN_QUEUE")
+			assertPlace(t, s.queueStatus(eventID, "line-behind"), http.StatusOK, "waiting", 0, 1)
+			if err := s.queueView(eventID).hasNums(map[string]int{"waiting": 1, "admitted": 1}); err != nil {
+				t.Fatal(err)
+			}
+			page.screenshots("pull-left")
+
+			// The line moves on: the buyer behind takes the slot; the page neither claims nor
+			// enters again, and still says the buyer left.
+			if res := s.giveBack(eventID, "line-head"); res.status != http.StatusNoContent {
+				t.Fatalf("give back: %d %s", res.status, res.raw)
+			}
+			if res := s.claim(eventID, "line-behind"); res.status != http.StatusCreated {
+				t.Fatalf("claim of the buyer behind: %d %s", res.status, res.raw)
+			}
+			if text := page.read("left"); text != leftText {
+				t.Fatalf("after the line moved the page says %q; the page says:\n%s", text, page.read("body"))
+			}
+			assertError(t, s.queueStatus(eventID, "line-page"), http.StatusNotFound, "NOT_IN_QUEUE")
+			if err := s.queueView(eventID).hasNums(map[string]int{"waiting": 0, "admitted": 1}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestWaitingPage_SoldOutWhileWaiting: a page open while its buyer waits turns to the sold-out
+// wording when others reserve the last seat, in both admission modes (pull: the next status
+// poll says soldout; push: the stream's `event: soldout`), and no place shows any more.
+func TestWaitingPage_SoldOutWhileWaiting(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			browser := newBrowser(t, pageLimit, "UTC", "en_GB")
+			for _, mode := range []string{"pull", "push"} {
+				name := "Last seat " + mode
+				eventID := s.createEvent(`{"name":"` + name + `","seats":1,"slots":1,"mode":"` + mode + `"}`)
+				// lastBuyer holds the only slot and reserves the only seat once the page waits.
+				var lastBuyer func() string
+				if mode == "pull" {
+					token := s.admit(eventID, "last-"+mode)
+					lastBuyer = func() string { return token }
+				} else {
+					head := s.openStream(eventID, "last-"+mode)
+					testkit.Eventually(t, pageBound, "the head admitted", head.isAdmitted)
+					lastBuyer = head.token
+				}
+				page := browser.open(s.pageURL(eventID, s.token("hopeful-"+mode)))
+				page.until("place", "You're next", pageBound, nil)
+				if res := s.reserve(eventID, "1", "last-"+mode, lastBuyer()); res.status != http.StatusCreated {
+					t.Fatalf("%s: reserve the last seat: %d %s", mode, res.status, res.raw)
+				}
+				page.until("soldout", soldOutText(name), pageBound, nil)
+				if place := page.read("place"); place != "" {
+					t.Fatalf("%s: a place %q shows beside sold out", mode, place)
+				}
+				if v := s.queueView(eventID); v.num("waiting") != 0 || v.body["soldOut"] != true {
+					t.Fatalf("%s: the queue after sold out: %s", mode, v.raw)
+				}
+				page.screenshots("soldout-while-waiting-" + mode)
+			}
+		})
+	}
+}
