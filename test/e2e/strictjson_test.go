@@ -45,6 +45,7 @@ func same(p string) string { return p }
 // image's bytes); every other write route reads JSON and is walked.
 var bodilessRoutes = []string{
 	"DELETE /crews/{crewId}/members/me",
+	"DELETE /events/{eventId}/queue",
 	"DELETE /events/{eventId}/queue/token",
 	"PUT /uploads/{key}",
 }
