@@ -235,9 +235,9 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: rushgate-load [flags] <scenario>\n\nscenarios:\n")
 	for _, r := range registry {
-		fmt.Fprintf(&b, "  %-17s  %s\n", r.name, r.summary)
+		fmt.Fprintf(&b, "  %-18s  %s\n", r.name, r.summary)
 		if len(r.defaults) > 0 {
-			fmt.Fprintf(&b, "  %-17s  (unless given: %s)\n", "", defaultFlags(r.defaults))
+			fmt.Fprintf(&b, "  %-18s  (unless given: %s)\n", "", defaultFlags(r.defaults))
 		}
 	}
 	b.WriteString("\nflags:\n")
