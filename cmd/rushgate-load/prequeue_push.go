@@ -246,7 +246,8 @@ func (s *prequeueOpenPush) invariant(ctx context.Context, e *env, attempts []att
 			times = append(times, max(0, st.placedAt.Sub(s.opensAt)))
 		}
 		if !st.rankTick.IsZero() {
-			firsts = append(firsts, firstPosition{place: place[s.userIDs[i]], tick: st.rankTick, rank: st.rank})
+			broker, _ := e.api.pick(i)
+			firsts = append(firsts, firstPosition{place: place[s.userIDs[i]], broker: broker, tick: st.rankTick, rank: st.rank})
 			if st.rankTick.Before(s.opensAt) {
 				beforeOpen++
 			}
@@ -357,24 +358,30 @@ func (s *prequeueOpenPush) checkAdmissions(ctx context.Context, e *env, opened [
 	}
 }
 
-// firstPosition is a stream's first position: its place in the expected line, the tick (the
-// event's id) and the rank it was given.
+// firstPosition is a stream's first position: its place in the expected line, the instance
+// (broker) holding it, the tick (the event's id) and the rank it was given.
 type firstPosition struct {
-	place int
-	tick  time.Time
-	rank  int
+	place  int
+	broker int
+	tick   time.Time
+	rank   int
 }
 
-// lineBreaks counts the first positions that break the expected line: at one tick every waiting
-// user's place − rank is the same number (the users admitted ahead), so a stream whose
-// difference is not its tick's most common one is out of place.
+// lineBreaks counts the first positions that break the expected line: in one broker's tick
+// (one snapshot) every waiting user's place − rank is the same number (the users admitted
+// ahead), so a stream whose difference is not its tick's most common one is out of place.
 func lineBreaks(firsts []firstPosition) int {
-	offsets := map[time.Time]map[int]int{} // tick → place − rank → streams
+	type snapshot struct {
+		broker int
+		tick   time.Time
+	}
+	offsets := map[snapshot]map[int]int{} // place − rank → streams
 	for _, f := range firsts {
-		if offsets[f.tick] == nil {
-			offsets[f.tick] = map[int]int{}
+		at := snapshot{f.broker, f.tick}
+		if offsets[at] == nil {
+			offsets[at] = map[int]int{}
 		}
-		offsets[f.tick][f.place-f.rank]++
+		offsets[at][f.place-f.rank]++
 	}
 	broken := 0
 	for _, byOffset := range offsets {

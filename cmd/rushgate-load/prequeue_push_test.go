@@ -22,6 +22,10 @@ func TestLineBreaks_CountsTheFirstPositionsOutOfTheLine(t *testing.T) {
 	swapped := append([]firstPosition{}, inLine...)
 	swapped[0].rank, swapped[1].rank = 1, 0
 	assert.Equal(t, 2, lineBreaks(swapped), "two users in each other's place")
+
+	otherBroker := append([]firstPosition{}, inLine...)
+	otherBroker[4] = firstPosition{place: 10, broker: 1, tick: t2, rank: 0}
+	assert.Zero(t, lineBreaks(otherBroker), "another broker's snapshot at the same instant is its own")
 }
 
 // Promotions follow the line when nobody is promoted before someone ahead of them; users
