@@ -524,8 +524,11 @@ func (s *soldOut) reservedSeats(ctx context.Context, e *env) (int, error) {
 			} `json:"items"`
 			NextCursor *string `json:"nextCursor"`
 		}
+		if a.err != nil {
+			return 0, fmt.Errorf("invariant: seat map: %w", a.err)
+		}
 		if a.status != http.StatusOK || json.Unmarshal(raw, &page) != nil {
-			return 0, fmt.Errorf("invariant: seat map: %d %v %s", a.status, a.err, snippet(raw))
+			return 0, fmt.Errorf("invariant: seat map: %d %s", a.status, snippet(raw))
 		}
 		for _, seat := range page.Items {
 			if seat.Reserved {
