@@ -40,8 +40,8 @@ export RUSHGATE_LOG_LEVEL=warn
 # queue-pull's crowd waits longer than the default idle timeout before its turn comes; at 2m the
 # tail of 100,000 users would be dropped as abandoned, by design.
 export RUSHGATE_QUEUE_IDLE_TIMEOUT=${RUSHGATE_QUEUE_IDLE_TIMEOUT:-30m}
-# queue-push's clients leave once admitted; with the default grace their slots would come back
-# 10 s later, which measures the grace, not the broker.
+# queue-push's and prequeue-open-push's clients leave once admitted; with the default grace their
+# slots would come back 10 s later, which measures the grace, not the broker.
 export RUSHGATE_RECONNECT_GRACE=${RUSHGATE_RECONNECT_GRACE:-0}
 
 mkdir -p bin

@@ -33,6 +33,7 @@ import (
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	rghttp "github.com/rushgate/rushgate/adapters/http"
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
 )
 
 // config is the parsed command line.
@@ -49,10 +50,13 @@ type config struct {
 	concurrency      int
 	crews            int
 	orderItems       int
-	noCeiling        bool
-	list             bool // print the scenario names instead of running one
-	timeout          time.Duration
-	summary          string
+	// queueTick is the servers' RUSHGATE_QUEUE_TICK: the waiting-room scenarios' targets are
+	// counted in ticks.
+	queueTick time.Duration
+	noCeiling bool
+	list      bool // print the scenario names instead of running one
+	timeout   time.Duration
+	summary   string
 }
 
 func main() {
@@ -231,9 +235,9 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: rushgate-load [flags] <scenario>\n\nscenarios:\n")
 	for _, r := range registry {
-		fmt.Fprintf(&b, "  %-17s  %s\n", r.name, r.summary)
+		fmt.Fprintf(&b, "  %-18s  %s\n", r.name, r.summary)
 		if len(r.defaults) > 0 {
-			fmt.Fprintf(&b, "  %-17s  (unless given: %s)\n", "", defaultFlags(r.defaults))
+			fmt.Fprintf(&b, "  %-18s  (unless given: %s)\n", "", defaultFlags(r.defaults))
 		}
 	}
 	b.WriteString("\nflags:\n")
@@ -263,6 +267,11 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "requests (and ceiling transactions) in flight")
 	fs.IntVar(&cfg.crews, "crews", 200, "crew-spread: number of crews")
 	fs.IntVar(&cfg.orderItems, "order-items", 100000, "top-products: order lines written before the reads (1000000 takes minutes)")
+	tick, err := serverQueueTick()
+	if err != nil {
+		return config{}, err
+	}
+	fs.DurationVar(&cfg.queueTick, "queue-tick", tick, "the servers' RUSHGATE_QUEUE_TICK (default $RUSHGATE_QUEUE_TICK, else the server's default): soldout and the prequeue-open scenarios' targets are two ticks")
 	fs.BoolVar(&cfg.list, "list", false, "print the scenario names, one per line, and exit")
 	fs.BoolVar(&cfg.noCeiling, "no-ceiling", false, "skip the ceiling run (ratios are then not judged)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "per request (and per ceiling transaction)")
@@ -307,8 +316,24 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--concurrency must be at least 1")
 	case cfg.timeout <= 0:
 		return config{}, errors.New("--timeout must be positive")
+	case cfg.queueTick <= 0:
+		return config{}, errors.New("--queue-tick must be positive")
 	}
 	return cfg, nil
+}
+
+// serverQueueTick is the tick the servers run with: $RUSHGATE_QUEUE_TICK as they read it (the
+// load tool runs in the environment make load starts them in), else their default.
+func serverQueueTick() (time.Duration, error) {
+	raw := os.Getenv("RUSHGATE_QUEUE_TICK")
+	if raw == "" {
+		return appwaiting.DefaultTick, nil
+	}
+	tick, err := time.ParseDuration(raw)
+	if err != nil {
+		return 0, fmt.Errorf("RUSHGATE_QUEUE_TICK: %w", err)
+	}
+	return tick, nil
 }
 
 // applyScenarioDefaults sets the flags the command line left out to the scenario's own defaults.

@@ -223,7 +223,10 @@ func (s *queuePush) positions(lags []time.Duration) {
 	s.mu.Unlock()
 }
 
-func (s *queuePush) admitted(i int, lag time.Duration, token string) {
+// ranked: queue-push reads the positions' lags only (positions).
+func (s *queuePush) ranked(int, time.Time, int, time.Time) {}
+
+func (s *queuePush) admitted(i int, lag time.Duration, token string, _ time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.streams[i]

@@ -36,7 +36,8 @@ import (
 // From a client, on its stdout:
 //
 //	opened <i> <latency ns> <status> [<error or body>]   status 0: a transport error
-//	admitted <i> <lag ns> <token>
+//	admitted <i> <lag ns> <token> <promoted unix ms>
+//	ranked <i> <tick unix ms> <rank> <received unix ns>   the stream's first position
 //	ended <i> <rose>                 rose: 1 when a position's rank rose above the one before
 //	files <n>
 //	positions <lag ns>…              once every stream ended: every position event's lag
@@ -90,7 +91,10 @@ func raiseFileLimit() error {
 // streamEvents is what the run learns from its clients, in each stream's order.
 type streamEvents interface {
 	opened(i int)
-	admitted(i int, lag time.Duration, token string)
+	// admitted: the token, its delivery lag and when it was promoted (the event's id).
+	admitted(i int, lag time.Duration, token string, promoted time.Time)
+	// ranked: the stream's first position, its rank at the tick (the event's id), received at.
+	ranked(i int, tick time.Time, rank int, at time.Time)
 	ended(i int, rose bool)
 	positions(lags []time.Duration)
 }
@@ -252,9 +256,15 @@ func (p *clientProcess) readOutput(out io.Reader, events streamEvents) {
 			if answer != nil {
 				answer <- a
 			}
-		case f[0] == "admitted" && len(f) == 4:
+		case f[0] == "admitted" && len(f) == 5:
 			lag, _ := strconv.ParseInt(f[2], 10, 64)
-			events.admitted(i, time.Duration(lag), f[3])
+			promoted, _ := strconv.ParseInt(f[4], 10, 64)
+			events.admitted(i, time.Duration(lag), f[3], time.UnixMilli(promoted))
+		case f[0] == "ranked" && len(f) == 5:
+			tick, _ := strconv.ParseInt(f[2], 10, 64)
+			rank, _ := strconv.Atoi(f[3])
+			at, _ := strconv.ParseInt(f[4], 10, 64)
+			events.ranked(i, time.UnixMilli(tick), rank, time.Unix(0, at))
 		case f[0] == "ended" && len(f) == 3:
 			events.ended(i, f[2] == "1")
 		case f[0] == "positions":
@@ -462,6 +472,9 @@ func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) (rose bo
 					Rank int `json:"rank"`
 				}
 				_ = json.Unmarshal([]byte(data), &p)
+				if lastRank < 0 {
+					c.write(false, "ranked %d %d %d %d", i, id, p.Rank, time.Now().UnixNano())
+				}
 				rose = rose || (lastRank >= 0 && p.Rank > lastRank)
 				lastRank = p.Rank
 				c.mu.Lock()
@@ -472,7 +485,7 @@ func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) (rose bo
 					Token string `json:"token"`
 				}
 				_ = json.Unmarshal([]byte(data), &t)
-				c.write(false, "admitted %d %d %s", i, lag, t.Token)
+				c.write(false, "admitted %d %d %s %d", i, lag, t.Token, id)
 				// The simulated checkout: the admitted user leaves once released.
 				select {
 				case <-c.release:

@@ -34,6 +34,9 @@ type streamRecorder struct {
 	openedOnes []int
 	posLags    []time.Duration
 	tokens     map[int]string
+	promoted   map[int]time.Time
+	firstRanks map[int]int
+	rankTicks  map[int]time.Time
 	admLags    []time.Duration
 	endedOnes  []int
 	rose       []int
@@ -51,11 +54,22 @@ func (r *streamRecorder) positions(lags []time.Duration) {
 	r.posLags = append(r.posLags, lags...)
 }
 
-func (r *streamRecorder) admitted(i int, lag time.Duration, token string) {
+func (r *streamRecorder) admitted(i int, lag time.Duration, token string, promoted time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tokens[i] = token
+	r.promoted[i] = promoted
 	r.admLags = append(r.admLags, lag)
+}
+
+func (r *streamRecorder) ranked(i int, tick time.Time, rank int, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.firstRanks[i] = rank
+	r.rankTicks[i] = tick
+	if at.Before(tick) {
+		r.firstRanks[i] = -1 // received before its tick: the report is wrong
+	}
 }
 
 func (r *streamRecorder) ended(i int, rose bool) {
@@ -76,10 +90,12 @@ func (r *streamRecorder) endedSorted() []int {
 // A stream client opens each stream with its Authorization, reports the opening as an attempt
 // (a refusal with its status and body), relays each admission with the lag its id names, holds
 // an admitted stream until released, and ends every stream once its input ends; then it sends
-// every position's lag, and each stream's end says whether its rank rose.
+// every position's lag, and each stream's end says whether its rank rose; each stream's first
+// position is reported with its tick, and each admission with its promotion (the ids).
 func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing.T) {
 	left := make(chan int, 3)
 	sources := make(chan string, 3)
+	tick := time.Now().Add(-100 * time.Millisecond).UnixMilli()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		sources <- host
@@ -90,7 +106,6 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		tick := time.Now().Add(-100 * time.Millisecond).UnixMilli()
 		first, second := 3, 2
 		if i == 2 {
 			first, second = 2, 3
@@ -105,7 +120,7 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 	}))
 	defer srv.Close()
 
-	rec := &streamRecorder{tokens: map[int]string{}}
+	rec := &streamRecorder{tokens: map[int]string{}, promoted: map[int]time.Time{}, firstRanks: map[int]int{}, rankTicks: map[int]time.Time{}}
 	clients, err := startStreamClients(3, 5*time.Second, rec, os.Stderr)
 	require.NoError(t, err)
 	defer clients.close()
@@ -135,6 +150,19 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 	rec.mu.Lock()
 	assert.Equal(t, map[int]string{0: "tok-0"}, rec.tokens)
 	assert.Equal(t, []int{0, 2}, slices.Sorted(slices.Values(rec.openedOnes)))
+	assert.Equal(t, map[int]time.Time{0: time.UnixMilli(tick)}, rec.promoted)
+	rec.mu.Unlock()
+	testkit.Eventually(t, 10*time.Second, "the first positions", func() error {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.firstRanks) < 2 {
+			return fmt.Errorf("first ranks %v", rec.firstRanks)
+		}
+		return nil
+	})
+	rec.mu.Lock()
+	assert.Equal(t, map[int]int{0: 3, 2: 2}, rec.firstRanks, "each stream's first rank, once")
+	assert.Equal(t, map[int]time.Time{0: time.UnixMilli(tick), 2: time.UnixMilli(tick)}, rec.rankTicks)
 	rec.mu.Unlock()
 
 	files, err := clients.mostFiles()

@@ -89,6 +89,8 @@ var registry = []registration{
 	{"top-products", "--users reads of the top 5 products over --order-items order lines", newTopProducts, nil},
 	{"raffle-entry", "--users (a tenth of them twice) enter ONE raffle of --capacity winners, which then closes and draws", newRaffleEntry, flagValues{"users": "100000", "capacity": "100", "concurrency": "64"}},
 	{"prequeue-open", "--users users enter ONE pull pre-queue of --capacity slots before opensAt; it opens into the draw order, later arrivals FIFO behind", newPrequeueOpen, flagValues{"users": "100000", "capacity": "100"}},
+	{"prequeue-open-push", "--users SSE streams wait in ONE push pre-queue of --capacity slots before opensAt; it opens into the draw order, later arrivals FIFO behind (needs RUSHGATE_RECONNECT_GRACE=0)", newPrequeueOpenPush, flagValues{"users": "18000", "capacity": "100", "concurrency": "128"}},
+	{"soldout", "--users users wait in ONE pull event of --capacity seats, bought until sold out; every waiting user must be told within two queue ticks", newSoldOut, flagValues{"users": "10000", "capacity": "100"}},
 }
 
 // namedCeiling is a scenario whose ceiling is not a transaction through database/sql; it names

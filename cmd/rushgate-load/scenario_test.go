@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,11 +12,11 @@ import (
 )
 
 // defaults are the flags' defaults.
-var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200, orderItems: 100000}
+var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200, orderItems: 100000, queueTick: time.Second}
 
 func TestRegistry_EveryScenarioHasAUniqueNameAndBuildsFromTheDefaults(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "queue-push", "seat-herd", "payment-herd", "outbox-drain", "top-products", "raffle-entry", "prequeue-open"}, scenarioNames())
+	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "queue-push", "seat-herd", "payment-herd", "outbox-drain", "top-products", "raffle-entry", "prequeue-open", "prequeue-open-push", "soldout"}, scenarioNames())
 	seen := map[string]bool{}
 	for _, r := range registry {
 		assert.False(t, seen[r.name], "%s registered twice", r.name)
@@ -47,9 +48,11 @@ func TestLookup_NamesTheKnownScenariosWhenItFails(t *testing.T) {
 func TestCeilingName_SaysWhatTheCeilingRuns(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]string{
-		"crew-hot":   "database/sql",
-		"queue-pull": "GET /healthz",
-		"queue-push": "GET /healthz",
+		"crew-hot":           "database/sql",
+		"queue-pull":         "GET /healthz",
+		"queue-push":         "GET /healthz",
+		"soldout":            "GET /healthz",
+		"prequeue-open-push": "GET /healthz",
 	} {
 		r, err := lookup(name)
 		require.NoError(t, err)
@@ -180,4 +183,24 @@ func TestRun_ListPrintsTheRegistryWithoutADatabase(t *testing.T) {
 	assert.True(t, passed)
 	assert.Equal(t, strings.Join(scenarioNames(), "\n")+"\n", stdout.String())
 	assert.Empty(t, stderr.String())
+}
+
+func TestParseArgs_TheQueueTickIsTheServersUnlessGiven(t *testing.T) {
+	var stderr strings.Builder
+	t.Setenv("RUSHGATE_QUEUE_TICK", "")
+	cfg, err := parseArgs([]string{"--jwt-secret", "s", "soldout"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, cfg.queueTick, "the server's default")
+
+	t.Setenv("RUSHGATE_QUEUE_TICK", "250ms")
+	cfg, err = parseArgs([]string{"--jwt-secret", "s", "soldout"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, 250*time.Millisecond, cfg.queueTick, "the environment the servers run in")
+	cfg, err = parseArgs([]string{"--jwt-secret", "s", "soldout", "--queue-tick", "2s"}, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, cfg.queueTick, "the command line wins")
+
+	t.Setenv("RUSHGATE_QUEUE_TICK", "soon")
+	_, err = parseArgs([]string{"--jwt-secret", "s", "soldout"}, &stderr)
+	assert.ErrorContains(t, err, "RUSHGATE_QUEUE_TICK")
 }
