@@ -16,6 +16,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/system"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
+	appraffle "github.com/rushgate/rushgate/application/raffle"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
@@ -181,7 +182,7 @@ func TestRaffleEntries_ABatchIsOneRoundTripAndTheRaffleIsCheckedOnce(t *testing.
 					users[i] = "user-" + uuid.NewString()
 				}
 				before := trips.total()
-				stored, err := stores.Entries.AddWhileOpen(ctx, r.ID(), time.Now().UTC(), users)
+				stored, _, err := stores.Entries.AddWhileOpen(ctx, r.ID(), time.Now().UTC(), users)
 				require.NoError(t, err)
 				require.Len(t, stored, n)
 				return trips.total() - before
@@ -195,6 +196,41 @@ func TestRaffleEntries_ABatchIsOneRoundTripAndTheRaffleIsCheckedOnce(t *testing.
 				"WHERE table_schema = "+schema+" AND table_name = 'raffle_entries' AND constraint_type = 'FOREIGN KEY'").
 				Scan(&foreignKeys))
 			assert.Zero(t, foreignKeys, "foreign keys checked for each entry")
+		})
+	}
+}
+
+// TestRaffleEnter_ANewEntryIsOneRoundTripARepeatedOneTwo: entering is one statement; entering
+// again is that statement, which stores nothing, and one read of the stored entry. MySQL's
+// statement, refused for the entered user, reads the entry to run again without them and
+// hands what it read to the answer, which read it a second time before (three round trips).
+func TestRaffleEnter_ANewEntryIsOneRoundTripARepeatedOneTwo(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			trips := &roundTrips{}
+			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			stores := gormdb.NewRaffleStores(db)
+			raffles := appraffle.NewService(appraffle.Deps{Tx: gormdb.NewStores(db).Tx, Raffles: stores.Raffles,
+				Entries: stores.Entries, Clock: system.Clock{}, IDs: system.UUIDs{}})
+			r, err := raffles.Create(ctx, appraffle.CreateCommand{Name: "counted", Winners: 1, ClosesAt: time.Now().Add(time.Hour)})
+			require.NoError(t, err)
+			enter := func(user string, wantCreated bool) int {
+				t.Helper()
+				before := trips.total()
+				_, created, err := raffles.Enter(ctx, r.ID, user)
+				require.NoError(t, err)
+				require.Equal(t, wantCreated, created)
+				return trips.total() - before
+			}
+			warm := "user-" + uuid.NewString()
+			enter(warm, true) // the raffle read into the service's cache, the statements prepared
+			enter(warm, false)
+			user := "user-" + uuid.NewString()
+
+			assert.Equal(t, 1, enter(user, true), "database round trips of a new entry")
+			assert.Equal(t, 2, enter(user, false), "database round trips of a repeated entry")
 		})
 	}
 }
