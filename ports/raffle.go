@@ -46,13 +46,16 @@ type RaffleRepository interface {
 // raffle is OPEN with closesAt after at: a close committed under GetForDraw's lock thus fixes
 // the entries, and an entry statement that waited for that lock finds the raffle closed. It
 // returns the users it stored, none for an unknown or closed raffle; a user with an entry,
-// including one a concurrent statement stored first, is left as it is. Existing returns the
-// entries of those of userIDs who entered the raffle, in one read, by user id. Get returns the
+// including one a concurrent statement stored first, is left as it is. It also returns the
+// entries it read of such users, by user id: one that must read them to store the rest returns
+// them, so that its caller need not read them again; it may leave any out. Existing returns
+// the entries of those of userIDs who entered the raffle, in one read, by user id. Get returns the
 // user's entry or raffle.ErrNotEntered. Count returns the number of a raffle's entries. UserIDs
 // returns up to limit of a raffle's entrants in user id order (byte-wise), after the id after
 // ("" for the first page), so that a raffle of any size is read in bounded statements.
 type RaffleEntryRepository interface {
-	AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, error)
+	AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) (stored []string,
+		entered map[string]raffle.Entry, err error)
 	Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error)
 	Get(ctx context.Context, raffleID, userID string) (raffle.Entry, error)
 	Count(ctx context.Context, raffleID string) (int, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -198,14 +199,14 @@ const addAttempts = 5
 // statements of overlapping users wait for each other's keys in one order, never in a cycle.
 // Postgres skips the users with an entry and returns those it stored (addWhileOpenSQL). MySQL
 // has no RETURNING: its INSERT … SELECT stores all or none, so a refusal for a duplicate (or a
-// lost deadlock) is followed by a read of who is entered and a run without them; a run that
-// stores nothing found the raffle not open.
-func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, error) {
+// lost deadlock) is followed by a read of who is entered and a run without them, and the
+// entries that read found are returned; a run that stores nothing found the raffle not open.
+func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, map[string]raffle.Entry, error) {
 	users := slices.Clone(userIDs)
 	slices.Sort(users)
 	users = slices.Compact(users)
 	if len(users) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	m := errorMeanings{op: "add raffle entries", duplicate: errEntryExists}
 	if r.db.dialect == Postgres {
@@ -218,38 +219,40 @@ func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID strin
 			stored = append(stored, u)
 			return nil
 		})
-		return stored, err
+		return stored, nil, err
 	}
 	_, inTx := r.db.transaction(ctx)
+	entered := map[string]raffle.Entry{}
 	for attempt := 1; ; attempt++ {
 		added, err := r.db.exec(ctx, m, addWhileOpenMySQL(len(users)), addWhileOpenArgs(raffleID, at, users)...)
 		if err == nil {
 			if added == 0 {
-				return nil, nil
+				return nil, entered, nil
 			}
-			return users, nil
+			return users, entered, nil
 		}
 		// InnoDB's duplicate checks lock the entered users' rows, so statements racing for one
 		// user can deadlock; the victim, rolled back alone when it is not part of a longer
 		// transaction, runs again too.
 		conflict := errors.Is(err, errTxConflict) && !inTx
 		if !errors.Is(err, errEntryExists) && !conflict || attempt == addAttempts {
-			return nil, err
+			return nil, nil, err
 		}
 		if conflict {
 			select {
 			case <-ctx.Done():
-				return nil, translate(ctx.Err(), m)
+				return nil, nil, translate(ctx.Err(), m)
 			case <-time.After(conflictPause(attempt)):
 			}
 		}
-		entered, err := r.Existing(ctx, raffleID, users)
+		found, err := r.Existing(ctx, raffleID, users)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		users = slices.DeleteFunc(users, func(u string) bool { _, ok := entered[u]; return ok })
+		maps.Copy(entered, found)
+		users = slices.DeleteFunc(users, func(u string) bool { _, ok := found[u]; return ok })
 		if len(users) == 0 {
-			return nil, nil
+			return nil, entered, nil
 		}
 	}
 }

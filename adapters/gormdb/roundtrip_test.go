@@ -16,7 +16,10 @@ import (
 	"github.com/rushgate/rushgate/adapters/system"
 	appcrew "github.com/rushgate/rushgate/application/crew"
 	"github.com/rushgate/rushgate/application/guard"
+	appraffle "github.com/rushgate/rushgate/application/raffle"
 	"github.com/rushgate/rushgate/domain/crew"
+	"github.com/rushgate/rushgate/domain/draw"
+	"github.com/rushgate/rushgate/domain/raffle"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -149,6 +152,85 @@ func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testi
 			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{marker("fresh").Key})
 			require.NoError(t, err)
 			assert.Empty(t, found, "the marker sent with the refused member")
+		})
+	}
+}
+
+// TestRaffleEntries_ABatchIsOneRoundTripAndTheRaffleIsCheckedOnce: a batch of new entries is one
+// statement, which checks the raffle's row once, in share mode, for the whole batch. Entries
+// carry no foreign key to their raffle: it checked that row again for every entry (on Postgres
+// one trigger query per entry), which the statement's own join to the row already answers.
+func TestRaffleEntries_ABatchIsOneRoundTripAndTheRaffleIsCheckedOnce(t *testing.T) {
+	const batch = 16
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			trips := &roundTrips{}
+			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			stores := gormdb.NewRaffleStores(db)
+			seed, err := draw.RandomSeed()
+			require.NoError(t, err)
+			now := time.Now().UTC()
+			r, err := raffle.New(uuid.NewString(), "counted", 1, now.Add(time.Hour), "", seed, now)
+			require.NoError(t, err)
+			require.NoError(t, stores.Raffles.Create(ctx, r))
+			enter := func(n int) int {
+				t.Helper()
+				users := make([]string, n)
+				for i := range users {
+					users[i] = "user-" + uuid.NewString()
+				}
+				before := trips.total()
+				stored, _, err := stores.Entries.AddWhileOpen(ctx, r.ID(), time.Now().UTC(), users)
+				require.NoError(t, err)
+				require.Len(t, stored, n)
+				return trips.total() - before
+			}
+			enter(1) // warm: the connection is open, the statement prepared
+
+			assert.Equal(t, 1, enter(batch), "database round trips of a batch of %d new entries", batch)
+			var foreignKeys int
+			schema := map[gormdb.Dialect]string{gormdb.Postgres: "current_schema()", gormdb.MySQL: "DATABASE()"}[db.Dialect()]
+			require.NoError(t, db.SQL().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.table_constraints "+
+				"WHERE table_schema = "+schema+" AND table_name = 'raffle_entries' AND constraint_type = 'FOREIGN KEY'").
+				Scan(&foreignKeys))
+			assert.Zero(t, foreignKeys, "foreign keys checked for each entry")
+		})
+	}
+}
+
+// TestRaffleEnter_ANewEntryIsOneRoundTripARepeatedOneTwo: entering is one statement; entering
+// again is that statement, which stores nothing, and one read of the stored entry. MySQL's
+// statement, refused for the entered user, reads the entry to run again without them and
+// hands what it read to the answer, which read it a second time before (three round trips).
+func TestRaffleEnter_ANewEntryIsOneRoundTripARepeatedOneTwo(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			trips := &roundTrips{}
+			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			stores := gormdb.NewRaffleStores(db)
+			raffles := appraffle.NewService(appraffle.Deps{Tx: gormdb.NewStores(db).Tx, Raffles: stores.Raffles,
+				Entries: stores.Entries, Clock: system.Clock{}, IDs: system.UUIDs{}})
+			r, err := raffles.Create(ctx, appraffle.CreateCommand{Name: "counted", Winners: 1, ClosesAt: time.Now().Add(time.Hour)})
+			require.NoError(t, err)
+			enter := func(user string, wantCreated bool) int {
+				t.Helper()
+				before := trips.total()
+				_, created, err := raffles.Enter(ctx, r.ID, user)
+				require.NoError(t, err)
+				require.Equal(t, wantCreated, created)
+				return trips.total() - before
+			}
+			warm := "user-" + uuid.NewString()
+			enter(warm, true) // the raffle read into the service's cache, the statements prepared
+			enter(warm, false)
+			user := "user-" + uuid.NewString()
+
+			assert.Equal(t, 1, enter(user, true), "database round trips of a new entry")
+			assert.Equal(t, 2, enter(user, false), "database round trips of a repeated entry")
 		})
 	}
 }

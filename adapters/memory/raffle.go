@@ -150,9 +150,10 @@ func NewRaffleEntryRepository(d *Database) *RaffleEntryRepository {
 // AddWhileOpen stores an entry at at for each of userIDs who has none, in one statement under
 // the raffle's row lock (memory has no share mode: entries of one raffle take turns, and a draw
 // waits for them and they for it), only while the raffle takes entries at at. It returns the
-// users it stored.
-func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, error) {
+// users it stored and the entries of the others who had one.
+func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, map[string]raffle.Entry, error) {
 	var stored []string
+	entered := map[string]raffle.Entry{}
 	err := r.db.run(ctx, func(t *tx) error {
 		rf, ok, err := rafflesTable.in(r.db).getForUpdate(ctx, t, raffleID)
 		if err != nil || !ok || rf.CheckEntry(at) != nil {
@@ -161,7 +162,11 @@ func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID strin
 		var fresh []raffle.Entry
 		for _, userID := range userIDs {
 			e := raffle.Entry{RaffleID: raffleID, UserID: userID, EnteredAt: at}
-			if _, entered := entriesTable.in(r.db).get(t, entryKeyOf(e)); entered || slices.Contains(stored, userID) {
+			if had, ok := entriesTable.in(r.db).get(t, entryKeyOf(e)); ok {
+				entered[userID] = had
+				continue
+			}
+			if slices.Contains(stored, userID) {
 				continue
 			}
 			fresh = append(fresh, e)
@@ -170,9 +175,9 @@ func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID strin
 		return entriesTable.in(r.db).insert(ctx, t, fresh...)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return stored, nil
+	return stored, entered, nil
 }
 
 // Existing returns the entries of those of userIDs who entered the raffle.

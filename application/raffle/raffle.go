@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -212,8 +213,8 @@ type entered struct {
 // enterBatch enters a batch of users in one raffle: one statement stores the entries of those
 // who have none while the raffle is open (the store, not this instance's clock or copy of the
 // raffle, decides the close against a concurrent draw), and one read answers the others with
-// their stored entry, or raffle.ErrClosed when they have none. A user twice in the batch gets
-// the same entry twice, created once.
+// their stored entry (those the store did not answer already), or raffle.ErrClosed when they
+// have none. A user twice in the batch gets the same entry twice, created once.
 func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []string) ([]combine.Answer[entered], error) {
 	answers := make([]combine.Answer[entered], len(userIDs))
 	r, err := s.terms.get(ctx, raffleID)
@@ -228,10 +229,11 @@ func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []str
 	}
 	now := s.clock.Now()
 	var stored []string
+	var existing map[string]raffle.Entry
 	// The copy's closesAt is the stored one, and a raffle it shows closed is closed for good:
 	// such a batch only reads.
 	if r.CheckEntry(now) == nil {
-		if stored, err = s.entries.AddWhileOpen(ctx, raffleID, now, userIDs); err != nil {
+		if stored, existing, err = s.entries.AddWhileOpen(ctx, raffleID, now, userIDs); err != nil {
 			return nil, fmt.Errorf("store entries: %w", err)
 		}
 	}
@@ -241,15 +243,19 @@ func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []str
 	}
 	var others []string
 	for _, userID := range userIDs {
-		if !fresh[userID] {
+		if _, ok := existing[userID]; !ok && !fresh[userID] {
 			others = append(others, userID)
 		}
 	}
-	existing := map[string]raffle.Entry{}
+	if existing == nil {
+		existing = map[string]raffle.Entry{}
+	}
 	if len(others) > 0 {
-		if existing, err = s.entries.Existing(ctx, raffleID, others); err != nil {
+		read, err := s.entries.Existing(ctx, raffleID, others)
+		if err != nil {
 			return nil, fmt.Errorf("read entries: %w", err)
 		}
+		maps.Copy(existing, read)
 	}
 	for i, userID := range userIDs {
 		e, ok := existing[userID]

@@ -22,7 +22,8 @@ type RaffleBackend struct {
 // and Get round-trip a raffle, its seed included, also through a second instance, and an unknown
 // id is raffle.ErrNotFound; the draw's row lock fails outside a transaction; AddWhileOpen stores
 // the users who have no entry and returns exactly them (one of racing statements for one user,
-// none of them failing, also with overlapping batches), stores nothing for a raffle closed by
+// none of them failing, also with overlapping batches) and any entries it answers for the
+// users who had one are theirs, stores nothing for a raffle closed by
 // time or status, or unknown; Existing finds exactly the entrants among the ids asked; a draw's
 // lock waits for an entry statement holding the raffle, so the draw sees that entry, and an
 // entry statement that waited for a draw's close stores nothing; SaveClosing writes over an
@@ -85,11 +86,20 @@ func testRaffleUnknown(t *testing.T, e env[RaffleBackend]) {
 	expectIs(t, err, raffle.ErrNotEntered, "entry of unknown raffle")
 }
 
-// enterRaffle stores the users' entries at at and returns those it stored, sorted.
+// enterRaffle stores the users' entries at at and returns those it stored, sorted. Each entry it
+// answers for a user who had one must be that user's stored entry.
 func enterRaffle(ctx context.Context, t *testing.T, b RaffleBackend, raffleID string, at time.Time, users ...string) []string {
 	t.Helper()
-	stored, err := b.Entries.AddWhileOpen(ctx, raffleID, at, users)
+	stored, entered, err := b.Entries.AddWhileOpen(ctx, raffleID, at, users)
 	must(t, err, "add entries")
+	for userID, answered := range entered {
+		expectEqual(t, slices.Contains(users, userID) && !slices.Contains(stored, userID), true,
+			"an entry answered for a user of the batch it did not store: "+userID)
+		had, err := b.Entries.Get(ctx, raffleID, userID)
+		must(t, err, "get an answered entry")
+		expectEqual(t, answered.RaffleID == had.RaffleID && answered.UserID == had.UserID && answered.EnteredAt.Equal(had.EnteredAt),
+			true, "the entry answered for "+userID+" is the stored one")
+	}
 	slices.Sort(stored)
 	return stored
 }
@@ -290,7 +300,7 @@ func testEntryConcurrentAdds(t *testing.T, e env[RaffleBackend]) {
 		}
 		batch = batch[i%3:] // overlapping batches of different sizes
 		var err error
-		stored[i], err = instances[i].Entries.AddWhileOpen(context.Background(), r.ID(), now(), batch)
+		stored[i], _, err = instances[i].Entries.AddWhileOpen(context.Background(), r.ID(), now(), batch)
 		return err
 	})
 	storedBy := map[string]int{}
@@ -334,7 +344,7 @@ func testEntryDrawWaitsForEntry(t *testing.T, e env[RaffleBackend]) {
 	drawer := e.open(t)
 	drawn := make(chan error, 1)
 	entered := e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
-		stored, err := e.impl.Entries.AddWhileOpen(ctx, r.ID(), now(), []string{user})
+		stored, _, err := e.impl.Entries.AddWhileOpen(ctx, r.ID(), now(), []string{user})
 		if err != nil || len(stored) != 1 {
 			return fmt.Errorf("entry stored %v: %w", stored, err)
 		}
@@ -374,7 +384,7 @@ func testEntryWaitingForTheClose(t *testing.T, e env[RaffleBackend]) {
 			return err
 		}
 		go func() {
-			stored, err := entrant.Entries.AddWhileOpen(context.Background(), r.ID(), now(), []string{newUserID()})
+			stored, _, err := entrant.Entries.AddWhileOpen(context.Background(), r.ID(), now(), []string{newUserID()})
 			entered <- result{stored, err}
 		}()
 		// Give the entry time to overtake the close if its lock does not wait for it.
