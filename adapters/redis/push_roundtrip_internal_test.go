@@ -234,8 +234,13 @@ func testTickRoundTrips(t *testing.T, redisURL string) {
 		return out
 	}
 
-	// A first promotion loads the scripts and creates the broker's group, so the measured one
-	// does neither.
+	// The scripts are loaded (on every node of a cluster) and a first promotion creates the
+	// broker's group, so the measured one does neither.
+	for _, script := range []*goredis.Script{readGroupScript, issueScript, promoteScript, snapshotScript, ackScript, predictScript} {
+		if err := script.Load(ctx, dispatcherClient).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stop := run()
 	warm := createEvent("warm-up", 1)
 	join(warm, 1)

@@ -653,6 +653,9 @@ func (b *Broker) serveDispatch(ctx context.Context) {
 			retryAfter = b.cfg.Tick
 		}
 		batch, err := b.q.ReadDispatch(ctx, id, routeBatch, b.cfg.Tick, retryAfter)
+		if ctx.Err() != nil {
+			break // a batch read meanwhile stays unacknowledged, the reaper's once the heartbeat stops
+		}
 		if err != nil {
 			sleep(ctx, b.cfg.Tick)
 			continue
