@@ -896,7 +896,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	wg.Wait()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Tick)
 	defer cancel()
-	d.acknowledgeRouted(stopCtx, nil)
+	if err := d.acknowledgeRouted(stopCtx, nil); err != nil {
+		d.log.Warn("push dispatcher stopped with routed entries unacknowledged: another dispatcher routes them again",
+			"dispatcher", d.id, "error", err)
+	}
 }
 
 func (d *Dispatcher) observeBacklog() {
