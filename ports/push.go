@@ -22,6 +22,24 @@ type Promotion struct {
 	Reclaimed  bool
 }
 
+// EntryRead is a read of an event's entry stream by a dispatcher (DispatchQueue.ReadEntries):
+// Routed are entry messages it read earlier and dispatched, acknowledged first; then up to Count
+// entries are read for Consumer, those left unacknowledged for ReclaimIdle first (when
+// positive).
+type EntryRead struct {
+	Consumer    string
+	Routed      []string
+	Count       int
+	ReclaimIdle time.Duration
+}
+
+// DispatchAck names dispatch messages of BrokerID's stream to acknowledge and delete: ones it
+// delivered.
+type DispatchAck struct {
+	BrokerID   string
+	MessageIDs []string
+}
+
 // TokenGrant asks for an admitted user's entry token: Token, unless one is issued already.
 type TokenGrant struct {
 	UserID string
@@ -86,10 +104,13 @@ type PushQueue interface {
 //
 // Snapshot answers the waiting line in one store call (O(queue)), for broadcasting positions.
 //
-// Issue gives each admitted user of the grants an entry token, in one store call: the one
-// already issued (the same admission again) or the grant's, with the expiry extended to
-// now+ttl. It answers one result per grant, in order; Claimed is false for a user no longer
-// admitted (released or expired).
+// Issue gives each admitted user of the grants an entry token: the one already issued (the
+// same admission again) or the grant's, with the expiry extended to now+ttl. It answers one
+// result per grant, in order; Claimed is false for a user no longer admitted (released or
+// expired). In the same store call (on Redis, one pipeline) it acknowledges and deletes ack's
+// dispatch messages, delivered earlier, so that a broker's delivery of a batch costs two store
+// calls, this one and the ReadDispatch that brought it. An error may leave the grants issued or
+// the messages acknowledged; both are safe to repeat.
 //
 // Heartbeat records that brokerID is alive for ttl and answers whether its previous heartbeat
 // was still alive (renewed): false on the broker's first heartbeat, and false once the broker's
@@ -97,19 +118,18 @@ type PushQueue interface {
 // DispatchQueue.DeadBrokers may have listed it and DispatchQueue.ReapBroker may have taken its
 // users.
 //
-// ReadDispatch first acknowledges and deletes delivered (messages of an earlier read that
-// were delivered), then reads brokerID's dispatch stream: the messages it read but did not
-// acknowledge for retryAfter (a delivery that failed), then new ones, waiting up to block for
-// one. Acknowledging in the next read keeps a busy broker's delivery of a batch at two store
-// calls (this read, Issue) whatever the batch's size. AckDispatch acknowledges and deletes
-// messages without reading (a broker that stops).
+// ReadDispatch reads brokerID's dispatch stream: when retryAfter is positive, the messages it
+// read and did not acknowledge for retryAfter (a delivery that failed), then new ones; only
+// when there are none does it wait, up to block, for a new one. With retryAfter 0 it is one
+// store call (a blocking read), the common case of a broker whose deliveries succeeded.
+// AckDispatch acknowledges and deletes messages on their own (a broker idle or moving on).
 type BrokerQueue interface {
 	Connect(ctx context.Context, eventID, userID, owner string) (QueuePlace, error)
 	Disconnect(ctx context.Context, eventID, userID, owner string) (Departure, error)
 	Snapshot(ctx context.Context, eventID string) (QueueSnapshot, error)
-	Issue(ctx context.Context, eventID string, grants []TokenGrant, ttl time.Duration) ([]ClaimResult, error)
+	Issue(ctx context.Context, eventID string, grants []TokenGrant, ttl time.Duration, ack DispatchAck) ([]ClaimResult, error)
 	Heartbeat(ctx context.Context, brokerID string, ttl time.Duration) (renewed bool, err error)
-	ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]Promotion, error)
+	ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]Promotion, error)
 	AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error
 	// Predict is WaitPredictor.Predict: the first wait estimates the positions gave.
 	Predict(ctx context.Context, eventID string, seconds map[string]int) error
@@ -120,12 +140,16 @@ type BrokerQueue interface {
 //
 // Promote atomically moves up to the remaining slots' worth of users from the head into the
 // admitted set (token pending, expiry now+ttl, one claim counted each) and appends each to the
-// event's entry stream, in order. A user is promoted once: only a waiting user can be.
+// event's entry stream, in order. A user is promoted once: only a waiting user can be. Then, in
+// the same store call, it does what ReadEntries does with read, and answers the entries read:
+// a dispatcher's tick costs two store calls, this one and Dispatch, whatever its size up to
+// read.Count.
 //
-// ReadEntries first acknowledges and deletes routed (entry messages of an earlier read that
-// were dispatched), then reads up to count entry messages for consumer, in one store call:
-// first those another consumer read but did not acknowledge for reclaimIdle (a dispatcher that
-// died), then new ones, each with its user's connection owner at the time of the read.
+// ReadEntries first acknowledges and deletes read.Routed (entry messages of an earlier read
+// that were dispatched), then reads up to read.Count entry messages (none when 0) for
+// read.Consumer, in one store call: first those another consumer read but did not acknowledge
+// for read.ReclaimIdle (a dispatcher that died), then new ones, each with its user's connection
+// owner at the time of the read.
 //
 // Dispatch appends each promotion that has an Owner to the dispatch stream of the owner's
 // broker (BrokerQueue.ReadDispatch), in one store call; promotions without one are skipped
@@ -136,8 +160,8 @@ type BrokerQueue interface {
 // Disconnect with the broker's owner prefix to their users and to every user of events it still
 // owns, and forgets the broker. It answers the slots it gave back.
 type DispatchQueue interface {
-	Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error)
-	ReadEntries(ctx context.Context, eventID, consumer string, routed []string, count int, reclaimIdle time.Duration) ([]Promotion, error)
+	Promote(ctx context.Context, eventID string, ttl time.Duration, read EntryRead) (int, []Promotion, error)
+	ReadEntries(ctx context.Context, eventID string, read EntryRead) ([]Promotion, error)
 	Dispatch(ctx context.Context, promotions []Promotion) error
 	DeadBrokers(ctx context.Context) ([]string, error)
 	ReapBroker(ctx context.Context, brokerID string, events []string) (int, error)

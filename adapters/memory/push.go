@@ -133,46 +133,63 @@ func (r *room) line() []string {
 	return users
 }
 
-// Promote moves the head into the admitted set and the entry stream.
-func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error) {
+// Promote moves the head into the admitted set and the entry stream, then acknowledges and
+// reads entries as ReadEntries does, in the same critical section.
+func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Duration, read ports.EntryRead) (int, []ports.Promotion, error) {
 	n := 0
-	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
-		left := r.remaining()
-		if left == 0 || len(r.waiting) == 0 || r.closed() {
-			return nil
-		}
-		head := r.line()
-		head = head[:min(left, len(head))]
-		expiresAt := now.Add(ttl)
-		for _, user := range head {
-			r.waited(user, now)
-			r.leave(user)
-			r.admitted[user] = admission{expiresAt: expiresAt}
-			r.entry.append(ports.Promotion{EventID: eventID, UserID: user, PromotedAt: now})
-		}
-		if len(r.admitted) == len(head) || expiresAt.Before(r.earliest) {
-			r.earliest = expiresAt
-		}
-		r.claims += int64(len(head))
-		n = len(head)
-		return nil
-	})
-	return n, err
-}
-
-// ReadEntries acknowledges the routed entries, reclaims entries idle past reclaimIdle, then
-// reads new ones, each with its user's connection owner.
-func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, routed []string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
 	var out []ports.Promotion
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
-		r.entry.ack(routed)
-		out = r.entry.read(consumer, count, reclaimIdle, now)
-		for i := range out {
-			out[i].Owner = r.owners[out[i].UserID]
-		}
+		n = r.promote(eventID, ttl, now)
+		out = r.readEntries(read, now)
+		return nil
+	})
+	return n, out, err
+}
+
+// promote moves up to the remaining slots' worth of users from the head into the admitted set
+// and the entry stream, and answers how many.
+func (r *room) promote(eventID string, ttl time.Duration, now time.Time) int {
+	left := r.remaining()
+	if left == 0 || len(r.waiting) == 0 || r.closed() {
+		return 0
+	}
+	head := r.line()
+	head = head[:min(left, len(head))]
+	expiresAt := now.Add(ttl)
+	for _, user := range head {
+		r.waited(user, now)
+		r.leave(user)
+		r.admitted[user] = admission{expiresAt: expiresAt}
+		r.entry.append(ports.Promotion{EventID: eventID, UserID: user, PromotedAt: now})
+	}
+	if len(r.admitted) == len(head) || expiresAt.Before(r.earliest) {
+		r.earliest = expiresAt
+	}
+	r.claims += int64(len(head))
+	return len(head)
+}
+
+// ReadEntries acknowledges the routed entries, reclaims entries idle past read.ReclaimIdle,
+// then reads new ones, each with its user's connection owner.
+func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID string, read ports.EntryRead) ([]ports.Promotion, error) {
+	var out []ports.Promotion
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		out = r.readEntries(read, now)
 		return nil
 	})
 	return out, err
+}
+
+func (r *room) readEntries(read ports.EntryRead, now time.Time) []ports.Promotion {
+	r.entry.ack(read.Routed)
+	if read.Count <= 0 {
+		return nil
+	}
+	out := r.entry.read(read.Consumer, read.Count, read.ReclaimIdle, now)
+	for i := range out {
+		out[i].Owner = r.owners[out[i].UserID]
+	}
+	return out
 }
 
 // dispatchStream is brokerID's dispatch stream, created on first use; under w.mu.
@@ -202,12 +219,9 @@ func (w *WaitingRoom) Dispatch(ctx context.Context, promotions []ports.Promotion
 	return nil
 }
 
-// ReadDispatch acknowledges the delivered messages, retries the broker's unacknowledged ones,
-// then reads new ones, waiting up to block for one.
-func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
-	if err := w.AckDispatch(ctx, brokerID, delivered); err != nil {
-		return nil, err
-	}
+// ReadDispatch retries the broker's unacknowledged messages (when retryAfter is positive), then
+// reads new ones, waiting up to block for one.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
 	timer := time.NewTimer(block)
 	defer timer.Stop()
 	for {
@@ -243,8 +257,9 @@ func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID string, messageI
 	return nil
 }
 
-// Issue gives each admitted user of the grants the token already issued, or the grant's.
-func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.TokenGrant, ttl time.Duration) ([]ports.ClaimResult, error) {
+// Issue gives each admitted user of the grants the token already issued, or the grant's, and
+// acknowledges ack's dispatch messages.
+func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.TokenGrant, ttl time.Duration, ack ports.DispatchAck) ([]ports.ClaimResult, error) {
 	results := make([]ports.ClaimResult, len(grants))
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		for i, g := range grants {
@@ -264,6 +279,9 @@ func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := w.AckDispatch(ctx, ack.BrokerID, ack.MessageIDs); err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -94,21 +94,27 @@ if soldOut() then sold = 1 end
 return {'OK', remaining(), redis.call('ZRANGE', queue, 0, -1), sold}
 `)
 
-// promoteScript answers {'OK', promoted}. ARGV ttl ms.
-var promoteScript = newPushScript(`
-local left = remaining()
-if left == 0 or closed() then return {'OK', 0} end
-local head = redis.call('ZRANGE', queue, 0, left - 1)
-local expiresAt = now + tonumber(ARGV[1])
-for _, user in ipairs(head) do
-  redis.call('ZREM', queue, user)
-  redis.call('ZREM', seen, user)
-  redis.call('ZADD', admitted, expiresAt, user)
-  redis.call('XADD', entry, '*', 'user', user)
-  waited(user)
+// promoteScript promotes the head, then acknowledges the routed entries and reads entries as
+// readGroup does, in one call on the event's keys; it answers {'OK', promoted, {reclaimed,
+// messages, owners}}. ARGV ttl ms, consumer, count, idle ms, then the routed entries.
+var promoteScript = newPushScript(readGroupLua + `
+local function promote()
+  local left = remaining()
+  if left == 0 or closed() then return 0 end
+  local head = redis.call('ZRANGE', queue, 0, left - 1)
+  local expiresAt = now + tonumber(ARGV[1])
+  for _, user in ipairs(head) do
+    redis.call('ZREM', queue, user)
+    redis.call('ZREM', seen, user)
+    redis.call('ZADD', admitted, expiresAt, user)
+    redis.call('XADD', entry, '*', 'user', user)
+    waited(user)
+  end
+  redis.call('HINCRBY', meta, 'claims', #head)
+  return #head
 end
-redis.call('HINCRBY', meta, 'claims', #head)
-return {'OK', #head}
+local promoted = promote()
+return {'OK', promoted, readGroup(entry, '` + entryGroup + `', ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, owners)}
 `)
 
 // issueScript answers {'OK', answers}, one per user: {'NOT_ADMITTED'}, {'HELD', token,
@@ -169,75 +175,94 @@ func (w *WaitingRoom) Snapshot(ctx context.Context, eventID string) (ports.Queue
 	return snap, nil
 }
 
-// Promote moves the head into the admitted set and the entry stream.
-func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Duration) (int, error) {
-	_, r, err := w.run(ctx, "promote waiting users", promoteScript, eventID, ttl.Milliseconds())
+// Promote moves the head into the admitted set and the entry stream, then acknowledges and
+// reads entries as ReadEntries does: one script on the event's keys.
+func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Duration, read ports.EntryRead) (int, []ports.Promotion, error) {
+	_, r, err := w.run(ctx, "promote waiting users", promoteScript, eventID, append([]any{ttl.Milliseconds()}, entryArgs(read)...)...)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return toInt(r[0]), nil
+	answer, _ := r[1].([]any)
+	msgs, reclaimed, err := groupMessages(answer)
+	if err != nil {
+		return 0, nil, err
+	}
+	return toInt(r[0]), entries(eventID, msgs, reclaimed), nil
 }
 
-// readGroupScript acknowledges and deletes the messages of ARGV after the first four, then
-// reclaims (XAUTOCLAIM, when ARGV[4], the idle time in ms, is positive) and reads new messages
-// (XREADGROUP, without waiting) of stream KEYS[1] for group ARGV[1] and consumer ARGV[2], up to
-// ARGV[3] in all, creating the group at the stream's start on first use. It answers {reclaimed,
-// {id, fields}..., owners}: with KEYS[2], an owners hash of the same event, owners is each
-// message's user's connection owner (false when none), read in the same call. Deleted messages
-// an XAUTOCLAIM meets are skipped (Redis 7 lists them apart).
-var readGroupScript = goredis.NewScript(`
-local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
-local count, idle = tonumber(ARGV[3]), tonumber(ARGV[4])
-if #ARGV > 4 then
-  local done = {}
-  for i = 5, #ARGV do done[#done + 1] = ARGV[i] end
-  redis.call('XACK', stream, group, unpack(done))
-  redis.call('XDEL', stream, unpack(done))
-end
-local msgs, reclaimed = {}, 0
-local function collect(list)
-  for _, m in ipairs(list) do
-    if m and m[2] then msgs[#msgs + 1] = m end
+// readGroupLua defines readGroup(stream, group, consumer, count, idle, done, owners), which
+// acknowledges and deletes the messages done, then reclaims (XAUTOCLAIM, when idle, in ms, is
+// positive) and reads new messages (XREADGROUP, without waiting) of stream for group and
+// consumer, up to count in all (none when 0), creating the group at the stream's start on first
+// use. It answers {reclaimed, {id, fields}..., owners}: with owners, a hash of the same event's
+// connection owners, owners is each message's user's owner (false when none), read in the same
+// call. Deleted messages an XAUTOCLAIM meets are skipped (Redis 7 lists them apart).
+const readGroupLua = `
+local function readGroup(stream, group, consumer, count, idle, done, ownersKey)
+  if #done > 0 then
+    redis.call('XACK', stream, group, unpack(done))
+    redis.call('XDEL', stream, unpack(done))
   end
-end
-local function nogroup(reply)
-  if type(reply) == 'table' and reply.err then
-    if string.find(reply.err, 'NOGROUP') then
-      redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-      return true
+  local msgs, reclaimed = {}, 0
+  if count <= 0 then return {0, msgs, {}} end
+  local function collect(list)
+    for _, m in ipairs(list) do
+      if m and m[2] then msgs[#msgs + 1] = m end
     end
-    error(reply.err)
   end
-  return false
-end
-if idle > 0 then
-  local claimed = redis.pcall('XAUTOCLAIM', stream, group, consumer, idle, '0-0', 'COUNT', count)
-  if not nogroup(claimed) then collect(claimed[2]) end
-  reclaimed = #msgs
-end
-if #msgs < count then
-  local fresh = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #msgs, 'STREAMS', stream, '>')
-  if nogroup(fresh) then
-    fresh = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #msgs, 'STREAMS', stream, '>')
-  end
-  if fresh then collect(fresh[1][2]) end
-end
-local owners = {}
-if KEYS[2] then
-  for i, m in ipairs(msgs) do
-    local user = false
-    for f = 1, #m[2], 2 do
-      if m[2][f] == 'user' then user = m[2][f + 1] end
+  local function nogroup(reply)
+    if type(reply) == 'table' and reply.err then
+      if string.find(reply.err, 'NOGROUP') then
+        redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+        return true
+      end
+      error(reply.err)
     end
-    owners[i] = user and redis.call('HGET', KEYS[2], user)
+    return false
   end
+  if idle > 0 then
+    local claimed = redis.pcall('XAUTOCLAIM', stream, group, consumer, idle, '0-0', 'COUNT', count)
+    if not nogroup(claimed) then collect(claimed[2]) end
+    reclaimed = #msgs
+  end
+  if #msgs < count then
+    local fresh = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #msgs, 'STREAMS', stream, '>')
+    if nogroup(fresh) then
+      fresh = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #msgs, 'STREAMS', stream, '>')
+    end
+    if fresh then collect(fresh[1][2]) end
+  end
+  local owners = {}
+  if ownersKey then
+    for i, m in ipairs(msgs) do
+      local user = false
+      for f = 1, #m[2], 2 do
+        if m[2][f] == 'user' then user = m[2][f + 1] end
+      end
+      owners[i] = user and redis.call('HGET', ownersKey, user)
+    end
+  end
+  return {reclaimed, msgs, owners}
 end
-return {reclaimed, msgs, owners}
+`
+
+// readGroupScript runs readGroup on stream KEYS[1] (and owners hash KEYS[2], when given). ARGV
+// group, consumer, count, idle ms, then the messages done.
+var readGroupScript = goredis.NewScript(readGroupLua + `
+return readGroup(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, KEYS[2])
+`)
+
+// ackScript acknowledges and deletes messages of stream KEYS[1] for group ARGV[1]: ARGV after
+// the first. One command, so no message is left acknowledged but not deleted.
+var ackScript = goredis.NewScript(`
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+return 1
 `)
 
 // readGroup runs readGroupScript: acknowledges done, then reclaims and reads up to count
 // messages; owners, when not "", is the owners hash whose entries the answer carries.
-func (w *WaitingRoom) readGroup(ctx context.Context, stream, owners, group, consumer string, done []string, count int, reclaimIdle time.Duration) (msgs []goredis.XMessage, owner []string, reclaimed int, err error) {
+func (w *WaitingRoom) readGroup(ctx context.Context, stream, owners, group, consumer string, done []string, count int, reclaimIdle time.Duration) ([]groupMessage, int, error) {
 	keys := []string{stream}
 	if owners != "" {
 		keys = append(keys, owners)
@@ -249,13 +274,26 @@ func (w *WaitingRoom) readGroup(ctx context.Context, stream, owners, group, cons
 	}
 	reply, err := readGroupScript.Run(ctx, w.client, keys, args...).Slice()
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
+	return groupMessages(reply)
+}
+
+// groupMessage is a stream message readGroup answered, with its user's owner when asked.
+type groupMessage struct {
+	goredis.XMessage
+	owner string
+}
+
+// groupMessages reads readGroup's answer {reclaimed, messages, owners}: the messages and how
+// many of the first were reclaimed.
+func groupMessages(reply []any) ([]groupMessage, int, error) {
 	if len(reply) != 3 {
-		return nil, nil, 0, fmt.Errorf("read group: %d parts in the answer", len(reply))
+		return nil, 0, fmt.Errorf("read group: %d parts in the answer", len(reply))
 	}
 	raw, _ := reply[1].([]any)
-	ownersRaw, _ := reply[2].([]any)
+	owners, _ := reply[2].([]any)
+	msgs := make([]groupMessage, 0, len(raw))
 	for i, m := range raw {
 		parts, _ := m.([]any)
 		if len(parts) != 2 {
@@ -268,35 +306,51 @@ func (w *WaitingRoom) readGroup(ctx context.Context, stream, owners, group, cons
 			name, _ := fields[f].(string)
 			values[name] = fields[f+1]
 		}
-		msgs = append(msgs, goredis.XMessage{ID: id, Values: values})
-		if owners != "" {
-			held := ""
-			if i < len(ownersRaw) {
-				held, _ = ownersRaw[i].(string)
-			}
-			owner = append(owner, held)
+		msg := groupMessage{XMessage: goredis.XMessage{ID: id, Values: values}}
+		if i < len(owners) {
+			msg.owner, _ = owners[i].(string)
 		}
+		msgs = append(msgs, msg)
 	}
-	return msgs, owner, toInt(reply[0]), nil
+	return msgs, toInt(reply[0]), nil
 }
 
-// ReadEntries acknowledges the routed entries, reclaims entries idle past reclaimIdle, then
-// reads new ones with their users' owners: one script on the event's keys.
-func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID, consumer string, routed []string, count int, reclaimIdle time.Duration) ([]ports.Promotion, error) {
+// entryArgs are readGroup's ARGV after the group for read.
+func entryArgs(read ports.EntryRead) []any {
+	args := make([]any, 0, 3+len(read.Routed))
+	args = append(args, read.Consumer, read.Count, read.ReclaimIdle.Milliseconds())
+	for _, id := range read.Routed {
+		args = append(args, id)
+	}
+	return args
+}
+
+// ReadEntries acknowledges the routed entries, reclaims entries idle past read.ReclaimIdle,
+// then reads new ones with their users' owners: one script on the event's keys.
+func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID string, read ports.EntryRead) ([]ports.Promotion, error) {
 	keys := w.keys(eventID)
-	msgs, owners, reclaimed, err := w.readGroup(ctx, keys[6], keys[5], entryGroup, consumer, routed, count, reclaimIdle)
+	reply, err := readGroupScript.Run(ctx, w.client, []string{keys[6], keys[5]}, append([]any{entryGroup}, entryArgs(read)...)...).Slice()
 	if err != nil {
 		return nil, unavailable("read entry stream", err)
 	}
+	msgs, reclaimed, err := groupMessages(reply)
+	if err != nil {
+		return nil, err
+	}
+	return entries(eventID, msgs, reclaimed), nil
+}
+
+// entries reads entry messages of eventID, the first reclaimed of which were reclaimed.
+func entries(eventID string, msgs []groupMessage, reclaimed int) []ports.Promotion {
 	out := make([]ports.Promotion, 0, len(msgs))
 	for i, m := range msgs {
 		user, _ := m.Values["user"].(string)
 		// An entry's id is "<ms of the Redis clock at XADD>-<seq>": the promotion's time.
 		at, _, _ := strings.Cut(m.ID, "-")
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, Owner: owners[i],
+		out = append(out, ports.Promotion{MessageID: m.ID, EventID: eventID, UserID: user, Owner: m.owner,
 			PromotedAt: fromMillis(at), Reclaimed: i < reclaimed})
 	}
-	return out, nil
+	return out
 }
 
 func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
@@ -319,32 +373,50 @@ func (w *WaitingRoom) Dispatch(ctx context.Context, promotions []ports.Promotion
 	return nil
 }
 
-// ReadDispatch acknowledges the delivered messages and retries the broker's unacknowledged
-// ones, then reads new ones, in one script; only when there are none does it wait, up to
-// block, on a blocking read.
-func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, delivered []string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
+// ReadDispatch reclaims the broker's messages unacknowledged past retryAfter and reads new ones
+// in one script, when retryAfter is positive; only when there are none, or with retryAfter 0,
+// does it wait, up to block, on a blocking read: a broker whose deliveries succeed reads a batch
+// in that one round trip.
+func (w *WaitingRoom) ReadDispatch(ctx context.Context, brokerID string, count int, block, retryAfter time.Duration) ([]ports.Promotion, error) {
 	stream := w.dispatchKey(brokerID)
-	msgs, _, reclaimed, err := w.readGroup(ctx, stream, "", dispatchGroup, brokerID, delivered, count, retryAfter)
-	if err != nil {
+	if retryAfter > 0 {
+		msgs, reclaimed, err := w.readGroup(ctx, stream, "", dispatchGroup, brokerID, nil, count, retryAfter)
+		if err != nil {
+			return nil, unavailable("read dispatch stream", err)
+		}
+		if len(msgs) > 0 || block <= 0 {
+			return promotions(msgs, reclaimed), nil
+		}
+	}
+	args := &goredis.XReadGroupArgs{Group: dispatchGroup, Consumer: brokerID, Streams: []string{stream, ">"},
+		Count: int64(count), Block: block}
+	if block <= 0 {
+		args.Block = -1 // go-redis sends BLOCK 0, wait forever, for 0
+	}
+	streams, err := w.client.XReadGroup(ctx, args).Result()
+	if isNoGroup(err) {
+		// The broker's first read: the group starts at the stream's beginning, so nothing
+		// dispatched before is skipped.
+		err = w.client.XGroupCreateMkStream(ctx, stream, dispatchGroup, "0").Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			return nil, unavailable("create dispatch group", err)
+		}
+		streams, err = w.client.XReadGroup(ctx, args).Result()
+	}
+	if err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, unavailable("read dispatch stream", err)
 	}
-	if len(msgs) > 0 || block <= 0 {
-		return promotions(msgs, reclaimed), nil
-	}
-	// The script created the group; a stream deleted since (a reaping) answers NOGROUP: empty.
-	streams, err := w.client.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: dispatchGroup, Consumer: brokerID,
-		Streams: []string{stream, ">"}, Count: int64(count), Block: block}).Result()
-	if err != nil && !errors.Is(err, goredis.Nil) && !isNoGroup(err) {
-		return nil, unavailable("read dispatch stream", err)
-	}
+	var msgs []groupMessage
 	for _, s := range streams {
-		msgs = append(msgs, s.Messages...)
+		for _, m := range s.Messages {
+			msgs = append(msgs, groupMessage{XMessage: m})
+		}
 	}
 	return promotions(msgs, 0), nil
 }
 
 // promotions reads dispatch messages, the first reclaimed of which were reclaimed.
-func promotions(msgs []goredis.XMessage, reclaimed int) []ports.Promotion {
+func promotions(msgs []groupMessage, reclaimed int) []ports.Promotion {
 	out := make([]ports.Promotion, 0, len(msgs))
 	for i, m := range msgs {
 		event, _ := m.Values["event"].(string)
@@ -355,32 +427,65 @@ func promotions(msgs []goredis.XMessage, reclaimed int) []ports.Promotion {
 	return out
 }
 
-// AckDispatch acknowledges and deletes dispatch messages, in one transaction on the stream.
+// ackArgs are ackScript's keys and ARGV for ack.
+func (w *WaitingRoom) ackArgs(ack ports.DispatchAck) ([]string, []any) {
+	args := make([]any, 0, 1+len(ack.MessageIDs))
+	args = append(args, dispatchGroup)
+	for _, id := range ack.MessageIDs {
+		args = append(args, id)
+	}
+	return []string{w.dispatchKey(ack.BrokerID)}, args
+}
+
+// AckDispatch acknowledges and deletes dispatch messages: one script on the stream.
 func (w *WaitingRoom) AckDispatch(ctx context.Context, brokerID string, messageIDs []string) error {
 	if len(messageIDs) == 0 {
 		return nil
 	}
-	stream := w.dispatchKey(brokerID)
-	_, err := w.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.XAck(ctx, stream, dispatchGroup, messageIDs...)
-		p.XDel(ctx, stream, messageIDs...)
-		return nil
-	})
-	if err != nil {
+	keys, args := w.ackArgs(ports.DispatchAck{BrokerID: brokerID, MessageIDs: messageIDs})
+	if err := ackScript.Run(ctx, w.client, keys, args...).Err(); err != nil {
 		return unavailable("acknowledge dispatch", err)
 	}
 	return nil
 }
 
-// Issue gives each admitted user of the grants the token already issued, or the grant's: one
-// script.
-func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.TokenGrant, ttl time.Duration) ([]ports.ClaimResult, error) {
+// Issue gives each admitted user of the grants the token already issued, or the grant's, in one
+// script on the event's keys; with messages to acknowledge, it sends that script and ackScript
+// on the broker's dispatch stream in one pipeline (on a cluster, one per node, sent at once:
+// each script stays in its own hash slot).
+func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.TokenGrant, ttl time.Duration, ack ports.DispatchAck) ([]ports.ClaimResult, error) {
 	args := make([]any, 0, 1+2*len(grants))
 	args = append(args, ttl.Milliseconds())
 	for _, g := range grants {
 		args = append(args, g.UserID, g.Token)
 	}
-	_, r, err := w.run(ctx, "issue entry tokens", issueScript, eventID, args...)
+	var issued *goredis.Cmd
+	if len(ack.MessageIDs) == 0 {
+		issued = issueScript.Run(ctx, w.client, w.keys(eventID), args...)
+	} else {
+		ackKeys, ackArgs := w.ackArgs(ack)
+		var acked *goredis.Cmd
+		_, _ = w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			issued = issueScript.EvalSha(ctx, p, w.keys(eventID), args...)
+			acked = ackScript.EvalSha(ctx, p, ackKeys, ackArgs...)
+			return nil
+		})
+		// A Redis that lost its scripts (a restart) runs them once more, with their bodies.
+		if isNoScript(issued.Err()) {
+			issued = issueScript.Run(ctx, w.client, w.keys(eventID), args...)
+		}
+		if isNoScript(acked.Err()) {
+			acked = ackScript.Run(ctx, w.client, ackKeys, ackArgs...)
+		}
+		if err := acked.Err(); err != nil {
+			return nil, unavailable("acknowledge dispatch", err)
+		}
+	}
+	reply, err := issued.Slice()
+	if err != nil {
+		return nil, unavailable("issue entry tokens", err)
+	}
+	_, r, err := stateOf("issue entry tokens", reply)
 	if err != nil {
 		return nil, err
 	}
@@ -400,6 +505,8 @@ func (w *WaitingRoom) Issue(ctx context.Context, eventID string, grants []ports.
 	}
 	return results, nil
 }
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // Heartbeat marks the broker alive for ttl and lists it among the brokers; the key's previous
 // value (SET … GET) tells whether the last heartbeat was still alive.
@@ -457,7 +564,7 @@ func (w *WaitingRoom) ReapBroker(ctx context.Context, brokerID string, events []
 	for {
 		// Pending messages of the dead consumer (any idle time: its heartbeat is gone), then
 		// the ones it never read; each read acknowledges the batch before.
-		msgs, _, reclaimed, err := w.readGroup(ctx, stream, "", dispatchGroup, reaper, done, reapBatch, time.Millisecond)
+		msgs, reclaimed, err := w.readGroup(ctx, stream, "", dispatchGroup, reaper, done, reapBatch, time.Millisecond)
 		if err != nil {
 			return freed, unavailable("reclaim dispatch stream", err)
 		}

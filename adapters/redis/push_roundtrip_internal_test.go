@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,20 +21,21 @@ import (
 )
 
 // roundTrips is a go-redis hook that names every round trip a client makes: one command, or
-// one pipeline (its commands joined by "+"). Scripts are named by which of this package's
-// scripts they run.
+// one pipeline (its commands joined by "+"; on a cluster one pipeline is sent to its nodes at
+// once). Scripts are named by which of this package's scripts they run.
 type roundTrips struct {
 	mu    sync.Mutex
 	trips []string
-	// waiting is signalled when a blocking read starts: the broker is idle.
-	waiting chan struct{}
+	// blocks receives a signal each time a blocking read starts: the broker waits on its
+	// dispatch stream.
+	blocks chan struct{}
 }
 
-func newRoundTrips() *roundTrips { return &roundTrips{waiting: make(chan struct{}, 1)} }
+func newRoundTrips() *roundTrips { return &roundTrips{blocks: make(chan struct{}, 64)} }
 
 var scriptNames = map[string]string{
 	readGroupScript.Hash(): "read", issueScript.Hash(): "issue", promoteScript.Hash(): "promote",
-	snapshotScript.Hash(): "snapshot",
+	snapshotScript.Hash(): "snapshot", ackScript.Hash(): "ack", predictScript.Hash(): "predict",
 }
 
 func commandName(cmd goredis.Cmder) string {
@@ -53,7 +55,7 @@ func commandName(cmd goredis.Cmder) string {
 func (r *roundTrips) record(cmds []goredis.Cmder) {
 	names := make([]string, 0, len(cmds))
 	for _, c := range cmds {
-		if n := commandName(c); len(names) == 0 || names[len(names)-1] != n {
+		if n := commandName(c); !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
@@ -62,10 +64,7 @@ func (r *roundTrips) record(cmds []goredis.Cmder) {
 	r.trips = append(r.trips, trip)
 	r.mu.Unlock()
 	if trip == "block" {
-		select {
-		case r.waiting <- struct{}{}:
-		default:
-		}
+		r.blocks <- struct{}{}
 	}
 }
 
@@ -79,6 +78,27 @@ func (r *roundTrips) mark() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.trips)
+}
+
+// awaitBlock waits for the next blocking read to start.
+func (r *roundTrips) awaitBlock(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.blocks:
+	case <-time.After(testenv.DependencyTimeout):
+		t.Fatal("the broker never went back to waiting on its dispatch stream")
+	}
+}
+
+// drainBlocks forgets the blocking reads started so far.
+func (r *roundTrips) drainBlocks() {
+	for {
+		select {
+		case <-r.blocks:
+		default:
+			return
+		}
+	}
 }
 
 func (r *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook {
@@ -99,10 +119,11 @@ func (r *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 	}
 }
 
-// countingRoom is a waiting room on a client of its own whose round trips are counted.
-func countingRoom(t *testing.T, prefix string) (*WaitingRoom, *roundTrips) {
+// countingRoom is a waiting room on a client of its own to redisURL whose round trips are
+// counted.
+func countingRoom(t *testing.T, redisURL, prefix string) (*WaitingRoom, goredis.UniversalClient, *roundTrips) {
 	t.Helper()
-	client, err := NewClient("redis://"+testenv.RedisAddr(t), Options{
+	client, err := NewClient(redisURL, Options{
 		DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +131,7 @@ func countingRoom(t *testing.T, prefix string) (*WaitingRoom, *roundTrips) {
 	t.Cleanup(func() { _ = client.Close() })
 	trips := newRoundTrips()
 	client.AddHook(trips)
-	return NewWaitingRoom(client, prefix), trips
+	return NewWaitingRoom(client, prefix), client, trips
 }
 
 // admissionStream counts the admissions a connection receives.
@@ -122,18 +143,25 @@ func (s admissionStream) End()                             {}
 func (s admissionStream) Prequeue(appwaiting.PrequeueView) {}
 func (s admissionStream) SoldOut()                         {}
 
-// Routing and delivering a promotion of many users costs a few round trips, not a few per user
-// (it cost five per user: owner lookup, dispatch, ack, issue, ack): the dispatcher's pass is
-// the promotion script, then per batch one read (acknowledging the batch before, bringing the
-// owners) and one dispatch pipeline, and a closing read; the broker's delivery is per batch one
-// read (acknowledging the batch before) and one Issue script, the first batch's read being the
-// blocking read it was waiting in.
-func TestPush_RoutingAndDeliveryCostRoundTripsPerBatchNotPerUser(t *testing.T) {
-	const users = 200
+// A tick's admissions cost each side two round trips, whatever their number (they cost five
+// per user once: owner lookup, dispatch, ack, issue, ack; then four a tick for the dispatcher
+// and three a batch for the broker, a closing read each). The dispatcher's tick is the
+// promotion script, which also acknowledges the entries the tick before routed and reads the
+// entries with their owners, and the dispatch pipeline; the broker's delivery is the blocking
+// read that brings the batch and the Issue script, which also acknowledges the batch delivered
+// before (a broker with no batch for a tick acknowledges on its own). On one Redis and on a
+// Redis Cluster, where each script stays in one hash slot.
+func TestPush_TickCostsTwoRoundTripsPerSideWhateverTheAdmissions(t *testing.T) {
+	t.Run("redis", func(t *testing.T) { testTickRoundTrips(t, "redis://"+testenv.RedisAddr(t)) })
+	t.Run("cluster", func(t *testing.T) { testTickRoundTrips(t, testenv.RedisCluster(t)) })
+}
+
+func testTickRoundTrips(t *testing.T, redisURL string) {
+	const users = 200 // one batch: under routeBatch
 	ctx := context.Background()
 	prefix := "rushgate:test:" + uuid.NewString() + ":"
-	brokerRoom, brokerTrips := countingRoom(t, prefix)
-	dispatcherRoom, dispatcherTrips := countingRoom(t, prefix)
+	brokerRoom, _, brokerTrips := countingRoom(t, redisURL, prefix)
+	dispatcherRoom, dispatcherClient, dispatcherTrips := countingRoom(t, redisURL, prefix)
 
 	clock := system.Clock{}
 	stores := memory.NewStores(memory.NewDatabase())
@@ -143,9 +171,10 @@ func TestPush_RoutingAndDeliveryCostRoundTripsPerBatchNotPerUser(t *testing.T) {
 	svc := appwaiting.NewService(appwaiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
 		Reservations: stores.Reservations, Room: dispatcherRoom, Guard: g, Clock: clock, IDs: system.UUIDs{},
 		Rates: appwaiting.NewAdmissionRates()}, appwaiting.Config{})
+	const tick = 2 * time.Second
 	broker := appwaiting.NewBroker(appwaiting.BrokerDeps{Events: stores.Events, Seats: stores.Seats, Rooms: brokerRoom,
 		Queue: brokerRoom, Rates: appwaiting.NewAdmissionRates(), Clock: clock}, "broker-"+uuid.NewString(),
-		appwaiting.BrokerConfig{Tick: 2 * time.Second})
+		appwaiting.BrokerConfig{Tick: tick})
 	dispatcher := appwaiting.NewDispatcher(appwaiting.DispatcherDeps{Events: stores.Events, Seats: stores.Seats,
 		Rooms: dispatcherRoom, Index: dispatcherRoom, Queue: dispatcherRoom, Clock: clock}, "dispatcher-1", appwaiting.DispatcherConfig{})
 
@@ -169,15 +198,6 @@ func TestPush_RoutingAndDeliveryCostRoundTripsPerBatchNotPerUser(t *testing.T) {
 			}
 		}
 	}
-	// awaitIdle waits for the broker's next blocking read: its delivery is over.
-	awaitIdle := func() {
-		t.Helper()
-		select {
-		case <-brokerTrips.waiting:
-		case <-time.After(testenv.DependencyTimeout):
-			t.Fatal("the broker never went back to waiting on its dispatch stream")
-		}
-	}
 	createEvent := func(name string, slots int) string {
 		t.Helper()
 		e, err := svc.CreateEvent(ctx, appwaiting.CreateEventCommand{Name: name, Seats: slots, Slots: slots, Mode: "push"})
@@ -186,56 +206,95 @@ func TestPush_RoutingAndDeliveryCostRoundTripsPerBatchNotPerUser(t *testing.T) {
 		}
 		return e.ID
 	}
+	run := func() (stop func()) {
+		runCtx, cancel := context.WithCancel(ctx)
+		var running sync.WaitGroup
+		running.Go(func() { broker.Run(runCtx) })
+		return func() {
+			cancel()
+			running.Wait()
+		}
+	}
+	streamLength := func(key string) int64 {
+		t.Helper()
+		n, err := dispatcherClient.XLen(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// deliveryTrips are the broker's round trips less its own tick's (heartbeat, positions).
+	deliveryTrips := func(trips []string) []string {
+		var out []string
+		for _, trip := range trips {
+			if trip != "set+sadd" && trip != "snapshot" && trip != "predict" {
+				out = append(out, trip)
+			}
+		}
+		return out
+	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	running.Go(func() { broker.Run(runCtx) })
-	t.Cleanup(func() {
-		stop()
-		running.Wait()
-	})
-
-	// A first promotion loads the scripts, so the measured one runs none of them twice.
+	// The scripts are loaded (on every node of a cluster) and a first promotion creates the
+	// broker's group, so the measured one does neither.
+	for _, script := range []*goredis.Script{readGroupScript, issueScript, promoteScript, snapshotScript, ackScript, predictScript} {
+		if err := script.Load(ctx, dispatcherClient).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := run()
 	warm := createEvent("warm-up", 1)
 	join(warm, 1)
 	if err := dispatcher.Promote(ctx, warm); err != nil {
 		t.Fatal(err)
 	}
 	awaitAdmissions(1)
+	stop()
 
+	// The whole crowd is promoted and dispatched while the broker is not reading, so its next
+	// read finds the tick's batch whole, as it does when a tick's dispatch lands between reads.
 	eventID := createEvent("crowd", users)
 	join(eventID, users)
-	awaitIdle()
-	brokerMark, dispatcherMark := brokerTrips.mark(), dispatcherTrips.mark()
+	dispatcherMark := dispatcherTrips.mark()
 	if err := dispatcher.Promote(ctx, eventID); err != nil {
 		t.Fatal(err)
 	}
 	dispatched := dispatcherTrips.since(dispatcherMark)
+
+	brokerTrips.drainBlocks()
+	brokerMark := brokerTrips.mark()
+	stop = run()
+	t.Cleanup(stop)
+	brokerTrips.awaitBlock(t) // the read that brings the batch
 	awaitAdmissions(users)
-	awaitIdle()
-	delivered := brokerTrips.since(brokerMark)
+	brokerTrips.awaitBlock(t) // waiting again: the delivery is over
+	delivered := deliveryTrips(brokerTrips.since(brokerMark))
 	t.Logf("%d users: dispatcher round trips %v; broker round trips %v", users, dispatched, delivered)
 
-	if want := []string{"promote", "read", "xadd", "read"}; strings.Join(dispatched, " ") != strings.Join(want, " ") {
-		t.Fatalf("dispatcher round trips %v, want %v", dispatched, want)
+	if want := []string{"promote", "xadd"}; !slices.Equal(dispatched, want) {
+		t.Fatalf("dispatcher's tick: round trips %v, want %v", dispatched, want)
 	}
-	// The broker's own tick (heartbeat, positions) may fall in the window; it is no delivery.
-	reads, issues := 0, 0
-	for _, trip := range delivered {
-		switch trip {
-		case "read", "block":
-			reads++
-		case "issue":
-			issues++
-		case "set+sadd", "snapshot":
-		default:
-			t.Fatalf("broker round trip %q is not part of a delivery", trip)
-		}
+	if want := []string{"block", "issue", "block"}; !slices.Equal(delivered, want) {
+		t.Fatalf("broker's delivery: round trips %v, want %v (the last is the next read, waiting)", delivered, want)
 	}
-	// Every batch is one read and one Issue; the last read acknowledges and finds nothing, and
-	// the broker waits again. The dispatch pipeline may wake it before all 200 are appended, so
-	// a few batches, never one per user.
-	if issues < 1 || issues > 4 || reads > issues+2 {
-		t.Fatalf("broker: %d reads and %d Issue scripts for %d users, want one of each per batch", reads, issues, users)
+
+	// The next tick's promotion acknowledges the routed entries: the entry stream is empty.
+	dispatcherMark = dispatcherTrips.mark()
+	if err := dispatcher.Promote(ctx, eventID); err != nil {
+		t.Fatal(err)
+	}
+	if next := dispatcherTrips.since(dispatcherMark); !slices.Equal(next, []string{"promote"}) {
+		t.Fatalf("dispatcher's next tick: round trips %v, want the promotion alone", next)
+	}
+	if n := streamLength(dispatcherRoom.keys(eventID)[6]); n != 0 {
+		t.Fatalf("%d entries left after the next tick's promotion", n)
+	}
+	// A tick without a batch acknowledges the delivered one on its own.
+	brokerMark = brokerTrips.mark()
+	brokerTrips.awaitBlock(t)
+	if idle := deliveryTrips(brokerTrips.since(brokerMark)); !slices.Equal(idle, []string{"ack", "block"}) {
+		t.Fatalf("broker's idle tick: round trips %v, want the acknowledgement and the next read", idle)
+	}
+	if n := streamLength(dispatcherRoom.dispatchKey(broker.ID())); n != 0 {
+		t.Fatalf("%d dispatch messages left after the broker's idle tick", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -302,7 +303,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
 	if place.Admitted {
-		if err := b.deliver(ctx, e, []delivery{{sub: sub}}); err != nil {
+		if err := b.deliver(ctx, e, []delivery{{sub: sub}}, ports.DispatchAck{}); err != nil {
 			b.Leave(sub)
 			return nil, err
 		}
@@ -403,13 +404,13 @@ type delivery struct {
 }
 
 // deliver issues the admitted users' tokens of event e (the same one on a repeat) in one store
-// call and sends them.
-func (b *Broker) deliver(ctx context.Context, e *waiting.Event, ds []delivery) error {
+// call, which also acknowledges ack's dispatch messages, and sends them.
+func (b *Broker) deliver(ctx context.Context, e *waiting.Event, ds []delivery, ack ports.DispatchAck) error {
 	grants := make([]ports.TokenGrant, len(ds))
 	for i, d := range ds {
 		grants[i] = ports.TokenGrant{UserID: d.sub.UserID, Token: rand.Text()}
 	}
-	results, err := b.q.Issue(ctx, e.ID(), grants, e.TokenTTL())
+	results, err := b.q.Issue(ctx, e.ID(), grants, e.TokenTTL(), ack)
 	if err != nil {
 		return fmt.Errorf("issue entry tokens: %w", err)
 	}
@@ -623,88 +624,140 @@ func (b *Broker) tellSoldOut(eventID string) {
 
 // serveDispatch reads this broker's dispatch stream: each promotion of a user connected here
 // gets the token; one whose user is gone is left to the disconnect rule already pending. A
-// batch costs two store calls whatever its size: the read, which also acknowledges the batch
-// before, and one Issue per event.
+// batch costs two store calls whatever its size: the blocking read that brings it and one Issue
+// per event, the first of which also acknowledges the batch delivered before; a read that finds
+// nothing for a tick acknowledges it on its own.
 func (b *Broker) serveDispatch(ctx context.Context) {
-	var delivered []string
-	deliveredFrom := b.ID()
+	var (
+		// delivered are messages of deliveredFrom's stream done with and not yet acknowledged.
+		delivered     []string
+		deliveredFrom = b.ID()
+		// failed counts the messages whose delivery failed (Redis slow or down): they stay
+		// unacknowledged, holding the promoted users' slots, and are read again a tick later.
+		failed int
+	)
 	for ctx.Err() == nil {
 		// After a lapse the broker reads its new id's stream; the old one's is the reaper's,
 		// less what was delivered from it.
 		id := b.ID()
 		if id != deliveredFrom {
 			b.ackDispatch(ctx, deliveredFrom, delivered)
-			delivered, deliveredFrom = nil, id
+			delivered, deliveredFrom, failed = nil, id, 0
 		}
-		// A delivery that failed (Redis slow or down) stays unacknowledged and is read again a
-		// tick later; the promoted user's slot is held meanwhile, never lost. A read that
-		// failed acknowledges delivered again with the next one (harmless if it had).
-		batch, err := b.q.ReadDispatch(ctx, id, delivered, routeBatch, b.cfg.Tick, b.cfg.Tick)
+		var retryAfter time.Duration
+		if failed > 0 {
+			// Only unacknowledged messages are read again, so the delivered ones go first.
+			if b.ackDispatch(ctx, id, delivered) {
+				delivered = nil
+			}
+			retryAfter = b.cfg.Tick
+		}
+		batch, err := b.q.ReadDispatch(ctx, id, routeBatch, b.cfg.Tick, retryAfter)
+		if ctx.Err() != nil {
+			break // a batch read meanwhile stays unacknowledged, the reaper's once the heartbeat stops
+		}
 		if err != nil {
 			sleep(ctx, b.cfg.Tick)
 			continue
 		}
-		delivered = b.deliverBatch(ctx, batch)
+		if len(batch) == 0 {
+			if b.ackDispatch(ctx, id, delivered) {
+				delivered = nil
+			}
+			continue
+		}
+		failed = max(0, failed-reclaimed(batch))
+		var failedNow int
+		delivered, failedNow = b.deliverBatch(ctx, id, batch, delivered)
+		failed += failedNow
 	}
 	b.ackDispatch(context.WithoutCancel(ctx), deliveredFrom, delivered)
 }
 
-// ackDispatch acknowledges messages of brokerID's dispatch stream delivered when the broker
-// moves on from it; one left unacknowledged is reclaimed by the reaper, whose disconnect of a
-// user still held by that id's connection is what the stream's end means anyway.
-func (b *Broker) ackDispatch(ctx context.Context, brokerID string, delivered []string) {
+// ackDispatch acknowledges messages of brokerID's dispatch stream delivered and reports whether
+// it did. One left unacknowledged when the broker moves on from the stream is reclaimed by the
+// reaper, whose disconnect of a user still held by that id's connection is what the stream's
+// end means anyway.
+func (b *Broker) ackDispatch(ctx context.Context, brokerID string, delivered []string) bool {
 	if len(delivered) == 0 {
-		return
+		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Tick)
 	defer cancel()
 	if err := b.q.AckDispatch(ctx, brokerID, delivered); err != nil {
 		b.log.Warn("push broker could not acknowledge delivered admissions", "broker", brokerID, "error", err)
+		return false
 	}
+	return true
 }
 
-// deliverBatch delivers a batch of dispatch messages, one Issue per event (at once), and
-// answers the ids of those done: delivered, or whose user is not connected here.
-func (b *Broker) deliverBatch(ctx context.Context, batch []ports.Promotion) []string {
-	byEvent := make(map[string][]ports.Promotion)
-	for _, p := range batch {
-		byEvent[p.EventID] = append(byEvent[p.EventID], p)
+// deliverBatch delivers a batch of brokerID's dispatch messages, one Issue per event (at once),
+// the first of which also acknowledges acks. It answers the messages to acknowledge now: the
+// batch's delivered or whose user is not connected here, and acks unless acknowledged; and how
+// many of the batch failed (left unacknowledged).
+func (b *Broker) deliverBatch(ctx context.Context, brokerID string, batch []ports.Promotion, acks []string) ([]string, int) {
+	type eventBatch struct {
+		eventID string
+		ps      []ports.Promotion
+		ds      []delivery
+		ack     ports.DispatchAck
 	}
+	byEvent := make(map[string]*eventBatch)
+	var events []*eventBatch
+	b.mu.Lock()
+	for _, p := range batch {
+		eb := byEvent[p.EventID]
+		if eb == nil {
+			eb = &eventBatch{eventID: p.EventID}
+			byEvent[p.EventID] = eb
+			events = append(events, eb)
+		}
+		eb.ps = append(eb.ps, p)
+		if sub := b.subs[p.EventID][p.UserID]; sub != nil {
+			eb.ds = append(eb.ds, delivery{sub: sub, promotedAt: p.PromotedAt})
+		}
+	}
+	b.mu.Unlock()
 	var (
-		mu   sync.Mutex
-		done []string
-		g    errgroup.Group
+		mu     sync.Mutex
+		done   []string
+		failed int
+		g      errgroup.Group
 	)
+	for _, eb := range events {
+		if len(eb.ds) > 0 {
+			eb.ack = ports.DispatchAck{BrokerID: brokerID, MessageIDs: acks}
+			acks = nil
+			break
+		}
+	}
 	g.SetLimit(routeParallelism)
-	for eventID, ps := range byEvent {
+	for _, eb := range events {
 		g.Go(func() error {
-			ds := make([]delivery, 0, len(ps))
-			b.mu.Lock()
-			for _, p := range ps {
-				if sub := b.subs[eventID][p.UserID]; sub != nil {
-					ds = append(ds, delivery{sub: sub, promotedAt: p.PromotedAt})
-				}
-			}
-			b.mu.Unlock()
-			if len(ds) > 0 {
-				if err := b.deliverTraced(ctx, eventID, ds); err != nil {
-					return err
-				}
+			var err error
+			if len(eb.ds) > 0 {
+				err = b.deliverTraced(ctx, eb.eventID, eb.ds, eb.ack)
 			}
 			mu.Lock()
-			for _, p := range ps {
+			defer mu.Unlock()
+			if err != nil {
+				// The event's messages stay unacknowledged; those it was to acknowledge wait.
+				failed += len(eb.ps)
+				done = append(done, eb.ack.MessageIDs...)
+				return nil
+			}
+			for _, p := range eb.ps {
 				done = append(done, p.MessageID)
 			}
-			mu.Unlock()
 			return nil
 		})
 	}
-	_ = g.Wait() // a failed event's messages stay unacknowledged
-	return done
+	_ = g.Wait()
+	return append(done, acks...), failed
 }
 
-// deliverTraced delivers ds, admissions of eventID, in a trace of its own.
-func (b *Broker) deliverTraced(ctx context.Context, eventID string, ds []delivery) (err error) {
+// deliverTraced delivers ds, admissions of eventID, in a trace of its own, acknowledging ack.
+func (b *Broker) deliverTraced(ctx context.Context, eventID string, ds []delivery, ack ports.DispatchAck) (err error) {
 	ctx, span := b.tracer.StartRoot(ctx, spanDeliver)
 	span.SetString(attrEventID, eventID)
 	span.SetInt(attrDelivered, len(ds))
@@ -713,7 +766,7 @@ func (b *Broker) deliverTraced(ctx context.Context, eventID string, ds []deliver
 	if err != nil {
 		return err
 	}
-	return b.deliver(ctx, e, ds)
+	return b.deliver(ctx, e, ds, ack)
 }
 
 // Close ends every connection and drops the pending disconnects: those users reconnect to
@@ -770,6 +823,11 @@ type Dispatcher struct {
 	log    *slog.Logger
 	tracer ports.Tracer
 	tasks  chan string
+
+	routedMu sync.Mutex
+	// routed are, per event, the entry messages this dispatcher dispatched and has not
+	// acknowledged: the event's next promotion does, in its own store call.
+	routed map[string][]string
 }
 
 // DispatcherDeps are the ports a Dispatcher runs on. Observer and Log may be nil.
@@ -795,7 +853,8 @@ func NewDispatcher(d DispatcherDeps, dispatcherID string, cfg DispatcherConfig) 
 		d.Log = slog.Default()
 	}
 	return &Dispatcher{q: d.Queue, index: d.Index, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), clock: d.Clock,
-		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer), tasks: make(chan string, cfg.PromotionBacklog)}
+		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer), tasks: make(chan string, cfg.PromotionBacklog),
+		routed: make(map[string][]string)}
 }
 
 // Run promotes every tick until ctx ends, then waits for its workers. A tick that comes more
@@ -835,6 +894,12 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 	})
 	wg.Wait()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Tick)
+	defer cancel()
+	if err := d.acknowledgeRouted(stopCtx, nil); err != nil {
+		d.log.Warn("push dispatcher stopped with routed entries unacknowledged: another dispatcher routes them again",
+			"dispatcher", d.id, "error", err)
+	}
 }
 
 func (d *Dispatcher) observeBacklog() {
@@ -855,7 +920,7 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list dead brokers: %w", err)
 	}
-	var errs []error
+	errs := []error{d.acknowledgeRouted(ctx, events)}
 	for _, brokerID := range dead {
 		slots, err := d.q.ReapBroker(ctx, brokerID, events)
 		if err != nil {
@@ -885,7 +950,8 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Promote runs the event's promotion script once, then routes its entry stream.
+// Promote runs the event's promotion script once, which also acknowledges the entries routed
+// before and reads the first batch of its entry stream, then routes it.
 func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
 	ctx, span := d.tracer.StartRoot(ctx, spanPromote)
 	span.SetString(attrEventID, eventID)
@@ -896,30 +962,36 @@ func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
 		return err
 	}
 	start := time.Now()
+	read := d.entryRead(d.takeRouted(eventID))
+	var batch []ports.Promotion
 	err = d.rooms.inRoom(ctx, eventID, func() error {
-		n, err = d.q.Promote(ctx, eventID, e.TokenTTL())
+		n, batch, err = d.q.Promote(ctx, eventID, e.TokenTTL(), read)
 		return err
 	})
 	if err != nil {
+		d.keepRouted(eventID, read.Routed) // acknowledging again is harmless
 		return fmt.Errorf("promote event %s: %w", eventID, err)
 	}
 	if d.obs != nil {
 		d.obs.Promoted(eventID, n, time.Since(start))
 	}
-	return d.route(ctx, eventID)
+	return d.route(ctx, eventID, batch)
 }
 
-// route sends each entry message to the broker holding its user and acknowledges it; a user
-// with no connection owner already departed (its slot came back then). A batch costs two store
-// calls whatever its size: the read, which brings the users' owners and acknowledges the batch
-// before, and the dispatch; the last read of a pass acknowledges the last batch and finds none.
-func (d *Dispatcher) route(ctx context.Context, eventID string) error {
-	var routed []string
-	for {
-		batch, err := d.q.ReadEntries(ctx, eventID, d.id, routed, routeBatch, d.cfg.HeartbeatTimeout)
-		if err != nil || len(batch) == 0 {
-			return err
-		}
+// entryRead reads a batch of entries for this dispatcher, acknowledging routed.
+func (d *Dispatcher) entryRead(routed []string) ports.EntryRead {
+	return ports.EntryRead{Consumer: d.id, Routed: routed, Count: routeBatch, ReclaimIdle: d.cfg.HeartbeatTimeout}
+}
+
+// route sends each entry message of batch, and of the batches after it while reads come back
+// full, to the broker holding its user; a user with no connection owner already departed (its
+// slot came back then). Each read acknowledges the batch routed before it, and the last batch
+// is acknowledged by the event's next promotion, so a tick whose promotion fits in one batch
+// costs two store calls: the promotion and the dispatch. A routed entry left unacknowledged by
+// a dispatcher that died is reclaimed after the heartbeat timeout and routed again, which the
+// broker's Issue makes harmless (see Dispatcher).
+func (d *Dispatcher) route(ctx context.Context, eventID string, batch []ports.Promotion) error {
+	for len(batch) > 0 {
 		if n := reclaimed(batch); n > 0 {
 			d.log.Warn("push dispatcher routes entries left unacknowledged past the heartbeat timeout (a stalled or dead dispatcher)",
 				"dispatcher", d.id, "event", eventID, "entries", n)
@@ -931,11 +1003,62 @@ func (d *Dispatcher) route(ctx context.Context, eventID string) error {
 		if err := d.q.Dispatch(ctx, batch); err != nil {
 			return err
 		}
-		routed = routed[:0]
-		for _, p := range batch {
-			routed = append(routed, p.MessageID)
+		routed := make([]string, len(batch))
+		for i, p := range batch {
+			routed[i] = p.MessageID
+		}
+		if len(batch) < routeBatch {
+			d.keepRouted(eventID, routed)
+			return nil
+		}
+		var err error
+		if batch, err = d.q.ReadEntries(ctx, eventID, d.entryRead(routed)); err != nil {
+			d.keepRouted(eventID, routed)
+			return err
 		}
 	}
+	return nil
+}
+
+// takeRouted takes the event's routed entries to acknowledge; keepRouted gives some back.
+func (d *Dispatcher) takeRouted(eventID string) []string {
+	d.routedMu.Lock()
+	defer d.routedMu.Unlock()
+	routed := d.routed[eventID]
+	delete(d.routed, eventID)
+	return routed
+}
+
+func (d *Dispatcher) keepRouted(eventID string, routed []string) {
+	if len(routed) == 0 {
+		return
+	}
+	d.routedMu.Lock()
+	defer d.routedMu.Unlock()
+	d.routed[eventID] = append(d.routed[eventID], routed...)
+}
+
+// acknowledgeRouted acknowledges the routed entries of every event but those listed, whose
+// next promotions will: an event out of use, or all of them when the dispatcher stops. An entry
+// left unacknowledged would be routed again by another dispatcher.
+func (d *Dispatcher) acknowledgeRouted(ctx context.Context, listed []string) error {
+	d.routedMu.Lock()
+	var events []string
+	for eventID := range d.routed {
+		if !slices.Contains(listed, eventID) {
+			events = append(events, eventID)
+		}
+	}
+	d.routedMu.Unlock()
+	var errs []error
+	for _, eventID := range events {
+		routed := d.takeRouted(eventID)
+		if _, err := d.q.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: d.id, Routed: routed}); err != nil {
+			d.keepRouted(eventID, routed)
+			errs = append(errs, fmt.Errorf("acknowledge routed entries of event %s: %w", eventID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reclaimed counts the batch's messages read before and left unacknowledged.

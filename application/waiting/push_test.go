@@ -349,16 +349,16 @@ func TestDispatcher_RoutesTheEntriesOfAStalledDispatcher(t *testing.T) {
 	r.broker.Tick(ctx)
 	join(t, r.broker, r.eventID, "promoted", false)
 	// The stalled dispatcher promoted and read the entry, and stopped there.
-	if _, err := r.queue.Promote(ctx, r.eventID, time.Minute); err != nil {
+	if _, _, err := r.queue.Promote(ctx, r.eventID, time.Minute, ports.EntryRead{}); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := r.queue.ReadEntries(ctx, r.eventID, "stalled", nil, 10, stallTimeout); err != nil || len(held) != 1 {
+	if held, err := r.queue.ReadEntries(ctx, r.eventID, ports.EntryRead{Consumer: "stalled", Count: 10, ReclaimIdle: stallTimeout}); err != nil || len(held) != 1 {
 		t.Fatalf("the stalled dispatcher read %v, %v", held, err)
 	}
 	other := r.dispatcher("other")
 	routed := func() int {
 		t.Helper()
-		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), nil, 10, 0, time.Hour)
+		got, err := r.queue.ReadDispatch(ctx, r.broker.ID(), 10, 0, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -89,7 +89,7 @@ func testPrequeueClosed(t *testing.T, e env[PushRoom]) {
 	if res.Claimed || !res.Place.Prequeue {
 		t.Fatalf("claim in the pre-queue: %+v", res)
 	}
-	promoted, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	promoted, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote")
 	expectEqual(t, promoted, 0, "promoted before opensAt")
 	snap, err := e.impl.Snapshot(ctx, eventID)
@@ -156,7 +156,7 @@ func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, position(t, e.impl, eventID, "late-2").Rank, len(want), "an entry after the placing")
 	expectEqual(t, claim(t, e.impl, eventID, order[1], longTokenTTL).Claimed, true, "the second placed user claims")
 	expectEqual(t, claim(t, e.impl, eventID, order[2], longTokenTTL).Claimed, false, "the third placed user, with two slots")
-	promoted, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	promoted, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote")
 	expectEqual(t, promoted, 1, "the dispatcher promotes the head into the last slot")
 }

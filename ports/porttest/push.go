@@ -25,7 +25,7 @@ const pushRetry = 200 * time.Millisecond
 // acknowledges the ones routed; entries carry their users' newest connection owner; Issue
 // answers the same token again, for a batch at once; Disconnect applies the seed's rules only
 // for the current owner and forgets it; dispatch messages go to their owners' brokers and are
-// read again until acknowledged (by the next read or by AckDispatch); a dead broker is reaped,
+// read again until acknowledged (by an Issue or by AckDispatch); a dead broker is reaped,
 // giving back its users' slots; a broker's heartbeat says whether its last one had lapsed.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
@@ -73,7 +73,7 @@ func testPromoteOnce(t *testing.T, e env[PushRoom]) {
 		total int
 	)
 	errs := startTogether(20, func(int) error {
-		n, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+		n, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 		mu.Lock()
 		total += n
 		mu.Unlock()
@@ -90,7 +90,7 @@ func testPromoteOnce(t *testing.T, e env[PushRoom]) {
 	if !slices.Equal(snap.Waiting, users(5)[3:]) || snap.RemainingSlots != 0 {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	entries, err := e.impl.ReadEntries(ctx, eventID, "c1", nil, 10, 0)
+	entries, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "c1", Count: 10})
 	must(t, err, "read entries")
 	if !slices.Equal(userIDs(entries), users(5)[:3]) {
 		t.Fatalf("entries %v, want the head in order", userIDs(entries))
@@ -111,34 +111,34 @@ func testEntriesReclaimed(t *testing.T, e env[PushRoom]) {
 	for _, u := range users(2) {
 		connect(t, e.impl, eventID, u, "b|"+u+"|")
 	}
-	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	_, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote")
-	dead, err := e.impl.ReadEntries(ctx, eventID, "dead", nil, 10, pushRetry)
+	dead, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "dead", Count: 10, ReclaimIdle: pushRetry})
 	must(t, err, "read as the dying consumer")
 	if len(dead) != 2 || dead[0].Reclaimed || dead[1].Reclaimed {
 		t.Fatalf("dying consumer read %+v, want two first reads", dead)
 	}
 	// Idle for a minute: nothing the dying consumer read can be that old yet, however slow the
 	// machine.
-	early, err := e.impl.ReadEntries(ctx, eventID, "live", nil, 10, time.Minute)
+	early, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "live", Count: 10, ReclaimIdle: time.Minute})
 	must(t, err, "read at once")
 	if len(early) != 0 {
 		t.Fatalf("reclaimed %d before the idle time", len(early))
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	live, err := e.impl.ReadEntries(ctx, eventID, "live", nil, 10, pushRetry)
+	live, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "live", Count: 10, ReclaimIdle: pushRetry})
 	must(t, err, "reclaim")
 	if !slices.Equal(userIDs(live), users(2)) || !live[0].Reclaimed || !live[1].Reclaimed {
 		t.Fatalf("reclaimed %+v, want both marked reclaimed", live)
 	}
 	// The next read acknowledges the routed ones.
-	after, err := e.impl.ReadEntries(ctx, eventID, "live", messageIDs(live), 10, pushRetry)
+	after, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "live", Routed: messageIDs(live), Count: 10, ReclaimIdle: pushRetry})
 	must(t, err, "acknowledge by reading")
 	if len(after) != 0 {
 		t.Fatalf("read %+v after routing everything", after)
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	left, err := e.impl.ReadEntries(ctx, eventID, "other", nil, 10, pushRetry)
+	left, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "other", Count: 10, ReclaimIdle: pushRetry})
 	must(t, err, "read after ack")
 	if len(left) != 0 {
 		t.Fatalf("%d entries left after acknowledging", len(left))
@@ -150,14 +150,14 @@ func testIssueSameToken(t *testing.T, e env[PushRoom]) {
 	eventID := openRoom(t, e.impl, 1, 10)
 	connect(t, e.impl, eventID, "u1", "b|1|")
 	connect(t, e.impl, eventID, "u2", "b|2|")
-	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	_, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote")
 	if ok, _, err := e.impl.Verify(ctx, eventID, "u1", ""); err != nil || ok {
 		t.Fatalf("a promoted user without a token verifies an empty one: %v %v", ok, err)
 	}
 	issue := func(what string, grants ...ports.TokenGrant) []ports.ClaimResult {
 		t.Helper()
-		res, err := e.impl.Issue(ctx, eventID, grants, longTokenTTL)
+		res, err := e.impl.Issue(ctx, eventID, grants, longTokenTTL, ports.DispatchAck{})
 		must(t, err, what)
 		if len(res) != len(grants) {
 			t.Fatalf("%s: %d results for %d grants", what, len(res), len(grants))
@@ -189,12 +189,12 @@ func testEntriesOwner(t *testing.T, e env[PushRoom]) {
 	connect(t, e.impl, eventID, "stays", "b|1|")
 	connect(t, e.impl, eventID, "stays", "b|2|") // reconnect: the newer connection owns the user
 	connect(t, e.impl, eventID, "leaves", "b|3|")
-	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	_, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote")
 	if d, err := e.impl.Disconnect(ctx, eventID, "leaves", "b|3|"); err != nil || d != ports.Released {
 		t.Fatalf("admitted user's disconnect: %v %v", d, err)
 	}
-	entries, err := e.impl.ReadEntries(ctx, eventID, "c1", nil, 10, 0)
+	entries, err := e.impl.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "c1", Count: 10})
 	must(t, err, "read entries")
 	if len(entries) != 2 || entries[0].UserID != "stays" || entries[0].Owner != "b|2|" || entries[1].UserID != "leaves" || entries[1].Owner != "" {
 		t.Fatalf("entries %+v, want the newer owner and none for the departed", entries)
@@ -205,9 +205,9 @@ func testDisconnectOwner(t *testing.T, e env[PushRoom]) {
 	ctx := context.Background()
 	eventID := openRoom(t, e.impl, 1, 10)
 	connect(t, e.impl, eventID, "admitted", "b|1|")
-	_, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	_, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote")
-	_, err = e.impl.Issue(ctx, eventID, []ports.TokenGrant{{UserID: "admitted", Token: "tok"}}, longTokenTTL)
+	_, err = e.impl.Issue(ctx, eventID, []ports.TokenGrant{{UserID: "admitted", Token: "tok"}}, longTokenTTL, ports.DispatchAck{})
 	must(t, err, "issue")
 	connect(t, e.impl, eventID, "waiter", "b|2|")
 	connect(t, e.impl, eventID, "waiter", "b|3|") // reconnect: the newer connection owns the user
@@ -240,30 +240,32 @@ func testDispatchRetry(t *testing.T, e env[PushRoom]) {
 		{MessageID: "entry-2", EventID: "e1", UserID: "gone", PromotedAt: at},
 		{MessageID: "entry-3", EventID: "e2", UserID: "u3", Owner: other + "|7|", PromotedAt: at},
 	}), "dispatch")
-	got, err := e.impl.ReadDispatch(ctx, broker, nil, 10, time.Second, pushRetry)
+	got, err := e.impl.ReadDispatch(ctx, broker, 10, time.Second, pushRetry)
 	must(t, err, "read")
 	if len(got) != 1 || got[0].EventID != "e1" || got[0].UserID != "u1" || !got[0].PromotedAt.Equal(at) || got[0].Reclaimed || got[0].Owner != "" {
 		t.Fatalf("read %+v, want u1 alone", got)
 	}
-	elsewhere, err := e.impl.ReadDispatch(ctx, other, nil, 10, time.Second, pushRetry)
+	// Without retries, the read is a blocking read alone: the other broker's first read too.
+	elsewhere, err := e.impl.ReadDispatch(ctx, other, 10, time.Second, 0)
 	must(t, err, "read the other broker's")
 	if len(elsewhere) != 1 || elsewhere[0].EventID != "e2" || elsewhere[0].UserID != "u3" {
 		t.Fatalf("other broker read %+v, want u3", elsewhere)
 	}
 	time.Sleep(pushRetry + 100*time.Millisecond)
-	again, err := e.impl.ReadDispatch(ctx, broker, nil, 10, 0, pushRetry)
+	again, err := e.impl.ReadDispatch(ctx, broker, 10, 0, pushRetry)
 	must(t, err, "read again")
 	if len(again) != 1 || again[0].MessageID != got[0].MessageID || !again[0].Reclaimed {
 		t.Fatalf("unacknowledged message not read again: %+v", again)
 	}
-	// The next read acknowledges the delivered one; AckDispatch acknowledges without reading.
-	if next, err := e.impl.ReadDispatch(ctx, broker, messageIDs(got), 10, 0, pushRetry); err != nil || len(next) != 0 {
-		t.Fatalf("read that acknowledges: %+v %v", next, err)
-	}
+	// Issue acknowledges the messages delivered before it; AckDispatch does on its own.
+	eventID := openRoom(t, e.impl, 1, 10)
+	_, err = e.impl.Issue(ctx, eventID, []ports.TokenGrant{{UserID: "u1", Token: "tok"}}, longTokenTTL,
+		ports.DispatchAck{BrokerID: broker, MessageIDs: messageIDs(got)})
+	must(t, err, "issue and acknowledge")
 	must(t, e.impl.AckDispatch(ctx, other, messageIDs(elsewhere)), "ack")
 	time.Sleep(pushRetry + 100*time.Millisecond)
 	for _, b := range []string{broker, other} {
-		if left, err := e.impl.ReadDispatch(ctx, b, nil, 10, 0, pushRetry); err != nil || len(left) != 0 {
+		if left, err := e.impl.ReadDispatch(ctx, b, 10, 0, pushRetry); err != nil || len(left) != 0 {
 			t.Fatalf("after acknowledging %s: %+v %v", b, left, err)
 		}
 	}
@@ -276,7 +278,7 @@ func testReapBroker(t *testing.T, e env[PushRoom]) {
 	connect(t, e.impl, eventID, "d1", dead+"|1|")
 	connect(t, e.impl, eventID, "l1", live+"|1|")
 	connect(t, e.impl, eventID, "d2", dead+"|2|")
-	_, err := e.impl.Promote(ctx, eventID, longTokenTTL) // d1 and l1 admitted; d2 waits
+	_, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{}) // d1 and l1 admitted; d2 waits
 	must(t, err, "promote")
 	must(t, e.impl.Dispatch(ctx, []ports.Promotion{{EventID: eventID, UserID: "d1", Owner: dead + "|1|"}}), "dispatch")
 	_, err = e.impl.Heartbeat(ctx, dead, pushRetry)

@@ -36,7 +36,7 @@ func testCounterAtZero(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, res.Claimed, false, "claim with no seat left")
 	expectEqual(t, res.Place.RemainingSlots, 0, "remaining slots with no seat left")
 	expectEqual(t, position(t, e.impl, eventID, "a").RemainingSlots, 0, "polled remaining slots with no seat left")
-	n, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+	n, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote with no seat left")
 	expectEqual(t, n, 0, "promoted with no seat left")
 	snap, err := e.impl.Snapshot(ctx, eventID)
@@ -118,7 +118,7 @@ func testMarkSoldOutFinal(t *testing.T, e env[PushRoom]) {
 		expectIs(t, err, ports.ErrSoldOut, when+": an admitted user's claim")
 		_, err = e.impl.Connect(ctx, eventID, "late", "broker|2|")
 		expectIs(t, err, ports.ErrSoldOut, when+": a connection")
-		n, err := e.impl.Promote(ctx, eventID, longTokenTTL)
+		n, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
 		must(t, err, when+": promote")
 		expectEqual(t, n, 0, when+": promoted")
 	}

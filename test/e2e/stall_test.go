@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -270,10 +271,10 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			})
 			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), keyPrefix(t))
 			ctx := context.Background()
-			if n, err := stalled.Promote(ctx, eventID, 5*time.Minute); err != nil || n != slots {
+			if n, _, err := stalled.Promote(ctx, eventID, 5*time.Minute, ports.EntryRead{}); err != nil || n != slots {
 				t.Fatalf("promote as the stalled dispatcher: %d, %v", n, err)
 			}
-			if held, err := stalled.ReadEntries(ctx, eventID, "stalled-"+broker.run, nil, 10, processHeartbeatTimeout); err != nil || len(held) != slots {
+			if held, err := stalled.ReadEntries(ctx, eventID, ports.EntryRead{Consumer: "stalled-" + broker.run, Count: 10, ReclaimIdle: processHeartbeatTimeout}); err != nil || len(held) != slots {
 				t.Fatalf("read as the stalled dispatcher: %v, %v", held, err)
 			}
 			second.thaw()
