@@ -111,7 +111,8 @@ type WaitingRoom interface {
 // actual wait (admission − then) minus the estimate, signed.
 //
 // Predict records each user's estimate in seconds unless one is recorded already (the first
-// stays). A claim or promotion that admits a user with a recorded estimate takes it and keeps
+// stays). A user not waiting in the line (pre-queued, admitted or gone) is skipped: an estimate
+// that arrives after its user's admission or departure predicts no wait. A claim or promotion that admits a user with a recorded estimate takes it and keeps
 // the error; a user who leaves the line without admission forgets it. WaitErrors answers the
 // errors kept, the latest MaxWaitErrors at most; each also reaches one Reconcile pass.
 type WaitPredictor interface {

@@ -398,10 +398,13 @@ func (r *room) waited(userID string, now time.Time) {
 	}
 }
 
-// Predict records each user's first wait estimate. See ports.WaitPredictor.
+// Predict records each waiting user's first wait estimate. See ports.WaitPredictor.
 func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[string]int) error {
 	return w.do(ctx, eventID, func(r *room, now time.Time) error {
 		for userID, s := range seconds {
+			if _, waiting := r.waiting[userID]; !waiting {
+				continue
+			}
 			if _, ok := r.predicted[userID]; !ok {
 				r.predicted[userID] = prediction{at: now, seconds: s}
 			}

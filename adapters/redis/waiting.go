@@ -334,9 +334,11 @@ redis.call('DEL', queue, seen, predicted)
 return {'OK'}
 `)
 
-// predictScript records each user's first estimate: ARGV user, seconds pairs.
+// predictScript records each waiting user's first estimate: ARGV user, seconds pairs.
 var predictScript = newWaitingScript(`
-for i = 1, #ARGV, 2 do redis.call('HSETNX', predicted, ARGV[i], now .. ':' .. ARGV[i + 1]) end
+for i = 1, #ARGV, 2 do
+  if redis.call('ZSCORE', queue, ARGV[i]) then redis.call('HSETNX', predicted, ARGV[i], now .. ':' .. ARGV[i + 1]) end
+end
 return {'OK'}
 `)
 
@@ -645,7 +647,7 @@ func (w *WaitingRoom) ResetSeatsLeft(ctx context.Context, eventID string, from, 
 	return toInt(r[0]) == 1, nil
 }
 
-// Predict records each user's first wait estimate. See ports.WaitPredictor.
+// Predict records each waiting user's first wait estimate. See ports.WaitPredictor.
 func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[string]int) error {
 	if len(seconds) == 0 {
 		return nil

@@ -46,6 +46,9 @@ type Capabilities struct {
 	// the table, so the cases that claim so need a table to themselves. Read by
 	// TestPaymentRepositories.
 	NewEmptyStores func(t *testing.T) ports.Stores
+	// NewPushRoomOnClock returns an empty store whose times are clock's, which the case moves,
+	// so wait errors are exact. Read by TestWaitPredictor.
+	NewPushRoomOnClock func(t *testing.T, clock ports.Clock) PushRoom
 }
 
 // env is what a case runs on: the suite's shared instance, the constructor for cases that need

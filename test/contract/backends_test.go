@@ -72,10 +72,12 @@ func idempotencyOf(b backend) suite[ports.IdempotencyStore] { return b.idempoten
 func waitingRoomOf(b backend) suite[ports.WaitingRoom]      { return b.waitingRoom }
 func pushQueueOf(b backend) suite[porttest.PushRoom]        { return b.pushQueue }
 
-// memoryPushQueue gives every caller the one store of the suite, on the wall clock.
+// memoryPushQueue gives every caller the one store of the suite, on the wall clock; stores on a
+// clock of the case's own are new ones.
 func memoryPushQueue(*testing.T) (func(*testing.T) porttest.PushRoom, porttest.Capabilities) {
 	room := memory.NewWaitingRoom(system.Clock{})
-	return func(*testing.T) porttest.PushRoom { return room }, porttest.Capabilities{}
+	return func(*testing.T) porttest.PushRoom { return room }, porttest.Capabilities{
+		NewPushRoomOnClock: func(_ *testing.T, clock ports.Clock) porttest.PushRoom { return memory.NewWaitingRoom(clock) }}
 }
 
 // memoryStores gives every caller the stores of one in-memory database.

@@ -80,3 +80,8 @@ func TestPrequeueRoom(t *testing.T) {
 	t.Parallel()
 	runOnBackends(t, pushQueueOf, porttest.TestPrequeueRoom)
 }
+
+func TestWaitPredictor(t *testing.T) {
+	t.Parallel()
+	runOnBackends(t, pushQueueOf, porttest.TestWaitPredictor)
+}
