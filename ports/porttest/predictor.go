@@ -137,7 +137,7 @@ func testPredictClaim(t *testing.T, e env[PushRoom]) {
 
 func testPredictPromote(t *testing.T, e env[PushRoom]) {
 	admitEarlyAndLate(t, e, func(eventID string) {
-		promoted, err := e.impl.Promote(context.Background(), eventID, longTokenTTL)
+		promoted, _, err := e.impl.Promote(context.Background(), eventID, longTokenTTL, ports.EntryRead{})
 		must(t, err, "promote")
 		expectEqual(t, promoted, 2, "promoted")
 	})
@@ -278,7 +278,7 @@ func testPredictExact(t *testing.T, e env[PushRoom]) {
 	clock.advance(10 * time.Second)
 	claim(t, w, eventID, "a", longTokenTTL)
 	claim(t, w, eventID, "b", longTokenTTL)
-	promoted, err := w.Promote(context.Background(), eventID, longTokenTTL)
+	promoted, _, err := w.Promote(context.Background(), eventID, longTokenTTL, ports.EntryRead{})
 	must(t, err, "promote c")
 	expectEqual(t, promoted, 1, "promoted")
 	// Newest first: c (given 2 s at 10 s, admitted at 20 s), b (5 s at 0, admitted at 20 s), a
