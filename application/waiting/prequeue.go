@@ -225,8 +225,8 @@ func (t *openingTimers) close() {
 }
 
 // armOpening arms e's opening timer: at opensAt by the Clock (the Sleeper waits), the
-// pre-queue opens without waiting for the next reconciliation pass. Without a Sleeper, or for
-// an event open already, nothing is armed.
+// pre-queue opens without waiting for the next reconciliation pass. Without a Sleeper, for an
+// event open already or due already, nothing is armed.
 func (s *Service) armOpening(e *waiting.Event) {
 	p, ok := e.Prequeue()
 	if !ok || s.d.Sleeper == nil {
@@ -235,7 +235,8 @@ func (s *Service) armOpening(e *waiting.Event) {
 	if _, done := s.opened.Load(e.ID()); done {
 		return
 	}
-	if p.OpensAt.Sub(s.d.Clock.Now()) > openingHorizon {
+	// Once opensAt has passed, the pass that sees the event opens it.
+	if wait := p.OpensAt.Sub(s.d.Clock.Now()); wait <= 0 || wait > openingHorizon {
 		return
 	}
 	s.openings.arm(e.ID(), func(ctx context.Context) {
