@@ -60,8 +60,9 @@ local function prequeueAll(users, early)
 end
 `
 
-// prequeuedScript answers {'OK', page}, {'OPENED'} or {'NOT_DUE'}: the page is up to ARGV[2]
-// pre-queued users with their sequence numbers, after sequence number ARGV[1], by arrival.
+// prequeuedScript answers {'OK', page}, {'OK'} once open, or {'NOT_DUE'}: the page is up to
+// ARGV[2] pre-queued users with their sequence numbers, after sequence number ARGV[1], by
+// arrival.
 // Paging by sequence number misses nobody while others leave or are placed.
 var prequeuedScript = newWaitingScript(`
 local gated, opensAt = closed()
