@@ -209,13 +209,6 @@ func (t *openingTimers) arm(eventID string, open func(ctx context.Context)) {
 	}()
 }
 
-// count is how many timers are armed.
-func (t *openingTimers) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.armed)
-}
-
 // close ends every timer and waits for them.
 func (t *openingTimers) close() {
 	t.mu.Lock()
