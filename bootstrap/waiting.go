@@ -105,7 +105,8 @@ func (c QueueConfig) Validate() error {
 }
 
 func provideWaitingService(cfg Config, tx ports.TxRunner, stores ports.WaitingStores, coord ports.Coordination,
-	g *guard.Guard, clock ports.Clock, ids ports.IDGenerator, rates *waiting.AdmissionRates, metrics *telemetry.Metrics) *waiting.Service {
+	g *guard.Guard, clock ports.Clock, sleeper ports.Sleeper, ids ports.IDGenerator, rates *waiting.AdmissionRates,
+	metrics *telemetry.Metrics) *waiting.Service {
 	return waiting.NewService(waiting.Deps{
 		Tx:           tx,
 		Events:       stores.Events,
@@ -117,6 +118,7 @@ func provideWaitingService(cfg Config, tx ports.TxRunner, stores ports.WaitingSt
 		IDs:          ids,
 		Rates:        rates,
 		Observer:     metrics,
+		Sleeper:      sleeper,
 	}, waiting.Config{
 		IdleTimeout:  cfg.Queue.IdleTimeout,
 		PollInterval: cfg.Queue.PollInterval,
@@ -126,8 +128,10 @@ func provideWaitingService(cfg Config, tx ports.TxRunner, stores ports.WaitingSt
 
 // runQueueReconciler reconciles the waiting rooms in use every RUSHGATE_QUEUE_TICK: expired
 // tokens give their slots back, idle waiting users are dropped, seat counters are repaired.
-// Every instance runs it; each expiry and drop happens once in the shared store.
+// Every instance runs it; each expiry and drop happens once in the shared store. Stopping also
+// ends the service's pre-queue opening timers.
 func runQueueReconciler(lc fx.Lifecycle, cfg Config, rooms *waiting.Service, log *slog.Logger) {
+	lc.Append(fx.StopHook(rooms.Close))
 	runUntilStop(lc, every(cfg.Queue.Tick, func(ctx context.Context) {
 		if err := rooms.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("reconciling waiting rooms failed; next tick retries", "error", err)

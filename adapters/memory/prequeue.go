@@ -38,7 +38,8 @@ func (r *room) prequeue(userID string, now time.Time) ports.QueuePlace {
 	return place
 }
 
-// arrivals are the pre-queued users in order of arrival.
+// arrivals are the pre-queued users in the order they would be placed: those placed already
+// (negative numbers, in placing order), then the others by arrival.
 func (r *room) arrivals() []string {
 	users := make([]string, 0, len(r.pre))
 	for u := range r.pre {
@@ -48,7 +49,8 @@ func (r *room) arrivals() []string {
 	return users
 }
 
-// Prequeued answers the pre-queued users in order of arrival once opensAt has come.
+// Prequeued answers the users still pre-queued (not placed yet) by arrival once opensAt has
+// come.
 func (w *WaitingRoom) Prequeued(ctx context.Context, eventID string) ([]string, bool, error) {
 	var users []string
 	opened := false
@@ -59,16 +61,43 @@ func (w *WaitingRoom) Prequeued(ctx context.Context, eventID string) ([]string, 
 		case now.Before(r.opensAt):
 			return ports.ErrPrequeueNotDue
 		default:
-			users = r.arrivals()
+			users = slices.DeleteFunc(r.arrivals(), func(u string) bool { return r.pre[u] < 0 })
 		}
 		return nil
 	})
 	return users, opened, err
 }
 
-// PlacePrequeue places the pre-queue, in order, ahead of the later arrivals, once: every
-// waiting user gets a new sequence number, the pre-queue's first.
-func (w *WaitingRoom) PlacePrequeue(ctx context.Context, eventID string, order []string) (int, bool, error) {
+// PlacePrequeue places the users of next still pre-queued, in order, behind those placed
+// already: the k-th placed user's number becomes k-1-placeTotal (the pre-queue's size at the
+// first step), below every arrival's, while the room stays closed.
+func (w *WaitingRoom) PlacePrequeue(ctx context.Context, eventID string, next []string) (int, error) {
+	placed := 0
+	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
+		if !r.closed() {
+			return nil
+		}
+		if now.Before(r.opensAt) {
+			return ports.ErrPrequeueNotDue
+		}
+		if r.placeTotal == 0 {
+			r.placeTotal = len(r.pre)
+		}
+		for _, u := range next {
+			if seq, ok := r.pre[u]; ok && seq > 0 {
+				r.pre[u] = r.placed - r.placeTotal
+				r.placed++
+				placed++
+			}
+		}
+		return nil
+	})
+	return placed, err
+}
+
+// OpenPrequeue places whoever is left by arrival and opens the room: every waiting user gets a
+// new sequence number, the pre-queue's first.
+func (w *WaitingRoom) OpenPrequeue(ctx context.Context, eventID string) (int, bool, error) {
 	placed, opened := 0, false
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		if !r.closed() {
@@ -77,16 +106,12 @@ func (w *WaitingRoom) PlacePrequeue(ctx context.Context, eventID string, order [
 		if now.Before(r.opensAt) {
 			return ports.ErrPrequeueNotDue
 		}
-		line := make([]string, 0, len(r.pre)+len(r.waiting))
-		for _, u := range order {
-			if _, ok := r.pre[u]; ok {
-				line = append(line, u)
-				delete(r.pre, u)
+		for _, seq := range r.pre {
+			if seq > 0 {
+				placed++
 			}
 		}
-		line = append(line, r.arrivals()...)
-		placed = len(line)
-		line = append(line, r.line()...)
+		line := append(r.arrivals(), r.line()...)
 		r.waiting = make(map[string]int, len(line))
 		for i, u := range line {
 			r.waiting[u] = i + 1
@@ -101,7 +126,7 @@ func (w *WaitingRoom) PlacePrequeue(ctx context.Context, eventID string, order [
 	return placed, opened, err
 }
 
-// PrequeueOpened reports whether the pre-queue is placed.
+// PrequeueOpened reports whether the pre-queue is open.
 func (w *WaitingRoom) PrequeueOpened(ctx context.Context, eventID string) (bool, error) {
 	opened := false
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {

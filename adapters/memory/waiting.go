@@ -44,6 +44,9 @@ type room struct {
 	opensAt time.Time
 	opened  bool
 	pre     map[string]int
+	// placeTotal is the pre-queue's size at the first placing step, placed the users placed
+	// since: a placed user's number in pre is negative, in placing order.
+	placeTotal, placed int
 	// earliest is at or before every admitted token's expiry, so pruning can skip the scan
 	// until then.
 	earliest                           time.Time

@@ -314,12 +314,15 @@ return {'OK', remaining()}
 `)
 
 // statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
-// dropped, released, connected, prequeued, soldout}.
+// dropped, released, connected, prequeued, soldout}. Users placed while the room is still
+// closed (scores ≤ 0) count as pre-queued.
 var statsScript = newWaitingScript(`
 local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released', 'soldout')
-return {'OK', redis.call('ZCARD', queue), redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
+local placed = 0
+if closed() then placed = redis.call('ZCOUNT', queue, '-inf', 0) end
+return {'OK', redis.call('ZCARD', queue) - placed, redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
   tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0),
-  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre), tonumber(m[7] or 0)}
+  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre) + placed, tonumber(m[7] or 0)}
 `)
 
 // seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.

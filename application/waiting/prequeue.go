@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rushgate/rushgate/domain"
@@ -123,31 +124,131 @@ func (s *Service) prequeueOpened(ctx context.Context, eventID string) (bool, err
 	return opened, nil
 }
 
-// openPrequeue places e's pre-queue once its opensAt has come (SPEC §8): the pre-queued users,
-// read from the store, are ordered here (draw order from the seed, or arrival) and placed in
-// one atomic step of the store, which only the first of any number of instances doing the
-// same achieves; the others' step changes nothing. An instance that dies before that step
-// leaves the pre-queue as it was, for the next pass to place.
-func (s *Service) openPrequeue(ctx context.Context, e *waiting.Event) error {
+// openPrequeue opens e's pre-queue once its opensAt has come (SPEC §8): the users still
+// pre-queued, read from the store, are ordered here (draw order from the seed, or arrival) and
+// placed in short steps of the store, then the store opens the room. Any number of instances
+// may do it at once, and one that dies part-way leaves the rest to the next: the order is the
+// same from every instance (the pre-queue only shrinks after opensAt, and a draw orders any
+// subset alike), and each user is placed once. It answers whether the pre-queue is open.
+func (s *Service) openPrequeue(ctx context.Context, e *waiting.Event) (bool, error) {
 	p, ok := e.Prequeue()
-	if !ok || s.d.Clock.Now().Before(p.OpensAt) {
-		return nil
+	if !ok {
+		return true, nil
+	}
+	if s.d.Clock.Now().Before(p.OpensAt) {
+		return false, nil
 	}
 	if _, done := s.opened.Load(e.ID()); done {
-		return nil
+		return true, nil
 	}
-	arrivals, opened, err := s.d.Room.Prequeued(ctx, e.ID())
-	if errors.Is(err, ports.ErrPrequeueNotDue) { // the store's clock is behind ours: next pass
-		return nil
+	// The timer and the pass of this instance would place the same users twice over.
+	if _, busy := s.placing.LoadOrStore(e.ID(), struct{}{}); busy {
+		return false, nil
+	}
+	defer s.placing.Delete(e.ID())
+	remaining, opened, err := s.d.Room.Prequeued(ctx, e.ID())
+	if errors.Is(err, ports.ErrPrequeueNotDue) { // the store's clock is behind ours: try again
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read pre-queue: %w", err)
+		return false, fmt.Errorf("read pre-queue: %w", err)
 	}
 	if !opened {
-		if _, _, err := s.d.Room.PlacePrequeue(ctx, e.ID(), p.Place(arrivals)); err != nil {
-			return fmt.Errorf("place pre-queue: %w", err)
+		if _, err := s.d.Room.PlacePrequeue(ctx, e.ID(), p.Place(remaining)); err != nil {
+			return false, fmt.Errorf("place pre-queue: %w", err)
+		}
+		if _, _, err := s.d.Room.OpenPrequeue(ctx, e.ID()); err != nil {
+			return false, fmt.Errorf("open pre-queue: %w", err)
 		}
 	}
 	s.opened.Store(e.ID(), struct{}{})
-	return nil
+	return true, nil
 }
+
+// Opening timers: an instance arms one for a pre-queue opening within openingHorizon (a later
+// one is armed by a later reconciliation pass), at most maxOpeningTimers at once; the pass
+// opens whatever a timer did not. The store's clock may lag this instance's: a timer that
+// finds the opening not due yet tries again every openingRetry, openingRetries times.
+const (
+	openingHorizon   = time.Hour
+	maxOpeningTimers = 1024
+	openingRetry     = 100 * time.Millisecond
+	openingRetries   = 50
+)
+
+// openingTimers are the opening timers an instance armed, ended by Close.
+type openingTimers struct {
+	mu      sync.Mutex
+	life    context.Context
+	end     context.CancelFunc
+	running sync.WaitGroup
+	armed   map[string]struct{} // event id
+}
+
+func newOpeningTimers() *openingTimers {
+	life, end := context.WithCancel(context.Background())
+	return &openingTimers{life: life, end: end, armed: make(map[string]struct{})}
+}
+
+// arm runs open in its own goroutine unless a timer for eventID is armed already, the bound is
+// reached or the timers ended.
+func (t *openingTimers) arm(eventID string, open func(ctx context.Context)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, armed := t.armed[eventID]; armed || len(t.armed) >= maxOpeningTimers || t.life.Err() != nil {
+		return
+	}
+	t.armed[eventID] = struct{}{}
+	t.running.Add(1)
+	go func() {
+		defer t.running.Done()
+		open(t.life)
+		t.mu.Lock()
+		delete(t.armed, eventID)
+		t.mu.Unlock()
+	}()
+}
+
+// close ends every timer and waits for them.
+func (t *openingTimers) close() {
+	t.mu.Lock()
+	t.end()
+	t.mu.Unlock()
+	t.running.Wait()
+}
+
+// armOpening arms e's opening timer: at opensAt by the Clock (the Sleeper waits), the
+// pre-queue opens without waiting for the next reconciliation pass. Without a Sleeper, for an
+// event open already or due already, nothing is armed.
+func (s *Service) armOpening(e *waiting.Event) {
+	p, ok := e.Prequeue()
+	if !ok || s.d.Sleeper == nil {
+		return
+	}
+	if _, done := s.opened.Load(e.ID()); done {
+		return
+	}
+	// Once opensAt has passed, the pass that sees the event opens it.
+	if wait := p.OpensAt.Sub(s.d.Clock.Now()); wait <= 0 || wait > openingHorizon {
+		return
+	}
+	s.openings.arm(e.ID(), func(ctx context.Context) {
+		if err := s.d.Sleeper.Sleep(ctx, p.OpensAt.Sub(s.d.Clock.Now())); err != nil {
+			return
+		}
+		for range openingRetries {
+			// An error (the event gone, the store down) is the reconciliation pass's to retry
+			// and report.
+			if opened, err := s.openPrequeue(ctx, e); opened || err != nil {
+				return
+			}
+			if err := s.d.Sleeper.Sleep(ctx, openingRetry); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// Close ends this instance's opening timers and waits for them; an opening they did not
+// finish is left to any instance's next reconciliation pass.
+func (s *Service) Close() { s.openings.close() }

@@ -13,6 +13,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/draw"
 	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 var saleDay = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
@@ -240,5 +241,93 @@ func TestPrequeue_PushStreamsAreToldAndNobodyIsPromotedBeforeOpening(t *testing.
 	}
 	if stats.Admitted != 2 || stats.Waiting != 1 {
 		t.Fatalf("after opening: %+v, want the two slots taken and one waiting", stats)
+	}
+}
+
+// heldSleeper is a ports.Sleeper whose waits the test ends: each tells asked its duration and
+// returns, the clock moved on by it, once the test sends on release, or with the context's error
+// once that is done.
+type heldSleeper struct {
+	clock   *memory.Clock
+	asked   chan time.Duration
+	release chan struct{}
+}
+
+func newHeldSleeper(clock *memory.Clock) *heldSleeper {
+	return &heldSleeper{clock: clock, asked: make(chan time.Duration, 16), release: make(chan struct{})}
+}
+
+func (s *heldSleeper) Sleep(ctx context.Context, d time.Duration) error {
+	s.asked <- d
+	select {
+	case <-s.release:
+		s.clock.Advance(d)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestPrequeue_OpensAtOpensAtWithoutWaitingForAPass(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(saleDay)
+	sleeper := newHeldSleeper(clock)
+	r := newRoomsWaitingOn(clock, sleeper)
+	defer r.svc.Close()
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
+		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := <-sleeper.asked; d != time.Minute {
+		t.Fatalf("the opening timer waits %v, want the minute until opensAt", d)
+	}
+	early := userNames(30, "early")
+	for _, u := range early {
+		if v, _, err := r.svc.Enter(ctx, event.ID, u); err != nil || v.Status != waiting.StatusPrequeue {
+			t.Fatalf("entering the pre-queue: %+v, %v", v, err)
+		}
+	}
+	sleeper.release <- struct{}{} // opensAt: no reconciliation pass runs in this test
+	var public waiting.PublicEventView
+	testkit.Eventually(t, 10*time.Second, "the pre-queue opened by its timer", func() error {
+		public, err = r.svc.Event(ctx, event.ID)
+		if err == nil && public.Seed == "" {
+			err = errors.New("not open")
+		}
+		return err
+	})
+	seed, err := draw.ParseSeed(public.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := draw.OrderUsers(seed, early)
+	if got := ranks(t, r.svc, event.ID, want); !slices.Equal(got, want) {
+		t.Fatalf("line %v, want the draw order %v", got, want)
+	}
+}
+
+func TestPrequeue_CloseEndsTheOpeningTimers(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(saleDay)
+	sleeper := newHeldSleeper(clock)
+	r := newRoomsWaitingOn(clock, sleeper)
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
+		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sleeper.asked
+	r.svc.Close() // returns only once the timer has ended
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-sleeper.asked:
+		t.Fatalf("a timer was armed after Close (%v)", d)
+	default:
+	}
+	if public, err := r.svc.Event(ctx, event.ID); err != nil || public.Seed != "" {
+		t.Fatalf("the pre-queue opened without its time coming: %+v, %v", public, err)
 	}
 }

@@ -28,6 +28,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("event %s: %w", eventID, err))
 		}
 	}
+	s.predicted.keepOnly(events)
 	if s.d.Observer != nil {
 		s.d.Observer.RoomsInUse(events)
 	}
@@ -52,7 +53,8 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if e.Mode() == waiting.ModePush {
 		idle = 0
 	}
-	if err := s.openPrequeue(ctx, e); err != nil {
+	s.armOpening(e)
+	if _, err := s.openPrequeue(ctx, e); err != nil {
 		return err
 	}
 	done, err := s.d.Room.Reconcile(ctx, eventID, idle)

@@ -138,6 +138,7 @@ func (s *Service) settleSeats(ctx context.Context, eventID string, left int) (bo
 			return false, fmt.Errorf("mark sold out: %w", err)
 		}
 		s.soldOut.Store(eventID, struct{}{})
+		s.predicted.forgetEvent(eventID)
 		return true, nil
 	}
 	if free != left {

@@ -68,6 +68,9 @@ type Deps struct {
 	// the estimates read; give the push Broker the same ones. Nil: rates of this Service alone.
 	Rates    *AdmissionRates
 	Observer Observer
+	// Sleeper waits for a pre-queue's opensAt on Clock, so the pre-queue opens then rather than
+	// at the next reconciliation pass. Nil: the pass opens it.
+	Sleeper ports.Sleeper
 }
 
 // Service runs the waiting-room use cases.
@@ -81,14 +84,15 @@ type Service struct {
 	soldOut sync.Map // event id → struct{}
 	// foreign holds the rooms in the shared index whose event this database does not know.
 	foreign sync.Map // event id → struct{}
-	// opened holds the events whose pre-queue the store placed; placing is final.
+	// opened holds the events whose pre-queue the store opened; opening is final.
 	opened sync.Map // event id → struct{}
+	// placing holds the events whose pre-queue this instance is opening now.
+	placing  sync.Map // event id → struct{}
+	openings *openingTimers
 	// predicted holds the users whose first wait estimate this instance sent to the store, so
 	// later polls cost no write (the store keeps the first of any instance's).
-	predicted sync.Map // predictionKey → struct{}
+	predicted *predictions
 }
-
-type predictionKey struct{ eventID, userID string }
 
 // NewService wires the waiting-room use cases to their ports.
 func NewService(d Deps, cfg Config) *Service {
@@ -101,7 +105,8 @@ func NewService(d Deps, cfg Config) *Service {
 	if d.Rates == nil {
 		d.Rates = NewAdmissionRates()
 	}
-	s := &Service{d: d, cfg: cfg, rooms: newEventRooms(d.Events, d.Seats, d.Room)}
+	s := &Service{d: d, cfg: cfg, rooms: newEventRooms(d.Events, d.Seats, d.Room), openings: newOpeningTimers(),
+		predicted: newPredictions()}
 	s.reserves = guard.NewLane(d.Guard, guard.LaneConfig{
 		MaxBatch: cfg.MaxBatch,
 		LockWait: SeatLockWait,
@@ -185,6 +190,7 @@ func (s *Service) CreateEvent(ctx context.Context, cmd CreateEventCommand) (Even
 		return EventView{}, err
 	}
 	_ = openRoom(ctx, s.d.Room, e, e.Slots(), e.Seats())
+	s.armOpening(e)
 	return viewOf(e), nil
 }
 
@@ -311,9 +317,11 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 		return err
 	})
 	if errors.Is(err, ports.ErrNotQueued) {
+		s.predicted.forget(eventID, userID)
 		return StatusView{}, waiting.ErrNotInQueue
 	}
 	if errors.Is(err, ports.ErrSoldOut) {
+		s.predicted.forgetEvent(eventID)
 		return StatusView{Status: StatusSoldOut}, nil
 	}
 	if err != nil {
@@ -330,12 +338,11 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 // per user and instance, so a user's later polls cost no write; one that fails is tried on the
 // next poll, and the answer does not wait for a failing one.
 func (s *Service) predict(ctx context.Context, eventID, userID string, seconds int) {
-	key := predictionKey{eventID: eventID, userID: userID}
-	if _, done := s.predicted.LoadOrStore(key, struct{}{}); done {
+	if !s.predicted.add(eventID, userID) {
 		return
 	}
 	if err := s.d.Room.Predict(ctx, eventID, map[string]int{userID: seconds}); err != nil {
-		s.predicted.Delete(key)
+		s.predicted.forget(eventID, userID)
 	}
 }
 
@@ -377,7 +384,7 @@ func (s *Service) Claim(ctx context.Context, eventID, userID string) (view Token
 		return TokenView{}, false, &notReady
 	}
 	// Admitted: a later wait (after leaving and entering again) gets a first estimate anew.
-	s.predicted.Delete(predictionKey{eventID: eventID, userID: userID})
+	s.predicted.forget(eventID, userID)
 	return tokenOf(res), res.Created, nil
 }
 
@@ -416,7 +423,7 @@ func (s *Service) Leave(ctx context.Context, eventID, userID string) error {
 	if err != nil {
 		return fmt.Errorf("leave queue: %w", err)
 	}
-	s.predicted.Delete(predictionKey{eventID: eventID, userID: userID})
+	s.predicted.forget(eventID, userID)
 	return nil
 }
 

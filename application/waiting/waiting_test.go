@@ -24,7 +24,11 @@ type rooms struct {
 }
 
 // newRooms builds rooms whose time is clock.
-func newRooms(clock *memory.Clock) rooms {
+func newRooms(clock *memory.Clock) rooms { return newRoomsWaitingOn(clock, nil) }
+
+// newRoomsWaitingOn builds rooms whose service waits for pre-queue openings on sleeper (none
+// when nil: the reconciliation pass opens them).
+func newRoomsWaitingOn(clock *memory.Clock, sleeper ports.Sleeper) rooms {
 	env := memorytest.New(memorytest.WithClock(clock, memory.NewSleeper(clock)))
 	stores, coord := env.Stores, env.Coord
 	rates := waiting.NewAdmissionRates()
@@ -33,7 +37,7 @@ func newRooms(clock *memory.Clock) rooms {
 		coord:  coord,
 		svc: waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
 			Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: env.Guard, Clock: clock, IDs: system.UUIDs{},
-			Rates: rates}, waiting.Config{}),
+			Rates: rates, Sleeper: sleeper}, waiting.Config{}),
 		broker: waiting.BrokerDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,
 			Queue: coord.PushQueue, Rates: rates, Clock: clock},
 		dispatcher: waiting.DispatcherDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,

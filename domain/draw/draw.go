@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -69,11 +70,14 @@ func (s Seed) Hash() string {
 
 // Ticket is userID's ticket: hex(SHA-256(seed ‖ ":" ‖ userID)).
 func (s Seed) Ticket(userID string) string {
-	h := sha256.New()
-	h.Write(s[:])
-	h.Write([]byte(":"))
-	h.Write([]byte(userID))
-	return hex.EncodeToString(h.Sum(nil))
+	sum := s.ticket(make([]byte, 0, SeedSize+1+len(userID)), userID)
+	return hex.EncodeToString(sum[:])
+}
+
+// ticket is userID's ticket as bytes, hashed in buf (reused across calls).
+func (s Seed) ticket(buf []byte, userID string) [sha256.Size]byte {
+	buf = append(append(append(buf[:0], s[:]...), ':'), userID...)
+	return sha256.Sum256(buf)
 }
 
 // String, Format, LogValue and MarshalText keep the seed out of logs, errors and answers.
@@ -89,15 +93,48 @@ type Entrant struct {
 	Ticket string
 }
 
-// Order returns the users in draw order: tickets ascending, ties (impossible in practice) by
-// user id.
+// Order returns the users in draw order, with their tickets: tickets ascending, ties
+// (impossible in practice) by user id.
 func Order(seed Seed, userIDs []string) []Entrant {
-	entrants := make([]Entrant, len(userIDs))
-	for i, id := range userIDs {
-		entrants[i] = Entrant{UserID: id, Ticket: seed.Ticket(id)}
+	drawn := ranked(seed, userIDs)
+	entrants := make([]Entrant, len(drawn))
+	for i, d := range drawn {
+		entrants[i] = Entrant{UserID: d.userID, Ticket: hex.EncodeToString(d.ticket[:])}
 	}
-	slices.SortFunc(entrants, func(a, b Entrant) int {
-		return cmp.Or(cmp.Compare(a.Ticket, b.Ticket), cmp.Compare(a.UserID, b.UserID))
-	})
 	return entrants
+}
+
+// OrderUsers returns the users in draw order, as Order does, without their tickets.
+func OrderUsers(seed Seed, userIDs []string) []string {
+	drawn := ranked(seed, userIDs)
+	users := make([]string, len(drawn))
+	for i, d := range drawn {
+		users[i] = d.userID
+	}
+	return users
+}
+
+// drawn is a user with their raw ticket; head is the ticket's first 8 bytes, big-endian, which
+// decide nearly every comparison in one step.
+type drawn struct {
+	head   uint64
+	ticket [sha256.Size]byte
+	userID string
+}
+
+// ranked hashes each user once, then sorts by the raw ticket: bytes ascending is hex ascending.
+func ranked(seed Seed, userIDs []string) []drawn {
+	all := make([]drawn, len(userIDs))
+	buf := make([]byte, 0, 128)
+	for i, id := range userIDs {
+		t := seed.ticket(buf, id)
+		all[i] = drawn{head: binary.BigEndian.Uint64(t[:8]), ticket: t, userID: id}
+	}
+	slices.SortFunc(all, func(a, b drawn) int {
+		if a.head != b.head {
+			return cmp.Compare(a.head, b.head)
+		}
+		return cmp.Or(bytes.Compare(a.ticket[:], b.ticket[:]), cmp.Compare(a.userID, b.userID))
+	})
+	return all
 }

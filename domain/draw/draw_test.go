@@ -124,3 +124,33 @@ func BenchmarkOrder_1M(b *testing.B) {
 		draw.Order(knownSeed, users)
 	}
 }
+
+// TestOrderUsers_IsOrderWithoutTickets: both orders of one draw agree.
+func TestOrderUsers_IsOrderWithoutTickets(t *testing.T) {
+	users := make([]string, 500)
+	for i := range users {
+		users[i] = fmt.Sprint("user-", i)
+	}
+	entrants := draw.Order(knownSeed, users)
+	ordered := draw.OrderUsers(knownSeed, users)
+	for i, e := range entrants {
+		if ordered[i] != e.UserID {
+			t.Fatalf("place %d: %s, Order has %s", i, ordered[i], e.UserID)
+		}
+		if i > 0 && entrants[i-1].Ticket >= e.Ticket {
+			t.Fatalf("tickets out of order at %d", i)
+		}
+	}
+}
+
+// BenchmarkOrderUsers orders a 100,000-user pre-queue: one hash per user, a sort of raw tickets.
+func BenchmarkOrderUsers(b *testing.B) {
+	users := make([]string, 100_000)
+	for i := range users {
+		users[i] = fmt.Sprint("user-", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		draw.OrderUsers(knownSeed, users)
+	}
+}

@@ -50,12 +50,7 @@ func (p Prequeue) Place(arrivals []string) []string {
 	if p.Order == PrequeueFIFO {
 		return arrivals
 	}
-	entrants := draw.Order(p.Seed, arrivals)
-	placed := make([]string, len(entrants))
-	for i, e := range entrants {
-		placed[i] = e.UserID
-	}
-	return placed
+	return draw.OrderUsers(p.Seed, arrivals)
 }
 
 // Prequeue is the event's pre-queue, if it has one.

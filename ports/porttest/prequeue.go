@@ -19,16 +19,19 @@ const opensSoon = 1500 * time.Millisecond
 
 // TestPrequeueRoom checks ports.PrequeueRoom on both views of a gated room: before opensAt an
 // entry (pull or push) joins the pre-queue once, without a rank; nobody is claimed or promoted,
-// the line is not shown, and neither reading nor placing the pre-queue is due; after it, later
-// arrivals queue behind, Prequeued lists the pre-queue by arrival, and PlacePrequeue places it
-// once in the given order ahead of them, skipping users who left and appending the ones the
-// order missed, even when many placers race; a pre-queued user who leaves is out of it; a room
-// without a pre-queue is open.
+// the line is not shown, and neither reading, placing nor opening the pre-queue is due; after
+// it, later arrivals queue behind, Prequeued lists the users still pre-queued by arrival, and
+// PlacePrequeue places them in steps in the given order ahead of later arrivals while the room
+// stays closed, until OpenPrequeue opens it once, appending the ones the order missed and
+// skipping users who left; many placers racing, or a placer stopping part-way for another to
+// finish, give the same line; a pre-queued user who leaves is out of it; a room without a
+// pre-queue is open.
 func TestPrequeueRoom(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"BeforeOpensAt_NoRankNoAdmission", testPrequeueClosed},
-		{"Place_InOrderAheadOfLaterArrivalsOnce", testPrequeuePlace},
-		{"Place_ConcurrentPlacersPlaceOnce", testPrequeueConcurrentPlacers},
+		{"Place_InStepsClosedUntilOpenedOnce", testPrequeuePlace},
+		{"Place_RacingPlacersPlaceEachUserOnceInOrder", testPrequeueConcurrentPlacers},
+		{"Place_APlacerStoppedPartWayIsFinishedByTheNext", testPrequeueStoppedPlacer},
 		{"Place_SkipsWhoLeftAndAppendsWhomTheOrderMissed", testPrequeueLeavers},
 		{"Leave_TakesAPrequeuedUserOut", testPrequeueLeave},
 		{"UngatedRoom_IsOpen", testPrequeueUngated},
@@ -99,8 +102,10 @@ func testPrequeueClosed(t *testing.T, e env[PushRoom]) {
 	}
 	_, _, err = e.impl.Prequeued(ctx, eventID)
 	expectIs(t, err, ports.ErrPrequeueNotDue, "read before opensAt")
-	_, _, err = e.impl.PlacePrequeue(ctx, eventID, []string{"a", "b"})
+	_, err = e.impl.PlacePrequeue(ctx, eventID, []string{"a", "b"})
 	expectIs(t, err, ports.ErrPrequeueNotDue, "place before opensAt")
+	_, _, err = e.impl.OpenPrequeue(ctx, eventID)
+	expectIs(t, err, ports.ErrPrequeueNotDue, "open before opensAt")
 	opened, err := e.impl.PrequeueOpened(ctx, eventID)
 	must(t, err, "opened")
 	expectEqual(t, opened, false, "opened before opensAt")
@@ -133,14 +138,28 @@ func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
 
 	order := slices.Clone(early)
 	slices.Reverse(order)
-	placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, order)
-	must(t, err, "place")
-	expectEqual(t, placed, len(early), "placed")
-	expectEqual(t, opened, true, "this call placed")
-	placed, opened, err = e.impl.PlacePrequeue(ctx, eventID, early)
-	must(t, err, "place again")
-	expectEqual(t, placed, 0, "placed again")
-	expectEqual(t, opened, false, "a second placing")
+	placed, err := e.impl.PlacePrequeue(ctx, eventID, order[:4])
+	must(t, err, "place a first step")
+	expectEqual(t, placed, 4, "placed by the first step")
+	expectClosed(t, e.impl, eventID, order[0], len(early))
+	remaining, _, err := e.impl.Prequeued(ctx, eventID)
+	must(t, err, "read the pre-queue part-way")
+	expectEqual(t, fmt.Sprint(remaining), fmt.Sprint(early[:6]), "the users not placed yet, by arrival")
+	placed, err = e.impl.PlacePrequeue(ctx, eventID, order)
+	must(t, err, "place the rest")
+	expectEqual(t, placed, len(early)-4, "placed by the second step")
+	expectClosed(t, e.impl, eventID, order[0], len(early))
+	placed, opened, err := e.impl.OpenPrequeue(ctx, eventID)
+	must(t, err, "open")
+	expectEqual(t, placed, 0, "left for the opening")
+	expectEqual(t, opened, true, "this call opened")
+	placed, opened, err = e.impl.OpenPrequeue(ctx, eventID)
+	must(t, err, "open again")
+	expectEqual(t, placed, 0, "placed by a second opening")
+	expectEqual(t, opened, false, "a second opening")
+	placed, err = e.impl.PlacePrequeue(ctx, eventID, early)
+	must(t, err, "place after opening")
+	expectEqual(t, placed, 0, "placed after opening")
 	nowOpen, err := e.impl.PrequeueOpened(ctx, eventID)
 	must(t, err, "opened")
 	expectEqual(t, nowOpen, true, "opened after placing")
@@ -161,6 +180,32 @@ func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, promoted, 1, "the dispatcher promotes the head into the last slot")
 }
 
+// expectClosed: while placing, the room stays closed — a placed user has no rank, nobody is
+// admitted, and every pre-queued user still counts as one.
+func expectClosed(t *testing.T, w PushRoom, eventID, placedUser string, prequeued int) {
+	t.Helper()
+	ctx := context.Background()
+	expectPrequeued(t, position(t, w, eventID, placedUser), false, "a placed user before the opening")
+	if res := claim(t, w, eventID, placedUser, longTokenTTL); res.Claimed || !res.Place.Prequeue {
+		t.Fatalf("claim before the opening: %+v", res)
+	}
+	promoted, _, err := w.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
+	must(t, err, "promote")
+	expectEqual(t, promoted, 0, "promoted before the opening")
+	opened, err := w.PrequeueOpened(ctx, eventID)
+	must(t, err, "opened")
+	expectEqual(t, opened, false, "opened before the opening")
+	expectEqual(t, stats(t, w, eventID).Prequeued, prequeued, "pre-queued before the opening")
+}
+
+// drawOrder is a deterministic order of "user-N" names unlike arrival (N rotated by 7), the
+// same for any subset, as a placer's draw order is.
+func drawOrder(users []string) []string {
+	order := slices.Clone(users)
+	slices.SortFunc(order, func(a, b string) int { return cmpRotated(a, b, 7, 50) })
+	return order
+}
+
 func testPrequeueConcurrentPlacers(t *testing.T, e env[PushRoom]) {
 	ctx := context.Background()
 	eventID := openGated(t, e.impl, 1, opensSoon)
@@ -170,32 +215,63 @@ func testPrequeueConcurrentPlacers(t *testing.T, e env[PushRoom]) {
 	}
 	awaitOpensAt(t, e.impl, eventID)
 	const placers = 8
-	orders := make([][]string, placers)
-	for i := range orders {
-		orders[i] = slices.Clone(early)
-		// Each placer's order differs, so the line tells which one placed.
-		slices.SortFunc(orders[i], func(a, b string) int {
-			return cmpRotated(a, b, i, len(early))
-		})
-	}
-	var winners atomic.Int32
-	var winner atomic.Int32
+	var placed, openers atomic.Int32
 	errs := make([]error, placers)
 	testkit.StartTogether(placers, func(i int) {
-		placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, orders[i])
-		errs[i] = err
-		if opened {
-			winners.Add(1)
-			winner.Store(int32(i))
-			if placed != len(early) {
-				errs[i] = fmt.Errorf("placed %d of %d", placed, len(early))
+		// Each placer reads and orders for itself, in steps of its own size, as instances do.
+		remaining, _, err := e.impl.Prequeued(ctx, eventID)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		for step := range slices.Chunk(drawOrder(remaining), i+1) {
+			n, err := e.impl.PlacePrequeue(ctx, eventID, step)
+			if err != nil {
+				errs[i] = err
+				return
 			}
+			placed.Add(int32(n))
+		}
+		n, opened, err := e.impl.OpenPrequeue(ctx, eventID)
+		errs[i] = err
+		placed.Add(int32(n))
+		if opened {
+			openers.Add(1)
 		}
 	})
 	must(t, errors.Join(errs...), "place")
-	expectEqual(t, winners.Load(), int32(1), "placers that placed")
-	want := orders[winner.Load()]
-	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the winner's line")
+	expectEqual(t, openers.Load(), int32(1), "placers that opened")
+	expectEqual(t, placed.Load(), int32(len(early)), "users placed across placers")
+	want := drawOrder(early)
+	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
+}
+
+func testPrequeueStoppedPlacer(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 1, opensSoon)
+	early := users(50)
+	for _, u := range early {
+		enter(t, e.impl, eventID, u)
+	}
+	arrivals := awaitOpensAt(t, e.impl, eventID)
+	enter(t, e.impl, eventID, "late")
+	order := drawOrder(arrivals)
+	for _, step := range [][]string{order[:10], order[10:23]} { // then it stops
+		_, err := e.impl.PlacePrequeue(ctx, eventID, step)
+		must(t, err, "the first placer's step")
+	}
+	expectClosed(t, e.impl, eventID, order[0], len(early))
+	remaining, _, err := e.impl.Prequeued(ctx, eventID)
+	must(t, err, "the next placer reads")
+	expectEqual(t, len(remaining), len(early)-23, "users left to place")
+	placed, err := e.impl.PlacePrequeue(ctx, eventID, drawOrder(remaining))
+	must(t, err, "the next placer places")
+	expectEqual(t, placed, len(remaining), "placed by the next placer")
+	_, opened, err := e.impl.OpenPrequeue(ctx, eventID)
+	must(t, err, "the next placer opens")
+	expectEqual(t, opened, true, "the next placer opened")
+	want := append(order, "late")
+	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line, as one placer would have made it")
 }
 
 // cmpRotated orders "user-N" names by N rotated by shift.
@@ -222,10 +298,13 @@ func testPrequeueLeavers(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, done.Dropped, 1, "idle pre-queued users dropped")
 	awaitOpensAt(t, e.impl, eventID)
 	enter(t, e.impl, eventID, "late")
-	placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, []string{"polling", "idle", "kept"})
+	placed, err := e.impl.PlacePrequeue(ctx, eventID, []string{"polling", "idle", "kept"})
 	must(t, err, "place")
-	expectEqual(t, opened, true, "placed")
-	expectEqual(t, placed, 3, "placed users")
+	expectEqual(t, placed, 2, "placed users")
+	placed, opened, err := e.impl.OpenPrequeue(ctx, eventID)
+	must(t, err, "open")
+	expectEqual(t, opened, true, "opened")
+	expectEqual(t, placed, 1, "users the order missed")
 	want := []string{"polling", "kept", "missing", "late"}
 	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
 	_, err = e.impl.Position(ctx, eventID, "idle", longTokenTTL)
@@ -254,10 +333,13 @@ func testPrequeueUngated(t *testing.T, e env[PushRoom]) {
 	_, opened, err = e.impl.Prequeued(ctx, eventID)
 	must(t, err, "read")
 	expectEqual(t, opened, true, "read a room without a pre-queue")
-	placed, opened, err := e.impl.PlacePrequeue(ctx, eventID, []string{"a"})
+	placed, err := e.impl.PlacePrequeue(ctx, eventID, []string{"a"})
 	must(t, err, "place")
+	expectEqual(t, placed, 0, "placed in a room without a pre-queue")
+	placed, opened, err = e.impl.OpenPrequeue(ctx, eventID)
+	must(t, err, "open")
 	if placed != 0 || opened {
-		t.Fatalf("placing a room without a pre-queue: %d, %v", placed, opened)
+		t.Fatalf("opening a room without a pre-queue: %d, %v", placed, opened)
 	}
 	expectEqual(t, position(t, e.impl, eventID, "a").Rank, 0, "rank")
 }
