@@ -360,7 +360,12 @@ func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*wait
 	var err error
 	if len(admitted) > 0 {
 		var results served[Out]
-		results, err = l.serveAdmitted(ctx, lockKey, admitted)
+		// The batch span is the leader's child (batch[0]'s), linked to every other it serves.
+		others := admitted
+		if admitted[0] == batch[0] {
+			others = admitted[1:]
+		}
+		results, err = l.serveAdmitted(ctx, lockKey, admitted, servedLinks(others))
 		j := 0
 		for i := range batch {
 			if answers[i].Err == nil {
@@ -378,10 +383,10 @@ func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*wait
 // serveAdmitted answers a batch all together, or, when that fails as a whole, each request
 // alone. A failure wrapping ports.ErrUnavailable is not re-run: it answers the requests not yet
 // served and is returned, for the queue behind the batch.
-func (l *Lane[In, Out]) serveAdmitted(ctx context.Context, lockKey string, batch []*waiter[In, Out]) (_ served[Out], err error) {
+func (l *Lane[In, Out]) serveAdmitted(ctx context.Context, lockKey string, batch []*waiter[In, Out], links []ports.SpanRef) (_ served[Out], err error) {
 	defer l.g.observer.BatchServed(lockKey, len(batch))
-	// ctx is the leader's (batch[0]'s), without its cancellation.
-	ctx, span := l.g.tracer.Start(ctx, spanBatch, servedLinks(batch[1:])...)
+	// ctx is the leader's, without its cancellation.
+	ctx, span := l.g.tracer.Start(ctx, spanBatch, links...)
 	span.SetInt(attrBatchSize, len(batch))
 	defer func() { span.End(err) }()
 	answers, err := l.attemptRetrying(ctx, batch, false)

@@ -444,6 +444,58 @@ func TestLane_ARequestWhoseContextEndsLeavesTheQueue(t *testing.T) {
 	}
 }
 
+// A request's key is taken while it queues for the lock, yet a key that is refused answers as
+// it did when the key came first: a replay or a key in progress is answered at once, however
+// long the lock is held elsewhere, and never runs; the requests queued with it are served.
+func TestLane_ARefusedKeyIsAnsweredAtOnceWhileItsLineWaitsForTheLock(t *testing.T) {
+	f := newFixture(t)
+	r := &recorder{}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: true}, r.serve)
+	if _, err := lane.Run(context.Background(), request(key(0)), 0); err != nil {
+		t.Fatal(err)
+	}
+	<-f.queues.Joined()
+	awaitLockFree(t, f, lockKey)
+
+	holder := f.hold(t, lockKey)
+	first := f.enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
+		return lane.Run(ctx, request(key(1)), 1)
+	})
+	replay, err := lane.Run(context.Background(), request(key(0)), 0)
+	if err != nil || !replay.Replayed || replay.Value.N != 0 {
+		t.Fatalf("the replay while the lock is held: %+v, %v", replay, err)
+	}
+	// The same key again: whichever of the two takes it waits for the lock, the other hears at
+	// once that it is in progress.
+	again := make(chan outcome, 1)
+	go func() {
+		res, err := lane.Run(context.Background(), request(key(1)), 1)
+		again <- outcome{res, err}
+	}()
+	var refused outcome
+	waiting := first
+	select {
+	case refused = <-first:
+		waiting = again
+	case refused = <-again:
+	case <-time.After(patience):
+		t.Fatal("neither request with the key in progress was answered while the lock is held")
+	}
+	if !errors.Is(refused.err, guard.ErrInProgress) {
+		t.Fatalf("the key in progress while the lock is held: %+v, %v", refused.res, refused.err)
+	}
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := await(t, waiting); o.err != nil || o.res.Value.N != 1 {
+		t.Fatalf("the request queued for the lock: %+v, %v", o.res, o.err)
+	}
+	if got := r.calls(); got != "[[0] [1]]" {
+		t.Fatalf("batches %s, want the first run of each key alone", got)
+	}
+	awaitLockFree(t, f, lockKey)
+}
+
 // signalling is a real Sleeper that reports each wait it starts.
 type signalling struct {
 	system.Sleeper
