@@ -114,8 +114,7 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	queueCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	go l.queue(queueCtx, req, w)
-	t, replay, err := l.g.begin(ctx, req)
-	w.admit(t)
+	t, replay, err := l.begin(ctx, req, w)
 	if err != nil || replay != nil {
 		return replayed[Out](l.g, replay, err)
 	}
@@ -135,6 +134,13 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	}
 	t.complete(ports.StoredResponse{Outcome: string(req.Outcome), Body: r.body}, storeDown)
 	return Result[Out]{Value: r.value, Outcome: req.Outcome}, nil
+}
+
+// begin takes req's idempotency key and admits w to its batch, or refuses it, whatever begin
+// does, a panic included: the batch w is taken into waits for it.
+func (l *Lane[In, Out]) begin(ctx context.Context, req Request, w *waiter[In, Out]) (t *ticket, replay *ports.StoredResponse, err error) {
+	defer func() { w.admit(t) }()
+	return l.g.begin(ctx, req)
 }
 
 // queue runs req's Precheck, then queues w behind req.LockKey, on a goroutine of its own while
