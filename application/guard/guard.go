@@ -156,9 +156,10 @@ type Request struct {
 	Fingerprint string
 	LockKey     string  // the flow's lock, e.g. "crew:{crewId}"; Once ignores it
 	Outcome     Outcome // what success is named, stored and replayed as
-	// Precheck, when set, runs after the idempotency record is taken (so a completed request is
-	// still replayed) and before the lock: an error rejects at once instead of queueing for the
-	// lock. The use case must re-check under its own locks.
+	// Precheck, when set, runs before the lock: an error rejects at once instead of queueing for
+	// the lock. It answers only once the idempotency record is taken, so a completed request is
+	// still replayed: Once runs it after taking the record, Lane.Run while taking it (it may then
+	// run for a request that is replayed). The use case must re-check under its own locks.
 	Precheck func(ctx context.Context) error
 }
 

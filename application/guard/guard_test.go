@@ -163,14 +163,17 @@ func assertKeyFree(t *testing.T, f *fixture, req guard.Request) {
 	}
 }
 
-// assertLockFree proves the lock was released.
-func assertLockFree(t *testing.T, f *fixture, key string) {
+// awaitLockFree proves the lock is released, or is about to be: a batch hands out its answers
+// before it releases its lock.
+func awaitLockFree(t *testing.T, f *fixture, key string) {
 	t.Helper()
-	lock, err := f.locker.TryAcquire(context.Background(), key, time.Second)
-	if err != nil {
-		t.Fatalf("lock %s still held: %v", key, err)
-	}
-	_ = lock.Release(context.Background())
+	testkit.Eventually(t, patience, "lock "+key+" released", func() error {
+		lock, err := f.locker.TryAcquire(context.Background(), key, time.Second)
+		if err != nil {
+			return err
+		}
+		return lock.Release(context.Background())
+	})
 }
 
 // hold takes key as another instance would, for an hour of fake time.
@@ -194,7 +197,7 @@ func TestGuard_FirstRequestRunsAndStoresItsAnswer(t *testing.T) {
 		if res.Replayed || res.Outcome != guard.OutcomeCreated || res.Value.N != 1 || calls != 1 {
 			t.Fatalf("got %+v after %d calls", res, calls)
 		}
-		assertLockFree(t, f, lockKey)
+		awaitLockFree(t, f, lockKey)
 	})
 }
 
@@ -285,7 +288,7 @@ func TestGuard_BusinessRejectionDeletesKeyAndReleasesLock(t *testing.T) {
 		if !errors.Is(err, errThingFull) {
 			t.Fatalf("err %v", err)
 		}
-		assertLockFree(t, f, lockKey)
+		awaitLockFree(t, f, lockKey)
 		assertKeyFree(t, f, request("k1"))
 	})
 }
@@ -389,19 +392,22 @@ func TestGuard_ValidatesTheKey(t *testing.T) {
 	})
 }
 
-func TestGuard_StoreDownFailsBeforeLocking(t *testing.T) {
+// A store that does not answer the key fails the request without running it; a lock its lane
+// took meanwhile (the key and the lock are taken at once) is released.
+func TestGuard_StoreDownFailsWithoutRunningAndLeavesTheLockFree(t *testing.T) {
 	forEach(t, entries, func(t *testing.T, e entry) {
 		ctrl := gomock.NewController(t)
 		store := NewMockIdempotencyStore(ctrl)
 		store.EXPECT().Begin(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(ports.BeginResult{}, ports.ErrUnavailable)
-		deps := newFixture(t).deps()
+		f := newFixture(t)
+		deps := f.deps()
 		deps.Idempotency = store
-		deps.Locker = NewMockLocker(ctrl) // no calls expected
 		calls := 0
 		_, err := e.run(context.Background(), newGuard(deps, guard.Config{}), request("k1"), succeed(&calls))
 		if !errors.Is(err, ports.ErrUnavailable) || calls != 0 {
 			t.Fatalf("err %v, calls %d", err, calls)
 		}
+		awaitLockFree(t, f, lockKey)
 	})
 }
 
@@ -431,7 +437,7 @@ func TestGuard_CompleteFailureStillAnswersSuccess(t *testing.T) {
 		if err != nil || res.Value.N != 1 || res.Outcome != guard.OutcomeCreated {
 			t.Fatalf("%+v, %v", res, err)
 		}
-		assertLockFree(t, f, lockKey)
+		awaitLockFree(t, f, lockKey)
 		select {
 		case <-stored:
 		case <-time.After(patience):
@@ -470,10 +476,14 @@ func TestGuard_ClosesWithContextsTheRequestCannotCancel(t *testing.T) {
 						})
 				}
 				locker := NewMockLocker(ctrl) // Once takes no lock
-				if e.name != onceEntry.name {
+				released := make(chan struct{})
+				if e.name == onceEntry.name {
+					close(released)
+				} else {
 					lock := NewMockLock(ctrl)
 					lock.EXPECT().Release(gomock.Any()).DoAndReturn(func(ctx context.Context) error {
 						alive(t, "Release", ctx)
+						close(released)
 						return nil
 					})
 					locker.EXPECT().Released(lockKey).Return(nil, func() {})
@@ -496,6 +506,12 @@ func TestGuard_ClosesWithContextsTheRequestCannotCancel(t *testing.T) {
 				}
 				if !succeeds && !errors.Is(err, errThingFull) {
 					t.Fatalf("err %v", err)
+				}
+				// A batch hands out its answers before it releases its lock.
+				select {
+				case <-released:
+				case <-time.After(patience):
+					t.Fatal("the lock was never released")
 				}
 			})
 		}

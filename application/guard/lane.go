@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rushgate/rushgate/application/guard/combine"
@@ -70,7 +71,7 @@ type Lane[In, Out any] struct {
 	g     *Guard
 	cfg   LaneConfig
 	run   BatchFunc[In, Out]
-	lines *combine.Combiner[string, *waiter[In], reply[Out]] // by lock key
+	lines *combine.Combiner[string, *waiter[In, Out], reply[Out]] // by lock key
 }
 
 // NewLane returns a Lane serving batches with run. It panics when cfg.Markers is set on a Guard
@@ -89,7 +90,7 @@ func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lan
 		cfg.Busy = ErrBusy
 	}
 	l := &Lane[In, Out]{g: g, cfg: cfg, run: run}
-	l.lines = combine.New(combine.Config[string, *waiter[In]]{
+	l.lines = combine.New(combine.Config[string, *waiter[In, Out]]{
 		MaxBatch: cfg.MaxBatch, Gate: l.lock, Queued: g.observer.Queued,
 	}, l.serve)
 	return l
@@ -98,8 +99,22 @@ func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lan
 // Run answers in under idempotency and the lock req.LockKey: a completed earlier request with
 // the same key is replayed (from the IdempotencyStore, or from its marker when markers are on);
 // a rejection or failure drops the key so the client may retry; success stores the answer.
+//
+// The key is taken while the request queues (and, at the head of its line, takes the lock):
+// the two are independent round trips, so the request waits for the slower, not for both. A
+// batch runs a request only once its key is taken; a request whose key is refused (a replay, a
+// key in progress or reused, a store that did not answer) is answered at once and leaves its
+// line, and a lock its line took meanwhile serves the others or is released. Its answer is
+// handed over as soon as its batch commits, so its record is stored while the lock is released.
 func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out], error) {
-	t, replay, err := l.g.begin(ctx, req)
+	if err := ValidateKey(req.IdempotencyKey); err != nil {
+		return Result[Out]{}, err
+	}
+	w := l.newWaiter(ctx, in, make(chan struct{}))
+	queueCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	go l.queue(queueCtx, req, w)
+	t, replay, err := l.begin(ctx, req, w)
 	if err != nil || replay != nil {
 		return replayed[Out](l.g, replay, err)
 	}
@@ -107,14 +122,9 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	// A store that just failed the lock would only make the answer wait for its timeout again:
 	// the record is then written or dropped in the background.
 	defer func() { t.abandon(storeDown) }()
-	if req.Precheck != nil {
-		if err := req.Precheck(ctx); err != nil {
-			return Result[Out]{}, err
-		}
-	}
-	w := l.newWaiter(ctx, in, t)
-	r, err := l.do(ctx, req.LockKey, w)
-	storeDown = w.unlockFailed || isLockStoreDown(err)
+	<-w.answered
+	r, err := w.reply, w.err
+	storeDown = isLockStoreDown(err)
 	switch {
 	case err != nil:
 		return Result[Out]{}, err
@@ -126,27 +136,58 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	return Result[Out]{Value: r.value, Outcome: req.Outcome}, nil
 }
 
+// begin takes req's idempotency key and admits w to its batch, or refuses it, whatever begin
+// does, a panic included: the batch w is taken into waits for it.
+func (l *Lane[In, Out]) begin(ctx context.Context, req Request, w *waiter[In, Out]) (t *ticket, replay *ports.StoredResponse, err error) {
+	defer func() { w.admit(t) }()
+	return l.g.begin(ctx, req)
+}
+
+// queue runs req's Precheck, then queues w behind req.LockKey, on a goroutine of its own while
+// Run takes the key; w hears the answer. A panic answers w rather than ending the process.
+func (l *Lane[In, Out]) queue(ctx context.Context, req Request, w *waiter[In, Out]) {
+	r, err := combine.Safely(func() (reply[Out], error) {
+		if req.Precheck != nil {
+			if err := req.Precheck(ctx); err != nil {
+				return reply[Out]{}, err
+			}
+		}
+		return l.do(ctx, req.LockKey, w)
+	})
+	w.answer(r, err)
+}
+
 // Do answers in under the lock lockKey alone, without idempotency.
 func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, in In) (Out, error) {
-	r, err := l.do(ctx, lockKey, l.newWaiter(ctx, in, nil))
+	r, err := l.do(ctx, lockKey, l.newWaiter(ctx, in, admittedAlready))
 	return r.value, err
 }
 
-func (l *Lane[In, Out]) newWaiter(ctx context.Context, in In, t *ticket) *waiter[In] {
-	return &waiter[In]{in: in, ticket: t, ref: l.g.tracer.Ref(ctx), enqueued: l.g.deps.Clock.Now()}
+// admittedAlready is the admission of a request without idempotency: nothing to wait for.
+var admittedAlready = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+func (l *Lane[In, Out]) newWaiter(ctx context.Context, in In, admitted chan struct{}) *waiter[In, Out] {
+	return &waiter[In, Out]{
+		in: in, admitted: admitted, answered: make(chan struct{}),
+		ref: l.g.tracer.Ref(ctx), enqueued: l.g.deps.Clock.Now(),
+	}
 }
 
-// do queues w behind lockKey until a batch has answered it. Its wait is a span that ends when
-// its turn to lead comes (lock) or, when another's batch serves it, with the answer.
-func (l *Lane[In, Out]) do(ctx context.Context, lockKey string, w *waiter[In]) (reply[Out], error) {
+// do queues w behind lockKey until a batch or its line has answered it. Its wait is a span
+// that ends when its turn to lead comes (lock) or with its answer.
+func (l *Lane[In, Out]) do(ctx context.Context, lockKey string, w *waiter[In, Out]) (reply[Out], error) {
 	_, w.wait = l.g.tracer.Start(ctx, spanLaneWait)
-	r, err := l.lines.Do(ctx, lockKey, w)
-	w.endWait(err)
-	return r, err
+	w.answer(l.lines.Do(ctx, lockKey, w))
+	return w.reply, w.err
 }
 
-// endWait ends w's wait span once; only w's own goroutine calls it.
-func (w *waiter[In]) endWait(err error) {
+// endWait ends w's wait span once: on w's own goroutine when its turn to lead comes, else with
+// its answer.
+func (w *waiter[In, Out]) endWait(err error) {
 	if w.wait != nil {
 		w.wait.End(err)
 		w.wait = nil
@@ -154,17 +195,39 @@ func (w *waiter[In]) endWait(err error) {
 }
 
 // waiter is one request in a lane.
-type waiter[In any] struct {
-	in     In
-	ticket *ticket // nil without idempotency
+type waiter[In, Out any] struct {
+	in In
+	// admitted is closed once Run has taken the request's idempotency key (ticket) or been
+	// refused it (refused); ticket stays nil without idempotency.
+	admitted chan struct{}
+	ticket   *ticket
+	refused  bool
 	// ref is the request's span: a batch this request is served in but does not lead (the
 	// batch span is the leader's child) links to it.
 	ref      ports.SpanRef
 	wait     ports.Span // the span of its wait in line; nil once ended
 	enqueued time.Time
-	// unlockFailed: the lock's store did not answer the release of the lock this request took
-	// for its batch. Set by the release, which runs on the request's own goroutine.
-	unlockFailed bool
+	// answered is closed once reply or err holds the request's answer: from its batch, before
+	// the lock is released, or from its line (a lock not taken, a queue failed, a line left).
+	answered chan struct{}
+	once     sync.Once
+	reply    reply[Out]
+	err      error
+}
+
+// admit records the outcome of taking the key: t when Run owns it, nil when refused.
+func (w *waiter[In, Out]) admit(t *ticket) {
+	w.ticket, w.refused = t, t == nil
+	close(w.admitted)
+}
+
+// answer hands w its answer; only the first counts.
+func (w *waiter[In, Out]) answer(r reply[Out], err error) {
+	w.once.Do(func() {
+		w.reply, w.err = r, err
+		w.endWait(err)
+		close(w.answered)
+	})
 }
 
 // reply is what a batch gave one request that it did not refuse.
@@ -189,7 +252,7 @@ func isLockStoreDown(err error) bool {
 
 // lock is the lane's combine.Gate: it takes lockKey for the head of the queue before its batch
 // is taken, so the requests that queue while it waits join the batch, and returns the release.
-func (l *Lane[In, Out]) lock(ctx context.Context, lockKey string, head *waiter[In]) (func() error, error) {
+func (l *Lane[In, Out]) lock(ctx context.Context, lockKey string, head *waiter[In, Out]) (func() error, error) {
 	head.endWait(nil)
 	lock, err := l.acquire(ctx, lockKey, head.enqueued)
 	if err != nil {
@@ -200,7 +263,6 @@ func (l *Lane[In, Out]) lock(ctx context.Context, lockKey string, head *waiter[I
 		defer cancel()
 		// ErrLockNotHeld means the TTL ran out mid-batch; the database kept the invariant.
 		if err := lock.Release(releaseCtx); errors.Is(err, ports.ErrUnavailable) {
-			head.unlockFailed = true
 			return &lockStoreError{fmt.Errorf("guard: unlock %s: %w", lockKey, err)}
 		}
 		return nil
@@ -283,13 +345,54 @@ func (l *Lane[In, Out]) wait(ctx context.Context, d time.Duration, released <-ch
 // served is a batch's answers to its requests, one each, in order.
 type served[Out any] = []Answer[reply[Out]]
 
-// serve is the lane's combine.Func: it answers a batch all together, or, when that fails as a
-// whole, each request alone. A failure wrapping ports.ErrUnavailable is not re-run: it answers
-// the requests not yet served and is returned, for the queue behind the batch.
-func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*waiter[In]) (_ served[Out], err error) {
+// errRefused answers, for form's sake, a request whose key was refused after it was taken into
+// a batch: Run has already answered it.
+var errRefused = errors.New("guard: the request's idempotency key was refused")
+
+// serve is the lane's combine.Func. It waits until each request of the batch has its key taken
+// or refused (Run takes it while the request queues), serves those whose key was taken, and
+// hands each request its answer at once, before the lock is released.
+func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*waiter[In, Out]) (served[Out], error) {
+	answers := make(served[Out], len(batch))
+	admitted := make([]*waiter[In, Out], 0, len(batch))
+	for i, w := range batch {
+		<-w.admitted
+		if w.refused {
+			answers[i].Err = errRefused
+			continue
+		}
+		admitted = append(admitted, w)
+	}
+	var err error
+	if len(admitted) > 0 {
+		var results served[Out]
+		// The batch span is the leader's child (batch[0]'s), linked to every other it serves.
+		others := admitted
+		if admitted[0] == batch[0] {
+			others = admitted[1:]
+		}
+		results, err = l.serveAdmitted(ctx, lockKey, admitted, servedLinks(others))
+		j := 0
+		for i := range batch {
+			if answers[i].Err == nil {
+				answers[i] = results[j]
+				j++
+			}
+		}
+	}
+	for i, w := range batch {
+		w.answer(answers[i].Value, answers[i].Err)
+	}
+	return answers, err
+}
+
+// serveAdmitted answers a batch all together, or, when that fails as a whole, each request
+// alone. A failure wrapping ports.ErrUnavailable is not re-run: it answers the requests not yet
+// served and is returned, for the queue behind the batch.
+func (l *Lane[In, Out]) serveAdmitted(ctx context.Context, lockKey string, batch []*waiter[In, Out], links []ports.SpanRef) (_ served[Out], err error) {
 	defer l.g.observer.BatchServed(lockKey, len(batch))
-	// ctx is the leader's (batch[0]'s), without its cancellation.
-	ctx, span := l.g.tracer.Start(ctx, spanBatch, servedLinks(batch[1:])...)
+	// ctx is the leader's, without its cancellation.
+	ctx, span := l.g.tracer.Start(ctx, spanBatch, links...)
 	span.SetInt(attrBatchSize, len(batch))
 	defer func() { span.End(err) }()
 	answers, err := l.attemptRetrying(ctx, batch, false)
@@ -327,7 +430,7 @@ func failFrom[Out any](answers served[Out], i int, err error) {
 
 // attemptRetrying is attempt, run again after a version conflict as LaneConfig.ConflictRetries
 // says; the conflict that outlasts the retries answers every request of the batch.
-func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In], findFirst bool) (served[Out], error) {
+func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In, Out], findFirst bool) (served[Out], error) {
 	for retry := 0; ; retry++ {
 		answers, err := l.attempt(ctx, batch, findFirst)
 		if l.cfg.ConflictRetries <= 0 || !errors.Is(err, ports.ErrVersionConflict) {
@@ -344,7 +447,7 @@ func (l *Lane[In, Out]) attemptRetrying(ctx context.Context, batch []*waiter[In]
 // attempt runs the batch function once for batch, inside a transaction that also commits the
 // idempotency markers when the lane keeps them. A panic in the batch function fails the attempt
 // rather than the process, so a request that panics is run alone like any other failure.
-func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In], findFirst bool) (served[Out], error) {
+func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], findFirst bool) (served[Out], error) {
 	return combine.Safely(func() (served[Out], error) {
 		if !l.cfg.Markers {
 			return l.runBatch(ctx, batch)
@@ -368,7 +471,7 @@ func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In], findFi
 // when findFirst, else after, and only for requests the run rejected — a success whose marker
 // exists fails the Save with ports.ErrMarkerExists, which rolls the whole batch back. So the
 // common case, all successes, costs no read.
-func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In], findFirst bool) (served[Out], error) {
+func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out], findFirst bool) (served[Out], error) {
 	answers := make(served[Out], len(batch))
 	pending := make([]int, 0, len(batch))
 	if findFirst {
@@ -391,7 +494,7 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In], find
 	if len(pending) == 0 {
 		return answers, nil
 	}
-	run := make([]*waiter[In], len(pending))
+	run := make([]*waiter[In, Out], len(pending))
 	for j, i := range pending {
 		run[j] = batch[i]
 	}
@@ -437,7 +540,7 @@ func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In], find
 
 // findMarkers reads the markers of the requests of batch that carry a key and are selected, in
 // one read, by their index in batch.
-func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In], selected func(i int) bool) (map[int]ports.IdempotencyMarker, error) {
+func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In, Out], selected func(i int) bool) (map[int]ports.IdempotencyMarker, error) {
 	var keys []ports.IdempotencyKey
 	for i, w := range batch {
 		if w.ticket != nil && selected(i) {
@@ -464,7 +567,7 @@ func (l *Lane[In, Out]) findMarkers(ctx context.Context, batch []*waiter[In], se
 }
 
 // answerFromMarker answers w with the response an earlier request with its key committed.
-func answerFromMarker[In, Out any](w *waiter[In], m ports.IdempotencyMarker) Answer[reply[Out]] {
+func answerFromMarker[In, Out any](w *waiter[In, Out], m ports.IdempotencyMarker) Answer[reply[Out]] {
 	if m.Fingerprint != w.ticket.fingerprint {
 		return Answer[reply[Out]]{Err: ErrKeyReused}
 	}
@@ -472,7 +575,7 @@ func answerFromMarker[In, Out any](w *waiter[In], m ports.IdempotencyMarker) Ans
 }
 
 // runBatch calls the batch function and encodes each success for the idempotency record.
-func (l *Lane[In, Out]) runBatch(ctx context.Context, batch []*waiter[In]) (served[Out], error) {
+func (l *Lane[In, Out]) runBatch(ctx context.Context, batch []*waiter[In, Out]) (served[Out], error) {
 	inputs := make([]In, len(batch))
 	for i, w := range batch {
 		inputs[i] = w.in

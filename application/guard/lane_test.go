@@ -145,7 +145,7 @@ func TestLane_ServesQueuedRequestsInOneBatchEachWithItsOwnAnswerAndRecord(t *tes
 					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
 				}
 			}
-			assertLockFree(t, f, lockKey)
+			awaitLockFree(t, f, lockKey)
 
 			// Each request has its own record: its key replays its own answer.
 			for i := range outcomes {
@@ -218,7 +218,7 @@ func TestLane_AFailedBatchIsRerunOneByOneSoOnlyTheBadRequestFails(t *testing.T) 
 				}
 			}
 			assertKeyFree(t, f, request(key(1)))
-			assertLockFree(t, f, lockKey)
+			awaitLockFree(t, f, lockKey)
 		})
 	}
 }
@@ -263,7 +263,7 @@ func TestLane_AConflictingBatchIsRerunWholeThenAnswersTheConflict(t *testing.T) 
 					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
 				}
 			}
-			assertLockFree(t, f, lockKey)
+			awaitLockFree(t, f, lockKey)
 		})
 	}
 }
@@ -444,6 +444,58 @@ func TestLane_ARequestWhoseContextEndsLeavesTheQueue(t *testing.T) {
 	}
 }
 
+// A request's key is taken while it queues for the lock, yet a key that is refused answers as
+// it did when the key came first: a replay or a key in progress is answered at once, however
+// long the lock is held elsewhere, and never runs; the requests queued with it are served.
+func TestLane_ARefusedKeyIsAnsweredAtOnceWhileItsLineWaitsForTheLock(t *testing.T) {
+	f := newFixture(t)
+	r := &recorder{}
+	lane := guard.NewLane(f.parkedGuard(guard.Config{}), guard.LaneConfig{Markers: true}, r.serve)
+	if _, err := lane.Run(context.Background(), request(key(0)), 0); err != nil {
+		t.Fatal(err)
+	}
+	<-f.queues.Joined()
+	awaitLockFree(t, f, lockKey)
+
+	holder := f.hold(t, lockKey)
+	first := f.enqueue(t, context.Background(), func(ctx context.Context) (guard.Result[answer], error) {
+		return lane.Run(ctx, request(key(1)), 1)
+	})
+	replay, err := lane.Run(context.Background(), request(key(0)), 0)
+	if err != nil || !replay.Replayed || replay.Value.N != 0 {
+		t.Fatalf("the replay while the lock is held: %+v, %v", replay, err)
+	}
+	// The same key again: whichever of the two takes it waits for the lock, the other hears at
+	// once that it is in progress.
+	again := make(chan outcome, 1)
+	go func() {
+		res, err := lane.Run(context.Background(), request(key(1)), 1)
+		again <- outcome{res, err}
+	}()
+	var refused outcome
+	waiting := first
+	select {
+	case refused = <-first:
+		waiting = again
+	case refused = <-again:
+	case <-time.After(patience):
+		t.Fatal("neither request with the key in progress was answered while the lock is held")
+	}
+	if !errors.Is(refused.err, guard.ErrInProgress) {
+		t.Fatalf("the key in progress while the lock is held: %+v, %v", refused.res, refused.err)
+	}
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := await(t, waiting); o.err != nil || o.res.Value.N != 1 {
+		t.Fatalf("the request queued for the lock: %+v, %v", o.res, o.err)
+	}
+	if got := r.calls(); got != "[[0] [1]]" {
+		t.Fatalf("batches %s, want the first run of each key alone", got)
+	}
+	awaitLockFree(t, f, lockKey)
+}
+
 // signalling is a real Sleeper that reports each wait it starts.
 type signalling struct {
 	system.Sleeper
@@ -570,7 +622,7 @@ func TestLane_APanickingBatchAnswersEveryoneReleasesTheLockAndDropsTheKeys(t *te
 				}
 				assertKeyFree(t, f, request(key(i)))
 			}
-			assertLockFree(t, f, lockKey)
+			awaitLockFree(t, f, lockKey)
 		})
 	}
 }
@@ -605,7 +657,7 @@ func TestLane_AnUnavailableDependencyFailsTheBatchAndItsQueueAtOnce(t *testing.T
 					}
 					assertKeyFree(t, f, request(key(i)))
 				}
-				assertLockFree(t, f, lockKey)
+				awaitLockFree(t, f, lockKey)
 			})
 		}
 	}
@@ -719,9 +771,9 @@ func TestLane_LockRetriesStopWhenTheLockStoreIsUnavailable(t *testing.T) {
 	}
 }
 
-// A batch's answers do not wait for the lock's release; when the release finds the store
-// unavailable, the head still answers its success (the write is committed, its record is
-// completed in the background) and the requests queued behind the batch hear the error at once.
+// A batch's answers, the head's included, do not wait for the lock's release (each request
+// stores its record while the lock is released); when the release finds the store unavailable,
+// the requests queued behind the batch hear the error at once.
 func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T) {
 	f := newFixture(t)
 	locker := newStallingLocker(f.locker)
@@ -742,25 +794,19 @@ func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T
 	if err := holder.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := await(t, queued[1]); o.err != nil || o.res.Value.N != 1 {
-		t.Fatalf("request 1, in the batch, while the release stalls: %+v, %v", o.res, o.err)
-	}
-	select {
-	case o := <-queued[0]:
-		t.Fatalf("the head answered before its release returned: %+v, %v", o.res, o.err)
-	default:
+	for i := range 2 {
+		if o := await(t, queued[i]); o.err != nil || o.res.Value.N != i {
+			t.Fatalf("request %d, in the batch, while the release stalls: %+v, %v", i, o.res, o.err)
+		}
 	}
 	close(locker.gate)
-	if o := await(t, queued[0]); o.err != nil || o.res.Value.N != 0 {
-		t.Fatalf("the head: %+v, %v", o.res, o.err)
-	}
 	if o := await(t, queued[2]); !errors.Is(o.err, ports.ErrUnavailable) {
 		t.Fatalf("request 2, behind the batch: %+v, %v", o.res, o.err)
 	}
 	if got := r.calls(); got != "[[0 1]]" {
 		t.Fatalf("batches %s", got)
 	}
-	// The head's record is completed in the background: its key replays.
+	// The head stored its record while its release stalled: its key replays.
 	head := request(key(0))
 	testkit.Eventually(t, patience, "the head's record completed", func() error {
 		got, err := f.store.Begin(context.Background(), ports.IdempotencyKey{Scope: head.UserID, Key: head.IdempotencyKey}, head.Fingerprint, time.Minute, time.Hour)

@@ -23,7 +23,7 @@ const (
 
 // servedLinks names the requests a batch served besides its leader: the batch span, a child
 // of the leader's request, links to each of them rather than posing as their child.
-func servedLinks[In any](others []*waiter[In]) []ports.SpanRef {
+func servedLinks[In, Out any](others []*waiter[In, Out]) []ports.SpanRef {
 	refs := make([]ports.SpanRef, 0, len(others))
 	for _, w := range others {
 		if w.ref != "" {
