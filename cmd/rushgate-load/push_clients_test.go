@@ -88,6 +88,34 @@ func (r *streamRecorder) ended(i int, rose bool) {
 	}
 }
 
+// holdUntilGone sends what stream i was written and holds it until its client leaves.
+func holdUntilGone(w http.ResponseWriter, r *http.Request, left chan<- int, i int) {
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+	left <- i
+}
+
+// awaitLeft is the next stream to leave the server.
+func awaitLeft(t *testing.T, left <-chan int) int {
+	t.Helper()
+	select {
+	case i := <-left:
+		return i
+	case <-time.After(10 * time.Second):
+		t.Fatal("no admitted stream left")
+		return -1
+	}
+}
+
+// startRecordedClients starts clients for streams streams, reporting to a new recorder.
+func startRecordedClients(t *testing.T, streams int) (*streamRecorder, *streamClients) {
+	t.Helper()
+	rec := &streamRecorder{tokens: map[int]string{}, promoted: map[int]time.Time{}, firstRanks: map[int]int{}, rankTicks: map[int]time.Time{}, soldOuts: map[int][2]time.Time{}}
+	clients, err := startStreamClients(streams, 5*time.Second, rec, os.Stderr)
+	require.NoError(t, err)
+	return rec, clients
+}
+
 func (r *streamRecorder) endedSorted() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -121,15 +149,11 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 		if i == 0 {
 			_, _ = fmt.Fprintf(w, "id: %d\nevent: admitted\ndata: {\"token\":\"tok-0\"}\n\n", tick)
 		}
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		left <- i
+		holdUntilGone(w, r, left, i)
 	}))
 	defer srv.Close()
 
-	rec := &streamRecorder{tokens: map[int]string{}, promoted: map[int]time.Time{}, firstRanks: map[int]int{}, rankTicks: map[int]time.Time{}, soldOuts: map[int][2]time.Time{}}
-	clients, err := startStreamClients(3, 5*time.Second, rec, os.Stderr)
-	require.NoError(t, err)
+	rec, clients := startRecordedClients(t, 3)
 	defer clients.close()
 
 	a := clients.open(0, srv.URL+"/s/0", "Bearer user 0")
@@ -178,12 +202,7 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 	assert.Empty(t, rec.endedSorted(), "the admitted stream is held until released")
 
 	require.NoError(t, clients.release())
-	select {
-	case i := <-left:
-		assert.Equal(t, 0, i, "only the admitted one leaves")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the admitted stream did not leave once released")
-	}
+	assert.Equal(t, 0, awaitLeft(t, left), "only the admitted one leaves")
 	testkit.Eventually(t, 10*time.Second, "stream 0 reported ended", func() error {
 		if got := rec.endedSorted(); !slices.Equal(got, []int{0}) {
 			return fmt.Errorf("ended %v", got)
@@ -219,15 +238,11 @@ func TestStreamClients_LetOneAdmittedStreamLeaveAndReportTheSoldOutOnes(t *testi
 			return // the server ends a stream told sold out
 		}
 		_, _ = fmt.Fprintf(w, "id: %d\nevent: admitted\ndata: {\"token\":\"tok-%d\"}\n\n", now, i)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		left <- i
+		holdUntilGone(w, r, left, i)
 	}))
 	defer srv.Close()
 
-	rec := &streamRecorder{tokens: map[int]string{}, promoted: map[int]time.Time{}, firstRanks: map[int]int{}, rankTicks: map[int]time.Time{}, soldOuts: map[int][2]time.Time{}}
-	clients, err := startStreamClients(3, 5*time.Second, rec, os.Stderr)
-	require.NoError(t, err)
+	rec, clients := startRecordedClients(t, 3)
 	defer clients.close()
 	before := time.Now()
 	for i := range 3 {
@@ -250,12 +265,7 @@ func TestStreamClients_LetOneAdmittedStreamLeaveAndReportTheSoldOutOnes(t *testi
 	assert.Equal(t, []int{1}, rec.endedSorted(), "the server ended the told stream")
 
 	require.NoError(t, clients.leave(2))
-	select {
-	case i := <-left:
-		assert.Equal(t, 2, i, "only the stream let leave leaves")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the admitted stream did not leave once let leave")
-	}
+	assert.Equal(t, 2, awaitLeft(t, left), "only the stream let leave leaves")
 	testkit.Eventually(t, 10*time.Second, "stream 2 reported ended", func() error {
 		if got := rec.endedSorted(); !slices.Equal(got, []int{1, 2}) {
 			return fmt.Errorf("ended %v", got)

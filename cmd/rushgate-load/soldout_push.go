@@ -66,17 +66,10 @@ func (s *soldOutPush) targets(gormdb.Dialect) []target {
 
 // prepare creates the event, mints every user's token and starts the stream clients.
 func (s *soldOutPush) prepare(ctx context.Context, e *env) error {
-	var err error
-	if s.admin, err = e.adminToken(); err != nil {
-		return fmt.Errorf("mint admin token: %w", err)
-	}
-	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
+	err := s.createSale(ctx, e, map[string]any{
 		"name": "rushgate-load push sold out " + e.runID, "seats": s.seats, "slots": s.slots, "mode": "push",
-	})
+	}, s.users)
 	if err != nil {
-		return err
-	}
-	if s.bearers, err = mintUsers(e, s.users); err != nil {
 		return err
 	}
 	s.promoted, s.told = make([]time.Time, s.users), make([]time.Time, s.users)
