@@ -137,6 +137,9 @@ func (s *prequeueOpenPush) run(e *env) work {
 func (s *prequeueOpenPush) opened(int)                {}
 func (s *prequeueOpenPush) positions([]time.Duration) {}
 
+// soldout: the pre-queue's event is never sold out.
+func (s *prequeueOpenPush) soldout(int, time.Time, time.Time) {}
+
 func (s *prequeueOpenPush) ranked(i int, tick time.Time, rank int, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -226,6 +226,9 @@ func (s *queuePush) positions(lags []time.Duration) {
 // ranked: queue-push reads the positions' lags only (positions).
 func (s *queuePush) ranked(int, time.Time, int, time.Time) {}
 
+// soldout: a queue-push event never sells out.
+func (s *queuePush) soldout(int, time.Time, time.Time) {}
+
 func (s *queuePush) admitted(i int, lag time.Duration, token string, _ time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -30,6 +30,7 @@ import (
 //
 //	open <i> <url> <authorization>   open stream i (GET url with that Authorization header)
 //	release                          admitted streams leave from now on
+//	leave <i>                        admitted stream i leaves (its checkout is done)
 //	files                            answer with the client's open descriptors
 //	(end of input)                   end every stream, then exit
 //
@@ -38,6 +39,7 @@ import (
 //	opened <i> <latency ns> <status> [<error or body>]   status 0: a transport error
 //	admitted <i> <lag ns> <token> <promoted unix ms>
 //	ranked <i> <tick unix ms> <rank> <received unix ns>   the stream's first position
+//	soldout <i> <told unix ns> <ended unix ns>   the stream got event: soldout, then ended
 //	ended <i> <rose>                 rose: 1 when a position's rank rose above the one before
 //	files <n>
 //	positions <lag ns>…              once every stream ended: every position event's lag
@@ -95,6 +97,8 @@ type streamEvents interface {
 	admitted(i int, lag time.Duration, token string, promoted time.Time)
 	// ranked: the stream's first position, its rank at the tick (the event's id), received at.
 	ranked(i int, tick time.Time, rank int, at time.Time)
+	// soldout: the stream was told sold out at told and the server ended it at ended.
+	soldout(i int, told, ended time.Time)
 	ended(i int, rose bool)
 	positions(lags []time.Duration)
 }
@@ -186,6 +190,11 @@ func (c *streamClients) release() error {
 	return nil
 }
 
+// leave lets admitted stream i leave, once it is admitted.
+func (c *streamClients) leave(i int) error {
+	return c.procs[i%len(c.procs)].send("leave %d", i)
+}
+
 // mostFiles is the most descriptors any client holds, and how many clients there are.
 func (c *streamClients) mostFiles() (int, error) {
 	most := 0
@@ -265,6 +274,10 @@ func (p *clientProcess) readOutput(out io.Reader, events streamEvents) {
 			rank, _ := strconv.Atoi(f[3])
 			at, _ := strconv.ParseInt(f[4], 10, 64)
 			events.ranked(i, time.UnixMilli(tick), rank, time.Unix(0, at))
+		case f[0] == "soldout" && len(f) == 4:
+			told, _ := strconv.ParseInt(f[2], 10, 64)
+			ended, _ := strconv.ParseInt(f[3], 10, 64)
+			events.soldout(i, time.Unix(0, told), time.Unix(0, ended))
 		case f[0] == "ended" && len(f) == 3:
 			events.ended(i, f[2] == "1")
 		case f[0] == "positions":
@@ -304,6 +317,7 @@ func runStreamClient(args []string, in io.Reader, out io.Writer) error {
 		out:     bufio.NewWriterSize(out, 64<<10),
 		release: make(chan struct{}),
 		ctx:     ctx,
+		leaving: map[int]chan struct{}{},
 	}
 	flushed := make(chan struct{})
 	go c.flushEvery(clientFlushEvery, flushed)
@@ -325,6 +339,12 @@ func runStreamClient(args []string, in io.Reader, out io.Writer) error {
 			default:
 				close(c.release)
 			}
+		case len(f) == 2 && f[0] == "leave":
+			i, err := strconv.Atoi(f[1])
+			if err != nil {
+				return fmt.Errorf("leave: stream number %q", f[1])
+			}
+			close(c.leaveSignal(i))
 		case len(f) == 1 && f[0] == "files":
 			entries, err := os.ReadDir("/proc/self/fd")
 			if err != nil {
@@ -380,6 +400,19 @@ type streamClient struct {
 	out          *bufio.Writer
 	dirty        bool
 	positionLags []time.Duration
+	leaving      map[int]chan struct{} // closed once stream i may leave
+}
+
+// leaveSignal is stream i's leave channel, made on first use by the command or the stream.
+func (c *streamClient) leaveSignal(i int) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.leaving[i]
+	if !ok {
+		ch = make(chan struct{})
+		c.leaving[i] = ch
+	}
+	return ch
 }
 
 // write adds a line to the output; now flushes it at once (an answer someone waits for), else
@@ -439,15 +472,20 @@ func (c *streamClient) open(i int, url, authorization string) {
 	}
 	c.write(true, "opened %d %d %d", i, latency, res.StatusCode)
 	rose := 0
-	if c.hold(ctx, i, res.Body) {
+	roseAbove, told := c.hold(ctx, i, res.Body)
+	if roseAbove {
 		rose = 1
+	}
+	if !told.IsZero() {
+		c.write(false, "soldout %d %d %d", i, told.UnixNano(), time.Now().UnixNano())
 	}
 	c.write(false, "ended %d %d", i, rose)
 }
 
-// hold reads stream i's events until it ends, or until its admission once released; it answers
-// whether a position's rank rose above the one before.
-func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) (rose bool) {
+// hold reads stream i's events until it ends, or until its admission once released or let
+// leave; it answers whether a position's rank rose above the one before, and when the stream
+// was told sold out (zero: never).
+func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) (rose bool, told time.Time) {
 	sc := bufio.NewScanner(body)
 	var name, data string
 	var id int64
@@ -486,17 +524,20 @@ func (c *streamClient) hold(ctx context.Context, i int, body io.Reader) (rose bo
 				}
 				_ = json.Unmarshal([]byte(data), &t)
 				c.write(false, "admitted %d %d %s %d", i, lag, t.Token, id)
-				// The simulated checkout: the admitted user leaves once released.
+				// The simulated checkout: the admitted user leaves once released or let leave.
 				select {
 				case <-c.release:
+				case <-c.leaveSignal(i):
 				case <-ctx.Done():
 				}
-				return rose
+				return rose, told
+			case "soldout":
+				told = time.Now()
 			}
 			name, data, id = "", "", 0
 		}
 	}
-	return rose
+	return rose, told
 }
 
 // oneLine keeps a message on its line of the protocol.

@@ -40,6 +40,7 @@ type streamRecorder struct {
 	admLags    []time.Duration
 	endedOnes  []int
 	rose       []int
+	soldOuts   map[int][2]time.Time // told, ended
 }
 
 func (r *streamRecorder) opened(i int) {
@@ -72,6 +73,12 @@ func (r *streamRecorder) ranked(i int, tick time.Time, rank int, at time.Time) {
 	}
 }
 
+func (r *streamRecorder) soldout(i int, told, ended time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.soldOuts[i] = [2]time.Time{told, ended}
+}
+
 func (r *streamRecorder) ended(i int, rose bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -79,6 +86,34 @@ func (r *streamRecorder) ended(i int, rose bool) {
 	if rose {
 		r.rose = append(r.rose, i)
 	}
+}
+
+// holdUntilGone sends what stream i was written and holds it until its client leaves.
+func holdUntilGone(w http.ResponseWriter, r *http.Request, left chan<- int, i int) {
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+	left <- i
+}
+
+// awaitLeft is the next stream to leave the server.
+func awaitLeft(t *testing.T, left <-chan int) int {
+	t.Helper()
+	select {
+	case i := <-left:
+		return i
+	case <-time.After(10 * time.Second):
+		t.Fatal("no admitted stream left")
+		return -1
+	}
+}
+
+// startRecordedClients starts clients for streams streams, reporting to a new recorder.
+func startRecordedClients(t *testing.T, streams int) (*streamRecorder, *streamClients) {
+	t.Helper()
+	rec := &streamRecorder{tokens: map[int]string{}, promoted: map[int]time.Time{}, firstRanks: map[int]int{}, rankTicks: map[int]time.Time{}, soldOuts: map[int][2]time.Time{}}
+	clients, err := startStreamClients(streams, 5*time.Second, rec, os.Stderr)
+	require.NoError(t, err)
+	return rec, clients
 }
 
 func (r *streamRecorder) endedSorted() []int {
@@ -114,15 +149,11 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 		if i == 0 {
 			_, _ = fmt.Fprintf(w, "id: %d\nevent: admitted\ndata: {\"token\":\"tok-0\"}\n\n", tick)
 		}
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		left <- i
+		holdUntilGone(w, r, left, i)
 	}))
 	defer srv.Close()
 
-	rec := &streamRecorder{tokens: map[int]string{}, promoted: map[int]time.Time{}, firstRanks: map[int]int{}, rankTicks: map[int]time.Time{}}
-	clients, err := startStreamClients(3, 5*time.Second, rec, os.Stderr)
-	require.NoError(t, err)
+	rec, clients := startRecordedClients(t, 3)
 	defer clients.close()
 
 	a := clients.open(0, srv.URL+"/s/0", "Bearer user 0")
@@ -171,12 +202,7 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 	assert.Empty(t, rec.endedSorted(), "the admitted stream is held until released")
 
 	require.NoError(t, clients.release())
-	select {
-	case i := <-left:
-		assert.Equal(t, 0, i, "only the admitted one leaves")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the admitted stream did not leave once released")
-	}
+	assert.Equal(t, 0, awaitLeft(t, left), "only the admitted one leaves")
 	testkit.Eventually(t, 10*time.Second, "stream 0 reported ended", func() error {
 		if got := rec.endedSorted(); !slices.Equal(got, []int{0}) {
 			return fmt.Errorf("ended %v", got)
@@ -195,4 +221,57 @@ func TestStreamClients_RelayEachStreamsEventsAndLeaveOnlyOnceReleased(t *testing
 	for range 3 {
 		assert.Equal(t, "127.0.0.2", <-sources, "client 0 dials a loopback server from 127.0.0.2")
 	}
+}
+
+// An admitted stream leaves alone once let leave (its checkout done), another admitted one stays
+// held; a waiting stream sent `event: soldout` and ended by the server is reported told, with
+// when it was told and when it ended.
+func TestStreamClients_LetOneAdmittedStreamLeaveAndReportTheSoldOutOnes(t *testing.T) {
+	left := make(chan int, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var i int
+		_, _ = fmt.Sscanf(r.URL.Path, "/s/%d", &i)
+		w.Header().Set("Content-Type", "text/event-stream")
+		now := time.Now().UnixMilli()
+		if i == 1 {
+			_, _ = fmt.Fprintf(w, "id: %d\nevent: position\ndata: {\"rank\":0}\n\nid: %d\nevent: soldout\ndata: {}\n\n", now, now)
+			return // the server ends a stream told sold out
+		}
+		_, _ = fmt.Fprintf(w, "id: %d\nevent: admitted\ndata: {\"token\":\"tok-%d\"}\n\n", now, i)
+		holdUntilGone(w, r, left, i)
+	}))
+	defer srv.Close()
+
+	rec, clients := startRecordedClients(t, 3)
+	defer clients.close()
+	before := time.Now()
+	for i := range 3 {
+		require.True(t, clients.open(i, fmt.Sprintf("%s/s/%d", srv.URL, i), "Bearer u").ok)
+	}
+	testkit.Eventually(t, 10*time.Second, "two admissions and stream 1 told", func() error {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.tokens) < 2 || len(rec.soldOuts) < 1 {
+			return fmt.Errorf("tokens %v, sold out %v", rec.tokens, rec.soldOuts)
+		}
+		return nil
+	})
+	rec.mu.Lock()
+	told := rec.soldOuts[1]
+	assert.Len(t, rec.soldOuts, 1, "only the waiting stream is told")
+	rec.mu.Unlock()
+	assert.False(t, told[0].Before(before), "told after it was opened")
+	assert.False(t, told[1].Before(told[0]), "ended after it was told")
+	assert.Equal(t, []int{1}, rec.endedSorted(), "the server ended the told stream")
+
+	require.NoError(t, clients.leave(2))
+	assert.Equal(t, 2, awaitLeft(t, left), "only the stream let leave leaves")
+	testkit.Eventually(t, 10*time.Second, "stream 2 reported ended", func() error {
+		if got := rec.endedSorted(); !slices.Equal(got, []int{1, 2}) {
+			return fmt.Errorf("ended %v", got)
+		}
+		return nil
+	})
+	clients.close()
+	assert.Equal(t, 0, <-left, "closing ends the admitted stream still held")
 }

@@ -91,6 +91,7 @@ var registry = []registration{
 	{"prequeue-open", "--users users enter ONE pull pre-queue of --capacity slots before opensAt; it opens into the draw order, later arrivals FIFO behind", newPrequeueOpen, flagValues{"users": "100000", "capacity": "100"}},
 	{"prequeue-open-push", "--users SSE streams wait in ONE push pre-queue of --capacity slots before opensAt; it opens into the draw order, later arrivals FIFO behind (needs RUSHGATE_RECONNECT_GRACE=0)", newPrequeueOpenPush, flagValues{"users": "18000", "capacity": "100", "concurrency": "128"}},
 	{"soldout", "--users users wait in ONE pull event of --capacity seats, bought until sold out; every waiting user must be told within two queue ticks", newSoldOut, flagValues{"users": "10000", "capacity": "100"}},
+	{"soldout-push", "--users SSE streams wait in ONE push event of --capacity seats and 10 slots, bought until sold out; every waiting stream must be told within two queue ticks (needs RUSHGATE_RECONNECT_GRACE=0)", newSoldOutPush, flagValues{"users": "10000", "capacity": "100", "concurrency": "128"}},
 }
 
 // namedCeiling is a scenario whose ceiling is not a transaction through database/sql; it names

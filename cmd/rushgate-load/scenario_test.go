@@ -16,7 +16,7 @@ var defaults = config{users: 2000, capacity: 100, concurrency: 64, crews: 200, o
 
 func TestRegistry_EveryScenarioHasAUniqueNameAndBuildsFromTheDefaults(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "queue-push", "seat-herd", "payment-herd", "outbox-drain", "top-products", "raffle-entry", "prequeue-open", "prequeue-open-push", "soldout"}, scenarioNames())
+	assert.Equal(t, []string{"crew-hot", "crew-herd", "crew-spread", "coupon-herd", "charge-herd", "cart-herd", "verification-flow", "queue-pull", "queue-push", "seat-herd", "payment-herd", "outbox-drain", "top-products", "raffle-entry", "prequeue-open", "prequeue-open-push", "soldout", "soldout-push"}, scenarioNames())
 	seen := map[string]bool{}
 	for _, r := range registry {
 		assert.False(t, seen[r.name], "%s registered twice", r.name)
@@ -52,6 +52,7 @@ func TestCeilingName_SaysWhatTheCeilingRuns(t *testing.T) {
 		"queue-pull":         "GET /healthz",
 		"queue-push":         "GET /healthz",
 		"soldout":            "GET /healthz",
+		"soldout-push":       "GET /healthz",
 		"prequeue-open-push": "GET /healthz",
 	} {
 		r, err := lookup(name)

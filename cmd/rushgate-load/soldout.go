@@ -75,17 +75,21 @@ func (s *soldOut) targets(gormdb.Dialect) []target {
 
 // prepare creates the event and mints every user's token.
 func (s *soldOut) prepare(ctx context.Context, e *env) error {
+	return s.createSale(ctx, e, map[string]any{
+		"name": "rushgate-load sold out " + e.runID, "seats": s.seats, "mode": "pull", "tokenTtl": "1h",
+	}, s.users+soldoutLateUsers)
+}
+
+// createSale creates the event and mints the tokens of users users.
+func (s *soldOut) createSale(ctx context.Context, e *env, event map[string]any, users int) error {
 	var err error
 	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
-		"name": "rushgate-load sold out " + e.runID, "seats": s.seats, "mode": "pull", "tokenTtl": "1h",
-	})
-	if err != nil {
+	if s.eventID, err = createEvent(ctx, e.api, s.admin, event); err != nil {
 		return err
 	}
-	s.bearers, err = mintUsers(e, s.users+soldoutLateUsers)
+	s.bearers, err = mintUsers(e, users)
 	return err
 }
 
@@ -110,7 +114,8 @@ type saleRecord struct {
 	// toldAt is, for each user never admitted, when its first sold-out answer arrived (zero:
 	// never told).
 	toldAt []time.Time
-	// admittedSent is, for each claim answered 201, when it was sent.
+	// admittedSent is, for each admission, when it was asked for: the claim answered 201 sent
+	// (pull), the promotion (push).
 	admittedSent []time.Time
 	// waitingAfter counts polls sent after soldOutAt that were answered waiting or ready.
 	waitingAfter int
@@ -157,7 +162,7 @@ func (r saleRecord) problems() []string {
 		}
 	}
 	if late > 0 {
-		p = append(p, fmt.Sprintf("%d claims sent after the sold-out moment were admitted", late))
+		p = append(p, fmt.Sprintf("%d admissions after the sold-out moment (a claim sent, or a promotion, after it)", late))
 	}
 	if r.claimsAtEnd != r.claimsAtSoldOut {
 		p = append(p, fmt.Sprintf("the room counted %d promotions at the sold-out moment and %d after the sale", r.claimsAtSoldOut, r.claimsAtEnd))
@@ -272,22 +277,27 @@ func (sl *sale) checkout(ctx context.Context, i int) {
 	sl.admitted[i], sl.done[i] = true, true
 	sl.rec.admittedSent = append(sl.rec.admittedSent, sent)
 	sl.mu.Unlock()
+	sl.reserveSeat(ctx, i, token.Token)
+	if a, raw := e.api.send(ctx, i, http.MethodDelete, s.path("/queue/token"), s.bearers[i], nil); a.status != http.StatusNoContent {
+		sl.fail("return of user %d's token: %d %v %s", i, a.status, a.err, snippet(raw))
+	}
+}
 
+// reserveSeat is admitted user i's reservation with its entry token.
+func (sl *sale) reserveSeat(ctx context.Context, i int, token string) {
+	s, e := sl.s, sl.e
 	// The seats are handed out in turn, each to one buyer; once every seat was handed out, a
 	// buyer tries one already taken and must hear 409.
 	n := int(sl.nextSeat.Add(1))
 	seat := (n-1)%s.seats + 1
-	headers := map[string]string{"Authorization": s.bearers[i]["Authorization"], rghttp.EntryTokenHeader: token.Token}
-	a, raw = e.api.post(ctx, i, fmt.Sprintf("%s/%d/reservations", s.path("/seats"), seat), headers, nil)
+	headers := map[string]string{"Authorization": s.bearers[i]["Authorization"], rghttp.EntryTokenHeader: token}
+	a, raw := e.api.post(ctx, i, fmt.Sprintf("%s/%d/reservations", s.path("/seats"), seat), headers, nil)
 	switch a.status {
 	case http.StatusCreated:
 		sl.reserved(fmt.Sprintf("load-%s-%d", e.runID, i))
 	case http.StatusConflict:
 	default:
 		sl.fail("reservation of seat %d by user %d: %d %v %s", seat, i, a.status, a.err, snippet(raw))
-	}
-	if a, raw := e.api.send(ctx, i, http.MethodDelete, s.path("/queue/token"), s.bearers[i], nil); a.status != http.StatusNoContent {
-		sl.fail("return of user %d's token: %d %v %s", i, a.status, a.err, snippet(raw))
 	}
 }
 
@@ -303,25 +313,22 @@ func (sl *sale) reserved(user string) {
 	}
 }
 
-// runSale runs passes over the users still in the sale until none is left or its budget ran
-// out, and reads the room's promotions at the sold-out moment.
-func (s *soldOut) runSale(ctx context.Context, e *env, entered []int) (*sale, error) {
+func (s *soldOut) newSale(e *env) *sale {
 	sl := &sale{s: s, e: e, soldOut: make(chan struct{}), admitted: make([]bool, s.users),
 		told: make([]time.Time, s.users), done: make([]bool, s.users), buyers: map[string]bool{}}
 	sl.rec.seats = s.seats
-	for i := range sl.done {
-		sl.done[i] = true
-	}
-	for _, i := range entered {
-		sl.done[i] = false
-	}
+	return sl
+}
+
+// watchSoldOut reads the room's promotions at the sold-out moment; the answered func waits for
+// that reading, when the moment came, and ends the watch.
+func (sl *sale) watchSoldOut(ctx context.Context) (viewed func()) {
 	atSoldOut := make(chan int, 1)
 	stop := make(chan struct{})
-	defer close(stop)
 	go func() {
 		select {
 		case <-sl.soldOut:
-			v, err := s.queueView(ctx, e)
+			v, err := sl.s.queueView(ctx, sl.e)
 			if err != nil {
 				sl.fail("the operators' view at the sold-out moment: %v", err)
 			}
@@ -329,6 +336,27 @@ func (s *soldOut) runSale(ctx context.Context, e *env, entered []int) (*sale, er
 		case <-stop:
 		}
 	}()
+	return func() {
+		select {
+		case <-sl.soldOut:
+			sl.rec.claimsAtSoldOut = <-atSoldOut
+		default:
+		}
+		close(stop)
+	}
+}
+
+// runSale runs passes over the users still in the sale until none is left or its budget ran
+// out, and reads the room's promotions at the sold-out moment.
+func (s *soldOut) runSale(ctx context.Context, e *env, entered []int) (*sale, error) {
+	sl := s.newSale(e)
+	for i := range sl.done {
+		sl.done[i] = true
+	}
+	for _, i := range entered {
+		sl.done[i] = false
+	}
+	viewed := sl.watchSoldOut(ctx)
 	start := time.Now()
 	for ctx.Err() == nil {
 		sl.mu.Lock()
@@ -352,28 +380,30 @@ func (s *soldOut) runSale(ctx context.Context, e *env, entered []int) (*sale, er
 			sl.passTimes = append(sl.passTimes, took)
 		}
 	}
+	viewed()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	select {
-	case <-sl.soldOut:
-		sl.rec.claimsAtSoldOut = <-atSoldOut
-	default:
-	}
+	sl.settle(entered)
+	return sl, nil
+}
+
+// settle records, once the sale is over, when each entered user never admitted was told.
+func (sl *sale) settle(entered []int) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
 	for _, i := range entered {
 		if !sl.admitted[i] {
 			sl.rec.toldAt = append(sl.rec.toldAt, sl.told[i])
 		}
 	}
 	sl.rec.claimsAnswered = len(sl.rec.admittedSent)
-	return sl, nil
 }
 
 // invariant runs the sale and checks it, the room and the reservations.
 func (s *soldOut) invariant(ctx context.Context, e *env, attempts []attempt) (invariantResult, error) {
 	var res invariantResult
 	add := func(label string, value int) { res.rows = append(res.rows, invariantRow{label: label, value: value}) }
-	text := func(label, value string) { res.rows = append(res.rows, invariantRow{label: label, text: value}) }
 	violate := func(format string, args ...any) {
 		res.violations = append(res.violations, fmt.Sprintf(format, args...))
 	}
@@ -401,7 +431,23 @@ func (s *soldOut) invariant(ctx context.Context, e *env, attempts []attempt) (in
 	passes := summarizeLatencies(sl.passTimes)
 	add("sale: passes until the last seat", len(sl.passTimes))
 	add("sale: pass (every user polled once) max ms", int(passes.max.Milliseconds()))
-	add("admitted (claims answered 201)", sl.rec.claimsAnswered)
+	add("polls sent after the last seat answered waiting|ready", sl.rec.waitingAfter)
+	if err := sl.report(ctx, end, &res); err != nil {
+		return res, err
+	}
+	s.checkAfter(ctx, e, sl, violate)
+	return res, nil
+}
+
+// report adds the sale's rows and problems, the room's and the reservations', to res.
+func (sl *sale) report(ctx context.Context, end soldOutQueueView, res *invariantResult) error {
+	s, e := sl.s, sl.e
+	add := func(label string, value int) { res.rows = append(res.rows, invariantRow{label: label, value: value}) }
+	text := func(label, value string) { res.rows = append(res.rows, invariantRow{label: label, text: value}) }
+	violate := func(format string, args ...any) {
+		res.violations = append(res.violations, fmt.Sprintf(format, args...))
+	}
+	add("admitted (claims answered 201 | tokens sent on a stream)", sl.rec.claimsAnswered)
 	add("reservations answered 201", sl.rec.reserved)
 	add("waiting users to tell", len(sl.rec.toldAt))
 	times := sl.rec.timesToTell()
@@ -412,7 +458,6 @@ func (s *soldOut) invariant(ctx context.Context, e *env, attempts []attempt) (in
 	if v := tellVerdict(times, s.tick); v != "" {
 		text("time to tell max (last seat → every waiting user told)", v)
 	}
-	add("polls sent after the last seat answered waiting|ready", sl.rec.waitingAfter)
 	add("room promotions at the sold-out moment", sl.rec.claimsAtSoldOut)
 	add("room promotions after the sale", sl.rec.claimsAtEnd)
 	for _, p := range sl.rec.problems() {
@@ -422,14 +467,13 @@ func (s *soldOut) invariant(ctx context.Context, e *env, attempts []attempt) (in
 		violate("the operators' view after the sale: soldOut %v, remainingSeats %d", end.SoldOut, end.RemainingSeats)
 	}
 	res.violations = append(res.violations, sl.failures...)
-	s.checkAfter(ctx, e, sl, violate)
 	rows, problems, err := s.checkReservations(ctx, e, sl.buyers)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.rows = append(res.rows, rows...)
 	res.violations = append(res.violations, problems...)
-	return res, nil
+	return nil
 }
 
 // checkAfter has later arrivals enter and told users claim again: each must hear 409 SOLD_OUT.

@@ -49,7 +49,7 @@ func TestSaleRecord_ProblemsNameEachBrokenRule(t *testing.T) {
 		"never sold out":     {func(r *saleRecord) { r.soldOutAt, r.reserved = time.Time{}, 1 }, "never sold out: 1 of 2 seats reserved"},
 		"oversold":           {func(r *saleRecord) { r.reserved = 3 }, "3 reservations answered 201 for 2 seats"},
 		"a user not told":    {func(r *saleRecord) { r.toldAt[1] = time.Time{} }, "1 of 3 waiting users were never told sold out"},
-		"a late admission":   {func(r *saleRecord) { r.admittedSent[1] = at.Add(time.Millisecond) }, "1 claims sent after the sold-out moment were admitted"},
+		"a late admission":   {func(r *saleRecord) { r.admittedSent[1] = at.Add(time.Millisecond) }, "1 admissions after the sold-out moment (a claim sent, or a promotion, after it)"},
 		"a late promotion":   {func(r *saleRecord) { r.claimsAtEnd = 3 }, "the room counted 2 promotions at the sold-out moment and 3 after the sale"},
 		"a hidden admission": {func(r *saleRecord) { r.claimsAnswered = 1 }, "the room counts 2 promotions, the claims answered 201 are 1"},
 	} {
