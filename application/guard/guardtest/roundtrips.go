@@ -68,10 +68,11 @@ func (r *RoundTrips) Reset() {
 	r.waits = nil
 }
 
-// call runs op as the call name: it opens a wait when none is in flight, else joins it.
+// call runs op as the call name: it opens a wait when none is in flight, else joins it. A call
+// still in flight from before a Reset is not counted, so the first call after it opens a wait.
 func (r *RoundTrips) call(name string, op func()) {
 	r.mu.Lock()
-	first := r.inFlight == 0
+	first := r.inFlight == 0 || len(r.waits) == 0
 	if first {
 		r.waits = append(r.waits, []string{name})
 		r.joined = make(chan struct{})
