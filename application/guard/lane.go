@@ -124,7 +124,7 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 	defer func() { t.abandon(storeDown) }()
 	<-w.answered
 	r, err := w.reply, w.err
-	storeDown = isLockStoreDown(err)
+	storeDown = isLockStoreDown(err) || r.storeDown
 	switch {
 	case err != nil:
 		return Result[Out]{}, err
@@ -139,7 +139,7 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 // begin takes req's idempotency key and admits w to its batch, or refuses it, whatever begin
 // does, a panic included: the batch w is taken into waits for it.
 func (l *Lane[In, Out]) begin(ctx context.Context, req Request, w *waiter[In, Out]) (t *ticket, replay *ports.StoredResponse, err error) {
-	defer func() { w.admit(t) }()
+	defer func() { w.admit(t, err) }()
 	return l.g.begin(ctx, req)
 }
 
@@ -202,6 +202,8 @@ type waiter[In, Out any] struct {
 	admitted chan struct{}
 	ticket   *ticket
 	refused  bool
+	// storeDown is the store's failure when the key was refused because it did not answer.
+	storeDown error
 	// ref is the request's span: a batch this request is served in but does not lead (the
 	// batch span is the leader's child) links to it.
 	ref      ports.SpanRef
@@ -215,9 +217,13 @@ type waiter[In, Out any] struct {
 	err      error
 }
 
-// admit records the outcome of taking the key: t when Run owns it, nil when refused.
-func (w *waiter[In, Out]) admit(t *ticket) {
+// admit records the outcome of taking the key: t when Run owns it, nil when refused by err,
+// kept when it is the store not answering.
+func (w *waiter[In, Out]) admit(t *ticket, err error) {
 	w.ticket, w.refused = t, t == nil
+	if errors.Is(err, ports.ErrUnavailable) {
+		w.storeDown = err
+	}
 	close(w.admitted)
 }
 
@@ -235,6 +241,9 @@ type reply[Out any] struct {
 	value  Out
 	body   []byte                // value encoded, for the idempotency record
 	replay *ports.StoredResponse // a marker committed earlier answers instead
+	// storeDown: the batch waited for a neighbour's begin that the store did not answer, so
+	// the record is written in the background rather than after a second timeout.
+	storeDown bool
 }
 
 // lockStoreError is a failure of the lock's store to take or release a lock. The idempotency
@@ -294,6 +303,11 @@ func (l *Lane[In, Out]) acquire(ctx context.Context, lockKey string, since time.
 		if err == nil {
 			g.observer.LockAcquired(lockKey, attempts, g.deps.Clock.Now().Sub(since))
 			return lock, nil
+		}
+		// The head left (its key was refused, or its client went): that is not the store failing,
+		// so the line is handed on rather than failed.
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("guard: waiting for lock %s: %w", lockKey, ctxErr)
 		}
 		if errors.Is(err, ports.ErrUnavailable) {
 			return nil, &lockStoreError{fmt.Errorf("guard: lock %s: %w", lockKey, err)}
@@ -355,10 +369,17 @@ var errRefused = errors.New("guard: the request's idempotency key was refused")
 func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*waiter[In, Out]) (served[Out], error) {
 	answers := make(served[Out], len(batch))
 	admitted := make([]*waiter[In, Out], 0, len(batch))
+	// A neighbour's key the store did not answer cost this batch one of its timeouts: the
+	// batch's records are written in the background and the queue behind it is failed at once,
+	// as when the lock's store fails, so no request waits for a second timeout.
+	var storeDown error
 	for i, w := range batch {
 		<-w.admitted
 		if w.refused {
 			answers[i].Err = errRefused
+			if w.storeDown != nil {
+				storeDown = &lockStoreError{fmt.Errorf("guard: idempotency key in lane %s: %w", lockKey, w.storeDown)}
+			}
 			continue
 		}
 		admitted = append(admitted, w)
@@ -376,12 +397,16 @@ func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*wait
 		for i := range batch {
 			if answers[i].Err == nil {
 				answers[i] = results[j]
+				answers[i].Value.storeDown = storeDown != nil
 				j++
 			}
 		}
 	}
 	for i, w := range batch {
 		w.answer(answers[i].Value, answers[i].Err)
+	}
+	if err == nil {
+		err = storeDown
 	}
 	return answers, err
 }
