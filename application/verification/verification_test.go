@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,9 +41,9 @@ type fixture struct {
 	keys    atomic.Int64
 }
 
-func newFixture(t *testing.T, wrap func(ports.ObjectStorage) ports.ObjectStorage) *fixture {
+func newFixture(t *testing.T, wrap func(ports.ObjectStorage) ports.ObjectStorage, opts ...memorytest.Option) *fixture {
 	t.Helper()
-	env := memorytest.New()
+	env := memorytest.New(opts...)
 	blobDir := t.TempDir()
 	blobs, err := localblob.New(blobDir, func() string { return "http://rushgate.test" }, []byte(strings.Repeat("s", 32)), env.Clock)
 	if err != nil {
@@ -222,7 +223,8 @@ func TestVerify_StoredObjectMustBeTheDeclaredFile(t *testing.T) {
 	}
 }
 
-// parkedStorage holds Stat calls until released, so a request stays IN_PROGRESS.
+// parkedStorage holds Stat calls until released, so a request stays IN_PROGRESS; parked
+// (buffered) hears that one is held.
 type parkedStorage struct {
 	ports.ObjectStorage
 	parked  chan struct{}
@@ -230,16 +232,37 @@ type parkedStorage struct {
 }
 
 func (p parkedStorage) Stat(ctx context.Context, key string) (int64, error) {
-	p.parked <- struct{}{}
+	select {
+	case p.parked <- struct{}{}:
+	default:
+	}
 	<-p.release
 	return p.ObjectStorage.Stat(ctx, key)
+}
+
+// signallingBegins closes taken once a Begin has taken a key: a request's precheck runs while
+// its key is being taken, so a parked precheck alone does not say the key is held.
+type signallingBegins struct {
+	ports.IdempotencyStore
+	taken chan struct{}
+	once  *sync.Once
+}
+
+func (s signallingBegins) Begin(ctx context.Context, key ports.IdempotencyKey, fingerprint string, lease, ttl time.Duration) (ports.BeginResult, error) {
+	res, err := s.IdempotencyStore.Begin(ctx, key, fingerprint, lease, ttl)
+	if err == nil && res.State == ports.BeginStarted {
+		s.once.Do(func() { close(s.taken) })
+	}
+	return res, err
 }
 
 // TestVerify_SameKeyWhileTheFirstRunsIsInProgress: a retry with the key of a request still
 // running is IDEMPOTENCY_IN_PROGRESS; once the first is done, the retry is its replay.
 func TestVerify_SameKeyWhileTheFirstRunsIsInProgress(t *testing.T) {
-	parked := parkedStorage{parked: make(chan struct{}), release: make(chan struct{})}
-	f := newFixture(t, func(s ports.ObjectStorage) ports.ObjectStorage { parked.ObjectStorage = s; return parked })
+	parked := parkedStorage{parked: make(chan struct{}, 1), release: make(chan struct{})}
+	begins := signallingBegins{taken: make(chan struct{}), once: &sync.Once{}}
+	f := newFixture(t, func(s ports.ObjectStorage) ports.ObjectStorage { parked.ObjectStorage = s; return parked },
+		memorytest.WithIdempotency(func(s ports.IdempotencyStore) ports.IdempotencyStore { begins.IdempotencyStore = s; return begins }))
 	challengeID := f.challenge(f.clock.Now().Add(time.Hour))
 	s := f.uploaded("u1")
 	cmd := verification.VerifyCommand{UserID: "u1", SessionID: s.SessionID, ChallengeID: challengeID, ImageKey: s.ObjectKey, IdempotencyKey: "same"}
@@ -249,6 +272,7 @@ func TestVerify_SameKeyWhileTheFirstRunsIsInProgress(t *testing.T) {
 		first <- err
 	}()
 	<-parked.parked
+	<-begins.taken
 	if _, err := f.svc.Verify(context.Background(), cmd); !errors.Is(err, guard.ErrInProgress) {
 		t.Fatalf("same key while the first runs: %v, want IDEMPOTENCY_IN_PROGRESS", err)
 	}
