@@ -46,14 +46,15 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // empty room's event first and then puts it back if the room turned out not to be empty, so a
 // concurrent Enter is never lost from the index.
 //
-// Enter and Position calls on one event are combined: the calls that arrive while
+// Enter, Position and Predict calls on one event are combined: the calls that arrive while
 // combinedInFlight script calls of the event are in flight go out together in the next
 // (combine.go).
 type WaitingRoom struct {
-	client    goredis.UniversalClient
-	prefix    string
-	entries   *combiner[string, string, []any]            // event → entering users
-	positions *combiner[positionKey, string, polledPlace] // event and token TTL → polling users
+	client      goredis.UniversalClient
+	prefix      string
+	entries     *combiner[string, string, []any]            // event → entering users
+	positions   *combiner[positionKey, string, polledPlace] // event and token TTL → polling users
+	predictions *combiner[string, map[string]int, struct{}] // event → first wait estimates
 }
 
 // positionKey groups Position calls that one script call can serve.
@@ -69,6 +70,7 @@ func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 		return w.runEach(ctx, "enter waiting room", enterScript, eventID, nil, users)
 	})
 	w.positions = newCombiner(combinedInFlight, w.positionsOf)
+	w.predictions = newCombiner(combinedInFlight, w.predictAll)
 	return w
 }
 
@@ -655,12 +657,23 @@ func (w *WaitingRoom) Predict(ctx context.Context, eventID string, seconds map[s
 	if len(seconds) == 0 {
 		return nil
 	}
-	argv := make([]any, 0, 2*len(seconds))
-	for user, s := range seconds {
-		argv = append(argv, user, s)
-	}
-	_, _, err := w.run(ctx, "record wait estimates", predictScript, eventID, argv...)
+	_, err := w.predictions.do(ctx, eventID, seconds)
 	return err
+}
+
+// predictAll records the estimates of every Predict call in batch in one script call: a pull
+// crowd's first polls each bring one, which alone cost a round trip per poll.
+func (w *WaitingRoom) predictAll(ctx context.Context, eventID string, batch []map[string]int) ([]struct{}, error) {
+	var argv []any
+	for _, seconds := range batch {
+		for user, s := range seconds {
+			argv = append(argv, user, s)
+		}
+	}
+	if _, _, err := w.run(ctx, "record wait estimates", predictScript, eventID, argv...); err != nil {
+		return nil, err
+	}
+	return make([]struct{}, len(batch)), nil
 }
 
 // WaitErrors answers the wait errors kept.

@@ -3,12 +3,14 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // The combined scripts must answer a batch exactly as that many single calls in a row would,
@@ -90,5 +92,60 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 	}
 	if stats.Waiting != 3 || stats.Admitted != 1 {
 		t.Errorf("room holds %d waiting and %d admitted, want 3 and 1", stats.Waiting, stats.Admitted)
+	}
+}
+
+// A pull crowd's first polls each record one estimate: recorded at once they share script calls
+// (one each was a round trip per poll), and every user's first estimate is kept, later ones not.
+func TestWaitingRoom_ConcurrentEstimatesShareScriptCalls(t *testing.T) {
+	const users = 200
+	ctx := context.Background()
+	prefix := "rushgate:test:" + uuid.NewString() + ":"
+	w, client, trips := countingRoom(t, "redis://"+testenv.RedisAddr(t), prefix)
+	event := uuid.NewString()
+	if err := w.Open(ctx, event, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	for i := range users {
+		if _, err := w.Enter(ctx, event, fmt.Sprintf("user-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mark := trips.mark()
+	errs := make([]error, users)
+	testkit.StartTogether(users, func(i int) {
+		errs[i] = w.Predict(ctx, event, map[string]int{fmt.Sprintf("user-%d", i): i})
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("predict user-%d: %v", i, err)
+		}
+	}
+	calls := 0
+	for _, trip := range trips.since(mark) {
+		if trip == "predict" {
+			calls++
+		}
+	}
+	if calls == 0 || calls > users/4 {
+		t.Errorf("%d concurrent estimates took %d script calls, want at most %d", users, calls, users/4)
+	}
+	if err := w.Predict(ctx, event, map[string]int{"user-7": 999}); err != nil {
+		t.Fatal(err)
+	}
+
+	recorded, err := client.HGetAll(ctx, w.keys(event)[8]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recorded) != users {
+		t.Fatalf("%d estimates recorded, want %d", len(recorded), users)
+	}
+	for i := range users {
+		// now:seconds, the first estimate.
+		if v := recorded[fmt.Sprintf("user-%d", i)]; !strings.HasSuffix(v, fmt.Sprintf(":%d", i)) {
+			t.Errorf("user-%d's estimate is %q, want its first, %d s", i, v, i)
+		}
 	}
 }
