@@ -22,10 +22,13 @@ import (
 const DefaultDrawInterval = time.Second
 
 // enterBatchSize bounds how many entries of one raffle one statement stores, and enterInFlight
-// how many such statements of one raffle an instance runs at once.
+// how many such statements of one raffle an instance runs at once. Two rather than four: each
+// statement pays for its commit and its share lock on the raffle's row whatever its size, so
+// fewer, larger batches gave Postgres 14% more entries/s at concurrency 64 (three A/B pairs of
+// raffle-entry; MariaDB unchanged), while one left the server idle during each round trip.
 const (
 	enterBatchSize = 128
-	enterInFlight  = 4
+	enterInFlight  = 2
 )
 
 // drawBatch bounds how many due raffles one round of the worker draws.
