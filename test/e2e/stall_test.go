@@ -259,6 +259,21 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			// promotes the next wave and reads it as a consumer that never acknowledges, exactly
 			// what a dispatcher frozen between reading and routing leaves. The second dispatcher
 			// resumes alone and routes them once they are idle for the heartbeat timeout.
+			// The first acknowledges a tick's routed entries with its next tick: frozen before
+			// that, it would leave the second wave pending too, which the other then routes again
+			// (the same tokens, harmless) and counts as reclaimed beside the held wave.
+			rc := redisClient(t, redisURL(t))
+			entries := keyPrefix(t) + "{" + eventID + "}:entry"
+			testkit.Eventually(t, stallSetupWait, "the second wave acknowledged", func() error {
+				pending, err := rc.XPending(context.Background(), entries, "dispatchers").Result()
+				if err != nil {
+					return err
+				}
+				if pending.Count != 0 {
+					return fmt.Errorf("%d routed entries not acknowledged", pending.Count)
+				}
+				return nil
+			})
 			second := startProcess(t, env, "dispatcher-2", "dispatcher")
 			first.freeze()
 			second.freeze()
@@ -269,7 +284,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			testkit.Eventually(t, stallSetupWait, "the slots come back", func() error {
 				return broker.queueView(eventID).hasNums(map[string]int{"remainingSlots": slots})
 			})
-			stalled := redis.NewWaitingRoom(redisClient(t, redisURL(t)), keyPrefix(t))
+			stalled := redis.NewWaitingRoom(rc, keyPrefix(t))
 			ctx := context.Background()
 			if n, _, err := stalled.Promote(ctx, eventID, 5*time.Minute, ports.EntryRead{}); err != nil || n != slots {
 				t.Fatalf("promote as the stalled dispatcher: %d, %v", n, err)
