@@ -135,7 +135,7 @@ func TestWaitingRoom_ConcurrentEstimatesShareScriptCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	recorded, err := client.HGetAll(ctx, w.keys(event)[8]).Result()
+	recorded, err := client.HGetAll(ctx, w.keys(event)[8]).Result() // …:predicted
 	if err != nil {
 		t.Fatal(err)
 	}

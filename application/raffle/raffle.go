@@ -25,7 +25,7 @@ const DefaultDrawInterval = time.Second
 // how many such statements of one raffle an instance runs at once. Two rather than four: each
 // statement pays for its commit and its share lock on the raffle's row whatever its size, so
 // fewer, larger batches gave Postgres 14% more entries/s at concurrency 64 (three A/B pairs of
-// raffle-entry; MariaDB unchanged), while one left the server idle during each round trip.
+// raffle-entry; MariaDB unchanged); one was slower than either.
 const (
 	enterBatchSize = 128
 	enterInFlight  = 2

@@ -255,10 +255,6 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 				return nil
 			})
 
-			// A dispatcher stalled holding entries it read: both dispatchers frozen, the test
-			// promotes the next wave and reads it as a consumer that never acknowledges, exactly
-			// what a dispatcher frozen between reading and routing leaves. The second dispatcher
-			// resumes alone and routes them once they are idle for the heartbeat timeout.
 			// The first acknowledges a tick's routed entries with its next tick: frozen before
 			// that, it would leave the second wave pending too, which the other then routes again
 			// (the same tokens, harmless) and counts as reclaimed beside the held wave.
@@ -274,6 +270,11 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 				}
 				return nil
 			})
+
+			// A dispatcher stalled holding entries it read: both dispatchers frozen, the test
+			// promotes the next wave and reads it as a consumer that never acknowledges, exactly
+			// what a dispatcher frozen between reading and routing leaves. The second dispatcher
+			// resumes alone and routes them once they are idle for the heartbeat timeout.
 			second := startProcess(t, env, "dispatcher-2", "dispatcher")
 			first.freeze()
 			second.freeze()
