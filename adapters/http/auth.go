@@ -123,12 +123,13 @@ func (t *Tokens) mintUntil(userID string, role Role, now, expiresAt time.Time) (
 // expiry, and that it names a valid user and role. A token it accepted lately is answered from
 // verifiedTokens until it expires.
 func (t *Tokens) Verify(raw string) (Principal, error) {
-	p, _, err := t.verifyUntil(raw)
+	p, _, err := t.verifyUntil(raw, true)
 	return p, err
 }
 
-// verifyUntil is Verify that also answers when the token expires.
-func (t *Tokens) verifyUntil(raw string) (Principal, time.Time, error) {
+// verifyUntil is Verify that also answers when the token expires; a token it accepts goes into
+// verifiedTokens only when remember is set.
+func (t *Tokens) verifyUntil(raw string, remember bool) (Principal, time.Time, error) {
 	now := time.Now()
 	if e, ok := t.verified.lookup(raw, now); ok {
 		return e.principal, e.expires, nil
@@ -145,7 +146,9 @@ func (t *Tokens) verifyUntil(raw string) (Principal, time.Time, error) {
 	}
 	p := Principal{UserID: c.Subject, Role: c.role}
 	// exp is required, and nbf, if any, has passed: the token stays valid until exp.
-	t.verified.remember(raw, p, c.ExpiresAt.Time, now)
+	if remember {
+		t.verified.remember(raw, p, c.ExpiresAt.Time, now)
+	}
 	return p, c.ExpiresAt.Time, nil
 }
 
@@ -387,15 +390,27 @@ const (
 // SessionCookie names the waiting-room session cookie (SPEC §8).
 const SessionCookie = "rushgate_session"
 
-// authenticate requires a valid bearer token and stores its Principal, and when it expires,
-// for the handlers. With sessions, a request without an Authorization header may instead carry
-// the session cookie of the event its path names (:eventId).
-func authenticate(tokens *Tokens, sessions bool) gin.HandlerFunc {
+// credentials says where a group's routes take their caller's credential from, and what is
+// kept of it.
+type credentials struct {
+	// sessionCookie: a request without an Authorization header may carry the session cookie of
+	// the event its path names (:eventId) instead.
+	sessionCookie bool
+	// heldConnection: each request holds its connection for a stream's life and verifies its
+	// token once, so remembering the token (verifiedTokens) would only keep about 300 bytes for
+	// as long as the stream lasts.
+	heldConnection bool
+}
+
+// authenticate requires a valid bearer token, or the session cookie creds allows, and stores
+// its Principal, and when it expires, for the handlers.
+func authenticate(tokens *Tokens, creds credentials) gin.HandlerFunc {
+	remember := !creds.heldConnection
 	return func(c *gin.Context) {
 		header := c.GetHeader("Authorization")
-		if sessions && header == "" {
+		if creds.sessionCookie && header == "" {
 			if cookie, err := c.Request.Cookie(SessionCookie); err == nil {
-				accept(c, tokens.sessions(c.Param("eventId")), cookie.Value, "the waiting-room session")
+				accept(c, tokens.sessions(c.Param("eventId")), cookie.Value, "the waiting-room session", remember)
 				return
 			}
 		}
@@ -405,14 +420,15 @@ func authenticate(tokens *Tokens, sessions bool) gin.HandlerFunc {
 			respondError(c, errUnauthorized)
 			return
 		}
-		accept(c, tokens, strings.TrimSpace(raw), "the bearer token")
+		accept(c, tokens, strings.TrimSpace(raw), "the bearer token", remember)
 	}
 }
 
-// accept lets the request through as the principal of raw, a token of tokens, or answers 401
-// saying that what (the bearer token, the session) is invalid or expired.
-func accept(c *gin.Context, tokens *Tokens, raw, what string) {
-	p, expires, err := tokens.verifyUntil(raw)
+// accept lets the request through as the principal of raw, a token of tokens (remembered as
+// verified if remember), or answers 401 saying that what (the bearer token, the session) is
+// invalid or expired.
+func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) {
+	p, expires, err := tokens.verifyUntil(raw, remember)
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
 		if errors.Is(err, jwt.ErrTokenExpired) {

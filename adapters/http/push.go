@@ -6,8 +6,8 @@ import (
 	"fmt"
 	stdhttp "net/http"
 	"net/url"
-	"strings"
 	"time"
+	"unique"
 
 	"github.com/gin-gonic/gin"
 
@@ -100,10 +100,10 @@ func (h pushHandlers) wait(c *gin.Context) {
 		return
 	}
 	stream := newSSEStream(h.writers, h.writeTimeout)
-	// A copy of the id: the parameter is a slice of the whole request path, which the held
-	// subscription would keep otherwise.
+	// The event's one copy of its id: the parameter is a slice of the whole request path, which
+	// the held subscription would keep otherwise, and a copy per stream would cost one each.
 	broker := h.broker
-	sub, err := broker.Join(c.Request.Context(), strings.Clone(c.Param("eventId")), principal(c).UserID, stream)
+	sub, err := broker.Join(c.Request.Context(), unique.Make(c.Param("eventId")).Value(), principal(c).UserID, stream)
 	if err != nil {
 		respondError(c, err)
 		return

@@ -53,7 +53,7 @@ type Groups struct {
 	// (:eventId) instead of the Authorization header: the routes the waiting page calls.
 	Event *gin.RouterGroup
 	// Browser is Event that also takes the token from the query string, for EventSource clients,
-	// which cannot set headers.
+	// which cannot set headers; its routes hold their connection for a stream's life.
 	Browser *gin.RouterGroup
 }
 
@@ -106,10 +106,11 @@ func NewRouter(d Deps) *gin.Engine {
 	})
 
 	groups := Groups{
-		Public:  &r.RouterGroup,
-		API:     r.Group("/", limitBody(maxBody), authenticate(d.Tokens, false)),
-		Event:   r.Group("/", limitBody(maxBody), authenticate(d.Tokens, true)),
-		Browser: r.Group("/", queryToken(), limitBody(maxBody), authenticate(d.Tokens, true)),
+		Public: &r.RouterGroup,
+		API:    r.Group("/", limitBody(maxBody), authenticate(d.Tokens, credentials{})),
+		Event:  r.Group("/", limitBody(maxBody), authenticate(d.Tokens, credentials{sessionCookie: true})),
+		Browser: r.Group("/", queryToken(), limitBody(maxBody),
+			authenticate(d.Tokens, credentials{sessionCookie: true, heldConnection: true})),
 	}
 	for _, register := range d.Routes {
 		register(groups)
