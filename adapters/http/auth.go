@@ -10,6 +10,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -49,6 +50,11 @@ type Tokens struct {
 	macs sync.Pool
 	// verified remembers the tokens Verify accepted lately.
 	verified verifiedTokens
+	// eventSessions keeps the sessions' Tokens (event id → *Tokens) of up to keptSessionEvents
+	// events, from the first session of each that was accepted: built for each request, they
+	// cost a key derivation and a parser, and remembered none of the sessions they verified.
+	eventSessions     sync.Map
+	keptEventSessions atomic.Int32
 }
 
 // macState is an HMAC-SHA256 keyed with the secret and the buffer its sums go to.
@@ -236,10 +242,30 @@ const sessionLabel = "rushgate waiting-room session\x00"
 // HMAC of the event under the secret, so a session passes only as the session of its own event,
 // and neither a bearer token nor a session passes as the other.
 func (t *Tokens) sessions(eventID string) *Tokens {
+	if kept, ok := t.eventSessions.Load(eventID); ok {
+		return kept.(*Tokens)
+	}
 	mac := hmac.New(sha256.New, t.secret)
 	mac.Write([]byte(sessionLabel))
 	mac.Write([]byte(eventID))
 	return NewTokens(mac.Sum(nil))
+}
+
+// keptSessionEvents bounds the events whose sessions' Tokens are kept: any path can name an
+// event, and a user can have sessions minted for made-up ones. Past it, an event's sessions
+// are checked as before, with Tokens built for the request.
+const keptSessionEvents = 1024
+
+// keepSessions keeps sessions, eventID's sessions' Tokens, after one of its sessions was
+// accepted, unless keptSessionEvents are kept already.
+func (t *Tokens) keepSessions(eventID string, sessions *Tokens) {
+	if t.keptEventSessions.Load() >= keptSessionEvents {
+		return
+	}
+	// A copy of the id: the parameter is a slice of the request's path.
+	if _, loaded := t.eventSessions.LoadOrStore(strings.Clone(eventID), sessions); !loaded {
+		t.keptEventSessions.Add(1)
+	}
 }
 
 // verify checks raw's signature and registered claims and reads its claims. A token carrying
@@ -410,7 +436,12 @@ func authenticate(tokens *Tokens, creds credentials) gin.HandlerFunc {
 		header := c.GetHeader("Authorization")
 		if creds.sessionCookie && header == "" {
 			if cookie, err := c.Request.Cookie(SessionCookie); err == nil {
-				accept(c, tokens.sessions(c.Param("eventId")), cookie.Value, "the waiting-room session", remember)
+				eventID := c.Param("eventId")
+				sessions := tokens.sessions(eventID)
+				if accept(c, sessions, cookie.Value, "the waiting-room session", remember) {
+					tokens.keepSessions(eventID, sessions)
+					c.Next()
+				}
 				return
 			}
 		}
@@ -420,27 +451,29 @@ func authenticate(tokens *Tokens, creds credentials) gin.HandlerFunc {
 			respondError(c, errUnauthorized)
 			return
 		}
-		accept(c, tokens, strings.TrimSpace(raw), "the bearer token", remember)
+		if accept(c, tokens, strings.TrimSpace(raw), "the bearer token", remember) {
+			c.Next()
+		}
 	}
 }
 
-// accept lets the request through as the principal of raw, a token of tokens (remembered as
-// verified if remember), or answers 401 saying that what (the bearer token, the session) is
-// invalid or expired.
-func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) {
+// accept stores the principal of raw, a token of tokens (remembered as verified if remember),
+// and when it expires, and reports true; or answers 401 saying that what (the bearer token, the
+// session) is invalid or expired, and reports false.
+func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) bool {
 	p, expires, err := tokens.verifyUntil(raw, remember)
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
 		if errors.Is(err, jwt.ErrTokenExpired) {
 			respondError(c, errUnauthorized.WithMessage(what+" has expired"))
-			return
+			return false
 		}
 		respondError(c, errUnauthorized.WithMessage(what+" is not valid"))
-		return
+		return false
 	}
 	c.Set(principalKey, p)
 	c.Set(expiresKey, expires)
-	c.Next()
+	return true
 }
 
 // requireRole lets only principals with role through; it runs after authenticate.

@@ -33,8 +33,8 @@ func BenchmarkPullRoutes(b *testing.B) {
 	tokens := rhttp.NewTokens(testSecret)
 	// At warn, as the load tool runs the server: the access lines are not written.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	router := rhttp.NewRouter(rhttp.Deps{Routes: []rhttp.Routes{rhttp.EventRoutes(events)}, Tokens: tokens, Logger: logger,
-		Metrics: telemetry.NewMetrics(prometheus.NewRegistry())})
+	router := rhttp.NewRouter(rhttp.Deps{Routes: []rhttp.Routes{rhttp.EventRoutes(events), rhttp.PushRoutes(nil, tokens, 0)},
+		Tokens: tokens, Logger: logger, Metrics: telemetry.NewMetrics(prometheus.NewRegistry())})
 	event, err := events.CreateEvent(context.Background(), appwaiting.CreateEventCommand{
 		Name: "bench", Seats: 100, Slots: 100, Mode: "pull"})
 	if err != nil {
@@ -49,14 +49,35 @@ func BenchmarkPullRoutes(b *testing.B) {
 		}
 		bearers[i] = "Bearer " + token
 	}
+	// The waiting page's polls carry its session cookie instead.
+	sessions := make([]string, users)
+	for i := range sessions {
+		req := httptest.NewRequest(stdhttp.MethodPost, "/events/"+event.ID+"/waiting-room/session", stdhttp.NoBody)
+		req.Header.Set("Authorization", bearers[i])
+		rec := httptest.NewRecorder()
+		router.ServeHTTP(rec, req)
+		cookies := rec.Result().Cookies()
+		if rec.Code != stdhttp.StatusNoContent || len(cookies) != 1 {
+			b.Fatalf("session answered %d with %d cookies: %s", rec.Code, len(cookies), rec.Body)
+		}
+		sessions[i] = cookies[0].Name + "=" + cookies[0].Value
+	}
+	const (
+		none = iota
+		bearer
+		session
+	)
 	queue := "/events/" + event.ID + "/queue"
-	serve := func(b *testing.B, method, path string, authorized bool, want ...int) {
+	serve := func(b *testing.B, method, path string, credential int, want ...int) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			req := httptest.NewRequest(method, path, stdhttp.NoBody)
-			if authorized {
+			switch credential {
+			case bearer:
 				req.Header.Set("Authorization", bearers[i%users])
+			case session:
+				req.Header.Set("Cookie", sessions[i%users])
 			}
 			rec := httptest.NewRecorder()
 			router.ServeHTTP(rec, req)
@@ -66,9 +87,12 @@ func BenchmarkPullRoutes(b *testing.B) {
 			i++
 		}
 	}
-	b.Run("healthz", func(b *testing.B) { serve(b, stdhttp.MethodGet, "/healthz", false, stdhttp.StatusOK) })
+	b.Run("healthz", func(b *testing.B) { serve(b, stdhttp.MethodGet, "/healthz", none, stdhttp.StatusOK) })
 	b.Run("enter", func(b *testing.B) {
-		serve(b, stdhttp.MethodPost, queue, true, stdhttp.StatusCreated, stdhttp.StatusOK)
+		serve(b, stdhttp.MethodPost, queue, bearer, stdhttp.StatusCreated, stdhttp.StatusOK)
 	})
-	b.Run("status", func(b *testing.B) { serve(b, stdhttp.MethodGet, queue+"/status", true, stdhttp.StatusOK) })
+	b.Run("status", func(b *testing.B) { serve(b, stdhttp.MethodGet, queue+"/status", bearer, stdhttp.StatusOK) })
+	b.Run("status by session", func(b *testing.B) {
+		serve(b, stdhttp.MethodGet, queue+"/status", session, stdhttp.StatusOK)
+	})
 }

@@ -14,16 +14,11 @@ import (
 	"github.com/rushgate/rushgate/adapters/telemetry"
 )
 
-// A token that authenticated a request is remembered as verified, except on the routes that
-// hold their connection (the SSE stream's group), where it would stay in memory for the
-// stream's life. Each group is asked with a token of its own, by header and, for the browser's
-// group, by query string as EventSource sends it.
-func TestRouter_RemembersTokensExceptForHeldConnections(t *testing.T) {
-	t.Parallel()
+func testRouter(t *testing.T, tokens *Tokens) *gin.Engine {
+	t.Helper()
 	gin.SetMode(gin.TestMode)
-	tokens := NewTokens([]byte("credentials-test-secret-credentials-test"))
 	ok := func(c *gin.Context) { c.Status(stdhttp.StatusNoContent) }
-	router := NewRouter(Deps{
+	return NewRouter(Deps{
 		Tokens:  tokens,
 		Metrics: telemetry.NewMetrics(prometheus.NewRegistry()),
 		Routes: []Routes{func(g Groups) {
@@ -32,6 +27,16 @@ func TestRouter_RemembersTokensExceptForHeldConnections(t *testing.T) {
 			g.Browser.GET("/events/:eventId/browser", ok)
 		}},
 	})
+}
+
+// A token that authenticated a request is remembered as verified, except on the routes that
+// hold their connection (the SSE stream's group), where it would stay in memory for the
+// stream's life. Each group is asked with a token of its own, by header and, for the browser's
+// group, by query string as EventSource sends it.
+func TestRouter_RemembersTokensExceptForHeldConnections(t *testing.T) {
+	t.Parallel()
+	tokens := NewTokens([]byte("credentials-test-secret-credentials-test"))
+	router := testRouter(t, tokens)
 	mint := func(user string) string {
 		raw, err := tokens.Mint(user, RoleUser, time.Hour)
 		require.NoError(t, err)
@@ -61,4 +66,49 @@ func TestRouter_RemembersTokensExceptForHeldConnections(t *testing.T) {
 		_, remembered := tokens.verified.lookup(raw, time.Now())
 		assert.Equal(t, tc.remembered, remembered, tc.name)
 	}
+}
+
+// An event's sessions are checked with Tokens kept from its first accepted session on, which
+// remember the sessions they verified, as bearer tokens are; a refused session keeps nothing,
+// and past keptSessionEvents events nothing more is kept while sessions are still accepted.
+func TestRouter_KeepsTheSessionsOfEventsWithAnAcceptedSession(t *testing.T) {
+	t.Parallel()
+	tokens := NewTokens([]byte("credentials-test-secret-credentials-test"))
+	router := testRouter(t, tokens)
+	session := func(eventID string) string {
+		raw, err := tokens.sessions(eventID).mintUntil("u1", RoleUser, time.Now(), time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		return raw
+	}
+	call := func(eventID, session string) int {
+		req := httptest.NewRequest(stdhttp.MethodGet, "/events/"+eventID+"/event", nil)
+		req.AddCookie(&stdhttp.Cookie{Name: SessionCookie, Value: session})
+		rec := httptest.NewRecorder()
+		router.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	kept := func(eventID string) *Tokens {
+		s, ok := tokens.eventSessions.Load(eventID)
+		if !ok {
+			return nil
+		}
+		return s.(*Tokens)
+	}
+
+	e1 := session("e1")
+	require.Nil(t, kept("e1"), "nothing kept before a session is accepted")
+	require.Equal(t, stdhttp.StatusNoContent, call("e1", e1))
+	sessions := kept("e1")
+	require.NotNil(t, sessions, "e1's sessions kept")
+	_, remembered := sessions.verified.lookup(e1, time.Now())
+	assert.True(t, remembered, "the accepted session remembered")
+	require.Equal(t, stdhttp.StatusNoContent, call("e1", e1))
+	assert.Same(t, sessions, tokens.sessions("e1"), "the same Tokens answer e1 again")
+
+	assert.Equal(t, stdhttp.StatusUnauthorized, call("e2", e1), "e1's session at e2")
+	assert.Nil(t, kept("e2"), "a refused session keeps nothing")
+
+	tokens.keptEventSessions.Store(keptSessionEvents)
+	assert.Equal(t, stdhttp.StatusNoContent, call("e3", session("e3")))
+	assert.Nil(t, kept("e3"), "nothing kept past keptSessionEvents")
 }
