@@ -28,6 +28,15 @@ const (
 	minPoolSize         = 64
 )
 
+// Per-connection buffer sizes, well under go-redis's defaults (32 KiB for a pooled connection,
+// 128 KiB for a pipeline's): rushgate's commands and replies are a few hundred bytes, a combined
+// batch a few KiB, and a bigger reply only takes more reads. At the defaults a full pool held
+// about 6 MiB of buffers, which an SSE broker's resident memory counts against its streams.
+const (
+	connBufferSize     = 4 << 10
+	pipelineBufferSize = 16 << 10
+)
+
 // Options tunes the client built by NewClient. A zero field takes its default. Options, and the
 // no-retry policy below, override the same settings given in the URL's query string.
 type Options struct {
@@ -128,7 +137,8 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 			return nil, fmt.Errorf("redis URL (sentinel): %w", err)
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
+			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
+			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled})
 		return func() goredis.UniversalClient { return goredis.NewFailoverClient(o) }, nil
 	case query.Has("addr"):
 		o, err := goredis.ParseClusterURL(redisURL)
@@ -136,7 +146,8 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 			return nil, fmt.Errorf("redis URL (cluster): %w", err)
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
+			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
+			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled})
 		return func() goredis.UniversalClient { return goredis.NewClusterClient(o) }, nil
 	default:
 		o, err := goredis.ParseURL(redisURL)
@@ -144,7 +155,8 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled})
+			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
+			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled})
 		return func() goredis.UniversalClient { return goredis.NewClient(o) }, nil
 	}
 }
@@ -153,15 +165,19 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 type shared struct {
 	dialTimeout, readTimeout, writeTimeout, poolTimeout *time.Duration
 	poolSize, minIdleConns, maxRetries, dialerRetries   *int
+	readBuffer, writeBuffer                             *int
+	pipelineReadBuffer, pipelineWriteBuffer             *int
 	contextTimeoutEnabled                               *bool
 }
 
-// apply sets o's timeouts and pool, a warm half-pool, no command retries and one dial attempt;
-// a request's deadline bounds its Redis calls too.
+// apply sets o's timeouts and pool, a warm half-pool, no command retries, one dial attempt and
+// small buffers; a request's deadline bounds its Redis calls too.
 func (o Options) apply(s shared) {
 	*s.dialTimeout, *s.readTimeout, *s.writeTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
 	*s.poolSize, *s.poolTimeout, *s.minIdleConns = o.PoolSize, o.ReadTimeout, o.PoolSize/2
 	*s.maxRetries, *s.dialerRetries = noCommandRetries, dialAttempts
+	*s.readBuffer, *s.writeBuffer = connBufferSize, connBufferSize
+	*s.pipelineReadBuffer, *s.pipelineWriteBuffer = pipelineBufferSize, pipelineBufferSize
 	*s.contextTimeoutEnabled = true
 }
 

@@ -2,8 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +121,38 @@ func TestPing(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		require.ErrorIs(t, rgredis.Ping(context.Background(), client), ports.ErrUnavailable)
 	})
+}
+
+// The client's buffers are a few KiB; a value, a reply line and a pipeline's batch larger than
+// them still go through whole.
+func TestNewClient_RepliesAndBatchesLargerThanItsBuffersArriveWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client, err := rgredis.NewClient("redis://"+testenv.RedisAddr(t), rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	prefix := fmt.Sprintf("rg-test-buffers-%d-", time.Now().UnixNano())
+	t.Cleanup(func() { _ = client.Del(context.Background(), prefix+"value", prefix+"set").Err() })
+
+	value := strings.Repeat("v", 1<<20)
+	require.NoError(t, client.Set(ctx, prefix+"value", value, time.Minute).Err())
+	got, err := client.Get(ctx, prefix+"value").Result()
+	require.NoError(t, err)
+	assert.Equal(t, value, got, "a 1 MiB value")
+
+	const members = 5000
+	cmds, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range members {
+			p.SAdd(ctx, prefix+"set", fmt.Sprintf("member-%06d-%s", i, strings.Repeat("m", 40)))
+		}
+		p.Expire(ctx, prefix+"set", time.Minute)
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Len(t, cmds, members+1)
+	all, err := client.SMembers(ctx, prefix+"set").Result()
+	require.NoError(t, err)
+	assert.Len(t, all, members, "a pipeline of 5,000 commands, and a reply of 5,000 members")
 }
 
 // frozenServer accepts connections and never answers, as a Redis stopped with SIGSTOP does once
