@@ -147,8 +147,12 @@ func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (boo
 	if err := sc.prepare(ctx, e); err != nil {
 		return false, err
 	}
+	var meter *cpuMeter
+	if m, ok := newCPUMeter(cfg.urls); ok {
+		meter = &m
+	}
 	progress(stderr, "run %s: %s against %s at concurrency %d\n", runID, reg.name, strings.Join(cfg.urls, ", "), cfg.concurrency)
-	attempts, elapsed := runConcurrently(ctx, sc.run(e), cfg.concurrency)
+	attempts, stats := timedRun(ctx, sc.run(e), cfg.concurrency, meter)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("interrupted during the rushgate run: %w", err)
 	}
@@ -159,7 +163,7 @@ func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (boo
 		instances:   len(cfg.urls),
 		concurrency: cfg.concurrency,
 		runID:       runID,
-		rushgate:    statsOf(attempts, elapsed),
+		rushgate:    stats,
 		ceilingName: ceilingName(sc),
 	}
 	if rep.invariant, err = sc.invariant(ctx, e, attempts); err != nil {
@@ -172,11 +176,11 @@ func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (boo
 		if err != nil {
 			return false, err
 		}
-		ceilingAttempts, ceilingElapsed := runConcurrently(ctx, w, cfg.concurrency)
+		_, ceiling := timedRun(ctx, w, cfg.concurrency, meter)
 		if err := ctx.Err(); err != nil {
 			return false, fmt.Errorf("interrupted during the ceiling run: %w", err)
 		}
-		rep.ceiling = new(statsOf(ceilingAttempts, ceilingElapsed))
+		rep.ceiling = &ceiling
 	}
 
 	rep.verdicts = judgeAll(sc.targets(dialect),
@@ -190,6 +194,21 @@ func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) (boo
 		}
 	}
 	return len(rep.failures()) == 0, nil
+}
+
+// timedRun runs w at concurrency and summarises it, with the CPU each process spent per request
+// when meter is set.
+func timedRun(ctx context.Context, w work, concurrency int, meter *cpuMeter) ([]attempt, runStats) {
+	var before cpuTimes
+	if meter != nil {
+		before = meter.read()
+	}
+	attempts, elapsed := runConcurrently(ctx, w, concurrency)
+	stats := statsOf(attempts, elapsed)
+	if meter != nil {
+		stats.cpuPerRequest = perRequest(before, meter.read(), stats.total)
+	}
+	return attempts, stats
 }
 
 // appendSummary adds row to the tab-separated summary file at path, with the header first when

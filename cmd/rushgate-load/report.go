@@ -179,6 +179,20 @@ func (r report) write(w io.Writer) error {
 	}
 	row(measure429.label(), fmt.Sprint(r.rushgate.count429()), "", judged(measure429))
 	both("no response | failed tx", func(s runStats) string { return fmt.Sprint(s.errors) })
+	if r.rushgate.cpuPerRequest != nil {
+		for _, role := range cpuRoles {
+			both("CPU µs per request | tx: "+string(role), func(s runStats) string {
+				return fmt.Sprintf("%.1f", s.cpuPerRequest[role])
+			})
+		}
+		both("CPU µs per request | tx: all", func(s runStats) string {
+			total := 0.0
+			for _, us := range s.cpuPerRequest {
+				total += us
+			}
+			return fmt.Sprintf("%.1f", total)
+		})
+	}
 	for _, v := range r.verdicts {
 		if v.target.measure == measureP99 || v.target.measure == measure429 {
 			continue

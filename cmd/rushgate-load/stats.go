@@ -56,6 +56,9 @@ type runStats struct {
 	errors        int // requests without a response, or failed transactions
 	firstError    string
 	first5xx      string // "status: body" of the first 5xx response
+	// cpuPerRequest is the CPU each role's processes spent per request, in µs (see cpu.go); nil
+	// where it could not be read.
+	cpuPerRequest map[cpuRole]float64
 }
 
 // statsOf summarises attempts that took duration of wall time.
