@@ -17,7 +17,8 @@ import (
 // from Linux's /proc around each timed run (elsewhere the report leaves it out), by role:
 //   - the servers: the processes listening on the --url ports;
 //   - the database and Redis: every process named postgres, mariadbd, mysqld or redis-server,
-//     so another job's use of the same services on the machine is counted too.
+//     so another job's use of the same services on the machine is counted too;
+//   - the load tool: this process alone (queue-push's stream-client processes are not in it).
 
 // cpuRole is a process's part in a run; cpuRoles is their order in the report.
 type cpuRole string
