@@ -27,7 +27,8 @@ type RoundTrips struct {
 	alone time.Duration
 
 	mu       sync.Mutex
-	inFlight int
+	inFlight int           // calls in flight since the last Reset
+	round    int           // Reset's count: a call started before the last one is not in inFlight
 	joined   chan struct{} // closed when a call joins the ones in flight
 	waits    [][]string    // the calls of each wait, in order
 }
@@ -61,18 +62,19 @@ func (r *RoundTrips) Waits() []string {
 	return out
 }
 
-// Reset forgets the calls counted so far.
+// Reset forgets the calls counted so far, and those still in flight: the next call opens a wait
+// whatever an earlier request still has on the wire (its unlock, say, on a slow machine).
 func (r *RoundTrips) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.waits = nil
+	r.waits, r.inFlight = nil, 0
+	r.round++
 }
 
-// call runs op as the call name: it opens a wait when none is in flight, else joins it. A call
-// still in flight from before a Reset is not counted, so the first call after it opens a wait.
+// call runs op as the call name: it opens a wait when none is in flight, else joins it.
 func (r *RoundTrips) call(name string, op func()) {
 	r.mu.Lock()
-	first := r.inFlight == 0 || len(r.waits) == 0
+	first := r.inFlight == 0
 	if first {
 		r.waits = append(r.waits, []string{name})
 		r.joined = make(chan struct{})
@@ -85,7 +87,7 @@ func (r *RoundTrips) call(name string, op func()) {
 		}
 	}
 	r.inFlight++
-	joined := r.joined
+	joined, round := r.joined, r.round
 	r.mu.Unlock()
 	if first {
 		select {
@@ -95,7 +97,9 @@ func (r *RoundTrips) call(name string, op func()) {
 	}
 	op()
 	r.mu.Lock()
-	r.inFlight--
+	if round == r.round {
+		r.inFlight--
+	}
 	r.mu.Unlock()
 }
 
