@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,7 +196,9 @@ func (p *tab) countsDown(limit, ttl time.Duration) {
 	testkit.Eventually(p.t, limit, "a countdown", func() error {
 		text := p.read("countdown")
 		if text == "" {
-			return errors.New("no countdown shown")
+			// What the page says instead tells a slow admission from a stream that went wrong.
+			return fmt.Errorf("no countdown shown; status %q, place %q, problem %q",
+				p.read("status"), p.read("place"), p.read("problem"))
 		}
 		first = countdownSeconds(p.t, text)
 		return nil
