@@ -141,8 +141,10 @@ type RoomOpener interface {
 // admitted user is answered Admitted. Either way it records the user's sign of life. A user
 // who left (token released or expired, or dropped as idle) enters at the back again.
 //
-// Position answers the user's place and records a sign of life; for an admitted user it also
-// extends the token's expiry to now+ttl. A user neither waiting nor admitted is ErrNotQueued,
+// Position answers the user's place and records a sign of life, unless the last one it recorded
+// for the user is younger than signEvery (0: every poll records one; a recorded sign is a write,
+// and polls come every few seconds while the idle rule counts in minutes); for an admitted user
+// it also extends the token's expiry to now+ttl. A user neither waiting nor admitted is ErrNotQueued,
 // unless the room is sold out (ErrSoldOut, whoever asks).
 //
 // Claim admits the user atomically when rank < remaining slots: it stores token with expiry
@@ -161,7 +163,7 @@ type RoomOpener interface {
 // entered, gone, or admitted: an admitted user gives the slot back with Release) is left as is.
 type PullQueue interface {
 	Enter(ctx context.Context, eventID, userID string) (QueuePlace, error)
-	Position(ctx context.Context, eventID, userID string, ttl time.Duration) (QueuePlace, error)
+	Position(ctx context.Context, eventID, userID string, ttl, signEvery time.Duration) (QueuePlace, error)
 	Claim(ctx context.Context, eventID, userID, token string, ttl time.Duration) (ClaimResult, error)
 	Release(ctx context.Context, eventID, userID string) (bool, error)
 	Leave(ctx context.Context, eventID, userID string) error

@@ -151,7 +151,7 @@ func (r *room) enter(userID string, now time.Time) ports.QueuePlace {
 }
 
 // Position answers the user's place, refreshing an admitted user's token.
-func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
+func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl, signEvery time.Duration) (ports.QueuePlace, error) {
 	var place ports.QueuePlace
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		if r.soldOut {
@@ -166,7 +166,9 @@ func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl 
 		if !r.queued(userID) {
 			return ports.ErrNotQueued
 		}
-		r.seen[userID] = now
+		if now.Sub(r.seen[userID]) >= signEvery {
+			r.seen[userID] = now
+		}
 		if r.closed() {
 			place.Prequeue = true
 			return nil

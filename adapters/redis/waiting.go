@@ -53,14 +53,14 @@ type WaitingRoom struct {
 	client      goredis.UniversalClient
 	prefix      string
 	entries     *combiner[string, string, []any]            // event → entering users
-	positions   *combiner[positionKey, string, polledPlace] // event and token TTL → polling users
+	positions   *combiner[positionKey, string, polledPlace] // event, token TTL and sign step → polling users
 	predictions *combiner[string, map[string]int, struct{}] // event → first wait estimates
 }
 
 // positionKey groups Position calls that one script call can serve.
 type positionKey struct {
-	eventID string
-	ttl     time.Duration
+	eventID        string
+	ttl, signEvery time.Duration
 }
 
 // NewWaitingRoom returns a store whose keys start with prefix (e.g. WaitingRoomKeyPrefix).
@@ -194,17 +194,20 @@ var enterScript = newWaitingScript(`if soldOut() then return {'SOLD_OUT'} end
 
 // positionScript answers {'OK', remaining, expiresAt, {place per user}}: a user's place is
 // their rank while waiting, placeEntered once admitted (their token refreshed to expire at
-// expiresAt) and placeNotQueued otherwise. It records the waiting users' sign of life and
-// refreshes the admitted users' tokens, one ZADD each; a sold-out room answers {'SOLD_OUT'}.
-// ARGV ttl ms, then the users. One integer a user keeps the reply, which the server reads per
-// batch, small.
+// expiresAt) and placeNotQueued otherwise. It records the sign of life of the waiting users
+// whose last one is at least ARGV[2] ms old, and refreshes the admitted users' tokens, one ZADD
+// each; a sold-out room answers {'SOLD_OUT'}. ARGV ttl ms, sign step ms, then the users. One
+// integer a user keeps the reply, which the server reads per batch, small. Moving a member of
+// seen to a new score costs Redis about as much as the rest of a poll, hence the step.
 var positionScript = newWaitingScript(`
 if soldOut() then return {'SOLD_OUT'} end
 local expiresAt = now + tonumber(ARGV[1])
-local users = {unpack(ARGV, 2)}
+local signedBefore = now - tonumber(ARGV[2])
+local users = {unpack(ARGV, 3)}
 local left = remaining()
 local gated = closed()
 local expiries = redis.call('ZMSCORE', admitted, unpack(users))
+local signed = redis.call('ZMSCORE', seen, unpack(users))
 local places, refreshed, alive = {}, {}, {}
 for i, user in ipairs(users) do
   if expiries[i] then
@@ -215,8 +218,10 @@ for i, user in ipairs(users) do
     local rank = redis.call('ZRANK', queue, user)
     if gated and (rank or redis.call('ZSCORE', pre, user)) then rank = ` + strconv.Itoa(placePrequeue) + ` end
     if rank then
-      alive[#alive + 1] = now
-      alive[#alive + 1] = user
+      if not signed[i] or tonumber(signed[i]) <= signedBefore then
+        alive[#alive + 1] = now
+        alive[#alive + 1] = user
+      end
       places[i] = rank
     else
       places[i] = ` + strconv.Itoa(placeNotQueued) + `
@@ -469,8 +474,8 @@ func (w *WaitingRoom) entered(ctx context.Context, eventID, state string, r []an
 }
 
 // Position answers the user's place, refreshing an admitted user's token.
-func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl time.Duration) (ports.QueuePlace, error) {
-	answer, err := w.positions.do(ctx, positionKey{eventID: eventID, ttl: ttl}, userID)
+func (w *WaitingRoom) Position(ctx context.Context, eventID, userID string, ttl, signEvery time.Duration) (ports.QueuePlace, error) {
+	answer, err := w.positions.do(ctx, positionKey{eventID: eventID, ttl: ttl, signEvery: signEvery}, userID)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
@@ -487,12 +492,12 @@ type polledPlace struct {
 	queued bool
 }
 
-// positionsOf runs positionScript for users, polling the event with the token TTL of k, and
-// returns their answers in order.
+// positionsOf runs positionScript for users, polling the event with the token TTL and sign
+// step of k, and returns their answers in order.
 func (w *WaitingRoom) positionsOf(ctx context.Context, k positionKey, users []string) ([]polledPlace, error) {
 	const op = "read queue position"
-	argv := make([]any, 0, 1+len(users))
-	argv = append(argv, k.ttl.Milliseconds())
+	argv := make([]any, 0, 2+len(users))
+	argv = append(argv, k.ttl.Milliseconds(), k.signEvery.Milliseconds())
 	for _, user := range users {
 		argv = append(argv, user)
 	}

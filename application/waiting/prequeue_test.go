@@ -169,7 +169,8 @@ func TestPrequeue_IdleRuleDropsPrequeuedPullUsers(t *testing.T) {
 	if _, err := r.svc.Status(ctx, event.ID, "polling"); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(waiting.DefaultIdleTimeout/2 + time.Second)
+	// Dropped once the idle timeout and a sign-of-life step have passed since the last poll.
+	clock.Advance(waiting.DefaultIdleTimeout/2 + waiting.DefaultIdleTimeout/8 + time.Second)
 	if err := r.svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}

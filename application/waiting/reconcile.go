@@ -49,7 +49,9 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	}
 	// Push users show life by staying connected, not by polling: they leave by the disconnect
 	// rules, never as idle.
-	idle := s.cfg.IdleTimeout
+	// A sign of life is recorded once a step (Config.signOfLifeStep), so the last one recorded
+	// can be up to a step older than the user's last poll.
+	idle := s.cfg.IdleTimeout + s.cfg.signOfLifeStep()
 	if e.Mode() == waiting.ModePush {
 		idle = 0
 	}

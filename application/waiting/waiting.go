@@ -29,10 +29,16 @@ const (
 	DefaultPollInterval = 2 * time.Second
 )
 
+// signOfLifeStep is how old a waiting user's recorded sign of life gets before a poll records a
+// new one: an eighth of the idle timeout. Most polls then write nothing (at the defaults, one in
+// about eight records a sign), and an idle user is dropped between IdleTimeout and
+// IdleTimeout+signOfLifeStep after the last poll, never before.
+func (c Config) signOfLifeStep() time.Duration { return c.IdleTimeout / 8 }
+
 // Config tunes the waiting-room use cases.
 type Config struct {
 	// IdleTimeout: a waiting user who has not polled for this long is dropped from the queue
-	// (DefaultIdleTimeout when zero).
+	// (DefaultIdleTimeout when zero), within signOfLifeStep of it.
 	IdleTimeout time.Duration
 	// PollInterval is the status poll period the server asks clients for
 	// (refreshIntervalSeconds; DefaultPollInterval when zero).
@@ -313,7 +319,7 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 	}
 	var p ports.QueuePlace
 	err = s.rooms.inRoom(ctx, e.ID(), func() error {
-		p, err = s.d.Room.Position(ctx, eventID, userID, e.TokenTTL())
+		p, err = s.d.Room.Position(ctx, eventID, userID, e.TokenTTL(), s.cfg.signOfLifeStep())
 		return err
 	})
 	if errors.Is(err, ports.ErrNotQueued) {

@@ -2,6 +2,7 @@ package waiting_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/waiting"
+	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -96,5 +98,42 @@ func TestStatus_EstimatedWaitComesFromTheRecentAdmissionRate(t *testing.T) {
 	}
 	if queue.AdmissionRate == nil || *queue.AdmissionRate != 2 || queue.Claims != 2 || queue.Returned != 2 {
 		t.Fatalf("queue: %+v", queue)
+	}
+}
+
+// A poll within the sign-of-life step writes nothing, yet the user stays for a whole idle
+// timeout after it; a user silent for the timeout and a step is dropped.
+func TestReconcile_DropsAPullUserIdleForTheTimeoutNeverBefore(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	svc := newRooms(clock).svc
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "idle", Seats: 10, Slots: 1, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Enter(ctx, event.ID, "poller"); err != nil {
+		t.Fatal(err)
+	}
+	status := func(user string) error {
+		_, err := svc.Status(ctx, event.ID, user)
+		return err
+	}
+	clock.Advance(time.Second)
+	if err := status("poller"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(waiting.DefaultIdleTimeout - time.Second)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := status("poller"); err != nil {
+		t.Fatalf("dropped %v after its last poll, before the idle timeout: %v", waiting.DefaultIdleTimeout-time.Second, err)
+	}
+	clock.Advance(waiting.DefaultIdleTimeout + waiting.DefaultIdleTimeout/8)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := status("poller"); !errors.Is(err, domainwaiting.ErrNotInQueue) {
+		t.Fatalf("silent for the idle timeout and a step: %v, want %v", err, domainwaiting.ErrNotInQueue)
 	}
 }

@@ -307,7 +307,7 @@ func testPrequeueLeavers(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, placed, 1, "users the order missed")
 	want := []string{"polling", "kept", "missing", "late"}
 	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
-	_, err = e.impl.Position(ctx, eventID, "idle", longTokenTTL)
+	_, err = e.impl.Position(ctx, eventID, "idle", longTokenTTL, 0)
 	expectIs(t, err, ports.ErrNotQueued, "the dropped user")
 }
 
@@ -317,7 +317,7 @@ func testPrequeueLeave(t *testing.T, e env[PushRoom]) {
 	enter(t, e.impl, eventID, "stays")
 	enter(t, e.impl, eventID, "leaves")
 	must(t, e.impl.Leave(ctx, eventID, "leaves"), "leave the pre-queue")
-	_, err := e.impl.Position(ctx, eventID, "leaves", longTokenTTL)
+	_, err := e.impl.Position(ctx, eventID, "leaves", longTokenTTL, 0)
 	expectIs(t, err, ports.ErrNotQueued, "the user who left the pre-queue")
 	expectPrequeued(t, position(t, e.impl, eventID, "stays"), false, "the user who stayed")
 	expectEqual(t, stats(t, e.impl, eventID).Prequeued, 1, "pre-queued")

@@ -29,7 +29,8 @@ const (
 // alive under 1,000 concurrent pollers and claimers; an expired token frees its slot and stops
 // verifying; a returned token frees its slot once, even when returned twice; a waiting user who
 // leaves is out of the line, with the wait estimate, and an admitted one keeps the slot; Position refreshes
-// an admitted user's token; idle waiting users are dropped; SetSlots recalibrates without a
+// an admitted user's token; idle waiting users are dropped, and a poll within the sign step of
+// the last recorded sign of life records none; SetSlots recalibrates without a
 // leak; the index of events follows rooms in use; the seat counter counts; and a room that was
 // never opened is ports.ErrRoomNotOpen.
 func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom, caps Capabilities) {
@@ -48,6 +49,7 @@ func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom,
 		{"Position_RefreshesAdmittedToken", testPositionRefreshes},
 		{"Verify_OnlyTheUsersTokenOfTheEvent", testVerify},
 		{"Reconcile_DropsIdleWaitingUsers", testReconcileDropsIdle},
+		{"Position_RecordsASignOfLifeOnlyOnceAStep", testPositionSignStep},
 		{"SetSlots_RecalibratesWithoutLeak", testSetSlots},
 		{"Events_IndexFollowsRoomsInUse", testEventsIndex},
 		{"Seats_CounterCounts", testSeatCounter},
@@ -73,7 +75,7 @@ func enter(t *testing.T, w ports.WaitingRoom, eventID, userID string) ports.Queu
 
 func position(t *testing.T, w ports.WaitingRoom, eventID, userID string) ports.QueuePlace {
 	t.Helper()
-	place, err := w.Position(context.Background(), eventID, userID, longTokenTTL)
+	place, err := w.Position(context.Background(), eventID, userID, longTokenTTL, 0)
 	must(t, err, "position of "+userID)
 	return place
 }
@@ -171,7 +173,7 @@ func testPositionExact(t *testing.T, e env[ports.WaitingRoom]) {
 
 func testPositionNotQueued(t *testing.T, e env[ports.WaitingRoom]) {
 	eventID := openRoom(t, e.impl, 1, 1)
-	_, err := e.impl.Position(context.Background(), eventID, "nobody", longTokenTTL)
+	_, err := e.impl.Position(context.Background(), eventID, "nobody", longTokenTTL, 0)
 	expectIs(t, err, ports.ErrNotQueued, "position of a user who never entered")
 	_, err = e.impl.Claim(context.Background(), eventID, "nobody", "t", longTokenTTL)
 	expectIs(t, err, ports.ErrNotQueued, "claim of a user who never entered")
@@ -258,7 +260,7 @@ func testClaimPollersWithCheckout(t *testing.T, e env[ports.WaitingRoom]) {
 	}()
 	errs := startTogether(n, func(i int) error {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-			place, err := e.impl.Position(ctx, eventID, ids[i], longTokenTTL)
+			place, err := e.impl.Position(ctx, eventID, ids[i], longTokenTTL, 0)
 			if err != nil {
 				return err
 			}
@@ -347,7 +349,7 @@ func testExpiryFreesSlot(t *testing.T, e env[ports.WaitingRoom]) {
 	s := stats(t, e.impl, eventID)
 	expectEqual(t, s.Expired, int64(2), "expired")
 	expectEqual(t, s.RemainingSlots, 1, "remaining slots")
-	_, err = e.impl.Position(ctx, eventID, "a", longTokenTTL)
+	_, err = e.impl.Position(ctx, eventID, "a", longTokenTTL, 0)
 	expectIs(t, err, ports.ErrNotQueued, "position after the token expired")
 }
 
@@ -386,7 +388,7 @@ func testLeave(t *testing.T, e env[ports.WaitingRoom]) {
 	for range 2 { // leaving twice is leaving once
 		must(t, e.impl.Leave(ctx, eventID, "b"), "b leaves")
 	}
-	_, err := e.impl.Position(ctx, eventID, "b", longTokenTTL)
+	_, err := e.impl.Position(ctx, eventID, "b", longTokenTTL, 0)
 	expectIs(t, err, ports.ErrNotQueued, "the user who left")
 	expectEqual(t, position(t, e.impl, eventID, "c").Rank, 0, "c's rank once b left")
 	expectEqual(t, position(t, e.impl, eventID, "d").Rank, 1, "d's rank once b left")
@@ -415,7 +417,7 @@ func testPositionRefreshes(t *testing.T, e env[ports.WaitingRoom]) {
 	eventID := openRoom(t, e.impl, 1, 1)
 	enter(t, e.impl, eventID, "a")
 	c := claim(t, e.impl, eventID, "a", shortTokenTTL)
-	p, err := e.impl.Position(ctx, eventID, "a", longTokenTTL)
+	p, err := e.impl.Position(ctx, eventID, "a", longTokenTTL, 0)
 	must(t, err, "position")
 	if !p.ExpiresAt.After(c.ExpiresAt.Add(longTokenTTL / 2)) {
 		t.Fatalf("expiry %v not extended past %v", p.ExpiresAt, c.ExpiresAt)
@@ -464,9 +466,29 @@ func testReconcileDropsIdle(t *testing.T, e env[ports.WaitingRoom]) {
 	must(t, err, "reconcile")
 	expectEqual(t, done.Dropped, 1, "dropped")
 	expectEqual(t, position(t, e.impl, eventID, "polling").Rank, 0, "the poller moved to the head")
-	_, err = e.impl.Position(ctx, eventID, "gone", longTokenTTL)
+	_, err = e.impl.Position(ctx, eventID, "gone", longTokenTTL, 0)
 	expectIs(t, err, ports.ErrNotQueued, "the idle user")
 	expectEqual(t, stats(t, e.impl, eventID).Dropped, int64(1), "dropped counter")
+}
+
+func testPositionSignStep(t *testing.T, e env[ports.WaitingRoom]) {
+	const idle = 500 * time.Millisecond
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 1)
+	enter(t, e.impl, eventID, "within-step")
+	enter(t, e.impl, eventID, "past-step")
+	time.Sleep(2 * idle)
+	// Both signs of life are 2×idle old: within an hour's step, past an idle's.
+	_, err := e.impl.Position(ctx, eventID, "within-step", longTokenTTL, time.Hour)
+	must(t, err, "poll within the step")
+	_, err = e.impl.Position(ctx, eventID, "past-step", longTokenTTL, idle)
+	must(t, err, "poll past the step")
+	done, err := e.impl.Reconcile(ctx, eventID, idle)
+	must(t, err, "reconcile")
+	expectEqual(t, done.Dropped, 1, "dropped")
+	_, err = e.impl.Position(ctx, eventID, "within-step", longTokenTTL, 0)
+	expectIs(t, err, ports.ErrNotQueued, "the user whose poll recorded no sign of life")
+	expectEqual(t, position(t, e.impl, eventID, "past-step").Rank, 0, "the user whose poll recorded one")
 }
 
 func testSetSlots(t *testing.T, e env[ports.WaitingRoom]) {
