@@ -25,8 +25,8 @@ var _ ports.PrequeueRoom = (*WaitingRoom)(nil)
 // sets opened. Every script keeps to the event's keys, on one cluster slot.
 
 // prequeueLua defines prequeueAll(users, early), enterAll's answers while the room is closed:
-// {'PREQUEUE', created, wasEmpty} each; a new user joins the pre-queue when early, else the
-// back of the queue.
+// created×2 + wasEmpty for each user (enterLua); a new user joins the pre-queue when early,
+// else the back of the queue.
 const prequeueLua = `
 local function prequeueAll(users, early)
   local inQueue = redis.call('ZMSCORE', queue, unpack(users))
@@ -39,13 +39,13 @@ local function prequeueAll(users, early)
     alive[#alive + 1] = now
     alive[#alive + 1] = user
     if inQueue[i] or inPre[i] or placed[user] then
-      answers[i] = {'PREQUEUE', 0, 0}
+      answers[i] = 0
     else
       seq = seq + 1
       added[#added + 1] = seq
       added[#added + 1] = user
       placed[user] = true
-      answers[i] = {'PREQUEUE', 1, wasEmpty}
+      answers[i] = 2 + wasEmpty
       wasEmpty = 0
     end
   end

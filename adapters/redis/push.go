@@ -66,7 +66,7 @@ func newPushScript(body string) *goredis.Script { return newWaitingScript(depart
 var connectScript = newPushScript(enterLua + `
 if soldOut() then return {'SOLD_OUT'} end
 redis.call('HSET', owners, ARGV[1], ARGV[2])
-return enterAll({ARGV[1]})[1]
+return enterReply({ARGV[1]})
 `)
 
 // disconnectScript answers {'OK', departure}. ARGV user, owner (or owner prefix).
@@ -142,11 +142,16 @@ return {'OK', answers}
 
 // Connect enters the user and makes owner the user's connection.
 func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
-	state, r, err := w.run(ctx, "connect to waiting room", connectScript, eventID, userID, owner)
+	const op = "connect to waiting room"
+	state, r, err := w.run(ctx, op, connectScript, eventID, userID, owner)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
-	return w.entered(ctx, eventID, state, r)
+	answers, err := enterAnswers(op, state, r, 1)
+	if err != nil {
+		return ports.QueuePlace{}, err
+	}
+	return w.entered(ctx, eventID, answers[0])
 }
 
 // Disconnect applies the disconnect rule if owner still holds the user.

@@ -52,7 +52,7 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 type WaitingRoom struct {
 	client      goredis.UniversalClient
 	prefix      string
-	entries     *combiner[string, string, []any]            // event → entering users
+	entries     *combiner[string, string, enterAnswer]      // event → entering users
 	positions   *combiner[positionKey, string, polledPlace] // event, token TTL and sign step → polling users
 	predictions *combiner[string, map[string]int, struct{}] // event → first wait estimates
 }
@@ -66,9 +66,7 @@ type positionKey struct {
 // NewWaitingRoom returns a store whose keys start with prefix (e.g. WaitingRoomKeyPrefix).
 func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 	w := &WaitingRoom{client: c, prefix: prefix}
-	w.entries = newCombiner(combinedInFlight, func(ctx context.Context, eventID string, users []string) ([][]any, error) {
-		return w.runEach(ctx, "enter waiting room", enterScript, eventID, nil, users)
-	})
+	w.entries = newCombiner(combinedInFlight, w.enterAll)
 	w.positions = newCombiner(combinedInFlight, w.positionsOf)
 	w.predictions = newCombiner(combinedInFlight, w.predictAll)
 	return w
@@ -138,18 +136,21 @@ if ARGV[3] then redis.call('HSET', KEYS[1], 'opensAt', ARGV[3]) end
 return 1
 `)
 
-// enterLua defines enterAll(users), which enters users in order and answers, for each,
-// {'ENTERED', remaining, expiresAt} or {'WAITING', rank, remaining, created, wasEmpty} — what
-// that many single entries in a row would answer. Its writes cost a handful of commands per
-// call, not per user: the users are looked up with ZMSCORE, and the new entries and signs of
-// life are written with one ZADD each; only a user already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining slots hold for
-// the whole call; a new entry's sequence number is the highest, so its rank is the line's
-// length before it.
+// enterLua defines enterAll(users), which enters users in order and answers what that many
+// single entries in a row would: a state, 'OK' or 'PREQUEUE' while the room is closed
+// (prequeueAll), and one integer a user, which keeps the reply and the server's reading of it
+// small: -expiresAt for an admitted user, else rank×4 + created×2 + wasEmpty (created×2 +
+// wasEmpty in the pre-queue), where wasEmpty marks the entry that found the room empty. Its
+// writes cost a handful of commands per call, not per user: the users are looked up with
+// ZMSCORE, and the new entries and signs of life are written with one ZADD each; only a user
+// already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining
+// slots (left) hold for the whole call; a new entry's sequence number is the highest, so its
+// rank is the line's length before it.
 const enterLua = prequeueLua + `
 local left = remaining()
 local function enterAll(users)
   local gated, opensAt = closed()
-  if gated then return prequeueAll(users, now < opensAt) end
+  if gated then return 'PREQUEUE', prequeueAll(users, now < opensAt) end
   local expiries = redis.call('ZMSCORE', admitted, unpack(users))
   local queued = redis.call('ZMSCORE', queue, unpack(users))
   local waiting = redis.call('ZCARD', queue)
@@ -159,20 +160,20 @@ local function enterAll(users)
   local answers, added, alive, placed = {}, {}, {}, {}
   for i, user in ipairs(users) do
     if expiries[i] then
-      answers[i] = {'ENTERED', left, expiries[i]}
+      answers[i] = -tonumber(expiries[i])
     else
       alive[#alive + 1] = now
       alive[#alive + 1] = user
       if placed[user] then
-        answers[i] = {'WAITING', placed[user], left, 0, 0}
+        answers[i] = placed[user] * 4
       elseif queued[i] then
-        answers[i] = {'WAITING', redis.call('ZRANK', queue, user), left, 0, 0}
+        answers[i] = redis.call('ZRANK', queue, user) * 4
       else
         seq = seq + 1
         added[#added + 1] = seq
         added[#added + 1] = user
         placed[user] = waiting
-        answers[i] = {'WAITING', waiting, left, 1, wasEmpty}
+        answers[i] = waiting * 4 + 2 + wasEmpty
         wasEmpty = 0
         waiting = waiting + 1
       end
@@ -183,14 +184,18 @@ local function enterAll(users)
     redis.call('HSET', meta, 'seq', seq)
   end
   if #alive > 0 then redis.call('ZADD', seen, unpack(alive)) end
-  return answers
+  return 'OK', answers
+end
+local function enterReply(users)
+  local state, answers = enterAll(users)
+  return {state, left, answers}
 end
 `
 
-// enterScript enters ARGV's users in order; answers {'OK', {enterAll's answer per user}}, or
-// {'SOLD_OUT'}.
+// enterScript enters ARGV's users in order; answers enterAll's {state, remaining, {integer per
+// user}}, or {'SOLD_OUT'}.
 var enterScript = newWaitingScript(`if soldOut() then return {'SOLD_OUT'} end
-` + enterLua + `return {'OK', enterAll(ARGV)}`)
+` + enterLua + `return enterReply(ARGV)`)
 
 // positionScript answers {'OK', remaining, expiresAt, {place per user}}: a user's place is
 // their rank while waiting, placeEntered once admitted (their token refreshed to expire at
@@ -391,29 +396,6 @@ func stateOf(op string, reply []any) (string, []any, error) {
 	return state, reply[1:], nil
 }
 
-// runEach runs a script that serves each user of ARGV after args and answers {'OK', {one
-// answer per user}}; it returns the answers in the users' order.
-func (w *WaitingRoom) runEach(ctx context.Context, op string, script *goredis.Script, eventID string, args []any, users []string) ([][]any, error) {
-	argv := make([]any, 0, len(args)+len(users))
-	argv = append(argv, args...)
-	for _, user := range users {
-		argv = append(argv, user)
-	}
-	_, r, err := w.run(ctx, op, script, eventID, argv...)
-	if err != nil {
-		return nil, err
-	}
-	items, _ := r[0].([]any)
-	if len(items) != len(users) {
-		return nil, fmt.Errorf("redis: %s: %d answers for %d users", op, len(items), len(users))
-	}
-	answers := make([][]any, len(items))
-	for i, item := range items {
-		answers[i], _ = item.([]any)
-	}
-	return answers, nil
-}
-
 // Open creates the room unless it exists and lists the event. See ports.WaitingRoom.
 func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int) error {
 	return w.open(ctx, eventID, slots, seats)
@@ -445,32 +427,65 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
-	state, r, err := stateOf("enter waiting room", answer)
-	if err != nil {
-		return ports.QueuePlace{}, err
-	}
-	return w.entered(ctx, eventID, state, r)
+	return w.entered(ctx, eventID, answer)
 }
 
-// entered reads enter's answer, and indexes a room it found empty.
-func (w *WaitingRoom) entered(ctx context.Context, eventID, state string, r []any) (ports.QueuePlace, error) {
-	switch state {
-	case "ENTERED":
-		return ports.QueuePlace{Admitted: true, RemainingSlots: toInt(r[0]), ExpiresAt: fromMillis(r[1])}, nil
-	case "PREQUEUE":
-		if toInt(r[1]) == 1 {
-			if err := w.index(ctx, eventID); err != nil {
-				return ports.QueuePlace{}, err
-			}
-		}
-		return ports.QueuePlace{Prequeue: true, Created: toInt(r[0]) == 1}, nil
+// enterAll runs enterScript for users and returns their answers in order.
+func (w *WaitingRoom) enterAll(ctx context.Context, eventID string, users []string) ([]enterAnswer, error) {
+	const op = "enter waiting room"
+	argv := make([]any, len(users))
+	for i, user := range users {
+		argv[i] = user
 	}
-	if toInt(r[3]) == 1 {
+	state, r, err := w.run(ctx, op, enterScript, eventID, argv...)
+	if err != nil {
+		return nil, err
+	}
+	return enterAnswers(op, state, r, len(users))
+}
+
+// enterAnswer is one user's answer of an entry: the place, and whether the entry found the
+// room empty (its event then goes back into the index).
+type enterAnswer struct {
+	place    ports.QueuePlace
+	wasEmpty bool
+}
+
+// enterAnswers reads enterLua's reply after its state word: the remaining slots, then one
+// integer a user.
+func enterAnswers(op, state string, r []any, users int) ([]enterAnswer, error) {
+	var codes []any
+	if len(r) == 2 {
+		codes, _ = r[1].([]any)
+	}
+	if len(codes) != users {
+		return nil, fmt.Errorf("redis: %s: %d answers for %d users", op, len(codes), users)
+	}
+	remaining := toInt(r[0])
+	answers := make([]enterAnswer, len(codes))
+	for i, c := range codes {
+		code := toInt(c)
+		switch {
+		case state == "PREQUEUE":
+			answers[i] = enterAnswer{place: ports.QueuePlace{Prequeue: true, Created: code&2 != 0}, wasEmpty: code&1 != 0}
+		case code < 0:
+			answers[i].place = ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: time.UnixMilli(int64(-code)).UTC()}
+		default:
+			answers[i] = enterAnswer{place: ports.QueuePlace{Rank: code >> 2, RemainingSlots: remaining, Created: code&2 != 0},
+				wasEmpty: code&1 != 0}
+		}
+	}
+	return answers, nil
+}
+
+// entered answers the place of an entry, indexing the room it found empty.
+func (w *WaitingRoom) entered(ctx context.Context, eventID string, answer enterAnswer) (ports.QueuePlace, error) {
+	if answer.wasEmpty {
 		if err := w.index(ctx, eventID); err != nil {
 			return ports.QueuePlace{}, err
 		}
 	}
-	return ports.QueuePlace{Rank: toInt(r[0]), RemainingSlots: toInt(r[1]), Created: toInt(r[2]) == 1}, nil
+	return answer.place, nil
 }
 
 // Position answers the user's place, refreshing an admitted user's token.

@@ -38,23 +38,27 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	entered, err := w.runEach(ctx, "enter", enterScript, event, nil, []string{"a", "waiting", "a", "admitted", "b"})
+	entered, err := w.enterAll(ctx, event, []string{"a", "waiting", "a", "admitted", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// state, rank, remaining, created (remaining is 0: the one slot is taken).
-	want := []string{"WAITING 1 0 1", "WAITING 0 0 0", "WAITING 1 0 0", "ENTERED", "WAITING 2 0 1"}
+	// rank, remaining, created (remaining is 0: the one slot is taken); the admitted user's
+	// token expires within the claim's minute.
+	want := []string{"WAITING 1 0 true", "WAITING 0 0 false", "WAITING 1 0 false", "ENTERED", "WAITING 2 0 true"}
 	if len(entered) != len(want) {
 		t.Fatalf("%d enter answers, want %d: %v", len(entered), len(want), entered)
 	}
 	for i, answer := range entered {
-		state, r, err := stateOf("enter", answer)
-		if err != nil {
-			t.Fatalf("user %d: %v", i, err)
-		}
-		got := state
-		if state == "WAITING" {
-			got = fmt.Sprintf("%s %v %v %v", state, r[0], r[1], r[2])
+		var got string
+		switch p := answer.place; {
+		case answer.wasEmpty:
+			got = "the room was empty"
+		case !p.Admitted:
+			got = fmt.Sprintf("WAITING %d %d %v", p.Rank, p.RemainingSlots, p.Created)
+		case p.ExpiresAt.After(time.Now().Add(-time.Second)) && p.ExpiresAt.Before(time.Now().Add(time.Minute+time.Second)):
+			got = "ENTERED"
+		default:
+			got = fmt.Sprintf("ENTERED, expiring at %v", p.ExpiresAt)
 		}
 		if got != want[i] {
 			t.Errorf("enter answer %d = %q, want %q", i, got, want[i])
