@@ -129,33 +129,37 @@ func (t *Tokens) mintUntil(userID string, role Role, now, expiresAt time.Time) (
 // expiry, and that it names a valid user and role. A token it accepted lately is answered from
 // verifiedTokens until it expires.
 func (t *Tokens) Verify(raw string) (Principal, error) {
-	p, _, err := t.verifyUntil(raw, true)
-	return p, err
+	v, err := t.verifyUntil(raw, true)
+	if err != nil {
+		return Principal{}, err
+	}
+	return v.principal, nil
 }
 
 // verifyUntil is Verify that also answers when the token expires; a token it accepts goes into
-// verifiedTokens only when remember is set.
-func (t *Tokens) verifyUntil(raw string, remember bool) (Principal, time.Time, error) {
+// verifiedTokens only when remember is set. The answer is shared with verifiedTokens, read-only:
+// a request of a remembered token stores it as its credential without a copy.
+func (t *Tokens) verifyUntil(raw string, remember bool) (*verifiedToken, error) {
 	now := time.Now()
-	if e, ok := t.verified.lookup(raw, now); ok {
-		return e.principal, e.expires, nil
+	if v, ok := t.verified.lookup(raw, now); ok {
+		return v, nil
 	}
 	c, err := t.verify(raw)
 	if err != nil {
-		return Principal{}, time.Time{}, fmt.Errorf("verify token: %w", err)
+		return nil, fmt.Errorf("verify token: %w", err)
 	}
 	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
-		return Principal{}, time.Time{}, fmt.Errorf("verify token: %w", err)
+		return nil, fmt.Errorf("verify token: %w", err)
 	}
 	if !c.role.valid() {
-		return Principal{}, time.Time{}, fmt.Errorf("verify token: unknown role %q", c.role)
+		return nil, fmt.Errorf("verify token: unknown role %q", c.role)
 	}
-	p := Principal{UserID: c.Subject, Role: c.role}
 	// exp is required, and nbf, if any, has passed: the token stays valid until exp.
+	v := &verifiedToken{principal: Principal{UserID: c.Subject, Role: c.role}, expires: c.ExpiresAt.Time}
 	if remember {
-		t.verified.remember(raw, p, c.ExpiresAt.Time, now)
+		t.verified.remember(raw, v, now)
 	}
-	return p, c.ExpiresAt.Time, nil
+	return v, nil
 }
 
 // verifiedTokens remembers the principal and expiry of each token Verify accepted lately, keyed
@@ -179,7 +183,7 @@ const (
 
 type verifiedShard struct {
 	mu                sync.Mutex
-	current, previous map[string]verifiedToken
+	current, previous map[string]*verifiedToken
 }
 
 type verifiedToken struct {
@@ -194,9 +198,9 @@ func (v *verifiedTokens) shard(raw string) *verifiedShard {
 }
 
 // lookup answers raw's principal and expiry if raw was verified and has not expired at now.
-func (v *verifiedTokens) lookup(raw string, now time.Time) (verifiedToken, bool) {
+func (v *verifiedTokens) lookup(raw string, now time.Time) (*verifiedToken, bool) {
 	if raw == "" {
-		return verifiedToken{}, false
+		return nil, false
 	}
 	s := v.shard(raw)
 	s.mu.Lock()
@@ -209,28 +213,28 @@ func (v *verifiedTokens) lookup(raw string, now time.Time) (verifiedToken, bool)
 		}
 	}
 	if !ok || !now.Before(e.expires) {
-		return verifiedToken{}, false
+		return nil, false
 	}
 	return e, true
 }
 
-// remember keeps raw, verified at now, until expires.
-func (v *verifiedTokens) remember(raw string, p Principal, expires, now time.Time) {
-	if !now.Before(expires) {
+// remember keeps raw, verified at now as e, until e expires.
+func (v *verifiedTokens) remember(raw string, e *verifiedToken, now time.Time) {
+	if !now.Before(e.expires) {
 		return
 	}
 	s := v.shard(raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.putLocked(raw, verifiedToken{principal: p, expires: expires})
+	s.putLocked(raw, e)
 }
 
-func (s *verifiedShard) putLocked(raw string, e verifiedToken) {
+func (s *verifiedShard) putLocked(raw string, e *verifiedToken) {
 	if len(s.current) >= verifiedGeneration/verifiedShards {
 		s.previous, s.current = s.current, nil
 	}
 	if s.current == nil {
-		s.current = make(map[string]verifiedToken)
+		s.current = make(map[string]*verifiedToken)
 	}
 	s.current[raw] = e
 }
@@ -408,10 +412,8 @@ func (c *verifiedClaims) read(dec *jsontext.Decoder, name string) error {
 	return nil
 }
 
-const (
-	principalKey = "rushgate.principal"
-	expiresKey   = "rushgate.expires"
-)
+// credentialKey holds the *verifiedToken authenticate accepted.
+const credentialKey = "rushgate.credential"
 
 // SessionCookie names the waiting-room session cookie (SPEC §8).
 const SessionCookie = "rushgate_session"
@@ -461,7 +463,7 @@ func authenticate(tokens *Tokens, creds credentials) gin.HandlerFunc {
 // and when it expires, and reports true; or answers 401 saying that what (the bearer token, the
 // session) is invalid or expired, and reports false.
 func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) bool {
-	p, expires, err := tokens.verifyUntil(raw, remember)
+	credential, err := tokens.verifyUntil(raw, remember)
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
 		if errors.Is(err, jwt.ErrTokenExpired) {
@@ -471,8 +473,7 @@ func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) boo
 		respondError(c, errUnauthorized.WithMessage(what+" is not valid"))
 		return false
 	}
-	c.Set(principalKey, p)
-	c.Set(expiresKey, expires)
+	c.Set(credentialKey, credential)
 	return true
 }
 
@@ -498,14 +499,23 @@ func checkClaimedUser(c *gin.Context, claimed *string) error {
 
 // expiry returns when the credential authenticate accepted expires.
 func expiry(c *gin.Context) time.Time {
-	expires, _ := c.Get(expiresKey)
-	at, _ := expires.(time.Time)
-	return at
+	if v := credential(c); v != nil {
+		return v.expires
+	}
+	return time.Time{}
 }
 
 // principal returns the caller authenticate stored; the zero Principal on public routes.
 func principal(c *gin.Context) Principal {
-	p, _ := c.Get(principalKey)
-	pr, _ := p.(Principal)
-	return pr
+	if v := credential(c); v != nil {
+		return v.principal
+	}
+	return Principal{}
+}
+
+// credential returns the token authenticate accepted, or nil on public routes.
+func credential(c *gin.Context) *verifiedToken {
+	v, _ := c.Get(credentialKey)
+	token, _ := v.(*verifiedToken)
+	return token
 }
