@@ -52,9 +52,16 @@ type coordination struct {
 	Readiness    telemetry.ReadinessCheck `group:"readiness"`
 }
 
+// PoolFill says whether the database's connection pool is opened whole at start, before the
+// server answers (gormdb.DB.Fill), so that a sale's first burst finds its connections open.
+// InfrastructureModule leaves it off: tests start many servers beside each other on one
+// database. `rushgate serve` gives fx.Replace(bootstrap.PoolFill(true)) to fx.New.
+type PoolFill bool
+
 // InfrastructureModule picks memory or real adapters from the configuration.
 var InfrastructureModule = fx.Module("infrastructure",
 	fx.Provide(
+		func() PoolFill { return false },
 		func() ports.Clock { return system.Clock{} },
 		func() ports.Sleeper { return system.Sleeper{} },
 		func() ports.IDGenerator { return system.UUIDs{} },
@@ -67,7 +74,7 @@ func alwaysReady(name string) telemetry.ReadinessCheck {
 	return telemetry.ReadinessCheck{Name: name, Check: func(context.Context) error { return nil }}
 }
 
-func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *telemetry.Metrics, tracing Tracing) (storage, error) {
+func provideStorage(lc fx.Lifecycle, cfg Config, fill PoolFill, log *slog.Logger, metrics *telemetry.Metrics, tracing Tracing) (storage, error) {
 	if cfg.Database.URL == "" {
 		db := memory.NewDatabase()
 		return storage{Database: database{memory: db}, Tx: db, Markers: memory.NewIdempotencyMarkerRepository(db),
@@ -93,7 +100,14 @@ func provideStorage(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *tele
 			return storage{}, fmt.Errorf("RUSHGATE_DATABASE_URL: migration: %w", err)
 		}
 	}
-	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate, "replicas", len(cfg.Database.ReplicaURLs))
+	if fill {
+		// Not fatal: the pool also opens connections on demand.
+		if err := db.Fill(ctx); err != nil {
+			log.Warn("database pool not filled at start", "error", err)
+		}
+	}
+	log.Info("database ready", "dialect", db.Dialect(), "migrated", cfg.Database.Migrate, "replicas", len(cfg.Database.ReplicaURLs),
+		"fillPool", bool(fill))
 	lc.Append(fx.StopHook(db.Close))
 	return storage{
 		Database:  database{sql: db},

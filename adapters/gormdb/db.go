@@ -210,6 +210,32 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Fill opens connections until the pool holds all Options.MaxOpenConns, idle, one at a time,
+// each within ConnectTimeout. A fresh pool opens a connection per request when a burst comes,
+// all at the same moment; a Postgres connection is a process forked and set up, and on a busy
+// machine a burst's first second then went to opening them, past the requests' timeout. The
+// pool keeps them (as many idle as open, no idle timeout); it fills again on demand if the
+// database closes some. Failures wrap ports.ErrUnavailable; what was opened stays open.
+func (db *DB) Fill(ctx context.Context) error {
+	held := make([]*sql.Conn, 0, db.opts.MaxOpenConns)
+	defer func() {
+		for _, c := range held {
+			_ = c.Close() // back to the pool, idle
+		}
+	}()
+	for len(held) < db.opts.MaxOpenConns {
+		connectCtx, cancel := context.WithTimeout(ctx, db.opts.ConnectTimeout)
+		c, err := db.sql.Conn(connectCtx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("gormdb: fill the %s pool (%d of %d open): %w: %w", db.dialect, len(held), db.opts.MaxOpenConns,
+				ports.ErrUnavailable, err)
+		}
+		held = append(held, c)
+	}
+	return nil
+}
+
 func (db *DB) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, db.opts.ConnectTimeout)
 	defer cancel()

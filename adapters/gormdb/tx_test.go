@@ -2,7 +2,9 @@ package gormdb_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,6 +157,39 @@ func TestInTx_RetryBounds(t *testing.T) {
 					assert.Same(t, failure, err, "fn's error comes back unchanged")
 				})
 			}
+		})
+	}
+}
+
+// A filled pool has all its connections open before the first request: a burst as large as
+// the pool opens none.
+func TestFill_OpensThePoolBeforeTheFirstBurst(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var dials atomic.Int64
+			dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}
+			const size = 4
+			db := openFresh(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: size}, dial))
+			require.NoError(t, db.Fill(ctx))
+			assert.EqualValues(t, size, dials.Load(), "connections opened, Open's ping included")
+
+			burst := make([]*sql.Conn, 0, size)
+			for range size {
+				c, err := db.SQL().Conn(ctx)
+				require.NoError(t, err)
+				require.NoError(t, c.PingContext(ctx))
+				burst = append(burst, c)
+			}
+			for _, c := range burst {
+				require.NoError(t, c.Close())
+			}
+			assert.EqualValues(t, size, dials.Load(), "connections opened once the pool was filled and all of it used")
 		})
 	}
 }

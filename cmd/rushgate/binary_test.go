@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rushgate/rushgate/test/testenv"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -259,5 +261,27 @@ func TestServe_RefusedConfigurationOpensAndLogsNothing(t *testing.T) {
 	if conn, err := database.Accept(); err == nil {
 		_ = conn.Close()
 		t.Fatal("the database was dialed before the configuration was refused")
+	}
+}
+
+// TestServe_OpensTheWholeDatabasePoolBeforeAnswering: the first burst a server meets finds all
+// of its pool's connections open.
+func TestServe_OpensTheWholeDatabasePoolBeforeAnswering(t *testing.T) {
+	const pool = 5
+	database := testenv.Postgres(t)
+	s := startServe(t, "RUSHGATE_DATABASE_URL="+database.URL, fmt.Sprint("RUSHGATE_DB_MAX_OPEN_CONNS=", pool))
+	s.healthz(t)
+	observer, err := sql.Open("pgx", database.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer observer.Close()
+	var open int
+	if err := observer.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").
+		Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != pool {
+		t.Fatalf("%d connections of the server open once it answers, want its whole pool of %d", open, pool)
 	}
 }

@@ -209,7 +209,7 @@ func serve(ctx context.Context, stderr io.Writer, role string) error {
 		}
 	}
 	var log *slog.Logger
-	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}), fx.Populate(&log))
+	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}, bootstrap.PoolFill(true)), fx.Populate(&log))
 	if err := app.Err(); err != nil {
 		return bootstrap.RootCause(err)
 	}
