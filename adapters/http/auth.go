@@ -463,7 +463,7 @@ func authenticate(tokens *Tokens, creds credentials) gin.HandlerFunc {
 // and when it expires, and reports true; or answers 401 saying that what (the bearer token, the
 // session) is invalid or expired, and reports false.
 func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) bool {
-	credential, err := tokens.verifyUntil(raw, remember)
+	token, err := tokens.verifyUntil(raw, remember)
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer error="invalid_token"`)
 		if errors.Is(err, jwt.ErrTokenExpired) {
@@ -473,7 +473,7 @@ func accept(c *gin.Context, tokens *Tokens, raw, what string, remember bool) boo
 		respondError(c, errUnauthorized.WithMessage(what+" is not valid"))
 		return false
 	}
-	c.Set(credentialKey, credential)
+	c.Set(credentialKey, token)
 	return true
 }
 

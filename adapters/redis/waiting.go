@@ -469,7 +469,7 @@ func enterAnswers(op, state string, r []any, users int) ([]enterAnswer, error) {
 		case state == "PREQUEUE":
 			answers[i] = enterAnswer{place: ports.QueuePlace{Prequeue: true, Created: code&2 != 0}, wasEmpty: code&1 != 0}
 		case code < 0:
-			answers[i].place = ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: time.UnixMilli(int64(-code)).UTC()}
+			answers[i].place = ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: fromMillis(int64(-code))}
 		default:
 			answers[i] = enterAnswer{place: ports.QueuePlace{Rank: code >> 2, RemainingSlots: remaining, Created: code&2 != 0},
 				wasEmpty: code&1 != 0}
