@@ -361,7 +361,14 @@ func TestLane_ALostCompleteIsAnsweredFromTheMarkerAndNeverAppliedTwice(t *testin
 		})
 		return answers, err
 	}
-	lane := guard.NewLane(f.guard(guard.Config{Lease: 30 * time.Second}), guard.LaneConfig{Markers: true}, apply)
+	// The guard's background retry of the lost Complete waits as a process that died would: the
+	// fixture's sleeper moves the clock, and the retry's waits would run the lease out before
+	// the retry within it.
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	deps := f.deps()
+	deps.Sleeper = heldSleeper(held)
+	lane := guard.NewLane(newGuard(deps, guard.Config{Lease: 30 * time.Second}), guard.LaneConfig{Markers: true}, apply)
 
 	f.store.loseCompletes.Store(true) // the business write commits, its record is never completed
 	first, err := lane.Run(ctx, request("k7"), 7)
@@ -372,8 +379,7 @@ func TestLane_ALostCompleteIsAnsweredFromTheMarkerAndNeverAppliedTwice(t *testin
 		t.Fatalf("retry within the lease: %v", err)
 	}
 
-	// Redis answers again only once the lease is over: until then the guard's background retry
-	// of the lost Complete keeps failing, as it would for a process that died.
+	// Redis answers again only once the lease is over.
 	f.clock.Advance(31 * time.Second)
 	f.store.loseCompletes.Store(false)
 	for attempt := range 2 { // from the marker, then from the record the replay completed
@@ -815,4 +821,16 @@ func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T
 		}
 		return nil
 	})
+}
+
+// heldSleeper sleeps until it is released (closed) or its context ends, moving no clock.
+type heldSleeper <-chan struct{}
+
+func (h heldSleeper) Sleep(ctx context.Context, _ time.Duration) error {
+	select {
+	case <-h:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
