@@ -55,8 +55,11 @@ type process struct {
 // processEnv is what every process of one test shares: the database at databaseURL, one Redis
 // and the test's key prefix there (keyPrefix), one secret, testenv's dependency timeouts and lock budget (as testConfig), and the short push
 // timings (processHeartbeatTimeout). A later entry of the same variable, appended by a test, wins.
+// The pool is small: serve opens all of it at start, and the processes of every test (and of
+// another suite beside this one) share one Postgres of 100 connections.
 func processEnv(t *testing.T, databaseURL string) []string {
 	return []string{
+		"RUSHGATE_DB_MAX_OPEN_CONNS=4",
 		"RUSHGATE_DB_TIMEOUT=" + testenv.DependencyTimeout.String(),
 		"RUSHGATE_REDIS_TIMEOUT=" + testenv.DependencyTimeout.String(),
 		"RUSHGATE_LOCK_TTL=" + testenv.LockTTL.String(),
