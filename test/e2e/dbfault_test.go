@@ -44,9 +44,9 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			const (
 				crews      = 20
-				joins      = 200
-				stopAfter  = 40    // answers before the database is stopped
-				inCapacity = joins // no crew fills: every refusal is the outage's
+				workers    = 50
+				stopAfter  = 40  // answers before the database is stopped
+				inCapacity = 200 // no crew fills: every refusal is the outage's
 			)
 			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: redisURL(t)}, productionTimeouts)
 			crewIDs := make([]string, crews)
@@ -54,33 +54,68 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 				crewIDs[i] = s.createCrew(inCapacity)
 			}
 
-			answers := make([]answer, joins)
+			// Each worker joins until the stop begins; the joins then in flight straddle it, and
+			// once the database is down every worker sends one more, which the outage answers.
+			type herdJoin struct {
+				crewID, user string
+				answer
+			}
 			var (
-				answered atomic.Int32
-				stopOnce sync.Once
-				stopped  = make(chan time.Time, 1)
-				wg       sync.WaitGroup
-				release  = make(chan struct{})
+				mu            sync.Mutex
+				joins         []herdJoin
+				answered      atomic.Int32
+				stopping      time.Time
+				stopStarted   = make(chan struct{})
+				stopDone      = make(chan struct{})
+				stopOnce      sync.Once
+				wg            sync.WaitGroup
+				release       = make(chan struct{})
+				sentAfterStop atomic.Int32
 			)
-			for i := range joins {
+			join := func(worker, n int) {
+				j := herdJoin{crewID: crewIDs[(worker+n)%crews], user: fmt.Sprintf("herd-%d-%d", worker, n)}
+				j.answer = s.joinFromAnyGoroutine(j.crewID, j.user, "k")
+				mu.Lock()
+				joins = append(joins, j)
+				mu.Unlock()
+				if answered.Add(1) == stopAfter {
+					stopOnce.Do(func() {
+						stopping = time.Now()
+						close(stopStarted)
+						db.stop(t)
+						close(stopDone)
+					})
+				}
+			}
+			started := func() bool {
+				select {
+				case <-stopStarted:
+					return true
+				default:
+					return false
+				}
+			}
+			for worker := range workers {
 				wg.Go(func() {
 					<-release
-					answers[i] = s.joinFromAnyGoroutine(crewIDs[i%crews], "herd-"+strconv.Itoa(i), "k")
-					if answered.Add(1) == stopAfter {
-						stopOnce.Do(func() {
-							stopped <- time.Now()
-							db.stop(t)
-						})
+					for n := 0; ; n++ {
+						if started() {
+							<-stopDone
+							sentAfterStop.Add(1)
+							join(worker, n)
+							return
+						}
+						join(worker, n)
 					}
 				})
 			}
 			close(release)
 			wg.Wait()
-			stopping := <-stopped
 
 			statuses := map[int]int{}
 			inFlight := 0
-			for _, a := range answers {
+			for _, j := range joins {
+				a := j.answer
 				if a.err != nil {
 					t.Fatalf("transport error: %v", a.err)
 				}
@@ -92,7 +127,8 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 					t.Errorf("want 201, or 503 UNAVAILABLE with Retry-After; got %v", a)
 				}
 			}
-			t.Logf("%d joins, %d in flight when the database was stopped: %v", joins, inFlight, statuses)
+			t.Logf("%d joins, %d in flight when the database was stopped, %d sent once it was down: %v", len(joins), inFlight,
+				sentAfterStop.Load(), statuses)
 			if statuses[http.StatusCreated] == 0 || statuses[http.StatusServiceUnavailable] == 0 {
 				t.Fatalf("the stop did not land mid-load: %v", statuses)
 			}
@@ -110,9 +146,9 @@ func TestDatabaseStoppedMidLoad_AnswersOnly201Or503(t *testing.T) {
 					t.Errorf("crew %d inconsistent after the outage: %+v", i, st)
 				}
 			}
-			for i, a := range answers {
-				if a.status == http.StatusCreated && !s.isMember(crewIDs[i%crews], "herd-"+strconv.Itoa(i)) {
-					t.Errorf("herd-%d heard 201 but is not a member", i)
+			for _, j := range joins {
+				if j.status == http.StatusCreated && !s.isMember(j.crewID, j.user) {
+					t.Errorf("%s heard 201 but is not a member", j.user)
 				}
 			}
 		})
