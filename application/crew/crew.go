@@ -30,7 +30,13 @@ type Config struct {
 	// queueing for its lock (DefaultFullHintTTL when zero). A leave through this instance forgets
 	// the hint at once; a leave through another instance is seen when the hint expires.
 	FullHintTTL time.Duration
+	// SharedTransactions is how many transactions shared by the joins of different crews may be
+	// out at once (guard.LaneConfig.SharedTransactions); DefaultSharedTransactions when zero.
+	SharedTransactions int
 }
+
+// DefaultSharedTransactions is Config.SharedTransactions when zero.
+const DefaultSharedTransactions = 2
 
 // Deps are the ports and the guard the crew use cases run on.
 type Deps struct {
@@ -58,9 +64,14 @@ func NewService(d Deps, cfg Config) *Service {
 	if cfg.FullHintTTL <= 0 {
 		cfg.FullHintTTL = DefaultFullHintTTL
 	}
+	if cfg.SharedTransactions <= 0 {
+		cfg.SharedTransactions = DefaultSharedTransactions
+	}
 	s := &Service{tx: d.Tx, crews: d.Crews, members: d.Members, clock: d.Clock, ids: d.IDs,
 		full: fullHints{clock: d.Clock, ttl: cfg.FullHintTTL}}
-	s.joins = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, Markers: true}, s.joinBatch)
+	s.joins = guard.NewLane(d.Guard, guard.LaneConfig{
+		MaxBatch: cfg.MaxBatch, Markers: true, SharedTransactions: cfg.SharedTransactions,
+	}, s.joinBatch)
 	return s
 }
 

@@ -47,6 +47,15 @@ type LaneConfig struct {
 	LockTTL  time.Duration
 	LockWait time.Duration
 	Busy     *domain.Error
+	// SharedTransactions, when positive, lets the batches of different lock keys share a
+	// transaction (it needs Markers): a batch ready while that many shared transactions are out
+	// waits for one of them to commit, and the batches that waited meanwhile then run one after
+	// another in the next one, which commits them together. Each batch still holds its own key's
+	// lock and answers its own requests; when any of them fails, the shared transaction rolls back
+	// and each batch runs again in a transaction of its own. A crowd spread over many keys then
+	// costs one BEGIN and one COMMIT per shared transaction instead of one per batch. Zero gives
+	// each batch its own transaction.
+	SharedTransactions int
 	// ConflictRetries, when positive, re-runs a batch whose function failed with an error
 	// wrapping ports.ErrVersionConflict (an optimistic write found its row changed) in a fresh
 	// transaction, up to that many times; after the last, every request of the batch answers
@@ -72,13 +81,31 @@ type Lane[In, Out any] struct {
 	cfg   LaneConfig
 	run   BatchFunc[In, Out]
 	lines *combine.Combiner[string, *waiter[In, Out], reply[Out]] // by lock key
+	// shared combines the batches of different keys into shared transactions; nil without
+	// LaneConfig.SharedTransactions.
+	shared *combine.Combiner[struct{}, sharedRun, struct{}]
 }
+
+// sharedRun is one batch's part of a shared transaction: it runs the batch in the transaction
+// its context carries and keeps the answers.
+type sharedRun func(ctx context.Context) error
+
+// maxSharedBatches bounds how many batches one shared transaction serves: a transaction holds
+// its row locks until it commits, so a longer one makes every batch in it wait for the last.
+const maxSharedBatches = 16
+
+// errSharedRolledBack wraps the failure of a shared transaction that its batch did not
+// necessarily cause: the batch then runs again in a transaction of its own.
+var errSharedRolledBack = errors.New("guard: a shared transaction rolled back")
 
 // NewLane returns a Lane serving batches with run. It panics when cfg.Markers is set on a Guard
 // without Deps.Tx and Deps.Markers: that is a wiring mistake, not a request's failure.
 func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lane[In, Out] {
 	if cfg.Markers && (g.deps.Tx == nil || g.deps.Markers == nil) {
 		panic("guard: a lane with Markers needs a Guard with Deps.Tx and Deps.Markers")
+	}
+	if cfg.SharedTransactions > 0 && !cfg.Markers {
+		panic("guard: a lane with SharedTransactions needs Markers")
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
@@ -93,6 +120,11 @@ func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lan
 	l.lines = combine.New(combine.Config[string, *waiter[In, Out]]{
 		MaxBatch: cfg.MaxBatch, Gate: l.lock, Queued: g.observer.Queued,
 	}, l.serve)
+	if cfg.SharedTransactions > 0 {
+		l.shared = combine.New(combine.Config[struct{}, sharedRun]{
+			MaxBatch: maxSharedBatches, InFlight: cfg.SharedTransactions,
+		}, l.serveShared)
+	}
 	return l
 }
 
@@ -477,6 +509,12 @@ func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], f
 		if !l.cfg.Markers {
 			return l.runBatch(ctx, batch)
 		}
+		if l.shared != nil && !findFirst {
+			answers, err := l.attemptShared(ctx, batch)
+			if !errors.Is(err, errSharedRolledBack) {
+				return answers, err
+			}
+		}
 		var answers served[Out]
 		err := l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
 			var err error
@@ -489,6 +527,41 @@ func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], f
 		}
 		return answers, err
 	})
+}
+
+// attemptShared is attempt's first run of batch, in a transaction it may share with the batches
+// of other keys (LaneConfig.SharedTransactions).
+func (l *Lane[In, Out]) attemptShared(ctx context.Context, batch []*waiter[In, Out]) (served[Out], error) {
+	var answers served[Out]
+	_, err := l.shared.Do(ctx, struct{}{}, func(ctx context.Context) error {
+		var err error
+		answers, err = l.runMarked(ctx, batch, false)
+		return err
+	})
+	return answers, err
+}
+
+// serveShared is the shared combiner's combine.Func: it runs the batches one after another in
+// one transaction. A failure of one rolls them all back; alone it answers its batch as it is,
+// shared it sends each batch to run again on its own, unless it wraps ports.ErrUnavailable: a
+// database that did not answer would only be waited for once more.
+func (l *Lane[In, Out]) serveShared(ctx context.Context, _ struct{}, runs []sharedRun) ([]Answer[struct{}], error) {
+	err := l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
+		for _, run := range runs {
+			if _, err := combine.Safely(func() (struct{}, error) { return struct{}{}, run(ctx) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return make([]Answer[struct{}], len(runs)), nil
+	case len(runs) == 1 || errors.Is(err, ports.ErrUnavailable):
+		return nil, err
+	default:
+		return nil, fmt.Errorf("%w: %w", errSharedRolledBack, err)
+	}
 }
 
 // runMarked runs the batch and stores a marker for each success, inside the batch's

@@ -90,3 +90,61 @@ func TestJoin_SameKeyStampedeJoinsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestJoin_AStampedeOverManyCrewsFillsEachExactly: 260 joins race for 20 crews of 5 seats, each
+// of which already holds one member who asks again with a new key. The batches of different crews
+// share transactions; a member asking again fails its shared transaction on the UNIQUE index
+// whenever its crew had a seat for every join of the batch, and each batch then runs alone. Each
+// crew still fills exactly, the member hears ALREADY_MEMBER, and nobody else hears anything but
+// 201 or CREW_FULL.
+func TestJoin_AStampedeOverManyCrewsFillsEachExactly(t *testing.T) {
+	const crews, capacity, newcomers = 20, 5, 12
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b)
+			crewIDs := make([]string, crews)
+			members := make([]string, crews)
+			for c := range crewIDs {
+				crewIDs[c] = s.createCrew(capacity)
+				members[c] = s.token(fmt.Sprintf("member-%d", c))
+				if a := s.do("POST", "/crews/"+crewIDs[c]+"/join", members[c], "", "Idempotency-Key", s.run+"first"); a.status != http.StatusCreated {
+					t.Fatalf("first join of crew %d: %d %s", c, a.status, a.raw)
+				}
+			}
+			const perCrew = newcomers + 1 // the member asking again is the last of its crew
+			tokens := make([]string, crews*perCrew)
+			for i := range tokens {
+				c, n := i%crews, i/crews
+				if n == newcomers {
+					tokens[i] = members[c]
+				} else {
+					tokens[i] = s.token(fmt.Sprintf("newcomer-%d-%d", c, n))
+				}
+			}
+			counts, answers := fire(len(tokens), func(i int) response {
+				return s.do("POST", "/crews/"+crewIDs[i%crews]+"/join", tokens[i], "", "Idempotency-Key", s.run+"again")
+			})
+			t.Logf("statuses: %v", counts)
+			seated := make([]int, crews)
+			for i, a := range answers {
+				c, asksAgain := i%crews, i/crews == newcomers
+				switch {
+				case asksAgain && a.status == http.StatusConflict && a.str("error") == "ALREADY_MEMBER":
+				case !asksAgain && a.status == http.StatusCreated:
+					seated[c]++
+				case !asksAgain && a.status == http.StatusBadRequest && a.str("error") == "CREW_FULL":
+				default:
+					t.Fatalf("join %d of crew %d (asks again: %v): %d %s", i/crews, c, asksAgain, a.status, a.raw)
+				}
+			}
+			for c, id := range crewIDs {
+				if seated[c] != capacity-1 {
+					t.Errorf("crew %d seated %d newcomers, want %d", c, seated[c], capacity-1)
+				}
+				if st := s.stored(id); st.currentMembers != capacity || st.members != capacity || st.distinctUsers != capacity {
+					t.Errorf("crew %d: invariant broken: %+v", c, st)
+				}
+			}
+		})
+	}
+}
