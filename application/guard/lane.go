@@ -99,7 +99,8 @@ const maxSharedBatches = 16
 var errSharedRolledBack = errors.New("guard: a shared transaction rolled back")
 
 // NewLane returns a Lane serving batches with run. It panics when cfg.Markers is set on a Guard
-// without Deps.Tx and Deps.Markers: that is a wiring mistake, not a request's failure.
+// without Deps.Tx and Deps.Markers, or cfg.SharedTransactions without cfg.Markers: that is a
+// wiring mistake, not a request's failure.
 func NewLane[In, Out any](g *Guard, cfg LaneConfig, run BatchFunc[In, Out]) *Lane[In, Out] {
 	if cfg.Markers && (g.deps.Tx == nil || g.deps.Markers == nil) {
 		panic("guard: a lane with Markers needs a Guard with Deps.Tx and Deps.Markers")
