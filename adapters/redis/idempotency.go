@@ -27,7 +27,7 @@ type IdempotencyStore struct {
 
 // NewIdempotencyStore returns a store whose keys start with prefix (e.g. "rushgate:idem:").
 func NewIdempotencyStore(c goredis.UniversalClient, prefix string) *IdempotencyStore {
-	return &IdempotencyStore{client: c, prefix: prefix}
+	return &IdempotencyStore{client: withPipelining(c), prefix: prefix}
 }
 
 // beginScript creates the record or takes over one whose lease expired, answering

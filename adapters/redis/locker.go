@@ -39,7 +39,9 @@ var (
 // call, that wakes this process's waiters. Uncontended keys, the common case, cost no Pub/Sub
 // traffic. Close ends the subscription. It is safe for concurrent use.
 type Locker struct {
-	client  goredis.UniversalClient
+	client goredis.UniversalClient
+	// calls pipelines the take and release of locks across callers; the rest goes to client.
+	calls   *pipelined
 	redsync *redsync.Redsync
 	notices *releaseNotices
 }
@@ -48,7 +50,8 @@ type Locker struct {
 // announces the releases of contended ones on "rushgate:lock-released:<key>". Call Close when
 // done with it; c stays open, its owner closes it.
 func NewLocker(c goredis.UniversalClient) *Locker {
-	return &Locker{client: c, redsync: redsync.New(redsyncgoredis.NewPool(c)), notices: newReleaseNotices(c)}
+	calls := withPipelining(c)
+	return &Locker{client: c, calls: calls, redsync: redsync.New(redsyncgoredis.NewPool(calls)), notices: newReleaseNotices(c)}
 }
 
 // Released returns a channel closed once key is released after the call, by this Locker, or by
@@ -147,7 +150,7 @@ return 1
 // other instances when one of them waits for it, and wakes this Locker's waiters on the key. It
 // returns ports.ErrLockNotHeld when the TTL expired or another owner holds the key.
 func (l *lock) Release(ctx context.Context) error {
-	released, err := releaseScript.Run(ctx, l.locker.client, []string{l.mutex.Name(), waitingKey(l.key)},
+	released, err := releaseScript.Run(ctx, l.locker.calls, []string{l.mutex.Name(), waitingKey(l.key)},
 		l.mutex.Value(), releaseChannelPrefix+l.key, l.locker.notices.origin).Int()
 	switch {
 	case err != nil:
