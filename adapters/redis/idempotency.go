@@ -19,7 +19,8 @@ var _ ports.IdempotencyStore = (*IdempotencyStore)(nil)
 // response_body. Every operation is one Lua script, so it is atomic across instances, and
 // leases are measured on the Redis server's clock, so instances with skewed clocks agree
 // (this needs Redis 5 or later, which replicates a script's effects rather than re-running it).
-// It is safe for concurrent use.
+// Concurrent callers' scripts go to Redis in one pipeline (pipelined). It is safe for
+// concurrent use.
 type IdempotencyStore struct {
 	client goredis.UniversalClient
 	prefix string
