@@ -29,14 +29,7 @@ func TestPipelined_ConcurrentCallsShareRoundTripsAndEachKeepsItsOwnAnswer(t *tes
 }
 
 func testPipelinedCalls(t *testing.T, redisURL string) {
-	client, err := NewClient(redisURL, Options{
-		DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	trips := newRoundTrips()
-	client.AddHook(trips)
+	client, trips := countingClient(t, redisURL)
 	calls := withPipelining(client)
 	ctx := context.Background()
 	prefix := "rushgate:test:" + uuid.NewString() + ":"

@@ -130,6 +130,14 @@ func (r *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 // counted.
 func countingRoom(t *testing.T, redisURL, prefix string) (*WaitingRoom, goredis.UniversalClient, *roundTrips) {
 	t.Helper()
+	client, trips := countingClient(t, redisURL)
+	return NewWaitingRoom(client, prefix), client, trips
+}
+
+// countingClient is a client of its own to redisURL, closed when the test ends, whose round
+// trips are counted.
+func countingClient(t *testing.T, redisURL string) (goredis.UniversalClient, *roundTrips) {
+	t.Helper()
 	client, err := NewClient(redisURL, Options{
 		DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
 	if err != nil {
@@ -138,7 +146,7 @@ func countingRoom(t *testing.T, redisURL, prefix string) (*WaitingRoom, goredis.
 	t.Cleanup(func() { _ = client.Close() })
 	trips := newRoundTrips()
 	client.AddHook(trips)
-	return NewWaitingRoom(client, prefix), client, trips
+	return client, trips
 }
 
 // admissionStream counts the admissions a connection receives.
