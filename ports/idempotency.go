@@ -80,9 +80,11 @@ type IdempotencyMarker struct {
 // marker are absent from the map. Save inserts markers in one statement, all or none, under
 // UNIQUE(scope, key): a key that already has a marker, including one a concurrent transaction
 // inserted first, fails with ErrMarkerExists. Both take part in the transaction ctx carries, so
-// a marker commits or rolls back with the write it answers; Save may carry that write too, when
-// the adapter held it back (see CrewMemberRepository), and then answers its errors. Prune deletes up to limit markers
-// created before the given time and returns how many it deleted.
+// a marker commits or rolls back with the write it answers. In a transaction an adapter may
+// hold Save's insert back with the writes before it (see CrewMemberRepository) until the
+// transaction's next statement or its commit, which then answers its errors, ErrMarkerExists
+// included. Prune deletes up to limit markers created before the given time and returns how
+// many it deleted.
 type IdempotencyMarkerRepository interface {
 	Find(ctx context.Context, keys []IdempotencyKey) (map[IdempotencyKey]IdempotencyMarker, error)
 	Save(ctx context.Context, markers []IdempotencyMarker) error

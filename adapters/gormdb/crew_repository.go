@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/crew"
@@ -90,13 +91,15 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 	if _, ok := r.db.transaction(ctx); !ok {
 		return nil, errNoTransaction
 	}
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
 	var row crewRow
-	err := conn.QueryRowContext(ctx, r.getForUpdateSQL, id).
-		Scan(&row.ID, &row.Name, &row.MaxMembers, &row.CurrentMembers, &row.CreatedAt)
+	found, err := r.db.queryOne(ctx, errorMeanings{op: "get crew for update"}, r.getForUpdateSQL, []any{id}, func(rows *sql.Rows) error {
+		return rows.Scan(&row.ID, &row.Name, &row.MaxMembers, &row.CurrentMembers, &row.CreatedAt)
+	})
 	if err != nil {
-		return nil, translate(err, errorMeanings{op: "get crew for update", notFound: crew.ErrNotFound})
+		return nil, err
+	}
+	if !found {
+		return nil, crew.ErrNotFound
 	}
 	r.db.lockRow(ctx, "crews", id)
 	return row.toDomain(), nil

@@ -65,9 +65,9 @@ func (r *IdempotencyMarkerRepository) Find(ctx context.Context, keys []ports.Ide
 // Save inserts the markers in one multi-row INSERT, all or none; a key that already has a
 // marker, even one a concurrent transaction inserted first, fails it with
 // ports.ErrMarkerExists. A call carries at most 10,922 markers (six parameters each, and both
-// databases take at most 65,535 per statement). The INSERT goes out in one statement with the
-// writes the transaction holds back (see writebuffer.go): the business write a marker answers
-// and the marker then cost one round trip, and the held-back writes' errors come back from Save.
+// databases take at most 65,535 per statement). In a transaction the INSERT is held back with
+// the writes before it (see writebuffer.go): the business write a marker answers and the marker
+// then go out with the transaction's next statement or its commit, which answers their errors.
 func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.IdempotencyMarker) error {
 	if len(markers) == 0 {
 		return nil
@@ -80,7 +80,7 @@ func (r *IdempotencyMarkerRepository) Save(ctx context.Context, markers []ports.
 		}
 		args = append(args, m.Key.Scope, m.Key.Key, m.Fingerprint, m.Response.Outcome, body, m.CreatedAt.UTC())
 	}
-	return r.db.writeNow(ctx, pendingWrite{
+	return r.db.deferWrite(ctx, pendingWrite{
 		table:    "idempotency_markers",
 		meanings: errorMeanings{op: "save idempotency markers", duplicate: ports.ErrMarkerExists},
 		query: "INSERT INTO idempotency_markers (scope, idem_key, fingerprint, outcome, body, created_at) VALUES " +

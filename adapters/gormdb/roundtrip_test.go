@@ -156,6 +156,75 @@ func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testi
 	}
 }
 
+// TestWriteBuffer_ANextLockingReadCarriesTheWritesHeldBackOnMySQL: in one transaction, the
+// writes of one crew's join (member row, count, idempotency marker) are held back until the
+// transaction's next statement. On MySQL the next crew's FOR UPDATE carries them, one round trip
+// for both; on Postgres they go first, in a round trip of their own. Either way a refused write
+// is answered by that read with the write's own meaning (a marker stored already is
+// ports.ErrMarkerExists, a member seated already crew.ErrAlreadyMember), and none of the writes
+// sent with it stays.
+func TestWriteBuffer_ANextLockingReadCarriesTheWritesHeldBackOnMySQL(t *testing.T) {
+	carried := map[string]int{"mysql": 1, "postgres": 2}
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			trips := &roundTrips{}
+			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			stores := gormdb.NewStores(db)
+			first, next := insertCrew(t, db), insertCrew(t, db)
+			seated := "user-" + uuid.NewString()
+			marker := func(key string) ports.IdempotencyMarker {
+				return ports.IdempotencyMarker{Key: ports.IdempotencyKey{Scope: "scope", Key: key}, Fingerprint: "f",
+					Response: ports.StoredResponse{Outcome: "created", Body: []byte("{}")}, CreatedAt: time.Now().UTC()}
+			}
+			// joinThenLockNext seats userID in the first crew with a marker for key, the way a
+			// guarded join does, then reads the next crew FOR UPDATE: the round trips of that read,
+			// and its error.
+			joinThenLockNext := func(userID, key string) (int, error) {
+				var trip int
+				err := stores.Tx.InTx(ctx, func(ctx context.Context) error {
+					c, err := stores.Crews.GetForUpdate(ctx, first)
+					if err != nil {
+						return err
+					}
+					m, err := c.Join(userID, time.Now().UTC())
+					if err != nil {
+						return err
+					}
+					require.NoError(t, stores.CrewMembers.Add(ctx, m))
+					require.NoError(t, stores.Crews.Save(ctx, c))
+					require.NoError(t, stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker(key)}))
+					before := trips.total()
+					_, err = stores.Crews.GetForUpdate(ctx, next)
+					trip = trips.total() - before
+					return err
+				})
+				return trip, err
+			}
+
+			_, err := joinThenLockNext(seated, "taken")
+			require.NoError(t, err)
+			// Postgres prepares a statement the connection has not sent before: count the second.
+			trip, err := joinThenLockNext("user-"+uuid.NewString(), "second")
+			require.NoError(t, err)
+			assert.Equal(t, carried[name], trip, "round trips of the read carrying the writes")
+			_, err = joinThenLockNext("user-"+uuid.NewString(), "taken")
+			assert.ErrorIs(t, err, ports.ErrMarkerExists)
+			_, err = joinThenLockNext(seated, "fresh")
+			assert.ErrorIs(t, err, crew.ErrAlreadyMember)
+
+			assert.Equal(t, 2, currentMembers(t, db, first), "stored count")
+			members, err := stores.CrewMembers.Count(ctx, first)
+			require.NoError(t, err)
+			assert.Equal(t, 2, members, "member rows")
+			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{marker("fresh").Key})
+			require.NoError(t, err)
+			assert.Empty(t, found, "the marker sent with the refused member")
+		})
+	}
+}
+
 // TestRaffleEntries_ABatchIsOneRoundTripAndTheRaffleIsCheckedOnce: a batch of new entries is one
 // statement, which checks the raffle's row once, in share mode, for the whole batch. Entries
 // carry no foreign key to their raffle: it checked that row again for every entry (on Postgres

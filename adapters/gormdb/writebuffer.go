@@ -18,7 +18,9 @@ import (
 // A crew join's member rows, member count and idempotency markers then cost one round trip
 // instead of three. On Postgres the writes go out as one statement of data-modifying CTEs; on
 // MySQL as one multi-statement (the driver interpolates the values, so no prepared statement
-// is involved).
+// is involved), which also carries the next statement when that is a query (QueryContext):
+// crew joins sharing a transaction then cost one round trip each, the next crew's FOR UPDATE
+// carrying the previous join's writes.
 //
 // A deferred write's error comes back from the statement or commit that sent it, translated with
 // the meanings of the write that failed; whatever the caller runs first, the writes reach the
@@ -83,18 +85,6 @@ func (db *DB) deferWrite(ctx context.Context, w pendingWrite) error {
 	}
 	_, err := db.exec(ctx, w.meanings, Bind(db.dialect, w.query), w.args...)
 	return err
-}
-
-// writeNow runs w together with the writes the transaction ctx carries holds back, in one
-// statement; outside one it runs w alone.
-func (db *DB) writeNow(ctx context.Context, w pendingWrite) error {
-	if err := db.deferWrite(ctx, w); err != nil {
-		return err
-	}
-	if b, ok := db.buffer(ctx); ok {
-		return b.flush(ctx)
-	}
-	return nil
 }
 
 // lockRow records that the transaction ctx carries holds table's row id locked.
@@ -226,9 +216,48 @@ func (b *writeBuffer) ExecContext(ctx context.Context, query string, args ...any
 	return b.tx.ExecContext(ctx, query, args...)
 }
 
+// QueryContext on MySQL sends the pending writes and the query as one multi-statement, so a
+// transaction of many short steps (shared crew joins: one batch's writes, then the next batch's
+// FOR UPDATE) pays one round trip a step; Postgres flushes them first (see flush).
 func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if b.db.dialect == MySQL && len(b.pending) > 0 {
+		return b.queryAfterWritesMySQL(ctx, query, args)
+	}
 	if err := b.flush(ctx); err != nil {
 		return nil, err
+	}
+	return b.tx.QueryContext(ctx, query, args...)
+}
+
+// queryAfterWritesMySQL sends the pending writes behind a savepoint and then query, in one
+// multi-statement; the driver answers with the rows of its one statement that returns rows, the
+// query. MySQL stops at a statement that fails and says neither which nor whose: a refusal (not
+// a failure of the whole transaction, answered as it is) takes the transaction back to the
+// savepoint and sends the writes again alone (flushMySQL), so that a write's error carries its
+// meanings, and then the query alone.
+func (b *writeBuffer) queryAfterWritesMySQL(ctx context.Context, query string, args []any) (*sql.Rows, error) {
+	writes := b.pending
+	b.pending = nil
+	statements := []string{"SAVEPOINT " + flushSavepoint}
+	var all []any
+	for _, w := range writes {
+		statements = append(statements, w.query)
+		all = append(all, w.args...)
+	}
+	m := combinedMeanings(writes)
+	ctx, end := b.db.traceStatement(ctx, m, strings.Join(append(statements, query), "; "))
+	rows, err := b.tx.QueryContext(ctx, strings.Join(append(statements, query), "; "), append(all, args...)...)
+	end(err)
+	if err == nil || !refusedWrite(translate(err, m)) {
+		return rows, err
+	}
+	if _, err := b.db.execOn(ctx, b.tx, m, "ROLLBACK TO SAVEPOINT "+flushSavepoint); err != nil {
+		return nil, err
+	}
+	for _, w := range writes {
+		if _, err := b.db.execOn(ctx, b.tx, w.meanings, w.query, w.args...); err != nil {
+			return nil, err
+		}
 	}
 	return b.tx.QueryContext(ctx, query, args...)
 }

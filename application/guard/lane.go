@@ -568,8 +568,9 @@ func (l *Lane[In, Out]) serveShared(ctx context.Context, _ struct{}, runs []shar
 // runMarked runs the batch and stores a marker for each success, inside the batch's
 // transaction. A request that already has a marker is answered from it: looked up before running
 // when findFirst, else after, and only for requests the run rejected — a success whose marker
-// exists fails the Save with ports.ErrMarkerExists, which rolls the whole batch back. So the
-// common case, all successes, costs no read.
+// exists fails the transaction with ports.ErrMarkerExists (from the Save, or from the statement
+// or commit an adapter held the Save back for), which rolls the whole batch back. So the common
+// case, all successes, costs no read.
 func (l *Lane[In, Out]) runMarked(ctx context.Context, batch []*waiter[In, Out], findFirst bool) (served[Out], error) {
 	answers := make(served[Out], len(batch))
 	pending := make([]int, 0, len(batch))
