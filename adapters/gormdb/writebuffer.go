@@ -164,17 +164,29 @@ func (b *writeBuffer) flushPostgres(ctx context.Context, writes []pendingWrite) 
 // savepoint and sends them one by one, so the error carries the meanings of the write that
 // failed; a failure of the whole transaction (a deadlock, a lost connection) is answered as it is.
 func (b *writeBuffer) flushMySQL(ctx context.Context, writes []pendingWrite) error {
-	statements := []string{"SAVEPOINT " + flushSavepoint}
-	var args []any
-	for _, w := range writes {
-		statements = append(statements, w.query)
-		args = append(args, w.args...)
-	}
+	statements, args := savepointed(writes)
 	m := combinedMeanings(writes)
 	if _, err := b.db.execOn(ctx, b.tx, m, strings.Join(statements, "; "), args...); err == nil ||
 		!refusedWrite(err) {
 		return err
 	}
+	return b.resendAlone(ctx, writes, m)
+}
+
+// savepointed is the multi-statement of flushMySQL: the savepoint, then the writes, with their
+// arguments in order.
+func savepointed(writes []pendingWrite) (statements []string, args []any) {
+	statements = []string{"SAVEPOINT " + flushSavepoint}
+	for _, w := range writes {
+		statements = append(statements, w.query)
+		args = append(args, w.args...)
+	}
+	return statements, args
+}
+
+// resendAlone takes the transaction back to the savepoint of a refused multi-statement and
+// sends its writes again one by one: the refused one answers with its own meanings.
+func (b *writeBuffer) resendAlone(ctx context.Context, writes []pendingWrite, m errorMeanings) error {
 	if _, err := b.db.execOn(ctx, b.tx, m, "ROLLBACK TO SAVEPOINT "+flushSavepoint); err != nil {
 		return err
 	}
@@ -231,33 +243,22 @@ func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...an
 
 // queryAfterWritesMySQL sends the pending writes behind a savepoint and then query, in one
 // multi-statement; the driver answers with the rows of its one statement that returns rows, the
-// query. MySQL stops at a statement that fails and says neither which nor whose: a refusal (not
-// a failure of the whole transaction, answered as it is) takes the transaction back to the
-// savepoint and sends the writes again alone (flushMySQL), so that a write's error carries its
-// meanings, and then the query alone.
+// query. MySQL stops at a statement that fails and says neither which nor whose: after a refusal
+// the writes go again alone, as flushMySQL sends them, and then the query alone.
 func (b *writeBuffer) queryAfterWritesMySQL(ctx context.Context, query string, args []any) (*sql.Rows, error) {
 	writes := b.pending
 	b.pending = nil
-	statements := []string{"SAVEPOINT " + flushSavepoint}
-	var all []any
-	for _, w := range writes {
-		statements = append(statements, w.query)
-		all = append(all, w.args...)
-	}
+	statements, all := savepointed(writes)
+	multi := strings.Join(append(statements, query), "; ")
 	m := combinedMeanings(writes)
-	ctx, end := b.db.traceStatement(ctx, m, strings.Join(append(statements, query), "; "))
-	rows, err := b.tx.QueryContext(ctx, strings.Join(append(statements, query), "; "), append(all, args...)...)
+	ctx, end := b.db.traceStatement(ctx, m, multi)
+	rows, err := b.tx.QueryContext(ctx, multi, append(all, args...)...)
 	end(err)
 	if err == nil || !refusedWrite(translate(err, m)) {
 		return rows, err
 	}
-	if _, err := b.db.execOn(ctx, b.tx, m, "ROLLBACK TO SAVEPOINT "+flushSavepoint); err != nil {
+	if err := b.resendAlone(ctx, writes, m); err != nil {
 		return nil, err
-	}
-	for _, w := range writes {
-		if _, err := b.db.execOn(ctx, b.tx, w.meanings, w.query, w.args...); err != nil {
-			return nil, err
-		}
 	}
 	return b.tx.QueryContext(ctx, query, args...)
 }
