@@ -21,6 +21,7 @@ import (
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testenv"
 )
 
 // roundTrips counts the round trips of the connections it dials: each turn from sending to
@@ -67,6 +68,19 @@ func (c *countedConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
+// openCounted opens a fresh, migrated database of one connection whose round trips it counts.
+func openCounted(t *testing.T, fresh func(testing.TB) testenv.Database) (*gormdb.DB, *roundTrips) {
+	t.Helper()
+	trips := &roundTrips{}
+	return openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial)), trips
+}
+
+// joinMarker is the idempotency marker of a join made with key.
+func joinMarker(key string) ports.IdempotencyMarker {
+	return ports.IdempotencyMarker{Key: ports.IdempotencyKey{Scope: "scope", Key: key}, Fingerprint: "f",
+		Response: ports.StoredResponse{Outcome: "created", Body: []byte("{}")}, CreatedAt: time.Now().UTC()}
+}
+
 // TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTrips: a join of a crew with seats to
 // spare is BEGIN, the crew's row FOR UPDATE, one statement carrying the member row, the member
 // count and the idempotency marker, and COMMIT — one fewer than the bare join transaction
@@ -76,9 +90,8 @@ func TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTrips(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			trips := &roundTrips{}
 			// One connection, warm after the first join: what is counted is the join alone.
-			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			db, trips := openCounted(t, fresh)
 			stores := gormdb.NewStores(db)
 			clock := system.Clock{}
 			coord := memory.NewCoordination(clock)
@@ -117,10 +130,6 @@ func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testi
 			stores := gormdb.NewStores(db)
 			crewID := insertCrew(t, db)
 			seated := "user-" + uuid.NewString()
-			marker := func(key string) ports.IdempotencyMarker {
-				return ports.IdempotencyMarker{Key: ports.IdempotencyKey{Scope: "scope", Key: key}, Fingerprint: "f",
-					Response: ports.StoredResponse{Outcome: "created", Body: []byte("{}")}, CreatedAt: time.Now().UTC()}
-			}
 			// join seats userID and saves a marker for key, the way a guarded join does.
 			join := func(userID, key string) error {
 				return stores.Tx.InTx(ctx, func(ctx context.Context) error {
@@ -138,7 +147,7 @@ func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testi
 					if err := stores.Crews.Save(ctx, c); err != nil {
 						return err
 					}
-					return stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker(key)})
+					return stores.Markers.Save(ctx, []ports.IdempotencyMarker{joinMarker(key)})
 				})
 			}
 			require.NoError(t, join(seated, "taken"))
@@ -149,7 +158,7 @@ func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testi
 			members, err := stores.CrewMembers.Count(ctx, crewID)
 			require.NoError(t, err)
 			assert.Equal(t, 1, members, "member rows")
-			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{marker("fresh").Key})
+			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{joinMarker("fresh").Key})
 			require.NoError(t, err)
 			assert.Empty(t, found, "the marker sent with the refused member")
 		})
@@ -169,15 +178,10 @@ func TestWriteBuffer_ANextLockingReadCarriesTheWritesHeldBackOnMySQL(t *testing.
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			trips := &roundTrips{}
-			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			db, trips := openCounted(t, fresh)
 			stores := gormdb.NewStores(db)
 			first, next := insertCrew(t, db), insertCrew(t, db)
 			seated := "user-" + uuid.NewString()
-			marker := func(key string) ports.IdempotencyMarker {
-				return ports.IdempotencyMarker{Key: ports.IdempotencyKey{Scope: "scope", Key: key}, Fingerprint: "f",
-					Response: ports.StoredResponse{Outcome: "created", Body: []byte("{}")}, CreatedAt: time.Now().UTC()}
-			}
 			// joinThenLockNext seats userID in the first crew with a marker for key, the way a
 			// guarded join does, then reads the next crew FOR UPDATE: the round trips of that read,
 			// and its error.
@@ -194,7 +198,7 @@ func TestWriteBuffer_ANextLockingReadCarriesTheWritesHeldBackOnMySQL(t *testing.
 					}
 					require.NoError(t, stores.CrewMembers.Add(ctx, m))
 					require.NoError(t, stores.Crews.Save(ctx, c))
-					require.NoError(t, stores.Markers.Save(ctx, []ports.IdempotencyMarker{marker(key)}))
+					require.NoError(t, stores.Markers.Save(ctx, []ports.IdempotencyMarker{joinMarker(key)}))
 					before := trips.total()
 					_, err = stores.Crews.GetForUpdate(ctx, next)
 					trip = trips.total() - before
@@ -218,7 +222,7 @@ func TestWriteBuffer_ANextLockingReadCarriesTheWritesHeldBackOnMySQL(t *testing.
 			members, err := stores.CrewMembers.Count(ctx, first)
 			require.NoError(t, err)
 			assert.Equal(t, 2, members, "member rows")
-			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{marker("fresh").Key})
+			found, err := stores.Markers.Find(ctx, []ports.IdempotencyKey{joinMarker("fresh").Key})
 			require.NoError(t, err)
 			assert.Empty(t, found, "the marker sent with the refused member")
 		})
@@ -235,8 +239,7 @@ func TestRaffleEntries_ABatchIsOneRoundTripAndTheRaffleIsCheckedOnce(t *testing.
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			trips := &roundTrips{}
-			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			db, trips := openCounted(t, fresh)
 			stores := gormdb.NewRaffleStores(db)
 			seed, err := draw.RandomSeed()
 			require.NoError(t, err)
@@ -278,8 +281,7 @@ func TestRaffleEnter_ANewEntryIsOneRoundTripARepeatedOneTwo(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			trips := &roundTrips{}
-			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 1}, trips.dial))
+			db, trips := openCounted(t, fresh)
 			stores := gormdb.NewRaffleStores(db)
 			raffles := appraffle.NewService(appraffle.Deps{Tx: gormdb.NewStores(db).Tx, Raffles: stores.Raffles,
 				Entries: stores.Entries, Clock: system.Clock{}, IDs: system.UUIDs{}})
