@@ -56,7 +56,7 @@ func TestMarkdown_RelativeLinksResolveInsideTheRepository(t *testing.T) {
 	}
 }
 
-// TestMarkdown_CitesNothingOutsideTheRepository: a path to a sibling of the repository (even
+// TestMarkdown_CitesNothingOutsideTheRepository: a path that climbs out of the repository (even
 // in code) or a section of a specification the repository does not ship is something a reader
 // of a clone cannot follow.
 func TestMarkdown_CitesNothingOutsideTheRepository(t *testing.T) {
@@ -71,11 +71,25 @@ func TestMarkdown_CitesNothingOutsideTheRepository(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, file)
 		for n, line := range strings.Split(string(raw), "\n") {
-			if strings.Contains(line, "../shared") || strings.Contains(line, "SPEC §") {
+			if leavesRepository(root, file, line) || strings.Contains(line, "SPEC §") {
 				t.Errorf("%s:%d names a document the repository does not ship: %s", rel, n+1, strings.TrimSpace(line))
 			}
 		}
 	}
+}
+
+// parentPath matches a path that starts by climbing, "../name" or "../../name".
+var parentPath = regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.-]+`)
+
+// leavesRepository reports whether line, in file, names a path that resolves outside root.
+func leavesRepository(root, file, line string) bool {
+	for _, path := range parentPath.FindAllString(line, -1) {
+		rel, err := filepath.Rel(root, filepath.Join(filepath.Dir(file), path))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestCheckLink(t *testing.T) {
@@ -109,13 +123,24 @@ func TestCheckLink(t *testing.T) {
 		{"../README.md#no-such-heading", false},
 		{"#missing", false},
 		{"operations.md", false},
-		{"../../shared/ARCHITECTURE.md", false},
+		{"../../sibling/NOTES.md", false},
 		{"/etc/passwd", false},
 	}
 	for _, tc := range cases {
 		problem := checkLink(root, from, tc.target, map[string]map[string]bool{})
 		if (problem == "") != tc.ok {
 			t.Errorf("%q: problem %q, want ok=%v", tc.target, problem, tc.ok)
+		}
+	}
+
+	for line, leaves := range map[string]bool{
+		"see `../README.md` and ../LICENSE": false,
+		"notes in ../../sibling/NOTES.md":   true,
+		"cd ../../.. && make":               true,
+		"no path here":                      false,
+	} {
+		if got := leavesRepository(root, from, line); got != leaves {
+			t.Errorf("leavesRepository(%q) = %v, want %v", line, got, leaves)
 		}
 	}
 
