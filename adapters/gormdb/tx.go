@@ -86,15 +86,14 @@ func (r *TxRunner) inTx(ctx context.Context, opts *sql.TxOptions, fn func(ctx co
 
 // attempt runs fn in one transaction begun with opts under ctx's deadline.
 func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context) error) error {
-	tx := r.db.gorm.WithContext(ctx).Begin(opts)
-	if tx.Error != nil {
-		return translate(tx.Error, errorMeanings{op: "begin transaction"})
+	tx, err := r.db.begin(ctx, opts)
+	if err != nil {
+		return translate(err, errorMeanings{op: "begin transaction"})
 	}
-	r.db.bufferWrites(ctx, tx)
 	committed := false
 	defer func() {
 		// Also runs when fn panics. A failed rollback leaves nothing to undo: the server drops
-		// the transaction with the connection, which database/sql then discards.
+		// the transaction with the connection, which is discarded, never pooled.
 		if !committed {
 			tx.Rollback()
 		}
@@ -110,8 +109,8 @@ func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx
 	}
 	if err := tx.Commit().Error; err != nil {
 		if ctx.Err() != nil {
-			// The transaction outlived TxTimeout and database/sql already rolled it back; report
-			// the timeout rather than its symptom (sql.ErrTxDone).
+			// The transaction outlived TxTimeout and was rolled back (by database/sql, or on
+			// MySQL with its connection closed); report the timeout rather than its symptom.
 			err = errors.Join(ctx.Err(), err)
 		}
 		return translate(err, errorMeanings{op: "commit"})

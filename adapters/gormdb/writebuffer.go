@@ -3,7 +3,9 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -21,6 +23,12 @@ import (
 // is involved), which also carries the next statement when that is a query (QueryContext):
 // crew joins sharing a transaction then cost one round trip each, the next crew's FOR UPDATE
 // carrying the previous join's writes.
+//
+// On MySQL the transaction's BEGIN and COMMIT ride the same way: the transaction holds a
+// connection of the pool, its BEGIN goes in front of its first statement and its COMMIT behind
+// the writes its commit sends, so a transaction of one locking read and its writes costs two
+// round trips instead of four. Postgres's transaction is database/sql's, begun at once: pgx
+// sends one statement at a time.
 //
 // A deferred write's error comes back from the statement or commit that sent it, translated with
 // the meanings of the write that failed; whatever the caller runs first, the writes reach the
@@ -42,9 +50,15 @@ const flushSavepoint = "rushgate_deferred_writes"
 // the transaction itself, with the writes held back until the next statement. Like the
 // transaction, it is used by one goroutine at a time.
 type writeBuffer struct {
-	tx  *sql.Tx
-	db  *DB
-	ctx context.Context // the transaction's, for the writes its commit sends
+	// stmts runs the transaction's statements: tx on Postgres, conn on MySQL.
+	stmts gorm.ConnPool
+	tx    *sql.Tx   // Postgres: the transaction database/sql began
+	conn  *sql.Conn // MySQL: the connection the transaction holds until it ends
+	// begin is, on MySQL, the statement that begins the transaction until it has gone out in
+	// front of the transaction's first statement; empty once it has, and on Postgres.
+	begin string
+	db    *DB
+	ctx   context.Context // the transaction's, for the writes its commit sends
 	// pending are the held-back writes, in the order they were made.
 	pending []pendingWrite
 	// locked names the rows the transaction read FOR UPDATE (lockedRow); a write to one of them
@@ -59,11 +73,54 @@ var (
 	_ gorm.TxCommitter = (*writeBuffer)(nil)
 )
 
-// bufferWrites makes tx, begun with ctx, hold back deferred writes.
-func (db *DB) bufferWrites(ctx context.Context, tx *gorm.DB) {
-	if sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx); ok {
-		tx.Statement.ConnPool = &writeBuffer{tx: sqlTx, db: db, ctx: ctx}
+// begin starts a transaction under ctx whose statements hold back deferred writes: on Postgres
+// database/sql begins it at once; on MySQL it takes a connection of the pool and leaves the
+// BEGIN to the transaction's first statement.
+func (db *DB) begin(ctx context.Context, opts *sql.TxOptions) (*gorm.DB, error) {
+	if db.dialect == Postgres {
+		tx := db.gorm.WithContext(ctx).Begin(opts)
+		if tx.Error != nil {
+			return nil, tx.Error
+		}
+		if sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx); ok {
+			tx.Statement.ConnPool = &writeBuffer{stmts: sqlTx, tx: sqlTx, db: db, ctx: ctx}
+		}
+		return tx, nil
 	}
+	begin, err := beginMySQL(opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.sql.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx := db.gorm.WithContext(ctx)
+	tx.Statement.ConnPool = &writeBuffer{stmts: conn, conn: conn, begin: begin, db: db, ctx: ctx}
+	return tx, nil
+}
+
+// beginMySQL is the statement that begins a MySQL transaction with opts: the session's
+// isolation level unless opts names read committed, the only other level this package asks for.
+func beginMySQL(opts *sql.TxOptions) (string, error) {
+	switch {
+	case opts == nil || opts.Isolation == sql.LevelDefault && !opts.ReadOnly:
+		return "START TRANSACTION", nil
+	case opts.Isolation == sql.LevelReadCommitted && !opts.ReadOnly:
+		return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION", nil
+	}
+	return "", fmt.Errorf("gormdb: transaction options %+v are not supported on MySQL", *opts)
+}
+
+// begun returns statements with the transaction's BEGIN in front of them the first time, when
+// it has not gone out yet (MySQL).
+func (b *writeBuffer) begun(statements ...string) []string {
+	if b.begin == "" {
+		return statements
+	}
+	statements = append([]string{b.begin}, statements...)
+	b.begin = ""
+	return statements
 }
 
 // buffer returns the write buffer of the transaction ctx carries, if any.
@@ -112,7 +169,8 @@ func (b *writeBuffer) flush(ctx context.Context) error {
 		return nil
 	case len(writes) == 1:
 		w := writes[0]
-		_, err := b.db.execOn(ctx, b.tx, w.meanings, Bind(b.db.dialect, w.query), w.args...)
+		query := strings.Join(b.begun(Bind(b.db.dialect, w.query)), "; ")
+		_, err := b.db.execOn(ctx, b.stmts, w.meanings, query, w.args...)
 		return err
 	case b.db.dialect == Postgres:
 		return b.flushPostgres(ctx, writes)
@@ -166,7 +224,7 @@ func (b *writeBuffer) flushPostgres(ctx context.Context, writes []pendingWrite) 
 func (b *writeBuffer) flushMySQL(ctx context.Context, writes []pendingWrite) error {
 	statements, args := savepointed(writes)
 	m := combinedMeanings(writes)
-	if _, err := b.db.execOn(ctx, b.tx, m, strings.Join(statements, "; "), args...); err == nil ||
+	if _, err := b.db.execOn(ctx, b.stmts, m, strings.Join(b.begun(statements...), "; "), args...); err == nil ||
 		!refusedWrite(err) {
 		return err
 	}
@@ -187,11 +245,11 @@ func savepointed(writes []pendingWrite) (statements []string, args []any) {
 // resendAlone takes the transaction back to the savepoint of a refused multi-statement and
 // sends its writes again one by one: the refused one answers with its own meanings.
 func (b *writeBuffer) resendAlone(ctx context.Context, writes []pendingWrite, m errorMeanings) error {
-	if _, err := b.db.execOn(ctx, b.tx, m, "ROLLBACK TO SAVEPOINT "+flushSavepoint); err != nil {
+	if _, err := b.db.execOn(ctx, b.stmts, m, "ROLLBACK TO SAVEPOINT "+flushSavepoint); err != nil {
 		return err
 	}
 	for _, w := range writes {
-		if _, err := b.db.execOn(ctx, b.tx, w.meanings, w.query, w.args...); err != nil {
+		if _, err := b.db.execOn(ctx, b.stmts, w.meanings, w.query, w.args...); err != nil {
 			return err
 		}
 	}
@@ -218,14 +276,19 @@ func (b *writeBuffer) PrepareContext(ctx context.Context, query string) (*sql.St
 	if err := b.flush(ctx); err != nil {
 		return nil, err
 	}
-	return b.tx.PrepareContext(ctx, query)
+	if b.begin != "" {
+		if _, err := b.stmts.ExecContext(ctx, strings.Join(b.begun(), "; ")); err != nil {
+			return nil, err
+		}
+	}
+	return b.stmts.PrepareContext(ctx, query)
 }
 
 func (b *writeBuffer) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if err := b.flush(ctx); err != nil {
 		return nil, err
 	}
-	return b.tx.ExecContext(ctx, query, args...)
+	return b.stmts.ExecContext(ctx, strings.Join(b.begun(query), "; "), args...)
 }
 
 // QueryContext on MySQL sends the pending writes and the query as one multi-statement, so a
@@ -238,7 +301,7 @@ func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...an
 	if err := b.flush(ctx); err != nil {
 		return nil, err
 	}
-	return b.tx.QueryContext(ctx, query, args...)
+	return b.stmts.QueryContext(ctx, strings.Join(b.begun(query), "; "), args...)
 }
 
 // queryAfterWritesMySQL sends the pending writes behind a savepoint and then query, in one
@@ -249,10 +312,10 @@ func (b *writeBuffer) queryAfterWritesMySQL(ctx context.Context, query string, a
 	writes := b.pending
 	b.pending = nil
 	statements, all := savepointed(writes)
-	multi := strings.Join(append(statements, query), "; ")
+	multi := strings.Join(b.begun(append(statements, query)...), "; ")
 	m := combinedMeanings(writes)
 	ctx, end := b.db.traceStatement(ctx, m, multi)
-	rows, err := b.tx.QueryContext(ctx, multi, append(all, args...)...)
+	rows, err := b.stmts.QueryContext(ctx, multi, append(all, args...)...)
 	end(err)
 	if err == nil || !refusedWrite(translate(err, m)) {
 		return rows, err
@@ -260,7 +323,7 @@ func (b *writeBuffer) queryAfterWritesMySQL(ctx context.Context, query string, a
 	if err := b.resendAlone(ctx, writes, m); err != nil {
 		return nil, err
 	}
-	return b.tx.QueryContext(ctx, query, args...)
+	return b.stmts.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext cannot answer a failed flush with its row: the row's query then runs on a
@@ -270,13 +333,16 @@ func (b *writeBuffer) QueryRowContext(ctx context.Context, query string, args ..
 	if err := b.flush(ctx); err != nil {
 		b.failed = err
 	}
-	return b.tx.QueryRowContext(ctx, query, args...)
+	return b.stmts.QueryRowContext(ctx, strings.Join(b.begun(query), "; "), args...)
 }
 
-// Commit sends the pending writes, then commits.
+// Commit sends the pending writes, then commits: on MySQL in one multi-statement.
 func (b *writeBuffer) Commit() error {
 	if b.failed != nil {
 		return b.failed
+	}
+	if b.db.dialect == MySQL {
+		return b.commitMySQL()
 	}
 	if err := b.flush(b.ctx); err != nil {
 		return err
@@ -284,8 +350,60 @@ func (b *writeBuffer) Commit() error {
 	return b.tx.Commit()
 }
 
+// commitMySQL sends the pending writes behind a savepoint and the COMMIT in one multi-statement,
+// and gives the connection back to the pool once committed. A refused write stops MySQL before
+// the COMMIT: the writes go again alone to name it, as flushMySQL does, and the transaction
+// stays open for Rollback. A transaction that sent nothing never began: there is nothing to end.
+func (b *writeBuffer) commitMySQL() error {
+	writes := b.pending
+	b.pending = nil
+	if b.begin != "" && len(writes) == 0 {
+		return b.conn.Close()
+	}
+	var statements []string
+	var args []any
+	m := errorMeanings{op: "commit"}
+	if len(writes) > 0 {
+		statements, args = savepointed(writes)
+		m = combinedMeanings(writes)
+	}
+	commit := strings.Join(b.begun(append(statements, "COMMIT")...), "; ")
+	if _, err := b.db.execOn(b.ctx, b.conn, m, commit, args...); err != nil {
+		if len(writes) == 0 || !refusedWrite(err) {
+			return err
+		}
+		if err := b.resendAlone(b.ctx, writes, m); err != nil {
+			return err
+		}
+		if _, err := b.db.execOn(b.ctx, b.conn, errorMeanings{op: "commit"}, "COMMIT"); err != nil {
+			return err
+		}
+	}
+	return b.conn.Close()
+}
+
 // Rollback drops the pending writes with the transaction.
 func (b *writeBuffer) Rollback() error {
 	b.pending = nil
+	if b.db.dialect == MySQL {
+		return b.rollbackMySQL()
+	}
 	return b.tx.Rollback()
+}
+
+// rollbackMySQL rolls the transaction back and gives the connection back to the pool. The
+// ROLLBACK goes even when the transaction's context has ended (its deadline is what ended many
+// of them), within a deadline of its own; a connection it fails on is closed, never pooled with
+// the transaction open.
+func (b *writeBuffer) rollbackMySQL() error {
+	if b.begin != "" { // nothing went out: no transaction began
+		return b.conn.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.TxTimeout)
+	defer cancel()
+	if _, err := b.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		_ = b.conn.Raw(func(any) error { return driver.ErrBadConn })
+		return err
+	}
+	return b.conn.Close()
 }
