@@ -19,6 +19,9 @@
 #   LOAD_PG_REPLICAS  streaming replicas of LOAD_PG_ADDR, host:port comma-separated (default
 #                  none): the servers read from them (RUSHGATE_DATABASE_REPLICA_URLS, the same
 #                  database on each); scripts/pg-replica.sh starts a primary with one
+#   GOMAXPROCS     each server's (default: its share of the machine's cores, at least 1, so two
+#                  instances on two cores get one each, as a container's CPU limit would give
+#                  them; see docs/operations.md)
 #
 # Exits 1 when any run failed its invariant or saw a 5xx or a transport error, or could not run.
 # A missed performance target (MISS) does not change the exit status.
@@ -92,7 +95,8 @@ start_server() {
 	addr="$host:$next_port"
 	next_port=$((next_port + 1))
 	[ "$k" = 1 ] && migrate=true
-	RUSHGATE_ADDR=$addr RUSHGATE_INSTANCE_ID=load-$k RUSHGATE_MIGRATE=$migrate "$RUSHGATE_BIN" serve >"$log" 2>&1 &
+	GOMAXPROCS=$procs RUSHGATE_ADDR=$addr RUSHGATE_INSTANCE_ID=load-$k RUSHGATE_MIGRATE=$migrate \
+		"$RUSHGATE_BIN" serve >"$log" 2>&1 &
 	pid=$!
 	servers+=("$pid")
 	for _ in $(seq 1 100); do
@@ -129,6 +133,8 @@ for dialect in $LOAD_DBS; do
 
 		urls=()
 		next_port=$port
+		procs=${GOMAXPROCS:-$(( $(nproc) / n > 1 ? $(nproc) / n : 1 ))}
+		echo "$n instance(s), GOMAXPROCS=$procs each"
 		for k in $(seq 1 "$n"); do start_server "$k"; done
 
 		for scenario in $LOAD_SCENARIOS; do
