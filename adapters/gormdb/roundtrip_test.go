@@ -311,9 +311,9 @@ func TestRaffleEnter_ANewEntryIsOneRoundTripARepeatedOneTwo(t *testing.T) {
 
 // TestInTx_AMySQLTransactionEndsOnItsConnectionWhateverEndsIt: on MySQL a transaction holds a
 // pooled connection and sends its own BEGIN, ROLLBACK and COMMIT, so however it ends — committed,
-// refused by fn, past its deadline between two statements, or having sent nothing — the
-// connection goes back to the pool (of one connection here) with no transaction open, and only
-// the committed write stays. A transaction that sent nothing cost no round trip.
+// refused by fn (ROLLBACK), past its deadline between two statements (the connection closed), or
+// having sent nothing — the pool (of one connection here) has no transaction open after it, and
+// only the committed write stays. A transaction that sent nothing cost no round trip.
 func TestInTx_AMySQLTransactionEndsOnItsConnectionWhateverEndsIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

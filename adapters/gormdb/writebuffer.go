@@ -112,15 +112,14 @@ func beginMySQL(opts *sql.TxOptions) (string, error) {
 	return "", fmt.Errorf("gormdb: transaction options %+v are not supported on MySQL", *opts)
 }
 
-// begun returns statements with the transaction's BEGIN in front of them the first time, when
-// it has not gone out yet (MySQL).
-func (b *writeBuffer) begun(statements ...string) []string {
-	if b.begin == "" {
-		return statements
+// begun returns statements as one multi-statement, with the transaction's BEGIN in front of
+// them the first time, when it has not gone out yet (MySQL).
+func (b *writeBuffer) begun(statements ...string) string {
+	if b.begin != "" {
+		statements = append([]string{b.begin}, statements...)
+		b.begin = ""
 	}
-	statements = append([]string{b.begin}, statements...)
-	b.begin = ""
-	return statements
+	return strings.Join(statements, "; ")
 }
 
 // buffer returns the write buffer of the transaction ctx carries, if any.
@@ -169,7 +168,7 @@ func (b *writeBuffer) flush(ctx context.Context) error {
 		return nil
 	case len(writes) == 1:
 		w := writes[0]
-		query := strings.Join(b.begun(Bind(b.db.dialect, w.query)), "; ")
+		query := b.begun(Bind(b.db.dialect, w.query))
 		_, err := b.db.execOn(ctx, b.stmts, w.meanings, query, w.args...)
 		return err
 	case b.db.dialect == Postgres:
@@ -224,7 +223,7 @@ func (b *writeBuffer) flushPostgres(ctx context.Context, writes []pendingWrite) 
 func (b *writeBuffer) flushMySQL(ctx context.Context, writes []pendingWrite) error {
 	statements, args := savepointed(writes)
 	m := combinedMeanings(writes)
-	if _, err := b.db.execOn(ctx, b.stmts, m, strings.Join(b.begun(statements...), "; "), args...); err == nil ||
+	if _, err := b.db.execOn(ctx, b.stmts, m, b.begun(statements...), args...); err == nil ||
 		!refusedWrite(err) {
 		return err
 	}
@@ -277,7 +276,7 @@ func (b *writeBuffer) PrepareContext(ctx context.Context, query string) (*sql.St
 		return nil, err
 	}
 	if b.begin != "" {
-		if _, err := b.stmts.ExecContext(ctx, strings.Join(b.begun(), "; ")); err != nil {
+		if _, err := b.stmts.ExecContext(ctx, b.begun()); err != nil {
 			return nil, err
 		}
 	}
@@ -288,7 +287,7 @@ func (b *writeBuffer) ExecContext(ctx context.Context, query string, args ...any
 	if err := b.flush(ctx); err != nil {
 		return nil, err
 	}
-	return b.stmts.ExecContext(ctx, strings.Join(b.begun(query), "; "), args...)
+	return b.stmts.ExecContext(ctx, b.begun(query), args...)
 }
 
 // QueryContext on MySQL sends the pending writes and the query as one multi-statement, so a
@@ -301,7 +300,7 @@ func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...an
 	if err := b.flush(ctx); err != nil {
 		return nil, err
 	}
-	return b.stmts.QueryContext(ctx, strings.Join(b.begun(query), "; "), args...)
+	return b.stmts.QueryContext(ctx, b.begun(query), args...)
 }
 
 // queryAfterWritesMySQL sends the pending writes behind a savepoint and then query, in one
@@ -312,7 +311,7 @@ func (b *writeBuffer) queryAfterWritesMySQL(ctx context.Context, query string, a
 	writes := b.pending
 	b.pending = nil
 	statements, all := savepointed(writes)
-	multi := strings.Join(b.begun(append(statements, query)...), "; ")
+	multi := b.begun(append(statements, query)...)
 	m := combinedMeanings(writes)
 	ctx, end := b.db.traceStatement(ctx, m, multi)
 	rows, err := b.stmts.QueryContext(ctx, multi, append(all, args...)...)
@@ -333,7 +332,7 @@ func (b *writeBuffer) QueryRowContext(ctx context.Context, query string, args ..
 	if err := b.flush(ctx); err != nil {
 		b.failed = err
 	}
-	return b.stmts.QueryRowContext(ctx, strings.Join(b.begun(query), "; "), args...)
+	return b.stmts.QueryRowContext(ctx, b.begun(query), args...)
 }
 
 // Commit sends the pending writes, then commits: on MySQL in one multi-statement.
@@ -367,7 +366,7 @@ func (b *writeBuffer) commitMySQL() error {
 		statements, args = savepointed(writes)
 		m = combinedMeanings(writes)
 	}
-	commit := strings.Join(b.begun(append(statements, "COMMIT")...), "; ")
+	commit := b.begun(append(statements, "COMMIT")...)
 	if _, err := b.db.execOn(b.ctx, b.conn, m, commit, args...); err != nil {
 		if len(writes) == 0 || !refusedWrite(err) {
 			return err
@@ -391,19 +390,18 @@ func (b *writeBuffer) Rollback() error {
 	return b.tx.Rollback()
 }
 
-// rollbackMySQL rolls the transaction back and gives the connection back to the pool. The
-// ROLLBACK goes even when the transaction's context has ended (its deadline is what ended many
-// of them), within a deadline of its own; a connection it fails on is closed, never pooled with
-// the transaction open.
+// rollbackMySQL rolls the transaction back and gives the connection back to the pool. A
+// transaction whose context has ended (its deadline is what ends many of them), or whose ROLLBACK
+// fails, has its connection closed instead, which rolls it back on the server: the request waits
+// for no ROLLBACK past its deadline, and no connection is pooled with a transaction open.
 func (b *writeBuffer) rollbackMySQL() error {
 	if b.begin != "" { // nothing went out: no transaction began
 		return b.conn.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.db.opts.TxTimeout)
-	defer cancel()
-	if _, err := b.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		_ = b.conn.Raw(func(any) error { return driver.ErrBadConn })
-		return err
+	if b.ctx.Err() == nil {
+		if _, err := b.conn.ExecContext(b.ctx, "ROLLBACK"); err == nil {
+			return b.conn.Close()
+		}
 	}
-	return b.conn.Close()
+	return b.conn.Raw(func(any) error { return driver.ErrBadConn })
 }
