@@ -92,7 +92,7 @@ func (r *CrewRepository) GetForUpdate(ctx context.Context, id string) (*crew.Cre
 		return nil, errNoTransaction
 	}
 	var row crewRow
-	found, err := r.db.queryOne(ctx, errorMeanings{op: "get crew for update"}, r.getForUpdateSQL, []any{id}, func(rows *sql.Rows) error {
+	found, err := r.db.queryOneLocking(ctx, "crews", id, errorMeanings{op: "get crew for update"}, r.getForUpdateSQL, []any{id}, func(rows *sql.Rows) error {
 		return rows.Scan(&row.ID, &row.Name, &row.MaxMembers, &row.CurrentMembers, &row.CreatedAt)
 	})
 	if err != nil {

@@ -28,7 +28,9 @@ import (
 // connection of the pool, its BEGIN goes in front of its first statement and its COMMIT behind
 // the writes its commit sends, so a transaction of one locking read and its writes costs two
 // round trips instead of four. Postgres's transaction is database/sql's, begun at once: pgx
-// sends one statement at a time.
+// sends one statement at a time. A locking read of a row the transaction does not hold yet
+// carries the writes there too, as data-modifying CTEs in front of it (queryOneLocking): the next
+// crew's FOR UPDATE then brings the previous join's writes, one round trip for both.
 //
 // A deferred write's error comes back from the statement or commit that sent it, translated with
 // the meanings of the write that failed; whatever the caller runs first, the writes reach the
@@ -178,42 +180,111 @@ func (b *writeBuffer) flush(ctx context.Context) error {
 	}
 }
 
-// flushPostgres sends the writes as one statement, "WITH w1 AS (first), … last": every
+// flushPostgres sends the writes as one statement, "WITH w0 AS (first), … last": every
 // data-modifying CTE runs, in order, whether or not the statement reads it. Postgres names the
 // table of a violated constraint, which tells whose error it is.
 func (b *writeBuffer) flushPostgres(ctx context.Context, writes []pendingWrite) error {
-	var query strings.Builder
+	last := writes[len(writes)-1]
+	ctes, args := writesAsCTEs(writes[:len(writes)-1])
+	query := Bind(Postgres, ctes+last.query)
+	m := combinedMeanings(writes)
+	ctx, end := b.db.traceStatement(ctx, m, query)
+	_, err := b.tx.ExecContext(ctx, query, append(args, last.args...)...)
+	end(err)
+	if w, ok := refusingWrite(err, writes); ok {
+		return translate(err, w.meanings)
+	}
+	return translate(err, m)
+}
+
+// writesAsCTEs is "WITH w0 AS (first), w1 AS (second), … " for writes, with their "?"
+// placeholders, and their arguments in order.
+func writesAsCTEs(writes []pendingWrite) (string, []any) {
+	var ctes strings.Builder
 	var args []any
 	for i, w := range writes {
-		switch {
-		case i == 0:
-			query.WriteString("WITH ")
-		case i < len(writes)-1:
-			query.WriteString(", ")
-		}
-		if i < len(writes)-1 {
-			query.WriteString("w" + strconv.Itoa(i) + " AS (" + w.query + ")")
+		if i == 0 {
+			ctes.WriteString("WITH ")
 		} else {
-			query.WriteString(" " + w.query)
+			ctes.WriteString(", ")
 		}
+		ctes.WriteString("w" + strconv.Itoa(i) + " AS (" + w.query + ")")
 		args = append(args, w.args...)
 	}
-	m := combinedMeanings(writes)
-	ctx, end := b.db.traceStatement(ctx, m, query.String())
-	_, err := b.tx.ExecContext(ctx, Bind(Postgres, query.String()), args...)
-	end(err)
-	if err == nil {
-		return nil
+	if ctes.Len() > 0 {
+		ctes.WriteString(" ")
 	}
+	return ctes.String(), args
+}
+
+// refusingWrite is the write among writes that err names the table of (Postgres), if any.
+func refusingWrite(err error, writes []pendingWrite) (pendingWrite, bool) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		for _, w := range writes {
 			if w.table == pgErr.TableName {
-				return translate(err, w.meanings)
+				return w, true
 			}
 		}
 	}
-	return translate(err, m)
+	return pendingWrite{}, false
+}
+
+// queryOneLocking is queryOne for a locking read (FOR UPDATE) of table's row id. On Postgres,
+// when the transaction ctx carries holds writes back and does not hold that row yet, the writes
+// go in front of the read, as data-modifying CTEs of one statement. That statement's read does
+// not see its writes (they share its snapshot), and need not: a held-back write is a new row
+// (a crew member, an idempotency marker) or an update of a row the transaction already holds
+// (Save defers only those), never the row this read locks. A refused write is answered with its
+// own meanings, as flushPostgres answers it.
+func (db *DB) queryOneLocking(ctx context.Context, table, id string, m errorMeanings, query string, args []any, scan func(*sql.Rows) error) (bool, error) {
+	b, ok := db.buffer(ctx)
+	if !ok || db.dialect != Postgres || len(b.pending) == 0 || db.holdsRow(ctx, table, id) {
+		return db.queryOne(ctx, m, query, args, scan)
+	}
+	writes := b.pending
+	b.pending = nil
+	ctes, writeArgs := writesAsCTEs(writes)
+	statement := Bind(Postgres, ctes) + shiftPlaceholders(query, len(writeArgs))
+	ctx, end := db.traceStatement(ctx, combinedMeanings(writes), statement)
+	found := false
+	err := scanRows(ctx, b.tx, statement, append(writeArgs, args...), func(rows *sql.Rows) error {
+		found = true
+		return scan(rows)
+	})
+	end(err)
+	if w, ok := refusingWrite(err, writes); ok {
+		return false, translate(err, w.meanings)
+	}
+	return found, translate(err, m)
+}
+
+// shiftPlaceholders renumbers a Postgres statement's "$n" placeholders to "$n+by", for by
+// arguments bound in front of its own. Like Bind, it assumes no "$" followed by a digit inside
+// a literal.
+func shiftPlaceholders(query string, by int) string {
+	if by == 0 {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	for i := 0; i < len(query); i++ {
+		b.WriteByte(query[i])
+		if query[i] != '$' {
+			continue
+		}
+		j := i + 1
+		for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			continue
+		}
+		n, _ := strconv.Atoi(query[i+1 : j])
+		b.WriteString(strconv.Itoa(n + by))
+		i = j - 1
+	}
+	return b.String()
 }
 
 // flushMySQL sends the writes as one multi-statement behind a savepoint. When one of them is
@@ -292,7 +363,8 @@ func (b *writeBuffer) ExecContext(ctx context.Context, query string, args ...any
 
 // QueryContext on MySQL sends the pending writes and the query as one multi-statement, so a
 // transaction of many short steps (shared crew joins: one batch's writes, then the next batch's
-// FOR UPDATE) pays one round trip a step; Postgres flushes them first (see flush).
+// FOR UPDATE) pays one round trip a step; Postgres flushes them first (see flush), unless the
+// query is a locking read that may carry them (queryOneLocking).
 func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if b.db.dialect == MySQL && len(b.pending) > 0 {
 		return b.queryAfterWritesMySQL(ctx, query, args)
