@@ -246,7 +246,7 @@ func (db *DB) queryOneLocking(ctx context.Context, table, id string, m errorMean
 	b.pending = nil
 	ctes, writeArgs := writesAsCTEs(writes)
 	statement := Bind(Postgres, ctes) + shiftPlaceholders(query, len(writeArgs))
-	ctx, end := db.traceStatement(ctx, combinedMeanings(writes), statement)
+	ctx, end := db.traceStatement(ctx, errorMeanings{op: combinedMeanings(writes).op + ", " + m.op}, statement)
 	found := false
 	err := scanRows(ctx, b.tx, statement, append(writeArgs, args...), func(rows *sql.Rows) error {
 		found = true
@@ -363,8 +363,8 @@ func (b *writeBuffer) ExecContext(ctx context.Context, query string, args ...any
 
 // QueryContext on MySQL sends the pending writes and the query as one multi-statement, so a
 // transaction of many short steps (shared crew joins: one batch's writes, then the next batch's
-// FOR UPDATE) pays one round trip a step; Postgres flushes them first (see flush), unless the
-// query is a locking read that may carry them (queryOneLocking).
+// FOR UPDATE) pays one round trip a step; Postgres flushes them first (see flush): there only
+// a locking read of a row not held yet carries them (queryOneLocking).
 func (b *writeBuffer) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if b.db.dialect == MySQL && len(b.pending) > 0 {
 		return b.queryAfterWritesMySQL(ctx, query, args)
