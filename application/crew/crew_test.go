@@ -117,10 +117,17 @@ func (f *fixture) newService() *appcrew.Service {
 // hold takes the crew's lock as another instance would, for an hour.
 func (f *fixture) hold(t *testing.T, crewID string) ports.Lock {
 	t.Helper()
-	lock, err := f.Coord.Locker.TryAcquire(context.Background(), "crew:"+crewID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A join is answered before its lock is released, so the lock of a join just answered may
+	// still be held for a moment (longer on a busy machine): wait for it, not for anything else.
+	var lock ports.Lock
+	testkit.Eventually(t, 10*time.Second, "the crew's lock", func() error {
+		var err error
+		lock, err = f.Coord.Locker.TryAcquire(context.Background(), "crew:"+crewID, time.Hour)
+		if err != nil && !errors.Is(err, ports.ErrLockNotAcquired) {
+			t.Fatal(err)
+		}
+		return err
+	})
 	return lock
 }
 

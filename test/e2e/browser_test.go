@@ -252,6 +252,14 @@ func TestPush_WaitingPageInChromium(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, backends(t)[0], pushConfig(0))
 	eventID := s.createEvent(`{"name":"browser","seats":4,"slots":1,"mode":"push"}`)
+	// A page left waiting is told apart on failure: never promoted (the room's admitted count
+	// and promotions), or promoted and not delivered. It once waited past its bound beside
+	// another suite on the same Redis and Postgres.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the queue as operators see it: %s", s.do("GET", "/admin/events/"+eventID+"/queue", s.adminToken(), "").raw)
+		}
+	})
 	// bound is how long a change takes to reach the page: a few ticks, with room for a loaded
 	// machine.
 	bound := 100 * pushTick
