@@ -120,6 +120,24 @@ func TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTripsOnPostgresTwoOnMyS
 	}
 }
 
+// seat seats userID in crewID in the transaction ctx carries, the way a join does: the crew
+// read FOR UPDATE, then its member row and count, which the transaction holds back until its
+// next statement. A refusal held back comes from that statement.
+func seat(ctx context.Context, stores ports.Stores, crewID, userID string) error {
+	c, err := stores.Crews.GetForUpdate(ctx, crewID)
+	if err != nil {
+		return err
+	}
+	m, err := c.Join(userID, time.Now().UTC())
+	if err != nil {
+		return err
+	}
+	if err := stores.CrewMembers.Add(ctx, m); err != nil {
+		return err
+	}
+	return stores.Crews.Save(ctx, c)
+}
+
 // TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed: a join's member row and
 // count go out in one statement with the idempotency marker, yet a refusal still names the
 // write refused — a marker already stored is ports.ErrMarkerExists, a member already seated
@@ -136,18 +154,7 @@ func TestWriteBuffer_WritesSentTogetherAnswerTheErrorOfTheOneThatFailed(t *testi
 			// join seats userID and saves a marker for key, the way a guarded join does.
 			join := func(userID, key string) error {
 				return stores.Tx.InTx(ctx, func(ctx context.Context) error {
-					c, err := stores.Crews.GetForUpdate(ctx, crewID)
-					if err != nil {
-						return err
-					}
-					m, err := c.Join(userID, time.Now().UTC())
-					if err != nil {
-						return err
-					}
-					if err := stores.CrewMembers.Add(ctx, m); err != nil {
-						return err
-					}
-					if err := stores.Crews.Save(ctx, c); err != nil {
+					if err := seat(ctx, stores, crewID, userID); err != nil {
 						return err
 					}
 					return stores.Markers.Save(ctx, []ports.IdempotencyMarker{joinMarker(key)})
@@ -191,19 +198,12 @@ func TestWriteBuffer_ANextLockingReadCarriesTheWritesHeldBack(t *testing.T) {
 			joinThenLockNext := func(userID, key string) (int, error) {
 				var trip int
 				err := stores.Tx.InTx(ctx, func(ctx context.Context) error {
-					c, err := stores.Crews.GetForUpdate(ctx, first)
-					if err != nil {
+					if err := seat(ctx, stores, first, userID); err != nil {
 						return err
 					}
-					m, err := c.Join(userID, time.Now().UTC())
-					if err != nil {
-						return err
-					}
-					require.NoError(t, stores.CrewMembers.Add(ctx, m))
-					require.NoError(t, stores.Crews.Save(ctx, c))
 					require.NoError(t, stores.Markers.Save(ctx, []ports.IdempotencyMarker{joinMarker(key)}))
 					before := trips.total()
-					_, err = stores.Crews.GetForUpdate(ctx, next)
+					_, err := stores.Crews.GetForUpdate(ctx, next)
 					trip = trips.total() - before
 					return err
 				})
@@ -246,16 +246,9 @@ func TestWriteBuffer_ALockingReadOfAHeldRowSeesTheWritesHeldBack(t *testing.T) {
 			crewID := insertCrew(t, db)
 			var reread int
 			err := stores.Tx.InTx(ctx, func(ctx context.Context) error {
-				c, err := stores.Crews.GetForUpdate(ctx, crewID)
-				if err != nil {
+				if err := seat(ctx, stores, crewID, "user-"+uuid.NewString()); err != nil {
 					return err
 				}
-				m, err := c.Join("user-"+uuid.NewString(), time.Now().UTC())
-				if err != nil {
-					return err
-				}
-				require.NoError(t, stores.CrewMembers.Add(ctx, m))
-				require.NoError(t, stores.Crews.Save(ctx, c))
 				again, err := stores.Crews.GetForUpdate(ctx, crewID)
 				if err != nil {
 					return err
@@ -364,18 +357,11 @@ func TestInTx_AMySQLTransactionEndsOnItsConnectionWhateverEndsIt(t *testing.T) {
 	// join seats a new member the way a join does, then ends as end says.
 	join := func(end func(ctx context.Context) error) error {
 		return stores.Tx.InTx(ctx, func(ctx context.Context) error {
-			c, err := stores.Crews.GetForUpdate(ctx, crewID)
-			if err != nil {
+			if err := seat(ctx, stores, crewID, "user-"+uuid.NewString()); err != nil {
 				return err
 			}
-			m, err := c.Join("user-"+uuid.NewString(), time.Now().UTC())
-			if err != nil {
-				return err
-			}
-			require.NoError(t, stores.CrewMembers.Add(ctx, m))
-			require.NoError(t, stores.Crews.Save(ctx, c))
 			// A statement sends the writes held back so far: the transaction has written.
-			_, err = stores.CrewMembers.Count(ctx, crewID)
+			_, err := stores.CrewMembers.Count(ctx, crewID)
 			require.NoError(t, err)
 			return end(ctx)
 		})
