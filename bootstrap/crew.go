@@ -35,6 +35,6 @@ func provideCrewService(cfg Config, tx ports.TxRunner, stores ports.CrewStores, 
 // of threads (GOMAXPROCS: a container's CPU limit, or the machine's cores) keeps out at once:
 // one on a single core, crew.DefaultSharedTransactions otherwise. Two instances of one core each
 // on two cores ran 7–8% more uncontended joins on MariaDB with one (five of six alternating
-// crew-spread pairs; the sixth even) and about 4% more on Postgres: with half the crowd each, a
-// second transaction out mostly halved the batches.
+// crew-spread pairs; the sixth even) and about 4% more on Postgres, at lower CPU per join: each
+// serves half the crowd, and a second transaction out split it into smaller batches.
 func crewSharedTransactions(procs int) int { return min(procs, crew.DefaultSharedTransactions) }
