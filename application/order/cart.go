@@ -7,11 +7,14 @@ package order
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appcatalog "github.com/rushgate/rushgate/application/catalog"
+	"github.com/rushgate/rushgate/application/guard/combine"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce"
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/order"
 )
 
@@ -31,6 +34,9 @@ type CartItemView struct {
 	AddedAt    time.Time
 }
 
+// maxAddBatch bounds how many adds of one cart one transaction serves.
+const maxAddBatch = 64
+
 // AddToCart adds the units to the user's cart (SPEC §4), creating the cart on the first add. In
 // one transaction under the cart's row lock it reads the cart's lines, raises the product's line
 // or adds one, and checks that the stock covers the line's new quantity. Fails with
@@ -38,6 +44,11 @@ type CartItemView struct {
 // outside 1..order.MaxLineQuantity (also as the line's total) or a cart already holding
 // order.MaxCartLines products, or with the purchase permissions' refusal of the line's new
 // quantity (a raffle's prize: RAFFLE_NOT_WON, or more than one unit for its winner).
+//
+// Concurrent adds to one cart on this instance line up in process and are served in batches,
+// one transaction each (addBatch): a herd on one cart then waits its turn in arrival order here
+// instead of on the database's row lock, which Postgres does not grant in arrival order, and
+// which a request could wait on past its database timeout behind dozens of others.
 func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItemView, error) {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return CartItemView{}, err
@@ -48,12 +59,21 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 	if err := order.ValidateQuantity(cmd.Quantity); err != nil {
 		return CartItemView{}, err
 	}
-	var item order.CartItem
+	return s.adding.Do(ctx, cmd.UserID, cmd)
+}
+
+// addBatch applies a batch of adds to one user's cart in arrival order, in one transaction under
+// the cart's row lock: one read of the lines, each add checked against the lines as the adds
+// before it left them, one write per line that changed. A rejected add is answered alone and
+// changes nothing; a failure to reach a dependency fails the batch.
+func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCartCommand) ([]combine.Answer[CartItemView], error) {
+	answers := make([]combine.Answer[CartItemView], len(batch))
 	err := s.tx.InTx(ctx, func(ctx context.Context) error {
+		clear(answers)
 		// The cart's lock comes first: on MySQL a transaction's plain reads see the snapshot of
 		// its first one, which must not predate the writes of the add that held the lock before.
 		now := s.clock.Now()
-		fresh, err := order.NewCart(s.ids.NewID(), cmd.UserID, now)
+		fresh, err := order.NewCart(s.ids.NewID(), userID, now)
 		if err != nil {
 			return err
 		}
@@ -61,26 +81,75 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 		if err != nil {
 			return fmt.Errorf("lock cart: %w", err)
 		}
-		product, stock, err := s.products.Get(ctx, cmd.ProductID)
-		if err != nil {
-			return err
-		}
-		lines, err := s.carts.Lines(ctx, cmd.UserID)
+		lines, err := s.carts.Lines(ctx, userID)
 		if err != nil {
 			return fmt.Errorf("read cart: %w", err)
 		}
-		if item, err = cart.Add(lines, s.ids.NewID(), product, stock, cmd.Quantity, now); err != nil {
-			return err
+		products := map[string]productNow{} // each product read once: its stock is not locked
+		var changed []string                // product ids of the lines to write, in the order they first changed
+		for i, cmd := range batch {
+			line, err := s.addLine(ctx, cart, lines, products, cmd, now)
+			if _, rejected := domain.AsError(err); rejected {
+				answers[i].Err = err
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			at := slices.IndexFunc(lines, func(l order.CartLine) bool { return l.ProductID() == cmd.ProductID })
+			if at < 0 {
+				lines = append(lines, line)
+			} else {
+				lines[at] = line
+			}
+			if !slices.Contains(changed, cmd.ProductID) {
+				changed = append(changed, cmd.ProductID)
+			}
+			item := line.CartItem
+			answers[i].Value = CartItemView{CartItemID: item.ID(), ProductID: item.ProductID(), Quantity: item.Quantity(), AddedAt: item.AddedAt()}
 		}
-		if err := s.checkPurchase(ctx, cmd.UserID, cmd.ProductID, item.Quantity()); err != nil {
-			return err
+		for _, productID := range changed {
+			at := slices.IndexFunc(lines, func(l order.CartLine) bool { return l.ProductID() == productID })
+			if err := s.carts.PutItem(ctx, lines[at].CartItem); err != nil {
+				return err
+			}
 		}
-		return s.carts.PutItem(ctx, item)
+		return nil
 	})
 	if err != nil {
-		return CartItemView{}, err
+		return nil, err
 	}
-	return CartItemView{CartItemID: item.ID(), ProductID: item.ProductID(), Quantity: item.Quantity(), AddedAt: item.AddedAt()}, nil
+	return answers, nil
+}
+
+// productNow is a product and its stock as a batch of adds read them.
+type productNow struct {
+	product *catalog.Product
+	stock   catalog.Stock
+}
+
+// addLine is the cart line that adding cmd's units to lines makes, priced with the product as
+// it is now (read into products on first use), or the error that refuses the add.
+func (s *Service) addLine(ctx context.Context, cart order.Cart, lines []order.CartLine, products map[string]productNow,
+	cmd AddToCartCommand, now time.Time) (order.CartLine, error) {
+	p, ok := products[cmd.ProductID]
+	if !ok {
+		product, stock, err := s.products.Get(ctx, cmd.ProductID)
+		if err != nil {
+			return order.CartLine{}, err
+		}
+		p = productNow{product: product, stock: stock}
+		products[cmd.ProductID] = p
+	}
+	product, stock := p.product, p.stock
+	item, err := cart.Add(lines, s.ids.NewID(), product, stock, cmd.Quantity, now)
+	if err != nil {
+		return order.CartLine{}, err
+	}
+	if err := s.checkPurchase(ctx, cmd.UserID, cmd.ProductID, item.Quantity()); err != nil {
+		return order.CartLine{}, err
+	}
+	return order.CartLine{CartItem: item, Name: product.Name(), UnitPrice: product.Price(), Stock: stock.Quantity()}, nil
 }
 
 // CartLineView is one cart line with its product as it is now: stockAvailable tells whether the

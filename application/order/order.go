@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/application/guard"
+	"github.com/rushgate/rushgate/application/guard/combine"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/ports"
@@ -37,12 +38,15 @@ type Service struct {
 	clock       ports.Clock
 	ids         ports.IDGenerator
 	permissions ports.PurchasePermissions
+	adding      *combine.Combiner[string, AddToCartCommand, CartItemView] // by user id
 }
 
 // NewService wires the cart and order use cases to their ports.
 func NewService(d Deps) *Service {
-	return &Service{tx: d.Tx, products: d.Products, carts: d.Carts, orders: d.Orders, userCoupons: d.UserCoupons,
+	s := &Service{tx: d.Tx, products: d.Products, carts: d.Carts, orders: d.Orders, userCoupons: d.UserCoupons,
 		guard: d.Guard, clock: d.Clock, ids: d.IDs, permissions: d.Permissions}
+	s.adding = combine.New(combine.Config[string, AddToCartCommand]{MaxBatch: maxAddBatch}, s.addBatch)
+	return s
 }
 
 // ItemView is one order line: the product's name and unit price when the order was placed.

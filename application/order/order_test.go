@@ -3,6 +3,8 @@ package order_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +184,52 @@ func TestAddToCart_ConcurrentAddsWhileOrderingLoseNothing(t *testing.T) {
 		units += c.Items[0].Quantity
 	}
 	assert.Equal(t, adds, units)
+}
+
+// TestAddToCart_ConcurrentAddsAreAnsweredEachInTurn: 50 adds of one unit race for a stock of
+// 30 beside adds of a product that does not exist. However they are batched, each add sees the
+// adds before it: the 30 that fit answer the line's totals 1..30, one each, the rest
+// INSUFFICIENT_STOCK, and each add of the missing product is refused alone.
+func TestAddToCart_ConcurrentAddsAreAnsweredEachInTurn(t *testing.T) {
+	s := newShop(t)
+	p := s.Product(10, 30)
+	missing := system.UUIDs{}.NewID()
+	const adds, missingAdds = 50, 5
+	quantities := make(chan int, adds)
+	var refused, notFound atomic.Int64
+	testkit.StartTogether(adds+missingAdds, func(i int) {
+		if i >= adds {
+			_, err := s.add("u1", missing, 1)
+			if assert.ErrorIs(t, err, catalog.ErrProductNotFound) {
+				notFound.Add(1)
+			}
+			return
+		}
+		v, err := s.add("u1", p, 1)
+		if err != nil {
+			if assert.ErrorIs(t, err, catalog.ErrInsufficientStock) {
+				refused.Add(1)
+			}
+			return
+		}
+		quantities <- v.Quantity
+	})
+	close(quantities)
+	var got []int
+	for q := range quantities {
+		got = append(got, q)
+	}
+	slices.Sort(got)
+	want := make([]int, 30)
+	for i := range want {
+		want[i] = i + 1
+	}
+	assert.Equal(t, want, got, "each successful add answers the line's total right after it")
+	assert.Equal(t, int64(adds-30), refused.Load())
+	assert.Equal(t, int64(missingAdds), notFound.Load())
+	c := s.cart("u1")
+	require.Len(t, c.Items, 1)
+	assert.Equal(t, 30, c.Items[0].Quantity)
 }
 
 func TestGet_AnotherUsersOrderIsNotFoundButAnAdminSeesIt(t *testing.T) {

@@ -50,7 +50,12 @@ func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T
 					c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries
 					cfg = *c
 				})
-			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal)
+			flows, consistent := guardedFlows(s)
+			cart, cartConsistent := cartAddFlow(s)
+			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal, append(flows, cart), func() {
+				consistent()
+				cartConsistent()
+			})
 		})
 	}
 }
@@ -61,7 +66,9 @@ func TestRedisFrozen_EveryRequestAnswersWithinTheRedisTimeout(t *testing.T) {
 	redis := startPrivateRedis(t)
 	var cfg bootstrap.Config
 	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, productionTimeouts, func(c *bootstrap.Config) { cfg = *c })
-	answersWithinTheStallBound(t, s, "Redis", cfg.Redis.Timeout, func(sig syscall.Signal) error { return redis.process.Signal(sig) })
+	flows, consistent := guardedFlows(s)
+	answersWithinTheStallBound(t, s, "Redis", cfg.Redis.Timeout, func(sig syscall.Signal) error { return redis.process.Signal(sig) },
+		flows, consistent)
 }
 
 // guardedFlow sends requests of one guarded flow, all on one lock key, each as a new request
@@ -117,7 +124,36 @@ func guardedFlows(s *server) ([]guardedFlow, func()) {
 	}, consistent
 }
 
-// answersWithinTheStallBound runs the guarded flows against a dependency that signal freezes:
+// cartAddFlow adds one unit of one product to one user's cart per request: adds to one cart
+// queue in process and are served in batches, one transaction each, with no Redis lock. Its
+// check: the cart holds one line, with at least the units of every add answered 201 and at
+// most those of every add sent (a 503 does not say whether its batch committed).
+func cartAddFlow(s *server) (guardedFlow, func()) {
+	buyer := s.run + "buyer"
+	productID := s.createProduct("herded", 100, 100*herdSize)
+	body := fmt.Sprintf(`{"productId":%q,"quantity":1}`, productID)
+	var sent, added atomic.Int64
+	consistent := func() {
+		s.t.Helper()
+		lines, err := s.stores.Carts.Lines(context.Background(), buyer)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if len(lines) != 1 || int64(lines[0].Quantity()) < added.Load() || int64(lines[0].Quantity()) > sent.Load() {
+			s.t.Errorf("cart inconsistent: %d lines %+v, %d adds answered 201 of %d sent", len(lines), lines, added.Load(), sent.Load())
+		}
+	}
+	return guardedFlow{"cart add", func() answer {
+		sent.Add(1)
+		a := s.postFromAnyGoroutine("/api/cart/items", buyer, body, "")
+		if a.err == nil && a.status == http.StatusCreated {
+			added.Add(1)
+		}
+		return a
+	}}, consistent
+}
+
+// answersWithinTheStallBound runs the flows against a dependency that signal freezes:
 //
 //  1. caught by the freeze: a herd of each flow is sent and the dependency frozen as soon as
 //     the first answer arrives, so the rest are queued, batched or mid-step when it stops;
@@ -128,8 +164,8 @@ func guardedFlows(s *server) ([]guardedFlow, func()) {
 // stallAllowance (+ the measured slack) of the later of its sending and the freeze; from 2 on,
 // only 503. Once the dependency resumes, the flows succeed again and what they stored is
 // consistent.
-func answersWithinTheStallBound(t *testing.T, s *server, dependency string, timeout time.Duration, signal func(syscall.Signal) error) {
-	flows, consistent := guardedFlows(s)
+func answersWithinTheStallBound(t *testing.T, s *server, dependency string, timeout time.Duration, signal func(syscall.Signal) error,
+	flows []guardedFlow, consistent func()) {
 	// A healthy herd first: it proves the flows work, warms the connections (client, pools) a
 	// herd needs, and measures what the server itself takes to answer a herd on this machine.
 	// It is a precondition, not the stall under test: on a runner busy enough that a herd
