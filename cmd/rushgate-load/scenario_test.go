@@ -164,7 +164,7 @@ func TestParseArgs_AScenarioRunsAtItsOwnSizeUnlessTheCommandLineGivesOne(t *test
 	require.NoError(t, err)
 	assert.Equal(t, 50, cfg.users, "the command line wins")
 
-	cfg, err = parseArgs([]string{"--jwt-secret", "s", "crew-hot"}, &stderr)
+	cfg, err = parseArgs([]string{"--jwt-secret", "s", "crew-herd"}, &stderr)
 	require.NoError(t, err)
 	assert.Equal(t, 2000, cfg.users, "a scenario without defaults takes the flag's")
 	assert.Contains(t, usage(), "(unless given: --capacity 100 --users 100000)")
