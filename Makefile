@@ -46,5 +46,5 @@ services: ## start Postgres, MariaDB and Redis (install them with apt-get if mis
 	bash scripts/services.sh
 
 .PHONY: load
-load: ## crew-hot, crew-herd and crew-spread on Postgres and MySQL, 1 and 2 instances (LOAD_DBS, LOAD_INSTANCES, LOAD_SCENARIOS, LOAD_FLAGS)
+load: ## every load scenario on Postgres and MySQL, 1 and 2 instances, each against its ceiling (LOAD_DBS, LOAD_INSTANCES, LOAD_SCENARIOS, LOAD_FLAGS)
 	bash scripts/load.sh
