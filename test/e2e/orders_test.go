@@ -317,6 +317,42 @@ func TestCart_ConcurrentAddsNeverExceedTheStock(t *testing.T) {
 	}
 }
 
+// TestCart_TwoInstancesShareOneCart: adds to one cart line up per instance, so two servers on
+// one database meet on the cart's row lock: 60 adds of one unit split over both race for a stock
+// of 30 beside 20 adds of another product. Exactly 30 fit, and no unit of either is lost.
+func TestCart_TwoInstancesShareOneCart(t *testing.T) {
+	for _, b := range backends(t)[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			databaseURL, redisURL := b.provision(t)
+			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
+			instances := []*server{startServer(t, shared), startServer(t, shared)}
+			first := instances[0]
+			scarce, plenty := first.createProduct("scarce", 100, 30), first.createProduct("plenty", 10, 1000)
+			counts, answers := fire(80, func(i int) response {
+				if i%4 == 3 {
+					return instances[i%2].addToCart("racer", plenty, 1)
+				}
+				return instances[i%2].addToCart("racer", scarce, 1)
+			})
+			for i, a := range answers {
+				if a.status != http.StatusCreated && (i%4 == 3 || a.status != http.StatusBadRequest || a.str("error") != "INSUFFICIENT_STOCK") {
+					t.Fatalf("add %d: %d %s (all %v)", i, a.status, a.raw, counts)
+				}
+			}
+			if counts[http.StatusCreated] != 30+20 {
+				t.Fatalf("statuses %v, want 30 + 20 × 201", counts)
+			}
+			c := instances[1].cart("racer")
+			if len(c.Items) != 2 || c.TotalAmount != 30*100+20*10 {
+				t.Fatalf("cart: %+v", c)
+			}
+			if rows := first.shopRows("racer"); !strings.Contains(rows, "FROM carts WHERE user_id = ?=1") {
+				t.Fatalf("one cart expected:\n%s", rows)
+			}
+		})
+	}
+}
+
 // TestOrder_ConcurrentOrdersOfOneCartMakeOneOrder: 20 orders of one cart race; the cart's row
 // lock lets one take the lines, and the others find the cart empty.
 func TestOrder_ConcurrentOrdersOfOneCartMakeOneOrder(t *testing.T) {
