@@ -356,9 +356,8 @@ func TestCharge_LostAnswerIsReplayedFromTheDatabase(t *testing.T) {
 func TestCommerce_TwoInstancesShareOneCouponAndOneBalance(t *testing.T) {
 	for _, b := range backends(t)[1:] {
 		t.Run(b.name, func(t *testing.T) {
-			databaseURL, redisURL := b.provision(t)
-			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
-			instances := []*server{startServer(t, shared), startServer(t, shared)}
+			b.shareStorage(t)
+			instances := []*server{startServer(t, b), startServer(t, b)}
 			first := instances[0]
 
 			couponID := first.createCoupon(50)

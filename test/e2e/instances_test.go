@@ -19,9 +19,8 @@ import (
 func TestJoin_TwoInstancesShareOneCrew(t *testing.T) {
 	for _, b := range backends(t)[1:] {
 		t.Run(b.name, func(t *testing.T) {
-			databaseURL, redisURL := b.provision(t)
-			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
-			stampede(t, []*server{startServer(t, shared), startServer(t, shared)}, 400, 100)
+			b.shareStorage(t)
+			stampede(t, []*server{startServer(t, b), startServer(t, b)}, 400, 100)
 		})
 	}
 }

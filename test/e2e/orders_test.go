@@ -323,9 +323,8 @@ func TestCart_ConcurrentAddsNeverExceedTheStock(t *testing.T) {
 func TestCart_TwoInstancesShareOneCart(t *testing.T) {
 	for _, b := range backends(t)[1:] {
 		t.Run(b.name, func(t *testing.T) {
-			databaseURL, redisURL := b.provision(t)
-			shared := backend{name: b.name, databaseURL: databaseURL, redisURL: redisURL}
-			instances := []*server{startServer(t, shared), startServer(t, shared)}
+			b.shareStorage(t)
+			instances := []*server{startServer(t, b), startServer(t, b)}
 			first := instances[0]
 			scarce, plenty := first.createProduct("scarce", 100, 30), first.createProduct("plenty", 10, 1000)
 			counts, answers := fire(80, func(i int) response {

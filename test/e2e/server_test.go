@@ -79,8 +79,6 @@ type serverStores struct {
 	ports.WaitingStores
 }
 
-// startServer is the one builder of the server under test: the fx-built application on b with
-// the defaults of every setting, changed by tweak.
 // shareStorage provisions b's own database and Redis now, so that every instance started from
 // b afterwards shares them (startServer provisions afresh for each instance otherwise).
 func (b *backend) shareStorage(t *testing.T) {
@@ -90,6 +88,8 @@ func (b *backend) shareStorage(t *testing.T) {
 	}
 }
 
+// startServer is the one builder of the server under test: the fx-built application on b with
+// the defaults of every setting, changed by tweak.
 func startServer(t *testing.T, b backend, tweak ...func(*bootstrap.Config)) *server {
 	t.Helper()
 	return startServerWith(t, b, fx.Options(), tweak...)
