@@ -201,6 +201,7 @@ const addAttempts = 5
 // has no RETURNING: its INSERT … SELECT stores all or none, so a refusal for a duplicate (or a
 // lost deadlock) is followed by a read of who is entered and a run without them, and the
 // entries that read found are returned; a run that stores nothing found the raffle not open.
+// Outside a transaction, all of it is bounded by one TxTimeout, as a transaction is.
 func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, map[string]raffle.Entry, error) {
 	users := slices.Clone(userIDs)
 	slices.Sort(users)
@@ -222,6 +223,13 @@ func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID strin
 		return stored, nil, err
 	}
 	_, inTx := r.db.transaction(ctx)
+	if !inTx {
+		// One deadline for every run, read and pause, as a transaction's, so that the retries
+		// never stretch the caller's wait past one TxTimeout.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.db.opts.TxTimeout)
+		defer cancel()
+	}
 	entered := map[string]raffle.Entry{}
 	for attempt := 1; ; attempt++ {
 		added, err := r.db.exec(ctx, m, addWhileOpenMySQL(len(users)), addWhileOpenArgs(raffleID, at, users)...)

@@ -52,9 +52,11 @@ func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T
 				})
 			flows, consistent := guardedFlows(s)
 			cart, cartConsistent := cartAddFlow(s)
-			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal, append(flows, cart), func() {
+			entry, entriesConsistent := raffleEntryFlow(s)
+			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal, append(flows, cart, entry), func() {
 				consistent()
 				cartConsistent()
+				entriesConsistent()
 			})
 		})
 	}
@@ -148,6 +150,36 @@ func cartAddFlow(s *server) (guardedFlow, func()) {
 		a := s.postFromAnyGoroutine("/api/cart/items", buyer, body, "")
 		if a.err == nil && a.status == http.StatusCreated {
 			added.Add(1)
+		}
+		return a
+	}}, consistent
+}
+
+// raffleEntryFlow enters a new user in one raffle per request: entries of one raffle queue in
+// process and are stored in batches, one statement each, with no Redis lock. Its check: the
+// raffle counts at least every entry answered 201 and at most every entry sent (a 503 does not
+// say whether its batch committed).
+func raffleEntryFlow(s *server) (guardedFlow, func()) {
+	admin := s.adminToken()
+	created := s.do("POST", "/admin/raffles", admin,
+		fmt.Sprintf(`{"name":"frozen","winners":1,"closesAt":%q}`, time.Now().Add(time.Hour).Format(time.RFC3339Nano)))
+	if created.status != http.StatusCreated {
+		s.t.Fatalf("create raffle: %d %s", created.status, created.raw)
+	}
+	raffleID := created.str("id")
+	var sent, entered atomic.Int64
+	consistent := func() {
+		s.t.Helper()
+		counted := s.do("GET", "/raffles/"+raffleID, admin, "").num("entries")
+		if int64(counted) < entered.Load() || int64(counted) > sent.Load() {
+			s.t.Errorf("raffle inconsistent: %d entries counted, %d answered 201 of %d sent", counted, entered.Load(), sent.Load())
+		}
+	}
+	return guardedFlow{"raffle entry", func() answer {
+		n := sent.Add(1)
+		a := s.postFromAnyGoroutine("/raffles/"+raffleID+"/entries", fmt.Sprint(s.run, "entrant-", n), "", "")
+		if a.err == nil && a.status == http.StatusCreated {
+			entered.Add(1)
 		}
 		return a
 	}}, consistent
