@@ -53,6 +53,8 @@ type Metrics struct {
 	replicaFallbacks prometheus.Counter
 	// The signed wait errors of admissions (actual − first estimate), every event together.
 	waitErrors prometheus.Histogram
+	// How late after opensAt the pre-queues this instance opened opened.
+	prequeueOpening prometheus.Histogram
 	// requestSeries caches the children of requests: a label lookup hashes the values and
 	// formats the status on every request. Routes are templates and methods folded, so it stays
 	// small.
@@ -125,7 +127,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.waitErrors = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "rushgate", Name: "queue_wait_error_seconds",
 		Help:    "Admitted users' actual wait minus the first wait estimate they were given (negative: earlier than told).",
 		Buckets: []float64{-600, -300, -120, -60, -30, -10, -5, -1, 1, 5, 10, 30, 60, 120, 300, 600}})
-	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks, m.waitErrors)
+	m.prequeueOpening = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "rushgate", Name: "prequeue_opening_seconds",
+		Help:    "From a pre-queue's opensAt to its room opening with every pre-queued user placed, for the pre-queues this instance opened.",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60}})
+	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks, m.waitErrors,
+		m.prequeueOpening)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
 		m.rooms)
 	return m
@@ -166,6 +172,11 @@ func (m *Metrics) WaitErrorsObserved(_ string, errs []time.Duration) {
 	for _, e := range errs {
 		m.waitErrors.Observe(e.Seconds())
 	}
+}
+
+// PrequeueOpened records how late after opensAt this instance opened a pre-queue.
+func (m *Metrics) PrequeueOpened(_ string, late time.Duration) {
+	m.prequeueOpening.Observe(late.Seconds())
 }
 
 // RoomsInUse drops the series of the events no longer in use (ended, or idle: nobody waiting

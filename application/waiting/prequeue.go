@@ -157,8 +157,12 @@ func (s *Service) openPrequeue(ctx context.Context, e *waiting.Event) (bool, err
 		if _, err := s.d.Room.PlacePrequeue(ctx, e.ID(), p.Place(remaining)); err != nil {
 			return false, fmt.Errorf("place pre-queue: %w", err)
 		}
-		if _, _, err := s.d.Room.OpenPrequeue(ctx, e.ID()); err != nil {
+		_, openedHere, err := s.d.Room.OpenPrequeue(ctx, e.ID())
+		if err != nil {
 			return false, fmt.Errorf("open pre-queue: %w", err)
+		}
+		if openedHere && s.d.Observer != nil {
+			s.d.Observer.PrequeueOpened(e.ID(), s.d.Clock.Now().Sub(p.OpensAt))
 		}
 	}
 	s.opened.Store(e.ID(), struct{}{})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/draw"
 	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -330,5 +332,42 @@ func TestPrequeue_CloseEndsTheOpeningTimers(t *testing.T) {
 	}
 	if public, err := r.svc.Event(ctx, event.ID); err != nil || public.Seed != "" {
 		t.Fatalf("the pre-queue opened without its time coming: %+v, %v", public, err)
+	}
+}
+
+// openings records the pre-queue openings an Observer heard.
+type openings struct {
+	mu   sync.Mutex
+	late map[string][]time.Duration // by event id
+}
+
+func (o *openings) RoomObserved(string, ports.RoomStats)       {}
+func (o *openings) WaitErrorsObserved(string, []time.Duration) {}
+func (o *openings) RoomsInUse([]string)                        {}
+func (o *openings) PrequeueOpened(eventID string, late time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.late[eventID] = append(o.late[eventID], late)
+}
+
+func TestPrequeue_TheOpeningIsObservedOnceWithHowLateItWas(t *testing.T) {
+	ctx := context.Background()
+	r, clock, event := prequeued(t, time.Minute, "shuffle", userNames(20, "early"))
+	heard := &openings{late: map[string][]time.Duration{}}
+	// Two instances on the same stores, heard by one observer.
+	instance := func() *waiting.Service {
+		d := r.deps
+		d.Observer, d.Rates = heard, nil
+		return waiting.NewService(d, waiting.Config{})
+	}
+	first, second := instance(), instance()
+	clock.Advance(time.Minute + 1500*time.Millisecond)
+	for _, pass := range []*waiting.Service{first, second, first} {
+		if err := pass.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := heard.late[event.ID]; !slices.Equal(got, []time.Duration{1500 * time.Millisecond}) {
+		t.Fatalf("openings observed %v, want one, 1.5 s after opensAt", got)
 	}
 }

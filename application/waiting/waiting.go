@@ -58,6 +58,9 @@ type Observer interface {
 	// RoomsInUse ends each pass with the events it found in use: any other event has ended or
 	// gone idle (nobody waiting or admitted), and its numbers can be forgotten.
 	RoomsInUse(eventIDs []string)
+	// PrequeueOpened: this instance opened the event's pre-queue (one call opens it, whatever
+	// the instances), late after its opensAt.
+	PrequeueOpened(eventID string, late time.Duration)
 }
 
 // Deps are the ports and the guard the waiting-room use cases run on. Observer may be nil.

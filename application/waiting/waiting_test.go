@@ -20,6 +20,7 @@ import (
 type rooms struct {
 	stores     ports.Stores
 	coord      ports.Coordination
+	deps       waiting.Deps // svc's
 	svc        *waiting.Service
 	broker     waiting.BrokerDeps
 	dispatcher waiting.DispatcherDeps
@@ -34,12 +35,13 @@ func newRoomsWaitingOn(clock *memory.Clock, sleeper ports.Sleeper) rooms {
 	env := memorytest.New(memorytest.WithClock(clock, memory.NewSleeper(clock)))
 	stores, coord := env.Stores, env.Coord
 	rates := waiting.NewAdmissionRates()
+	deps := waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats, Reservations: stores.Reservations,
+		Room: coord.WaitingRoom, Guard: env.Guard, Clock: clock, IDs: system.UUIDs{}, Rates: rates, Sleeper: sleeper}
 	return rooms{
 		stores: stores,
 		coord:  coord,
-		svc: waiting.NewService(waiting.Deps{Tx: stores.Tx, Events: stores.Events, Seats: stores.Seats,
-			Reservations: stores.Reservations, Room: coord.WaitingRoom, Guard: env.Guard, Clock: clock, IDs: system.UUIDs{},
-			Rates: rates, Sleeper: sleeper}, waiting.Config{}),
+		deps:   deps,
+		svc:    waiting.NewService(deps, waiting.Config{}),
 		broker: waiting.BrokerDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,
 			Queue: coord.PushQueue, Rates: rates, Clock: clock},
 		dispatcher: waiting.DispatcherDeps{Events: stores.Events, Seats: stores.Seats, Rooms: coord.WaitingRoom,
