@@ -53,7 +53,7 @@ type Metrics struct {
 	replicaFallbacks prometheus.Counter
 	// The signed wait errors of admissions (actual − first estimate), every event together.
 	waitErrors prometheus.Histogram
-	// How late after opensAt the pre-queues this instance opened opened.
+	// How late after their opensAt this instance opened pre-queues.
 	prequeueOpening prometheus.Histogram
 	// requestSeries caches the children of requests: a label lookup hashes the values and
 	// formats the status on every request. Routes are templates and methods folded, so it stays
