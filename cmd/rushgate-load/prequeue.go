@@ -198,9 +198,13 @@ func (s *prequeueOpen) invariant(ctx context.Context, e *env, attempts []attempt
 func awaitSeed(ctx context.Context, e *env, eventID string, bearer map[string]string, opensAt time.Time) (draw.Seed, time.Duration, error) {
 	for deadline := opensAt.Add(prequeueSeedBound); ; {
 		a, raw := e.api.send(ctx, 0, http.MethodGet, "/events/"+url.PathEscape(eventID), bearer, nil)
+		if a.err != nil {
+			return draw.Seed{}, 0, fmt.Errorf("GET /events/%s %v after opensAt: %w", eventID,
+				time.Since(opensAt).Round(time.Millisecond), a.err)
+		}
 		if a.status != http.StatusOK {
-			return draw.Seed{}, 0, fmt.Errorf("GET /events/%s %v after opensAt: %d %v %s", eventID,
-				time.Since(opensAt).Round(time.Millisecond), a.status, a.err, snippet(raw))
+			return draw.Seed{}, 0, fmt.Errorf("GET /events/%s %v after opensAt: %d %s", eventID,
+				time.Since(opensAt).Round(time.Millisecond), a.status, snippet(raw))
 		}
 		var v struct {
 			Seed string `json:"seed"`
