@@ -20,9 +20,9 @@ import (
 // --capacity slots before its opensAt (the timed run: each must be answered prequeue, without a
 // rank); the event opens a window after it is created that the run fits in, assuming at least
 // prequeueMinEntryRate entries/s. Then prequeueLateUsers users arrive after opensAt, one after
-// another, while the invariant watches for the seed to be published: the time from opensAt to it is
-// the time until every user has a rank (the placing is one atomic step), against the target of
-// two queue ticks (--queue-tick). It checks the line against the draw order recomputed from the
+// another, while the invariant watches for the seed to be published: the time from opensAt to
+// it is the time until every user has a rank (the placing is one atomic step), against the
+// target of two queue ticks (--queue-tick). It checks the line against the draw order recomputed from the
 // published seed followed by the later arrivals in FIFO order: in full
 // from the servers' Redis when it is known, else for a sample through the status route. Then the
 // head of that order and the later arrivals claim at once: exactly the slots' worth, the head,
@@ -215,7 +215,7 @@ func awaitSeed(ctx context.Context, e *env, eventID string, bearer map[string]st
 			return seed, after, err
 		}
 		if time.Now().After(deadline) {
-			return draw.Seed{}, 0, fmt.Errorf("no seed %v after opensAt: %d %s", prequeueSeedBound, a.status, snippet(raw))
+			return draw.Seed{}, 0, fmt.Errorf("no seed %v after opensAt: %s", prequeueSeedBound, snippet(raw))
 		}
 		select {
 		case <-ctx.Done():
