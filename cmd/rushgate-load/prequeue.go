@@ -20,13 +20,13 @@ import (
 // --capacity slots before its opensAt (the timed run: each must be answered prequeue, without a
 // rank); the event opens a window after it is created that the run fits in, assuming at least
 // prequeueMinEntryRate entries/s. Then prequeueLateUsers users arrive after opensAt, one after
-// another, while the invariant watches for the seed to be published: the time from opensAt to
-// it is the time until every user has a rank (the placing is one atomic step), against the
-// target of two queue ticks (--queue-tick). It checks the line against the draw order recomputed from the
-// published seed followed by the later arrivals in FIFO order: in full
-// from the servers' Redis when it is known, else for a sample through the status route. Then the
-// head of that order and the later arrivals claim at once: exactly the slots' worth, the head,
-// are admitted, never more than the slots. The ceiling is a bare GET /healthz.
+// another, while the invariant watches for the seed to be published: the time from opensAt to it is
+// the time until every user has a rank (the placing is one atomic step), against the target of two
+// queue ticks (--queue-tick). It checks the line against the draw order recomputed from the
+// published seed followed by the later arrivals in FIFO order: in full from the servers' Redis when
+// it is known, else for a sample through the status route. Then the head of that order and the
+// later arrivals claim at once: exactly the slots' worth, the head, are admitted, never more than
+// the slots. The ceiling is a bare GET /healthz.
 
 const (
 	prequeueMinEntryRate = 500
