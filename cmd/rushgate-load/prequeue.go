@@ -22,11 +22,13 @@ import (
 // prequeueMinEntryRate entries/s. Then prequeueLateUsers users arrive after opensAt, one after
 // another, while the invariant watches for the seed to be published: the time from opensAt to it is
 // the time until every user has a rank (the placing is one atomic step), against the target of two
-// queue ticks (--queue-tick). It checks the line against the draw order recomputed from the
-// published seed followed by the later arrivals in FIFO order: in full from the servers' Redis when
-// it is known, else for a sample through the status route. Then the head of that order and the
-// later arrivals claim at once: exactly the slots' worth, the head, are admitted, never more than
-// the slots. The ceiling is a bare GET /healthz.
+// queue ticks (--queue-tick); beside it, the delay the opening server observed
+// (rushgate_prequeue_opening_seconds, read off every instance's /metrics), which must count exactly
+// one opening. It checks the line against the draw order recomputed from the published seed
+// followed by the later arrivals in FIFO order: in full from the servers' Redis when it is known,
+// else for a sample through the status route. Then the head of that order and the later arrivals
+// claim at once: exactly the slots' worth, the head, are admitted, never more than the slots. The
+// ceiling is a bare GET /healthz.
 
 const (
 	prequeueMinEntryRate = 500
@@ -138,6 +140,10 @@ func (s *prequeueOpen) invariant(ctx context.Context, e *env, attempts []attempt
 	if time.Now().After(s.opensAt) {
 		violate("the entries ran past opensAt: the window assumes %d entries/s", prequeueMinEntryRate)
 	}
+	before, err := openingsObserved(ctx, e)
+	if err != nil {
+		return res, err
+	}
 	if wait := time.Until(s.opensAt); wait > 0 {
 		progress(e.stderr, "prequeue-open: waiting %v for opensAt\n", wait.Round(time.Second))
 		select {
@@ -174,6 +180,23 @@ func (s *prequeueOpen) invariant(ctx context.Context, e *env, attempts []attempt
 	seed, openedAfter := p.seed, p.after
 	text("opensAt → every user ranked (seed published)", fmt.Sprintf("%v (target ≤ two queue ticks, %v: %s)",
 		openedAfter.Round(time.Millisecond), 2*s.tick, passMiss(openedAfter <= 2*s.tick)))
+	// The opener records the metric just after the opening, which the seed may show first.
+	var observed openings
+	for deadline := time.Now().Add(openingObservedBound); ; {
+		if observed, err = openingsObserved(ctx, e); err != nil {
+			return res, err
+		}
+		if observed.count > before.count || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := observed.count - before.count; n != 1 {
+		violate("the servers observed %v openings of the pre-queue (rushgate_prequeue_opening_seconds), want 1", n)
+	} else {
+		late := time.Duration((observed.seconds - before.seconds) * float64(time.Second))
+		text("opensAt → opened, as the opening server observed it", late.Round(time.Millisecond).String())
+	}
 	if seed.Hash() != s.seedHash {
 		violate("the published seed does not hash to the seedHash published at creation")
 		return res, nil
@@ -190,6 +213,28 @@ func (s *prequeueOpen) invariant(ctx context.Context, e *env, attempts []attempt
 	}
 	s.checkAdmissions(ctx, e, want, add, violate)
 	return res, nil
+}
+
+// openingObservedBound is how long after the seed is published the opening server's metric
+// may take to count the opening.
+const openingObservedBound = 2 * time.Second
+
+// openings is rushgate_prequeue_opening_seconds summed over the instances: how many pre-queue
+// openings they observed, and how late after opensAt in all.
+type openings struct{ count, seconds float64 }
+
+func openingsObserved(ctx context.Context, e *env) (openings, error) {
+	var o openings
+	for _, base := range e.api.urls {
+		err := scrapeMetrics(ctx, base, map[string]*float64{
+			"rushgate_prequeue_opening_seconds_count": &o.count,
+			"rushgate_prequeue_opening_seconds_sum":   &o.seconds,
+		})
+		if err != nil {
+			return o, err
+		}
+	}
+	return o, nil
 }
 
 // awaitSeed polls GET /events/{id} until it publishes the seed, and answers it with the time

@@ -59,3 +59,42 @@ func TestAwaitSeed_StopsAtAnAnswerOtherThan200(t *testing.T) {
 	assert.ErrorContains(t, err, "503")
 	assert.Less(t, time.Since(start), prequeueSeedBound/2)
 }
+
+// metricsServer serves body as its /metrics.
+func metricsServer(t *testing.T, status int, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		_, _ = fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// The openings are summed over the instances, whichever opened the pre-queue; the histogram's
+// buckets and other metrics are not counted.
+func TestOpeningsObserved_SumsTheHistogramOverTheInstances(t *testing.T) {
+	t.Parallel()
+	opened := metricsServer(t, http.StatusOK, `# HELP rushgate_prequeue_opening_seconds How late …
+# TYPE rushgate_prequeue_opening_seconds histogram
+rushgate_prequeue_opening_seconds_bucket{le="0.5"} 1
+rushgate_prequeue_opening_seconds_bucket{le="+Inf"} 2
+rushgate_prequeue_opening_seconds_sum 1.25
+rushgate_prequeue_opening_seconds_count 2
+rushgate_queue_wait_error_seconds_count 7
+`)
+	idle := metricsServer(t, http.StatusOK, "rushgate_prequeue_opening_seconds_sum 0\nrushgate_prequeue_opening_seconds_count 0\n")
+	e := &env{api: newInstances([]string{idle, opened}, 1, time.Second)}
+
+	got, err := openingsObserved(context.Background(), e)
+	require.NoError(t, err)
+	assert.Equal(t, openings{count: 2, seconds: 1.25}, got)
+
+	failing := &env{api: newInstances([]string{opened, metricsServer(t, http.StatusServiceUnavailable, "")}, 1, time.Second)}
+	_, err = openingsObserved(context.Background(), failing)
+	assert.ErrorContains(t, err, "503")
+}

@@ -151,38 +151,42 @@ type brokerMem struct{ goHeapStacks, resident, openFiles, maxFiles float64 }
 // brokerMemory reads an instance's memory and descriptors off its /metrics.
 func brokerMemory(ctx context.Context, base string) (brokerMem, error) {
 	var m brokerMem
+	err := scrapeMetrics(ctx, base, map[string]*float64{
+		"go_memstats_heap_inuse_bytes":  &m.goHeapStacks,
+		"go_memstats_stack_inuse_bytes": &m.goHeapStacks,
+		"process_resident_memory_bytes": &m.resident,
+		"process_open_fds":              &m.openFiles,
+		"process_max_fds":               &m.maxFiles,
+	})
+	return m, err
+}
+
+// scrapeMetrics adds the value of each sample of an instance's /metrics named in into (the
+// whole sample name, labels included) to its target.
+func scrapeMetrics(ctx context.Context, base string, into map[string]*float64) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return m, fmt.Errorf("read %s/metrics: %w", base, err)
+		return fmt.Errorf("read %s/metrics: %w", base, err)
 	}
 	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("read %s/metrics: %s", base, res.Status)
+	}
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		var into *float64
-		switch name {
-		case "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes":
-			into = &m.goHeapStacks
-		case "process_resident_memory_bytes":
-			into = &m.resident
-		case "process_open_fds":
-			into = &m.openFiles
-		case "process_max_fds":
-			into = &m.maxFiles
-		default:
+		target, wanted := into[name]
+		if !ok || !wanted {
 			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return m, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		*into += v
+		*target += v
 	}
-	return m, sc.Err()
+	return sc.Err()
 }
 
 // run opens every stream through the clients; one succeeds when the server answers 200 and the
