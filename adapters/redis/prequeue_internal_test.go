@@ -58,9 +58,7 @@ func gatedCrowd(t *testing.T, w *WaitingRoom) (string, []string) {
 // placed, one opening step) and, placing a second crowd one step per round trip, the longest
 // step, an upper bound of the longest time Redis is blocked. The line is the draw order.
 func TestPrequeue_PlacingACrowdIsShortSteps(t *testing.T) {
-	if testing.Short() {
-		t.Skip("100,000 users")
-	}
+	testenv.Long(t, "100,000 users")
 	ctx := context.Background()
 	w, _, trips := countingRoom(t, "redis://"+testenv.RedisAddr(t), "rushgate:test:"+uuid.NewString()+":")
 	seed, err := draw.RandomSeed()

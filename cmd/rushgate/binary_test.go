@@ -62,9 +62,7 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 // rushgateBinary returns the built binary, building it on first use.
 func rushgateBinary(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testenv.Long(t, "builds the binary")
 	binary, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -33,14 +33,28 @@ func env(name, def string) string {
 	return def
 }
 
-// Unreachable skips the test, or fails it under CI (any true value: true, 1, TRUE), because a
-// service is down.
+// underCI reports whether CI holds any true value (true, 1, TRUE).
+func underCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
+}
+
+// Unreachable skips the test, or fails it under CI, because a service is down.
 func Unreachable(t testing.TB, service string, err error) {
 	t.Helper()
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+	if underCI() {
 		t.Fatalf("%s unreachable under CI=%s: %v", service, os.Getenv("CI"), err)
 	}
 	t.Skipf("%s unreachable (set CI=true to fail instead): %v", service, err)
+}
+
+// Long skips a long test under go test -short, saying why, except under CI: there every test
+// runs, -short or not.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() && !underCI() {
+		t.Skipf("-short: %s (runs under CI=true)", why)
+	}
 }
 
 // RedisAddr returns TEST_REDIS_ADDR after checking that it answers.
