@@ -64,9 +64,11 @@ func (s *cartHerd) prepare(ctx context.Context, e *env) error {
 	s.productIDs = make([]string, s.products)
 	for p := range s.productIDs {
 		body := map[string]any{"name": fmt.Sprintf("rushgate-load %s #%d", e.runID, p), "price": 1000, "stock": s.adds}
-		if s.productIDs[p], err = createByAdmin(ctx, e.api, p, admin, "/admin/products", body); err != nil {
+		product, err := createByAdmin(ctx, e.api, p, admin, "/admin/products", body)
+		if err != nil {
 			return fmt.Errorf("create product: %w", err)
 		}
+		s.productIDs[p] = product.ID
 	}
 	s.userID = "load-" + e.runID + "-shopper"
 	bearer, err := e.userToken(s.userID)

@@ -65,16 +65,17 @@ func (s *couponHerd) prepare(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	s.couponID, err = createByAdmin(ctx, e.api, 0, admin, "/admin/coupons", map[string]any{
+	coupon, err := createByAdmin(ctx, e.api, 0, admin, "/admin/coupons", map[string]any{
 		"name": "rushgate-load " + e.runID, "discountRate": 10, "totalQuantity": s.quantity,
 		"expiresAt": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
 	})
 	if err != nil {
 		return fmt.Errorf("create coupon: %w", err)
 	}
+	s.couponID = coupon.ID
 	s.issues = make([]joinRequest, s.users)
 	for i := range s.issues {
-		user := fmt.Sprintf("load-%s-%d", e.runID, i)
+		user := e.userID(i)
 		bearer, err := e.userToken(user)
 		if err != nil {
 			return fmt.Errorf("mint token for %s: %w", user, err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -124,13 +123,15 @@ func (s *crewJoin) prepare(ctx context.Context, e *env) error {
 	s.crewIDs = make([]string, s.crews)
 	for c := range s.crewIDs {
 		name := fmt.Sprintf("rushgate-load %s #%d", e.runID, c)
-		if s.crewIDs[c], err = createByAdmin(ctx, e.api, c, admin, "/crews", map[string]any{"name": name, "maxMembers": s.capacity}); err != nil {
+		crew, err := createByAdmin(ctx, e.api, c, admin, "/crews", map[string]any{"name": name, "maxMembers": s.capacity})
+		if err != nil {
 			return fmt.Errorf("create crew: %w", err)
 		}
+		s.crewIDs[c] = crew.ID
 	}
 	s.joins = make([]joinRequest, s.users)
 	for i := range s.joins {
-		user := fmt.Sprintf("load-%s-%d", e.runID, i)
+		user := e.userID(i)
 		bearer, err := e.userToken(user)
 		if err != nil {
 			return fmt.Errorf("mint token for %s: %w", user, err)
@@ -145,22 +146,6 @@ func (s *crewJoin) prepare(ctx context.Context, e *env) error {
 		}
 	}
 	return nil
-}
-
-// createByAdmin answers the id of what an admin route creates (POST path with body, answered 201
-// with the created object's "id"), sent to the instance request i goes to.
-func createByAdmin(ctx context.Context, api *instances, i int, adminToken, path string, body map[string]any) (string, error) {
-	a, raw := api.post(ctx, i, path, map[string]string{"Authorization": "Bearer " + adminToken}, body)
-	if a.err != nil {
-		return "", fmt.Errorf("POST %s: %w", path, a.err)
-	}
-	var created struct {
-		ID string `json:"id"`
-	}
-	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.ID == "" {
-		return "", fmt.Errorf("POST %s answered %d: %s", path, a.status, snippet(raw))
-	}
-	return created.ID, nil
 }
 
 // run sends every user's join; a join succeeds with 201 only.

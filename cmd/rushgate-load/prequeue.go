@@ -78,37 +78,23 @@ func (s *prequeueOpen) prepare(ctx context.Context, e *env) error {
 	}
 	window := max(prequeueMinWindow, time.Duration(s.users)*time.Second/prequeueMinEntryRate)
 	s.opensAt = time.Now().Add(window).UTC()
-	a, raw := e.api.post(ctx, 0, "/admin/events", map[string]string{"Authorization": "Bearer " + admin}, map[string]any{
+	event, err := createCommitted(ctx, e.api, admin, "/admin/events", map[string]any{
 		"name": "rushgate-load pre-queue " + e.runID, "seats": s.slots, "slots": s.slots, "mode": "pull",
 		"opensAt": s.opensAt.Format(time.RFC3339Nano), "prequeue": "shuffle"})
-	var created struct {
-		ID       string `json:"id"`
-		SeedHash string `json:"seedHash"`
+	if err != nil {
+		return fmt.Errorf("create event: %w", err)
 	}
-	if a.err != nil {
-		return fmt.Errorf("create event: %w", a.err)
-	}
-	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.SeedHash == "" {
-		return fmt.Errorf("create event: POST /admin/events answered %d: %s", a.status, snippet(raw))
-	}
-	s.eventID, s.seedHash = created.ID, created.SeedHash
+	s.eventID, s.seedHash = event.ID, event.SeedHash
 	progress(e.stderr, "prequeue-open: event %s opens at %s (in %v)\n", s.eventID, s.opensAt.Format(time.RFC3339), window)
-	s.userIDs = make([]string, s.users+prequeueLateUsers)
-	for i := range s.userIDs {
-		s.userIDs[i] = fmt.Sprintf("load-%s-%d", e.runID, i)
-	}
+	s.userIDs = e.userIDs(s.users + prequeueLateUsers)
 	s.bearers, err = mintUsers(e, len(s.userIDs))
 	return err
-}
-
-func (s *prequeueOpen) path(suffix string) string {
-	return "/events/" + url.PathEscape(s.eventID) + suffix
 }
 
 // run enters every early user; an entry succeeds with 201 prequeue and no rank.
 func (s *prequeueOpen) run(e *env) work {
 	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
-		a, raw := e.api.post(ctx, i, s.path("/queue"), s.bearers[i], nil)
+		a, raw := e.api.post(ctx, i, eventPath(s.eventID, "/queue"), s.bearers[i], nil)
 		var answer struct {
 			Status string `json:"status"`
 			Rank   *int   `json:"rank"`
@@ -166,7 +152,7 @@ func (s *prequeueOpen) invariant(ctx context.Context, e *env, attempts []attempt
 	late := s.userIDs[s.users:]
 	var slowestLate time.Duration
 	for i := range late {
-		a, raw := e.api.post(ctx, s.users+i, s.path("/queue"), s.bearers[s.users+i], nil)
+		a, raw := e.api.post(ctx, s.users+i, eventPath(s.eventID, "/queue"), s.bearers[s.users+i], nil)
 		if a.status != http.StatusCreated {
 			violate("a later arrival: %d %s", a.status, snippet(raw))
 		}
@@ -295,7 +281,7 @@ func (s *prequeueOpen) checkLine(ctx context.Context, e *env, want []string) str
 	}
 	sample := slices.Concat(want[:min(prequeueSample/2, len(want))], want[max(0, len(want)-prequeueSample/2):])
 	for _, u := range sample {
-		a, raw := e.api.send(ctx, index[u], http.MethodGet, s.path("/queue/status"), s.bearers[index[u]], nil)
+		a, raw := e.api.send(ctx, index[u], http.MethodGet, eventPath(s.eventID, "/queue/status"), s.bearers[index[u]], nil)
 		var p queuePlace
 		if a.status != http.StatusOK || json.Unmarshal(raw, &p) != nil || want[p.Rank] != u {
 			return fmt.Sprintf("%s's status %d %s is not rank %d", u, a.status, snippet(raw), slices.Index(want, u))
@@ -314,7 +300,7 @@ func (s *prequeueOpen) checkAdmissions(ctx context.Context, e *env, want []strin
 	claimers := slices.Concat(want[:min(2*s.slots, len(want))], s.userIDs[s.users:])
 	attempts, _ := runConcurrently(ctx, work{n: len(claimers), do: func(ctx context.Context, i int) attempt {
 		u := index[claimers[i]]
-		a, _ := e.api.post(ctx, u, s.path("/queue/token"), s.bearers[u], nil)
+		a, _ := e.api.post(ctx, u, eventPath(s.eventID, "/queue/token"), s.bearers[u], nil)
 		a.ok = a.status == http.StatusCreated
 		return a
 	}}, e.concurrency)

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -85,26 +83,16 @@ func (s *prequeueOpenPush) prepare(ctx context.Context, e *env) error {
 	}
 	window := max(prequeueMinWindow, time.Duration(s.users)*time.Second/prequeuePushMinOpenRate)
 	s.opensAt = time.Now().Add(window).UTC()
-	a, raw := e.api.post(ctx, 0, "/admin/events", map[string]string{"Authorization": "Bearer " + s.admin}, map[string]any{
+	event, err := createCommitted(ctx, e.api, s.admin, "/admin/events", map[string]any{
 		"name": "rushgate-load push pre-queue " + e.runID, "seats": s.slots, "slots": s.slots, "mode": "push",
 		"opensAt": s.opensAt.Format(time.RFC3339Nano), "prequeue": "shuffle"})
-	var created struct {
-		ID       string `json:"id"`
-		SeedHash string `json:"seedHash"`
+	if err != nil {
+		return fmt.Errorf("create event: %w", err)
 	}
-	if a.err != nil {
-		return fmt.Errorf("create event: %w", a.err)
-	}
-	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.SeedHash == "" {
-		return fmt.Errorf("create event: POST /admin/events answered %d: %s", a.status, snippet(raw))
-	}
-	s.eventID, s.seedHash = created.ID, created.SeedHash
+	s.eventID, s.seedHash = event.ID, event.SeedHash
 	progress(e.stderr, "prequeue-open-push: event %s opens at %s (in %v)\n", s.eventID, s.opensAt.Format(time.RFC3339), window)
 	n := s.users + prequeueLateUsers
-	s.userIDs = make([]string, n)
-	for i := range s.userIDs {
-		s.userIDs[i] = fmt.Sprintf("load-%s-%d", e.runID, i)
-	}
+	s.userIDs = e.userIDs(n)
 	if s.bearers, err = mintUsers(e, n); err != nil {
 		return err
 	}

@@ -89,12 +89,13 @@ func (s *queuePush) prepare(ctx context.Context, e *env) error {
 	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
+	event, err := createByAdmin(ctx, e.api, 0, s.admin, "/admin/events", map[string]any{
 		"name": "rushgate-load push " + e.runID, "seats": s.slots, "slots": s.slots, "mode": "push",
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("create event: %w", err)
 	}
+	s.eventID = event.ID
 	if s.bearers, err = mintUsers(e, s.users); err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func scrapeMetrics(ctx context.Context, base string, into map[string]*float64) e
 // run opens every stream through the clients; one succeeds when the server answers 200 and the
 // stream starts.
 func (s *queuePush) run(e *env) work {
-	path := "/events/" + url.PathEscape(s.eventID) + "/tickets/waiting"
+	path := eventPath(s.eventID, "/tickets/waiting")
 	return work{n: s.users, do: func(_ context.Context, i int) attempt {
 		k, base := e.api.pick(i)
 		a := s.clients.open(i, base+path, s.bearers[i]["Authorization"])

@@ -76,46 +76,18 @@ func (s *queuePull) prepare(ctx context.Context, e *env) error {
 	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	s.eventID, err = createEvent(ctx, e.api, s.admin, map[string]any{
+	event, err := createByAdmin(ctx, e.api, 0, s.admin, "/admin/events", map[string]any{
 		"name": "rushgate-load queue " + e.runID, "seats": s.slots, "slots": s.slots, "mode": "pull",
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("create event: %w", err)
 	}
+	s.eventID = event.ID
 	if s.bearers, err = mintUsers(e, s.users); err != nil {
 		return err
 	}
 	s.entered = make([][]byte, s.users)
 	return nil
-}
-
-// createEvent answers the id of a new event from POST /admin/events.
-func createEvent(ctx context.Context, api *instances, adminToken string, body map[string]any) (string, error) {
-	a, raw := api.post(ctx, 0, "/admin/events", map[string]string{"Authorization": "Bearer " + adminToken}, body)
-	if a.err != nil {
-		return "", fmt.Errorf("create event: %w", a.err)
-	}
-	var created struct {
-		ID string `json:"id"`
-	}
-	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil || created.ID == "" {
-		return "", fmt.Errorf("create event: POST /admin/events answered %d: %s", a.status, snippet(raw))
-	}
-	return created.ID, nil
-}
-
-// mintUsers mints the Authorization header of users load-{run}-0…n-1.
-func mintUsers(e *env, n int) ([]map[string]string, error) {
-	bearers := make([]map[string]string, n)
-	for i := range bearers {
-		user := fmt.Sprintf("load-%s-%d", e.runID, i)
-		bearer, err := e.userToken(user)
-		if err != nil {
-			return nil, fmt.Errorf("mint token for %s: %w", user, err)
-		}
-		bearers[i] = map[string]string{"Authorization": "Bearer " + bearer}
-	}
-	return bearers, nil
 }
 
 // queuePlace is the part of a queue status answer the scenario reads.
@@ -126,7 +98,7 @@ type queuePlace struct {
 
 // run enters every user once; an entry succeeds with 201.
 func (s *queuePull) run(e *env) work {
-	path := "/events/" + url.PathEscape(s.eventID) + "/queue"
+	path := eventPath(s.eventID, "/queue")
 	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
 		a, raw := e.api.post(ctx, i, path, s.bearers[i], nil)
 		a.ok = a.status == http.StatusCreated
@@ -245,7 +217,7 @@ type pollingPhase struct {
 // pollOnce has every entered user, in order of place, poll their status once at the run's
 // concurrency; each must answer 200 waiting or ready (nobody has claimed yet).
 func (s *queuePull) pollOnce(ctx context.Context, e *env, order []int) pollingPhase {
-	path := "/events/" + url.PathEscape(s.eventID) + "/queue/status"
+	path := eventPath(s.eventID, "/queue/status")
 	var phase pollingPhase
 	var mu sync.Mutex
 	attempts, elapsed := runConcurrently(ctx, work{n: len(order), do: func(ctx context.Context, k int) attempt {
@@ -267,7 +239,7 @@ func (s *queuePull) pollOnce(ctx context.Context, e *env, order []int) pollingPh
 
 // admit runs the admission phase over the entered users in order of place.
 func (s *queuePull) admit(ctx context.Context, e *env, order []int) admissionPhase {
-	base := "/events/" + url.PathEscape(s.eventID)
+	base := eventPath(s.eventID, "")
 	var (
 		phase    admissionPhase
 		mu       sync.Mutex

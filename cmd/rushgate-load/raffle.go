@@ -79,31 +79,16 @@ func (s *raffleEntry) prepare(ctx context.Context, e *env) error {
 	}
 	window := max(raffleMinWindow, time.Duration(s.users)*time.Second/raffleMinEntryRate)
 	s.closesAt = time.Now().Add(window).UTC()
-	a, raw := e.api.post(ctx, 0, "/admin/raffles", map[string]string{"Authorization": "Bearer " + admin}, map[string]any{
+	raffle, err := createCommitted(ctx, e.api, admin, "/admin/raffles", map[string]any{
 		"name": "rushgate-load " + e.runID, "winners": s.winners, "closesAt": s.closesAt.Format(time.RFC3339Nano)})
-	var created struct {
-		ID       string `json:"id"`
-		SeedHash string `json:"seedHash"`
+	if err != nil {
+		return fmt.Errorf("create raffle: %w", err)
 	}
-	if a.err != nil {
-		return fmt.Errorf("create raffle: %w", a.err)
-	}
-	if a.status != http.StatusCreated || json.Unmarshal(raw, &created) != nil {
-		return fmt.Errorf("create raffle: POST /admin/raffles answered %d: %s", a.status, snippet(raw))
-	}
-	s.raffleID, s.seedHash = created.ID, created.SeedHash
+	s.raffleID, s.seedHash = raffle.ID, raffle.SeedHash
 	progress(e.stderr, "raffle-entry: raffle %s closes at %s (in %v)\n", s.raffleID, s.closesAt.Format(time.RFC3339), window)
-	s.userIDs = make([]string, s.users+raffleLateUsers)
-	s.bearers = make([]map[string]string, len(s.userIDs))
-	for i := range s.userIDs {
-		s.userIDs[i] = fmt.Sprintf("load-%s-%d", e.runID, i)
-		bearer, err := e.userToken(s.userIDs[i])
-		if err != nil {
-			return fmt.Errorf("mint token: %w", err)
-		}
-		s.bearers[i] = map[string]string{"Authorization": "Bearer " + bearer}
-	}
-	return nil
+	s.userIDs = e.userIDs(s.users + raffleLateUsers)
+	s.bearers, err = mintUsers(e, len(s.userIDs))
+	return err
 }
 
 func (s *raffleEntry) entriesPath() string {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +58,18 @@ func (e *env) adminToken() (string, error) {
 // userToken mints a user's token for the timed requests.
 func (e *env) userToken(userID string) (string, error) {
 	return e.tokens.Mint(userID, rghttp.RoleUser, tokenTTL)
+}
+
+// userID names this run's i-th user.
+func (e *env) userID(i int) string { return fmt.Sprintf("load-%s-%d", e.runID, i) }
+
+// userIDs are this run's users 0…n-1.
+func (e *env) userIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.userID(i)
+	}
+	return ids
 }
 
 // registration names a scenario, builds it from the command line, and sets the flags it runs
@@ -130,3 +145,51 @@ func scenarioNames() []string {
 	}
 	return names
 }
+
+// created is what the scenarios read of an admin route's 201: the new object's id, and the
+// seedHash a raffle and a pre-queued event are created with.
+type created struct {
+	ID       string `json:"id"`
+	SeedHash string `json:"seedHash"`
+}
+
+// createByAdmin POSTs body to an admin route (path) with the run's admin token, on the
+// instance request i goes to, and answers what the 201 names; one without an id is an error.
+func createByAdmin(ctx context.Context, api *instances, i int, adminToken, path string, body map[string]any) (created, error) {
+	a, raw := api.post(ctx, i, path, map[string]string{"Authorization": "Bearer " + adminToken}, body)
+	if a.err != nil {
+		return created{}, fmt.Errorf("POST %s: %w", path, a.err)
+	}
+	var c created
+	if a.status != http.StatusCreated || json.Unmarshal(raw, &c) != nil || c.ID == "" {
+		return created{}, fmt.Errorf("POST %s answered %d: %s", path, a.status, snippet(raw))
+	}
+	return c, nil
+}
+
+// createCommitted is createByAdmin, on the first instance, of an object created with a
+// commitment (a raffle, a pre-queued event): a 201 without its seedHash is an error.
+func createCommitted(ctx context.Context, api *instances, adminToken, path string, body map[string]any) (created, error) {
+	c, err := createByAdmin(ctx, api, 0, adminToken, path, body)
+	if err == nil && c.SeedHash == "" {
+		err = fmt.Errorf("POST %s answered no seedHash", path)
+	}
+	return c, err
+}
+
+// mintUsers mints the Authorization header of this run's users 0…n-1 (env.userID).
+func mintUsers(e *env, n int) ([]map[string]string, error) {
+	bearers := make([]map[string]string, n)
+	for i := range bearers {
+		user := e.userID(i)
+		bearer, err := e.userToken(user)
+		if err != nil {
+			return nil, fmt.Errorf("mint token for %s: %w", user, err)
+		}
+		bearers[i] = map[string]string{"Authorization": "Bearer " + bearer}
+	}
+	return bearers, nil
+}
+
+// eventPath is the path of an event's route: "/events/{eventId}" and then suffix.
+func eventPath(eventID, suffix string) string { return "/events/" + url.PathEscape(eventID) + suffix }

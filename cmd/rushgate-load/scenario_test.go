@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -204,4 +206,40 @@ func TestParseArgs_TheQueueTickIsTheServersUnlessGiven(t *testing.T) {
 	t.Setenv("RUSHGATE_QUEUE_TICK", "soon")
 	_, err = parseArgs([]string{"--jwt-secret", "s", "soldout"}, &stderr)
 	assert.ErrorContains(t, err, "RUSHGATE_QUEUE_TICK")
+}
+
+// The objects a scenario creates through an admin route are read from the 201 alone: another
+// status, or a 201 without what the scenario needs, stops its preparation with the answer.
+func TestCreateByAdmin_ReadsThe201AndRefusesAnythingElse(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		status  int
+		body    string
+		want    created
+		wantErr string
+	}{
+		"created":           {status: http.StatusCreated, body: `{"id":"r1","seedHash":"ab12"}`, want: created{ID: "r1", SeedHash: "ab12"}},
+		"refused":           {status: http.StatusBadRequest, body: `{"error":"VALIDATION_FAILED"}`, wantErr: "answered 400"},
+		"created, no id":    {status: http.StatusCreated, body: `{"name":"x"}`, wantErr: "answered 201"},
+		"created, not JSON": {status: http.StatusCreated, body: `<html>`, wantErr: "answered 201"},
+	} {
+		e := eventServer(t, func(int64) (int, string) { return tc.status, tc.body })
+		got, err := createByAdmin(context.Background(), e.api, 0, "admin", "/admin/raffles", map[string]any{})
+		if tc.wantErr != "" {
+			assert.ErrorContains(t, err, tc.wantErr, name)
+			continue
+		}
+		require.NoError(t, err, name)
+		assert.Equal(t, tc.want, got, name)
+	}
+}
+
+// A raffle or a pre-queued event is created with its commitment: without a seedHash, the
+// draw the run checks could not be tied to it.
+func TestCreateCommitted_RefusesA201WithoutTheSeedHash(t *testing.T) {
+	t.Parallel()
+	e := eventServer(t, func(int64) (int, string) { return http.StatusCreated, `{"id":"e1"}` })
+
+	_, err := createCommitted(context.Background(), e.api, "admin", "/admin/events", map[string]any{})
+	assert.ErrorContains(t, err, "no seedHash")
 }

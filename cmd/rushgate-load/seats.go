@@ -65,16 +65,17 @@ func (s *seatHerd) prepare(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	s.eventID, err = createEvent(ctx, e.api, admin, map[string]any{
+	event, err := createByAdmin(ctx, e.api, 0, admin, "/admin/events", map[string]any{
 		"name": "rushgate-load seats " + e.runID, "seats": s.seats, "slots": s.users, "mode": "pull", "tokenTtl": "1h",
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("create event: %w", err)
 	}
+	s.eventID = event.ID
 	if s.headers, err = mintUsers(e, s.users); err != nil {
 		return err
 	}
-	base := "/events/" + url.PathEscape(s.eventID) + "/queue"
+	base := eventPath(s.eventID, "/queue")
 	attempts, _ := runConcurrently(ctx, work{n: s.users, do: func(ctx context.Context, i int) attempt {
 		if a, raw := e.api.post(ctx, i, base, s.headers[i], nil); a.status != http.StatusCreated {
 			a.err = fmt.Errorf("enter: %d %w %s", a.status, a.err, snippet(raw))

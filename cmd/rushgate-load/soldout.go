@@ -86,21 +86,19 @@ func (s *soldOut) createSale(ctx context.Context, e *env, event map[string]any, 
 	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	if s.eventID, err = createEvent(ctx, e.api, s.admin, event); err != nil {
-		return err
+	sale, err := createByAdmin(ctx, e.api, 0, s.admin, "/admin/events", event)
+	if err != nil {
+		return fmt.Errorf("create event: %w", err)
 	}
+	s.eventID = sale.ID
 	s.bearers, err = mintUsers(e, users)
 	return err
-}
-
-func (s *soldOut) path(suffix string) string {
-	return "/events/" + url.PathEscape(s.eventID) + suffix
 }
 
 // run enters every user once; an entry succeeds with 201.
 func (s *soldOut) run(e *env) work {
 	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
-		a, _ := e.api.post(ctx, i, s.path("/queue"), s.bearers[i], nil)
+		a, _ := e.api.post(ctx, i, eventPath(s.eventID, "/queue"), s.bearers[i], nil)
 		a.ok = a.status == http.StatusCreated
 		return a
 	}}
@@ -211,7 +209,7 @@ func (sl *sale) fail(format string, args ...any) {
 func (sl *sale) visit(ctx context.Context, i int) attempt {
 	s, e := sl.s, sl.e
 	sent := time.Now()
-	a, raw := e.api.send(ctx, i, http.MethodGet, s.path("/queue/status"), s.bearers[i], nil)
+	a, raw := e.api.send(ctx, i, http.MethodGet, eventPath(s.eventID, "/queue/status"), s.bearers[i], nil)
 	var p queuePlace
 	if a.status != http.StatusOK || json.Unmarshal(raw, &p) != nil {
 		sl.fail("status of user %d: %d %v %s", i, a.status, a.err, snippet(raw))
@@ -255,7 +253,7 @@ func (sl *sale) finish(i int, told time.Time) {
 func (sl *sale) checkout(ctx context.Context, i int) {
 	s, e := sl.s, sl.e
 	sent := time.Now()
-	a, raw := e.api.post(ctx, i, s.path("/queue/token"), s.bearers[i], nil)
+	a, raw := e.api.post(ctx, i, eventPath(s.eventID, "/queue/token"), s.bearers[i], nil)
 	switch {
 	case a.status == http.StatusConflict && a.code == "NOT_READY":
 		return
@@ -278,7 +276,7 @@ func (sl *sale) checkout(ctx context.Context, i int) {
 	sl.rec.admittedSent = append(sl.rec.admittedSent, sent)
 	sl.mu.Unlock()
 	sl.reserveSeat(ctx, i, token.Token)
-	if a, raw := e.api.send(ctx, i, http.MethodDelete, s.path("/queue/token"), s.bearers[i], nil); a.status != http.StatusNoContent {
+	if a, raw := e.api.send(ctx, i, http.MethodDelete, eventPath(s.eventID, "/queue/token"), s.bearers[i], nil); a.status != http.StatusNoContent {
 		sl.fail("return of user %d's token: %d %v %s", i, a.status, a.err, snippet(raw))
 	}
 }
@@ -291,10 +289,10 @@ func (sl *sale) reserveSeat(ctx context.Context, i int, token string) {
 	n := int(sl.nextSeat.Add(1))
 	seat := (n-1)%s.seats + 1
 	headers := map[string]string{"Authorization": s.bearers[i]["Authorization"], rghttp.EntryTokenHeader: token}
-	a, raw := e.api.post(ctx, i, fmt.Sprintf("%s/%d/reservations", s.path("/seats"), seat), headers, nil)
+	a, raw := e.api.post(ctx, i, fmt.Sprintf("%s/%d/reservations", eventPath(s.eventID, "/seats"), seat), headers, nil)
 	switch a.status {
 	case http.StatusCreated:
-		sl.reserved(fmt.Sprintf("load-%s-%d", e.runID, i))
+		sl.reserved(e.userID(i))
 	case http.StatusConflict:
 	default:
 		sl.fail("reservation of seat %d by user %d: %d %v %s", seat, i, a.status, a.err, snippet(raw))
@@ -486,12 +484,12 @@ func (s *soldOut) checkAfter(ctx context.Context, e *env, sl *sale, violate func
 	}
 	for k := range soldoutLateUsers {
 		late := s.users + k
-		if a, raw := e.api.post(ctx, late, s.path("/queue"), s.bearers[late], nil); a.status != http.StatusConflict || a.code != "SOLD_OUT" {
+		if a, raw := e.api.post(ctx, late, eventPath(s.eventID, "/queue"), s.bearers[late], nil); a.status != http.StatusConflict || a.code != "SOLD_OUT" {
 			violate("an entry after the sold-out moment: %d %s", a.status, snippet(raw))
 		}
 	}
 	for _, i := range told {
-		if a, raw := e.api.post(ctx, i, s.path("/queue/token"), s.bearers[i], nil); a.status != http.StatusConflict || a.code != "SOLD_OUT" {
+		if a, raw := e.api.post(ctx, i, eventPath(s.eventID, "/queue/token"), s.bearers[i], nil); a.status != http.StatusConflict || a.code != "SOLD_OUT" {
 			violate("a claim by user %d, told sold out: %d %s", i, a.status, snippet(raw))
 		}
 	}
@@ -557,7 +555,7 @@ func (s *soldOut) reservedSeats(ctx context.Context, e *env) (int, error) {
 	reserved := 0
 	cursor := ""
 	for {
-		path := s.path("/seats") + "?limit=100"
+		path := eventPath(s.eventID, "/seats") + "?limit=100"
 		if cursor != "" {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}

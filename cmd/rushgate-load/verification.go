@@ -88,7 +88,7 @@ func (s *verificationFlow) prepare(ctx context.Context, e *env) error {
 	s.challengeID = created.ID
 	s.tokens = make([]string, s.users)
 	for i := range s.tokens {
-		if s.tokens[i], err = e.userToken(s.userID(e, i)); err != nil {
+		if s.tokens[i], err = e.userToken(e.userID(i)); err != nil {
 			return fmt.Errorf("mint token: %w", err)
 		}
 	}
@@ -104,8 +104,6 @@ func (s *verificationFlow) prepare(ctx context.Context, e *env) error {
 	s.steps = make([]flowSteps, s.users)
 	return nil
 }
-
-func (s *verificationFlow) userID(e *env, i int) string { return fmt.Sprintf("load-%s-%d", e.runID, i) }
 
 // run carries out each user's flow; it succeeds with the verification's 201.
 func (s *verificationFlow) run(e *env) work {
