@@ -146,15 +146,15 @@ func scenarioNames() []string {
 	return names
 }
 
-// created is what the scenarios read of an admin route's 201: the new object's id, and the
+// created is what the scenarios read of a 201 to the admin: the new object's id, and the
 // seedHash a raffle and a pre-queued event are created with.
 type created struct {
 	ID       string `json:"id"`
 	SeedHash string `json:"seedHash"`
 }
 
-// createByAdmin POSTs body to an admin route (path) with the run's admin token, on the
-// instance request i goes to, and answers what the 201 names; one without an id is an error.
+// createByAdmin POSTs body to path with the run's admin token, on the instance request i goes
+// to, and answers what the 201 names; any other answer, or a 201 without an id, is an error.
 func createByAdmin(ctx context.Context, api *instances, i int, adminToken, path string, body map[string]any) (created, error) {
 	a, raw := api.post(ctx, i, path, map[string]string{"Authorization": "Bearer " + adminToken}, body)
 	if a.err != nil {
