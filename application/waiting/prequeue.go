@@ -171,8 +171,10 @@ func (s *Service) openPrequeue(ctx context.Context, e *waiting.Event) (bool, err
 
 // Opening timers: an instance arms one for a pre-queue opening within openingHorizon (a later
 // one is armed by a later reconciliation pass), at most maxOpeningTimers at once; the pass
-// opens whatever a timer did not. The store's clock may lag this instance's: a timer that
-// finds the opening not due yet tries again every openingRetry, openingRetries times.
+// opens whatever a timer did not. A timer that finds the opening not due yet (the store's
+// clock may lag this instance's), or that fails (a store that did not answer in time), tries
+// again every openingRetry, openingRetries times, rather than leave the opening to a pass that
+// may come a tick later and reach the event behind other events' work.
 const (
 	openingHorizon   = time.Hour
 	maxOpeningTimers = 1024
@@ -241,9 +243,8 @@ func (s *Service) armOpening(e *waiting.Event) {
 			return
 		}
 		for range openingRetries {
-			// An error (the event gone, the store down) is the reconciliation pass's to retry
-			// and report.
-			if opened, err := s.openPrequeue(ctx, e); opened || err != nil {
+			// An error is the reconciliation pass's to report; the pass retries it too.
+			if opened, _ := s.openPrequeue(ctx, e); opened {
 				return
 			}
 			if err := s.d.Sleeper.Sleep(ctx, openingRetry); err != nil {

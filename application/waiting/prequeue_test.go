@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,6 +309,59 @@ func TestPrequeue_OpensAtOpensAtWithoutWaitingForAPass(t *testing.T) {
 	if got := ranks(t, r.svc, event.ID, want); !slices.Equal(got, want) {
 		t.Fatalf("line %v, want the draw order %v", got, want)
 	}
+}
+
+// stalledOnce is a waiting room whose first read of a pre-queue fails as a store that did not
+// answer in time does.
+type stalledOnce struct {
+	ports.WaitingRoom
+	stalled atomic.Bool
+}
+
+func (r *stalledOnce) Prequeued(ctx context.Context, eventID string) ([]string, bool, error) {
+	if r.stalled.CompareAndSwap(false, true) {
+		return nil, false, fmt.Errorf("read pre-queue: %w", ports.ErrUnavailable)
+	}
+	return r.WaitingRoom.Prequeued(ctx, eventID)
+}
+
+// A store that fails at opensAt delays the opening by one retry of the timer, not until a
+// reconciliation pass comes round to the event.
+func TestPrequeue_ATimerThatFailsTriesAgainShortly(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(saleDay)
+	sleeper := newHeldSleeper(clock)
+	r := newRoomsWaitingOn(clock, sleeper)
+	deps := r.deps
+	deps.Room = &stalledOnce{WaitingRoom: deps.Room}
+	svc := waiting.NewService(deps, waiting.Config{})
+	defer svc.Close()
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
+		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sleeper.asked
+	if _, _, err := svc.Enter(ctx, event.ID, "early"); err != nil {
+		t.Fatal(err)
+	}
+	sleeper.release <- struct{}{} // opensAt: the first read fails; no reconciliation pass runs
+	select {
+	case d := <-sleeper.asked:
+		if d > time.Second {
+			t.Fatalf("after failing, the timer waits %v", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timer gave up after one failure")
+	}
+	sleeper.release <- struct{}{}
+	testkit.Eventually(t, 10*time.Second, "the pre-queue opened by its timer's second try", func() error {
+		public, err := svc.Event(ctx, event.ID)
+		if err == nil && public.Seed == "" {
+			err = errors.New("not open")
+		}
+		return err
+	})
 }
 
 func TestPrequeue_CloseEndsTheOpeningTimers(t *testing.T) {
