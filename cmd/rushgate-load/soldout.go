@@ -86,11 +86,11 @@ func (s *soldOut) createSale(ctx context.Context, e *env, event map[string]any, 
 	if s.admin, err = e.adminToken(); err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	sale, err := createByAdmin(ctx, e.api, 0, s.admin, "/admin/events", event)
+	createdEvent, err := createByAdmin(ctx, e.api, 0, s.admin, "/admin/events", event)
 	if err != nil {
 		return fmt.Errorf("create event: %w", err)
 	}
-	s.eventID = sale.ID
+	s.eventID = createdEvent.ID
 	s.bearers, err = mintUsers(e, users)
 	return err
 }
