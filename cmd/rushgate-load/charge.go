@@ -58,13 +58,8 @@ func (s *chargeHerd) prepare(ctx context.Context, e *env) error {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
 	s.userID = "load-" + e.runID + "-payer"
-	a, raw := e.api.post(ctx, 0, "/admin/users", map[string]string{"Authorization": "Bearer " + admin},
-		map[string]any{"id": s.userID, "balance": 0})
-	if a.err != nil {
-		return fmt.Errorf("create user: %w", a.err)
-	}
-	if a.status != http.StatusCreated {
-		return fmt.Errorf("create user: POST /admin/users answered %d: %s", a.status, snippet(raw))
+	if _, err := createByAdmin(ctx, e.api, 0, admin, "/admin/users", map[string]any{"id": s.userID, "balance": 0}); err != nil {
+		return fmt.Errorf("create user: %w", err)
 	}
 	bearer, err := e.userToken(s.userID)
 	if err != nil {

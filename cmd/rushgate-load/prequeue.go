@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"time"
 
@@ -180,8 +179,8 @@ func (s *prequeueOpen) invariant(ctx context.Context, e *env, attempts []attempt
 	if n := observed.count - before.count; n != 1 {
 		violate("the servers observed %v openings of the pre-queue (rushgate_prequeue_opening_seconds), want 1", n)
 	} else {
-		late := time.Duration((observed.seconds - before.seconds) * float64(time.Second))
-		text("opensAt → opened, as the opening server observed it", late.Round(time.Millisecond).String())
+		delay := time.Duration((observed.seconds - before.seconds) * float64(time.Second))
+		text("opensAt → opened, as the opening server observed it", delay.Round(time.Millisecond).String())
 	}
 	if seed.Hash() != s.seedHash {
 		violate("the published seed does not hash to the seedHash published at creation")
@@ -228,7 +227,7 @@ func openingsObserved(ctx context.Context, e *env) (openings, error) {
 // route would pass for a slow opening.
 func awaitSeed(ctx context.Context, e *env, eventID string, bearer map[string]string, opensAt time.Time) (draw.Seed, time.Duration, error) {
 	for deadline := opensAt.Add(prequeueSeedBound); ; {
-		a, raw := e.api.send(ctx, 0, http.MethodGet, "/events/"+url.PathEscape(eventID), bearer, nil)
+		a, raw := e.api.send(ctx, 0, http.MethodGet, eventPath(eventID, ""), bearer, nil)
 		if a.err != nil {
 			return draw.Seed{}, 0, fmt.Errorf("GET /events/%s %v after opensAt: %w", eventID,
 				time.Since(opensAt).Round(time.Millisecond), a.err)

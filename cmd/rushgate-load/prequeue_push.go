@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 
@@ -110,7 +109,7 @@ func (s *prequeueOpenPush) prepare(ctx context.Context, e *env) error {
 // open opens user i's stream through the clients.
 func (s *prequeueOpenPush) open(e *env, i int) attempt {
 	k, base := e.api.pick(i)
-	a := s.clients.open(i, base+"/events/"+url.PathEscape(s.eventID)+"/tickets/waiting", s.bearers[i]["Authorization"])
+	a := s.clients.open(i, base+eventPath(s.eventID, "/tickets/waiting"), s.bearers[i]["Authorization"])
 	a.instance = k
 	return a
 }
@@ -193,7 +192,7 @@ func (s *prequeueOpenPush) invariant(ctx context.Context, e *env, attempts []att
 	}
 	// Sampled from opensAt on: the line's head is admitted and held until the release.
 	stop := make(chan struct{})
-	sampled := make(chan int)
+	sampled := make(chan admittedSamples)
 	go func() { sampled <- sampleAdmitted(ctx, e, s.admin, s.eventID, stop) }()
 	defer func() {
 		select {
@@ -267,9 +266,12 @@ func (s *prequeueOpenPush) invariant(ctx context.Context, e *env, attempts []att
 	s.checkAdmissions(ctx, e, opened, place, add, violate)
 	close(stop)
 	most := <-sampled
-	add("admitted at once at most (sampled)", most)
-	if most > s.slots {
-		violate("%d admitted at once, more than %d slots", most, s.slots)
+	add("admitted at once at most (sampled)", most.peak)
+	if most.peak > s.slots {
+		violate("%d admitted at once, more than %d slots", most.peak, s.slots)
+	}
+	if why := most.unproven(); why != "" {
+		violate("%s", why)
 	}
 	return res, nil
 }

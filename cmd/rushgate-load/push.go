@@ -299,7 +299,7 @@ func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (
 	}
 
 	stop := make(chan struct{})
-	sampled := make(chan int)
+	sampled := make(chan admittedSamples)
 	go func() { sampled <- sampleAdmitted(ctx, e, s.admin, s.eventID, stop) }()
 	start := time.Now()
 	if err := s.clients.release(); err != nil {
@@ -324,7 +324,7 @@ func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (
 	defer s.mu.Unlock()
 	admitted := len(s.admittedSeq)
 	add("admitted", admitted, "")
-	add("admitted at once at most (sampled)", maxAdmitted, "")
+	add("admitted at once at most (sampled)", maxAdmitted.peak, "")
 	// The first slots were admitted during the run and waited for the release.
 	rate := float64(admitted-min(admitted, s.slots)) / took.Seconds()
 	add("promotions per second", int(rate), fmt.Sprintf("%.0f/s after the release (%d in %v)", rate, admitted-min(admitted, s.slots), took.Round(time.Millisecond)))
@@ -339,8 +339,11 @@ func (s *queuePush) invariant(ctx context.Context, e *env, attempts []attempt) (
 	if admitted != connected {
 		res.violations = append(res.violations, fmt.Sprintf("%d of %d connected users were admitted within %v", admitted, connected, pushAdmissionBudget))
 	}
-	if maxAdmitted > s.slots {
-		res.violations = append(res.violations, fmt.Sprintf("%d admitted at once, more than %d slots", maxAdmitted, s.slots))
+	if maxAdmitted.peak > s.slots {
+		res.violations = append(res.violations, fmt.Sprintf("%d admitted at once, more than %d slots", maxAdmitted.peak, s.slots))
+	}
+	if why := maxAdmitted.unproven(); why != "" {
+		res.violations = append(res.violations, why)
 	}
 	twice, rose := 0, 0
 	for _, st := range s.streams {

@@ -116,8 +116,8 @@ type admissionPhase struct {
 	admittedTwice          []string
 	outOfOrder             int
 	failures               []string
-	maxHeld                int64 // tokens held at once, counted by the clients
-	maxAlive               int   // tokens alive at once, sampled from the operators' view
+	maxHeld                int64           // tokens held at once, counted by the clients
+	alive                  admittedSamples // tokens alive at once, sampled from the operators' view
 	admitted               int
 }
 
@@ -171,7 +171,7 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 	add("  status poll p50 µs", int(polling.stats.latency.p50.Microseconds()))
 	add("  status poll p99 µs", int(polling.stats.latency.p99.Microseconds()))
 	add("admitted (token claimed once)", phase.admitted)
-	add("tokens alive at most (sampled)", phase.maxAlive)
+	add("tokens alive at most (sampled)", phase.alive.peak)
 	add("tokens held at most (clients)", int(phase.maxHeld))
 	add("admission: status polls", len(phase.polls))
 	add("admission: status polls per second", int(float64(len(phase.polls))/phase.duration.Seconds()))
@@ -190,8 +190,11 @@ func (s *queuePull) invariant(ctx context.Context, e *env, attempts []attempt) (
 		res.violations = append(res.violations, fmt.Sprintf("%d of %d entered users were admitted "+
 			"(NOT_IN_QUEUE below: the server's RUSHGATE_QUEUE_IDLE_TIMEOUT is shorter than the run)", phase.admitted, entered))
 	}
-	if phase.maxAlive > s.slots || int(phase.maxHeld) > s.slots {
-		res.violations = append(res.violations, fmt.Sprintf("%d tokens alive at once (clients held %d), more than %d slots", phase.maxAlive, phase.maxHeld, s.slots))
+	if phase.alive.peak > s.slots || int(phase.maxHeld) > s.slots {
+		res.violations = append(res.violations, fmt.Sprintf("%d tokens alive at once (clients held %d), more than %d slots", phase.alive.peak, phase.maxHeld, s.slots))
+	}
+	if why := phase.alive.unproven(); why != "" {
+		res.violations = append(res.violations, why)
 	}
 	for _, u := range phase.admittedTwice {
 		res.violations = append(res.violations, u+" was admitted twice")
@@ -258,7 +261,7 @@ func (s *queuePull) admit(ctx context.Context, e *env, order []int) admissionPha
 		}
 	}
 	stop := make(chan struct{})
-	sampled := make(chan int)
+	sampled := make(chan admittedSamples)
 	go func() { sampled <- sampleAdmitted(ctx, e, s.admin, s.eventID, stop) }()
 	start := time.Now()
 	for range min(e.concurrency, len(order)) {
@@ -327,28 +330,49 @@ func (s *queuePull) admit(ctx context.Context, e *env, order []int) admissionPha
 	wg.Wait()
 	phase.duration = time.Since(start)
 	close(stop)
-	phase.maxAlive = <-sampled
+	phase.alive = <-sampled
 	phase.admitted = int(position.Load())
 	phase.maxHeld = maxHeld.Load()
 	return phase
 }
 
+// admittedSamples is what sampleAdmitted saw: the most users admitted at once, and the reads of
+// the operators' view that failed, which leave the peak unproven.
+type admittedSamples struct {
+	peak, taken, failed int
+	firstFailure        string
+}
+
+// unproven says why the samples cannot bound the admissions, or "" when every read answered.
+func (s admittedSamples) unproven() string {
+	switch {
+	case s.failed > 0:
+		return fmt.Sprintf("%d of %d reads of the operators' queue view failed (first: %s)", s.failed, s.taken, s.firstFailure)
+	case s.taken == 0:
+		return "the operators' queue view was never read"
+	}
+	return ""
+}
+
 // sampleAdmitted reads an event's operators' view every 50 ms until stop and answers the most
 // users it saw admitted at once.
-func sampleAdmitted(ctx context.Context, e *env, adminToken, eventID string, stop <-chan struct{}) int {
-	peak := 0
+func sampleAdmitted(ctx context.Context, e *env, adminToken, eventID string, stop <-chan struct{}) admittedSamples {
+	var s admittedSamples
 	headers := map[string]string{"Authorization": "Bearer " + adminToken}
 	for {
 		a, raw := e.api.send(ctx, 0, http.MethodGet, "/admin/events/"+url.PathEscape(eventID)+"/queue", headers, nil)
 		var view struct {
 			Admitted int `json:"admitted"`
 		}
+		s.taken++
 		if a.status == http.StatusOK && json.Unmarshal(raw, &view) == nil {
-			peak = max(peak, view.Admitted)
+			s.peak = max(s.peak, view.Admitted)
+		} else if s.failed++; s.failed == 1 {
+			s.firstFailure = fmt.Sprintf("%d %v %s", a.status, a.err, snippet(raw))
 		}
 		select {
 		case <-stop:
-			return peak
+			return s
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,7 +102,7 @@ func (s *seatHerd) prepare(ctx context.Context, e *env) error {
 // run sends every user's reservation; a reservation succeeds with 201 only.
 func (s *seatHerd) run(e *env) work {
 	return work{n: s.users, do: func(ctx context.Context, i int) attempt {
-		path := fmt.Sprintf("/events/%s/seats/%d/reservations", url.PathEscape(s.eventID), s.seatOf(i))
+		path := eventPath(s.eventID, fmt.Sprintf("/seats/%d/reservations", s.seatOf(i)))
 		a, _ := e.api.post(ctx, i, path, s.headers[i], nil)
 		a.ok = a.status == http.StatusCreated
 		return a

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 
@@ -84,7 +83,7 @@ func (s *soldOutPush) prepare(ctx context.Context, e *env) error {
 func (s *soldOutPush) run(e *env) work {
 	return work{n: s.users, do: func(_ context.Context, i int) attempt {
 		k, base := e.api.pick(i)
-		a := s.clients.open(i, base+"/events/"+url.PathEscape(s.eventID)+"/tickets/waiting", s.bearers[i]["Authorization"])
+		a := s.clients.open(i, base+eventPath(s.eventID, "/tickets/waiting"), s.bearers[i]["Authorization"])
 		a.instance = k
 		return a
 	}}

@@ -71,21 +71,12 @@ func (s *verificationFlow) prepare(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("mint admin token: %w", err)
 	}
-	a, raw := e.api.post(ctx, 0, "/admin/challenges", map[string]string{"Authorization": "Bearer " + admin},
+	challenge, err := createByAdmin(ctx, e.api, 0, admin, "/admin/challenges",
 		map[string]any{"title": "rushgate-load " + e.runID, "deadline": time.Now().Add(24 * time.Hour).Format(time.RFC3339)})
-	if a.err != nil {
-		return fmt.Errorf("create challenge: %w", a.err)
+	if err != nil {
+		return fmt.Errorf("create challenge: %w", err)
 	}
-	if a.status != http.StatusCreated {
-		return fmt.Errorf("create challenge: POST /admin/challenges answered %d: %s", a.status, snippet(raw))
-	}
-	var created struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(raw, &created); err != nil || created.ID == "" {
-		return fmt.Errorf("create challenge: no id in %s", snippet(raw))
-	}
-	s.challengeID = created.ID
+	s.challengeID = challenge.ID
 	s.tokens = make([]string, s.users)
 	for i := range s.tokens {
 		if s.tokens[i], err = e.userToken(e.userID(i)); err != nil {
