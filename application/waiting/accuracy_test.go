@@ -13,8 +13,9 @@ import (
 
 // TestQueue_WaitAccuracyComparesTheFirstEstimateWithTheActualWait: on a controlled clock, a
 // user told 2 s (one admission in two seconds, one ahead) who waits 10 s is off by 8 s, whatever
-// later polls said; a user who was never given an estimate leaves no sample; the admission
-// rate is in the view.
+// later polls said; the holder, told 0 s on entering (nobody ahead) and admitted a second later,
+// by 1 s; a user who was never given an estimate leaves no sample; the admission rate is in the
+// view.
 func TestQueue_WaitAccuracyComparesTheFirstEstimateWithTheActualWait(t *testing.T) {
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
@@ -64,12 +65,60 @@ func TestQueue_WaitAccuracyComparesTheFirstEstimateWithTheActualWait(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := domainwaiting.WaitAccuracy{Samples: 1, MedianErrorSeconds: 8, P90ErrorSeconds: 8}
+	want := domainwaiting.WaitAccuracy{Samples: 2, MedianErrorSeconds: 1, P90ErrorSeconds: 8}
 	if view.WaitAccuracy != want {
 		t.Fatalf("wait accuracy %+v, want %+v", view.WaitAccuracy, want)
 	}
 	if view.AdmissionRate == nil {
 		t.Fatal("admission rate unknown after two passes a second apart")
+	}
+}
+
+// The estimate an entry answers with is the first one the user was given: a user told 2 s on
+// entering, who polls later and is admitted 30 s after entering, is off by 28 s (and the
+// holder, told 0 s on entering and admitted a second later, by 1 s).
+func TestQueue_WaitAccuracyCountsTheEstimateGivenOnEntry(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	svc := newRooms(clock).svc
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "accuracy", Seats: 10, Slots: 1, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Enter(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	passSeconds(t, svc, clock, 1)
+	if _, _, err := svc.Claim(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	passSeconds(t, svc, clock, 1)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entered, _, err := svc.Enter(ctx, event.ID, "told")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEstimate(t, "estimate on entry", entered.EstimatedWaitSeconds, seconds(2))
+	clock.Advance(20 * time.Second)
+	if _, err := svc.Status(ctx, event.ID, "told"); err != nil { // a later estimate, not the prediction
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Second)
+	if err := svc.Return(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Claim(ctx, event.ID, "told"); err != nil {
+		t.Fatal(err)
+	}
+	view, err := svc.Queue(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domainwaiting.WaitAccuracy{Samples: 2, MedianErrorSeconds: 1, P90ErrorSeconds: 28}
+	if view.WaitAccuracy != want {
+		t.Fatalf("wait accuracy %+v, want %+v", view.WaitAccuracy, want)
 	}
 }
 

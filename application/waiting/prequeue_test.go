@@ -364,6 +364,48 @@ func TestPrequeue_ATimerThatFailsTriesAgainShortly(t *testing.T) {
 	})
 }
 
+// lostRooms is a waiting-room store that can lose every room at once, as a Redis restarted
+// without persistence does.
+type lostRooms struct{ ports.WaitingRoom }
+
+// A room the store loses after the pre-queue opened is opened again ungated: the instance that
+// opened it remembers the opening as done and would never open a new gate, so arrivals after
+// the loss would wait as pre-queued, without a rank, for good.
+func TestPrequeue_ARoomLostAfterOpeningIsOpenedAgainUngated(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(saleDay)
+	r := newRooms(clock)
+	store := &lostRooms{WaitingRoom: r.deps.Room}
+	deps := r.deps
+	deps.Room = store
+	svc := waiting.NewService(deps, waiting.Config{})
+	defer svc.Close()
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
+		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Enter(ctx, event.ID, "early"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := svc.Status(ctx, event.ID, "early"); err != nil || v.Status != waiting.StatusReady {
+		t.Fatalf("after the opening: %+v, %v; want ready", v, err)
+	}
+
+	store.WaitingRoom = memory.NewWaitingRoom(clock)
+	v, created, err := svc.Enter(ctx, event.ID, "after-loss")
+	if err != nil || !created || v.Status != waiting.StatusReady || v.Rank != 0 {
+		t.Fatalf("entering the room the store lost: %+v, created %v, %v; want ready at rank 0", v, created, err)
+	}
+	if _, _, err := svc.Claim(ctx, event.ID, "after-loss"); err != nil {
+		t.Fatalf("claim in the room opened again: %v", err)
+	}
+}
+
 func TestPrequeue_CloseEndsTheOpeningTimers(t *testing.T) {
 	ctx := context.Background()
 	clock := memory.NewClock(saleDay)

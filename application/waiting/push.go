@@ -252,7 +252,7 @@ func NewBroker(d BrokerDeps, brokerID string, cfg BrokerConfig) *Broker {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Broker{q: d.Queue, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), rates: d.Rates, clock: d.Clock,
+	return &Broker{q: d.Queue, rooms: newEventRooms(d.Events, d.Seats, d.Rooms, d.Clock), rates: d.Rates, clock: d.Clock,
 		base: brokerID, id: brokerID, cfg: cfg.withDefaults(), obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer),
 		subs: make(map[string]map[string]*Subscription), leaves: make(map[*time.Timer]struct{})}
 }
@@ -852,7 +852,7 @@ func NewDispatcher(d DispatcherDeps, dispatcherID string, cfg DispatcherConfig) 
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Dispatcher{q: d.Queue, index: d.Index, rooms: newEventRooms(d.Events, d.Seats, d.Rooms), clock: d.Clock,
+	return &Dispatcher{q: d.Queue, index: d.Index, rooms: newEventRooms(d.Events, d.Seats, d.Rooms, d.Clock), clock: d.Clock,
 		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer), tasks: make(chan string, cfg.PromotionBacklog),
 		routed: make(map[string][]string)}
 }

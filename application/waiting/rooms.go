@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -18,6 +19,7 @@ type eventRooms struct {
 	events ports.EventRepository
 	seats  ports.SeatRepository
 	opener ports.RoomOpener
+	clock  ports.Clock
 	// known caches what never changes about an event (mode, token TTL, seats): polls read it
 	// on every call.
 	known sync.Map // event id → *waiting.Event
@@ -25,8 +27,8 @@ type eventRooms struct {
 	loads singleflight.Group
 }
 
-func newEventRooms(events ports.EventRepository, seats ports.SeatRepository, opener ports.RoomOpener) *eventRooms {
-	return &eventRooms{events: events, seats: seats, opener: opener}
+func newEventRooms(events ports.EventRepository, seats ports.SeatRepository, opener ports.RoomOpener, clock ports.Clock) *eventRooms {
+	return &eventRooms{events: events, seats: seats, opener: opener, clock: clock}
 }
 
 // event returns the event, from the cache after the first read, or waiting.ErrEventNotFound.
@@ -54,7 +56,10 @@ func (r *eventRooms) event(ctx context.Context, eventID string) (*waiting.Event,
 
 // inRoom runs fn on the event's room; when the store has no room for it (never opened, or lost
 // in a Redis flush) it opens it from the database — current slots, and the seat counter at
-// the database's count of free seats — and runs fn again.
+// the database's count of free seats, gated only while the pre-queue's opensAt is still ahead —
+// and runs fn again. A room lost after its opening is opened ungated: the instance that opened
+// it remembers the opening as done and would never open the gate of a new one, and the lost
+// pre-queue left nobody to place.
 func (r *eventRooms) inRoom(ctx context.Context, eventID string, fn func() error) error {
 	err := fn()
 	if !errors.Is(err, ports.ErrRoomNotOpen) {
@@ -68,16 +73,16 @@ func (r *eventRooms) inRoom(ctx context.Context, eventID string, fn func() error
 	if err != nil {
 		return err
 	}
-	if err := openRoom(ctx, r.opener, current, current.Slots(), free); err != nil {
+	if err := openRoom(ctx, r.opener, current, current.Slots(), free, r.clock.Now()); err != nil {
 		return err
 	}
 	return fn()
 }
 
 // openRoom opens e's room with slots and the seat counter at seats: gated until opensAt for an
-// event with a pre-queue.
-func openRoom(ctx context.Context, opener ports.RoomOpener, e *waiting.Event, slots, seats int) error {
-	if p, ok := e.Prequeue(); ok {
+// event whose pre-queue opens after now.
+func openRoom(ctx context.Context, opener ports.RoomOpener, e *waiting.Event, slots, seats int, now time.Time) error {
+	if p, ok := e.Prequeue(); ok && now.Before(p.OpensAt) {
 		return opener.OpenGated(ctx, e.ID(), slots, seats, p.OpensAt)
 	}
 	return opener.Open(ctx, e.ID(), slots, seats)

@@ -114,7 +114,7 @@ func NewService(d Deps, cfg Config) *Service {
 	if d.Rates == nil {
 		d.Rates = NewAdmissionRates()
 	}
-	s := &Service{d: d, cfg: cfg, rooms: newEventRooms(d.Events, d.Seats, d.Room), openings: newOpeningTimers(),
+	s := &Service{d: d, cfg: cfg, rooms: newEventRooms(d.Events, d.Seats, d.Room, d.Clock), openings: newOpeningTimers(),
 		predicted: newPredictions()}
 	s.reserves = guard.NewLane(d.Guard, guard.LaneConfig{
 		MaxBatch: cfg.MaxBatch,
@@ -198,7 +198,7 @@ func (s *Service) CreateEvent(ctx context.Context, cmd CreateEventCommand) (Even
 	if err != nil {
 		return EventView{}, err
 	}
-	_ = openRoom(ctx, s.d.Room, e, e.Slots(), e.Seats())
+	_ = openRoom(ctx, s.d.Room, e, e.Slots(), e.Seats(), s.d.Clock.Now())
 	s.armOpening(e)
 	return viewOf(e), nil
 }
@@ -310,7 +310,9 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 	if err != nil {
 		return StatusView{}, false, fmt.Errorf("enter queue: %w", err)
 	}
-	return s.statusOf(e, p), p.Created, nil
+	v := s.statusOf(e, p)
+	s.predictFirst(ctx, eventID, userID, p, v)
+	return v, p.Created, nil
 }
 
 // Status answers the user's place and refreshes an admitted user's token, or
@@ -337,20 +339,19 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 		return StatusView{}, fmt.Errorf("queue status: %w", err)
 	}
 	v := s.statusOf(e, p)
-	if !p.Admitted && v.EstimatedWaitSeconds != nil {
-		s.predict(ctx, eventID, userID, *v.EstimatedWaitSeconds)
-	}
+	s.predictFirst(ctx, eventID, userID, p, v)
 	return v, nil
 }
 
-// predict records the user's first wait estimate (SPEC §8 wait accuracy) in the store, once
-// per user and instance, so a user's later polls cost no write; one that fails is tried on the
-// next poll, and the answer does not wait for a failing one.
-func (s *Service) predict(ctx context.Context, eventID, userID string, seconds int) {
-	if !s.predicted.add(eventID, userID) {
+// predictFirst records the estimate a waiting user is given, by an entry or a poll, as their
+// prediction (SPEC §8 wait accuracy: the first non-null one) in the store, once per user and
+// instance, so a user's later polls cost no write; one that fails is tried on the next poll,
+// and the answer does not wait for a failing one.
+func (s *Service) predictFirst(ctx context.Context, eventID, userID string, p ports.QueuePlace, v StatusView) {
+	if p.Admitted || v.EstimatedWaitSeconds == nil || !s.predicted.add(eventID, userID) {
 		return
 	}
-	if err := s.d.Room.Predict(ctx, eventID, map[string]int{userID: seconds}); err != nil {
+	if err := s.d.Room.Predict(ctx, eventID, map[string]int{userID: *v.EstimatedWaitSeconds}); err != nil {
 		s.predicted.forget(eventID, userID)
 	}
 }
