@@ -12,7 +12,11 @@ import (
 // Reclaimed is true when the message had been read before and left unacknowledged past the
 // reader's idle bound (a reader that stalled or died, or a delivery that failed), false on its
 // first read. Owner is the user's connection owner when an entry message was read ("" when
-// none): where the admission is routed; dispatch messages leave it empty.
+// none): where the admission is routed; dispatch messages leave it empty, but for Replaced.
+//
+// Replaced marks a dispatch message that is no promotion: the user's connection Owner, held by
+// the broker reading it, was replaced by a newer connection on another broker
+// (BrokerQueue.TellReplaced), and the broker ends it.
 type Promotion struct {
 	MessageID  string
 	EventID    string
@@ -20,6 +24,7 @@ type Promotion struct {
 	Owner      string
 	PromotedAt time.Time
 	Reclaimed  bool
+	Replaced   bool
 }
 
 // EntryRead is a read of an event's entry stream by a dispatcher (DispatchQueue.ReadEntries):
@@ -96,7 +101,13 @@ type PushQueue interface {
 // BrokerQueue is what a broker, holding its instance's SSE connections, calls.
 //
 // Connect enters the user as WaitingRoom.Enter does (same place if already waiting, Admitted if
-// admitted) and makes owner the user's connection, replacing an older one (a reconnect).
+// admitted) and makes owner the user's connection, replacing an older one (a reconnect, or a
+// second tab), whose owner it answers as QueuePlace.Replaced.
+//
+// TellReplaced tells the broker of owner, a connection Connect replaced, by a message on its
+// dispatch stream (Promotion.Replaced), so that it ends that connection. A broker whose stream
+// does not exist (it never read it, or it was reaped) is not told: the message would outlive
+// any reader.
 //
 // Disconnect applies the seed's rules to a user whose connection owner still is owner (or, for
 // an owner prefix, starts with it): admitted → slot back and token deleted (Released); waiting
@@ -125,6 +136,7 @@ type PushQueue interface {
 // AckDispatch acknowledges and deletes messages on their own (a broker idle or moving on).
 type BrokerQueue interface {
 	Connect(ctx context.Context, eventID, userID, owner string) (QueuePlace, error)
+	TellReplaced(ctx context.Context, eventID, userID, owner string) error
 	Disconnect(ctx context.Context, eventID, userID, owner string) (Departure, error)
 	Snapshot(ctx context.Context, eventID string) (QueueSnapshot, error)
 	Issue(ctx context.Context, eventID string, grants []TokenGrant, ttl time.Duration, ack DispatchAck) ([]ClaimResult, error)

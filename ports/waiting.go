@@ -33,6 +33,9 @@ type QueuePlace struct {
 	Created bool
 	// Prequeue: the room's pre-queue is not placed yet, so the user has no rank (SPEC §8).
 	Prequeue bool
+	// Replaced is set by PushQueue.Connect to the owner of the user's connection that the new
+	// one replaced ("" when none, or the same owner).
+	Replaced string
 }
 
 // Ready reports whether a waiting user may claim a token now: rank < remaining slots.

@@ -74,11 +74,29 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 			return ports.ErrSoldOut
 		}
 		w.active[eventID] = true
+		replaced := r.owners[userID]
 		r.owners[userID] = owner
 		place = r.enter(userID, now)
+		if replaced != owner {
+			place.Replaced = replaced
+		}
 		return nil
 	})
 	return place, err
+}
+
+// TellReplaced appends a Replaced message to the dispatch stream of owner's broker, if it has
+// one.
+func (w *WaitingRoom) TellReplaced(ctx context.Context, eventID, userID, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.dispatch[ports.OwnerBroker(owner)]; s != nil {
+		s.append(ports.Promotion{EventID: eventID, UserID: userID, Owner: owner, Replaced: true})
+	}
+	return nil
 }
 
 // Disconnect applies the disconnect rule if owner still holds the user.

@@ -61,12 +61,15 @@ local function owns(held, owner) return held and string.sub(held, 1, #owner) == 
 
 func newPushScript(body string) *goredis.Script { return newWaitingScript(departLua + body) }
 
-// connectScript records the owner, then enters as Enter does (or answers {'SOLD_OUT'}). ARGV
-// user, owner.
+// connectScript records the owner, then enters as Enter does (or answers {'SOLD_OUT'}); the
+// reply ends with the owner replaced, when another held the user. ARGV user, owner.
 var connectScript = newPushScript(enterLua + `
 if soldOut() then return {'SOLD_OUT'} end
+local replaced = redis.call('HGET', owners, ARGV[1])
 redis.call('HSET', owners, ARGV[1], ARGV[2])
-return enterReply({ARGV[1]})
+local reply = enterReply({ARGV[1]})
+if replaced and replaced ~= ARGV[2] then reply[4] = replaced end
+return reply
 `)
 
 // disconnectScript answers {'OK', departure}. ARGV user, owner (or owner prefix).
@@ -147,11 +150,29 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
+	var replaced string
+	if len(r) == 3 {
+		replaced, _ = r[2].(string)
+		r = r[:2]
+	}
 	answers, err := enterAnswers(op, state, r, 1)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
-	return w.entered(ctx, eventID, answers[0])
+	place, err := w.entered(ctx, eventID, answers[0])
+	place.Replaced = replaced
+	return place, err
+}
+
+// TellReplaced appends a Replaced message to the dispatch stream of owner's broker; NOMKSTREAM
+// leaves a broker without one (never read, or reaped) untold.
+func (w *WaitingRoom) TellReplaced(ctx context.Context, eventID, userID, owner string) error {
+	err := w.client.XAdd(ctx, &goredis.XAddArgs{Stream: w.dispatchKey(ports.OwnerBroker(owner)), NoMkStream: true,
+		Values: []any{"event", eventID, "user", userID, "replaced", owner}}).Err()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return unavailable("tell the replaced connection's broker", err)
+	}
+	return nil
 }
 
 // Disconnect applies the disconnect rule if owner still holds the user.
@@ -426,8 +447,13 @@ func promotions(msgs []groupMessage, reclaimed int) []ports.Promotion {
 	for i, m := range msgs {
 		event, _ := m.Values["event"].(string)
 		user, _ := m.Values["user"].(string)
-		out = append(out, ports.Promotion{MessageID: m.ID, EventID: event, UserID: user, PromotedAt: fromMillis(m.Values["at"]),
-			Reclaimed: i < reclaimed})
+		p := ports.Promotion{MessageID: m.ID, EventID: event, UserID: user, Reclaimed: i < reclaimed}
+		if replaced, ok := m.Values["replaced"].(string); ok {
+			p.Owner, p.Replaced = replaced, true
+		} else {
+			p.PromotedAt = fromMillis(m.Values["at"])
+		}
+		out = append(out, p)
 	}
 	return out
 }

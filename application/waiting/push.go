@@ -302,6 +302,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 		}
 		return nil, fmt.Errorf("connect to queue: %w", err)
 	}
+	b.tellReplaced(ctx, sub, place.Replaced)
 	if place.Admitted {
 		if err := b.deliver(ctx, e, []delivery{{sub: sub}}, ports.DispatchAck{}); err != nil {
 			b.Leave(sub)
@@ -312,6 +313,20 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 		stream.Prequeue(*prequeueViewOf(e))
 	}
 	return sub, nil
+}
+
+// tellReplaced tells another broker that held the user's connection, replaced by sub, to end
+// it: register ends an older connection on this broker, and one left open elsewhere would wait
+// for positions and an admission that now go to sub. A failure leaves that stream open until
+// its client closes it; sub's join stands.
+func (b *Broker) tellReplaced(ctx context.Context, sub *Subscription, replaced string) {
+	if replaced == "" || ports.OwnerBroker(replaced) == ports.OwnerBroker(sub.owner) {
+		return
+	}
+	if err := b.q.TellReplaced(ctx, sub.EventID, sub.UserID, replaced); err != nil {
+		b.log.Warn("push broker could not tell another broker to end a replaced connection", "event", sub.EventID,
+			"replaced", replaced, "error", err)
+	}
 }
 
 // register names sub after the broker's current id and makes it the user's connection on this
@@ -692,9 +707,10 @@ func (b *Broker) ackDispatch(ctx context.Context, brokerID string, delivered []s
 }
 
 // deliverBatch delivers a batch of brokerID's dispatch messages, one Issue per event (at once),
-// the first of which also acknowledges acks. It answers the messages to acknowledge now: the
-// batch's delivered or whose user is not connected here, and acks unless acknowledged; and how
-// many of the batch failed (left unacknowledged).
+// the first of which also acknowledges acks, and ends the connections another broker replaced.
+// It answers the messages to acknowledge now: the batch's delivered, replaced or whose user is
+// not connected here, and acks unless acknowledged; and how many of the batch failed (left
+// unacknowledged).
 func (b *Broker) deliverBatch(ctx context.Context, brokerID string, batch []ports.Promotion, acks []string) ([]string, int) {
 	type eventBatch struct {
 		eventID string
@@ -704,8 +720,16 @@ func (b *Broker) deliverBatch(ctx context.Context, brokerID string, batch []port
 	}
 	byEvent := make(map[string]*eventBatch)
 	var events []*eventBatch
+	var replacedDone []string
 	b.mu.Lock()
 	for _, p := range batch {
+		if p.Replaced {
+			if sub := b.subs[p.EventID][p.UserID]; sub != nil && sub.owner == p.Owner {
+				sub.end()
+			}
+			replacedDone = append(replacedDone, p.MessageID)
+			continue
+		}
 		eb := byEvent[p.EventID]
 		if eb == nil {
 			eb = &eventBatch{eventID: p.EventID}
@@ -753,7 +777,7 @@ func (b *Broker) deliverBatch(ctx context.Context, brokerID string, batch []port
 		})
 	}
 	_ = g.Wait()
-	return append(done, acks...), failed
+	return append(append(done, acks...), replacedDone...), failed
 }
 
 // deliverTraced delivers ds, admissions of eventID, in a trace of its own, acknowledging ack.

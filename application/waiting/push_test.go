@@ -16,6 +16,7 @@ import (
 	"github.com/rushgate/rushgate/application/waiting"
 	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // newBroker returns a broker on in-memory adapters and a push event in it.
@@ -273,6 +274,49 @@ func TestBroker_ReapedBrokerEndsEveryStreamAndItsUsersReconnect(t *testing.T) {
 	}
 	if lapses, _, _, _ := r.seen.counts(); lapses != 1 || r.broker.ID() != newID {
 		t.Fatalf("a beating broker lapsed again: %d lapses, id %q", lapses, r.broker.ID())
+	}
+}
+
+// A user's newer connection on another broker (a reconnect through a load balancer, a second
+// tab) ends the older one, as a newer connection on the same broker does: the older stream
+// would otherwise stay open for positions and an admission that now go to the newer one.
+func TestBroker_ANewerConnectionOnAnotherBrokerEndsTheOlderOne(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	defer running.Wait()
+	defer cancel()
+	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "two", Seats: 5, Slots: 1, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := waiting.BrokerConfig{Tick: 10 * time.Millisecond}
+	first := waiting.NewBroker(r.broker, "instance-1", cfg)
+	second := waiting.NewBroker(r.broker, "instance-2", cfg)
+	running.Go(func() { first.Run(ctx) })
+	running.Go(func() { second.Run(ctx) })
+	d := waiting.NewDispatcher(r.dispatcher, "dispatcher", waiting.DispatcherConfig{})
+
+	older := join(t, first, event.ID, "u", false)
+	newer := join(t, second, event.ID, "u", false)
+	testkit.Eventually(t, 5*time.Second, "the older connection, on instance-1, ended", func() error {
+		if !older.ended.Load() {
+			return errors.New("still open")
+		}
+		return nil
+	})
+	testkit.Eventually(t, 5*time.Second, "the newer connection admitted", func() error {
+		if err := d.Promote(ctx, event.ID); err != nil {
+			return err
+		}
+		if newer.admissions() == 0 {
+			return errors.New("not admitted yet")
+		}
+		return nil
+	})
+	if newer.ended.Load() || older.admissions() != 0 {
+		t.Fatalf("newer ended %v, older admitted %d times; want the newer open and the older never admitted",
+			newer.ended.Load(), older.admissions())
 	}
 }
 

@@ -35,6 +35,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Issue_SameTokenAgain", testIssueSameToken},
 		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
+		{"TellReplaced_ReachesTheReplacedConnectionsBroker", testTellReplaced},
 		{"ReapBroker_GivesBackItsUsersSlots", testReapBroker},
 		{"Heartbeat_TellsALapsedBroker", testHeartbeatLapse},
 	})
@@ -267,6 +268,41 @@ func testDispatchRetry(t *testing.T, e env[PushRoom]) {
 	for _, b := range []string{broker, other} {
 		if left, err := e.impl.ReadDispatch(ctx, b, 10, 0, pushRetry); err != nil || len(left) != 0 {
 			t.Fatalf("after acknowledging %s: %+v %v", b, left, err)
+		}
+	}
+}
+
+func testTellReplaced(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	first, second, never := "first-"+randomID(), "second-"+randomID(), "never-"+randomID()
+	for _, b := range []string{first, second} { // live brokers have read their streams
+		_, err := e.impl.ReadDispatch(ctx, b, 10, 0, 0)
+		must(t, err, "first read of "+b)
+	}
+	for i, c := range []struct{ owner, replaced string }{
+		{first + "|1|", ""},              // a first connection replaces nothing
+		{first + "|1|", ""},              // nor does the same one again
+		{second + "|2|", first + "|1|"},  // another broker's replaces the first
+		{second + "|3|", second + "|2|"}, // a newer one on the same broker too
+	} {
+		place, err := e.impl.Connect(ctx, eventID, "u", c.owner)
+		must(t, err, "connect")
+		if place.Replaced != c.replaced {
+			t.Fatalf("connection %d: replaced %q, want %q", i, place.Replaced, c.replaced)
+		}
+	}
+	must(t, e.impl.TellReplaced(ctx, eventID, "u", first+"|1|"), "tell the first broker")
+	must(t, e.impl.TellReplaced(ctx, eventID, "u", never+"|4|"), "tell a broker that never read")
+	got, err := e.impl.ReadDispatch(ctx, first, 10, time.Second, 0)
+	must(t, err, "read the first broker's")
+	if len(got) != 1 || !got[0].Replaced || got[0].Owner != first+"|1|" || got[0].EventID != eventID || got[0].UserID != "u" {
+		t.Fatalf("first broker read %+v, want that its connection of u was replaced", got)
+	}
+	must(t, e.impl.AckDispatch(ctx, first, messageIDs(got)), "ack")
+	for _, b := range []string{second, never} {
+		if read, err := e.impl.ReadDispatch(ctx, b, 10, 0, 0); err != nil || len(read) != 0 {
+			t.Fatalf("broker %s read %+v, %v; want nothing", b, read, err)
 		}
 	}
 }
