@@ -61,7 +61,11 @@ func (s *stream) read(consumer string, count int, reclaimIdle time.Duration, now
 }
 
 func (s *stream) ack(messageIDs []string) {
-	s.msgs = slices.DeleteFunc(s.msgs, func(m streamMessage) bool { return slices.Contains(messageIDs, m.p.MessageID) })
+	acked := make(map[string]bool, len(messageIDs))
+	for _, id := range messageIDs {
+		acked[id] = true
+	}
+	s.msgs = slices.DeleteFunc(s.msgs, func(m streamMessage) bool { return acked[m.p.MessageID] })
 }
 
 // Connect enters the user and makes owner the user's connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -279,12 +280,20 @@ return readGroup(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 `)
 
 // ackScript acknowledges and deletes messages of stream KEYS[1] for group ARGV[1]: ARGV after
-// the first. One command, so no message is left acknowledged but not deleted.
+// the first. One script, so no message is left acknowledged but not deleted; in chunks, since
+// Lua unpacks at most about 8,000 values at once and a broker whose acknowledgements failed
+// for a while has more.
 var ackScript = goredis.NewScript(`
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+for first = 2, #ARGV, ` + strconv.Itoa(ackChunk) + ` do
+  local last = math.min(first + ` + strconv.Itoa(ackChunk-1) + `, #ARGV)
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, first, last))
+  redis.call('XDEL', KEYS[1], unpack(ARGV, first, last))
+end
 return 1
 `)
+
+// ackChunk is how many messages one XACK and XDEL of ackScript name.
+const ackChunk = 1000
 
 // readGroup runs readGroupScript: acknowledges done, then reclaims and reads up to count
 // messages; owners, when not "", is the owners hash whose entries the answer carries.

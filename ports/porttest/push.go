@@ -2,6 +2,7 @@ package porttest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -35,6 +36,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Issue_SameTokenAgain", testIssueSameToken},
 		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
+		{"AckDispatch_AcknowledgesAnyNumberAtOnce", testAckMany},
 		{"TellReplaced_ReachesTheReplacedConnectionsBroker", testTellReplaced},
 		{"ReapBroker_GivesBackItsUsersSlots", testReapBroker},
 		{"Heartbeat_TellsALapsedBroker", testHeartbeatLapse},
@@ -269,6 +271,29 @@ func testDispatchRetry(t *testing.T, e env[PushRoom]) {
 		if left, err := e.impl.ReadDispatch(ctx, b, 10, 0, pushRetry); err != nil || len(left) != 0 {
 			t.Fatalf("after acknowledging %s: %+v %v", b, left, err)
 		}
+	}
+}
+
+// A broker whose acknowledgements kept failing while its reads succeeded has many to send at
+// once (on Redis, more than a Lua script can unpack in one call).
+func testAckMany(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	broker := "broker-" + randomID()
+	const many = 9000
+	promotions := make([]ports.Promotion, many)
+	for i := range promotions {
+		promotions[i] = ports.Promotion{EventID: "e1", UserID: fmt.Sprint("u", i), Owner: broker + "|1|", PromotedAt: time.Now()}
+	}
+	must(t, e.impl.Dispatch(ctx, promotions), "dispatch")
+	read, err := e.impl.ReadDispatch(ctx, broker, many, time.Second, 0)
+	must(t, err, "read")
+	if len(read) != many {
+		t.Fatalf("read %d messages, want %d", len(read), many)
+	}
+	must(t, e.impl.AckDispatch(ctx, broker, messageIDs(read)), "acknowledge them all at once")
+	time.Sleep(pushRetry + 100*time.Millisecond)
+	if left, err := e.impl.ReadDispatch(ctx, broker, many, 0, pushRetry); err != nil || len(left) != 0 {
+		t.Fatalf("after acknowledging: %d messages read again, %v", len(left), err)
 	}
 }
 
