@@ -122,6 +122,57 @@ func TestQueue_WaitAccuracyCountsTheEstimateGivenOnEntry(t *testing.T) {
 	}
 }
 
+// A user who left (here through another instance, which this one cannot know of) and enters
+// again starts a new wait, whose prediction is the estimate the new entry answers with.
+func TestQueue_WaitAccuracyStartsAfreshForAUserWhoLeftAndCameBack(t *testing.T) {
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	svc, other := r.svc, waiting.NewService(r.deps, waiting.Config{})
+	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "accuracy", Seats: 10, Slots: 1, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Enter(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	passSeconds(t, svc, clock, 1)
+	if _, _, err := svc.Claim(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	passSeconds(t, svc, clock, 1)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Enter(ctx, event.ID, "back"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Leave(ctx, event.ID, "back"); err != nil {
+		t.Fatal(err)
+	}
+	entered, created, err := svc.Enter(ctx, event.ID, "back")
+	if err != nil || !created {
+		t.Fatalf("entering again: created %v, %v", created, err)
+	}
+	checkEstimate(t, "estimate on entering again", entered.EstimatedWaitSeconds, seconds(2))
+	clock.Advance(10 * time.Second)
+	if err := svc.Return(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Claim(ctx, event.ID, "back"); err != nil {
+		t.Fatal(err)
+	}
+	view, err := svc.Queue(ctx, event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder is off by 1 s (told 0, admitted a second later), the user back by 8 s.
+	want := domainwaiting.WaitAccuracy{Samples: 2, MedianErrorSeconds: 1, P90ErrorSeconds: 8}
+	if view.WaitAccuracy != want {
+		t.Fatalf("wait accuracy %+v, want %+v", view.WaitAccuracy, want)
+	}
+}
+
 // TestBroker_WaitAccuracyComparesTheFirstEstimateShownWithTheActualWait: the same rule in push
 // mode, on a controlled clock. The prediction is the first non-null estimate a position showed
 // (a null one before it, later ones and the ones a reconnection shows are not it); the error is

@@ -310,6 +310,11 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 	if err != nil {
 		return StatusView{}, false, fmt.Errorf("enter queue: %w", err)
 	}
+	if p.Created {
+		// A new wait: a prediction remembered from an earlier one (the user left or was dropped,
+		// maybe through another instance) is gone from the store with it.
+		s.predicted.forget(eventID, userID)
+	}
 	v := s.statusOf(e, p)
 	s.predictFirst(ctx, eventID, userID, p, v)
 	return v, p.Created, nil
