@@ -4,11 +4,32 @@ import (
 	"encoding/json"
 	stdhttp "net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// A payment without a usable Idempotency-Key is refused for it before the order is looked up,
+// whether the order exists or not.
+func TestPayment_RefusesAMissingKeyBeforeLookingUpTheOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	productID := h.create("/admin/products", `{"name":"lamp","price":1000,"stock":5}`)["id"].(string)
+	payer, _ := h.userToken()
+	for name, orderID := range map[string]string{"known order": h.placeOrder(payer, productID, 1), "unknown order": uuid.NewString()} {
+		t.Run(name, func(t *testing.T) {
+			missing := h.do(call{method: "POST", path: "/api/orders/" + orderID + "/payment", token: payer})
+			assertError(t, missing, stdhttp.StatusBadRequest, "IDEMPOTENCY_KEY_REQUIRED")
+			tooLong := h.do(call{method: "POST", path: "/api/orders/" + orderID + "/payment", token: payer,
+				idempotencyKey: strings.Repeat("k", 256)})
+			assertError(t, tooLong, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+		})
+	}
+}
 
 // An order is paid from the balance and its message waits in the outbox, which admins see; a
 // balance too small is refused, and a user may not see the outbox.

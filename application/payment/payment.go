@@ -168,6 +168,10 @@ func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result]
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return guard.Result[Result]{}, err
 	}
+	// The guard checks the key too, but only after the order is read for its lock key.
+	if err := guard.ValidateKey(cmd.IdempotencyKey); err != nil {
+		return guard.Result[Result]{}, err
+	}
 	o, err := s.d.Orders.Get(ctx, cmd.OrderID)
 	if err != nil {
 		return guard.Result[Result]{}, err
