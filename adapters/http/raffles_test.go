@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	stdhttp "net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -335,4 +336,41 @@ func TestRafflePurchase_OnlyAWinnerBuysOneUnit(t *testing.T) {
 	assert.Equal(t, stdhttp.StatusBadRequest, again.code, "the line's total counts: %v", again.body)
 	rec = h.do(call{method: "POST", path: "/api/orders", token: winner})
 	require.Equal(t, stdhttp.StatusCreated, rec.Code, rec.Body.String())
+}
+
+func (h *harness) addToCart(token, productID string, quantity int) *httptest.ResponseRecorder {
+	h.t.Helper()
+	return h.do(call{method: "POST", path: "/api/cart/items", token: token,
+		body: `{"productId":"` + productID + `","quantity":` + strconv.Itoa(quantity) + `}`})
+}
+
+// TestRafflePurchase_PermissionComesBeforeTheStock: whoever did not win the product is told so
+// (403 RAFFLE_NOT_WON) whatever quantity they ask and whatever stock is left, never
+// INSUFFICIENT_STOCK, which would tell them the stock; its winner asking for more than one unit
+// is told that, not the stock either.
+func TestRafflePurchase_PermissionComesBeforeTheStock(t *testing.T) {
+	t.Parallel()
+	h, clock := raffleHarness(t)
+	productID := h.create("/admin/products", `{"name":"sneaker","price":100,"stock":1}`)["id"].(string)
+	// The bystander's cart took the last unit before the raffle restricted the product.
+	bystander, _ := h.userToken()
+	require.Equal(t, stdhttp.StatusCreated, h.addToCart(bystander, productID, 1).Code)
+	id := h.createRaffle(clock, 1, productID)["id"].(string)
+	winner, winnerID := h.userToken()
+	status, body := h.enterRaffle(id, winner)
+	require.Equal(t, stdhttp.StatusCreated, status, body)
+	h.closeAndDraw(clock)
+	stranger, _ := h.userToken()
+
+	assertError(t, h.addToCart(stranger, productID, 2), stdhttp.StatusForbidden, "RAFFLE_NOT_WON")
+	tooMany := assertError(t, h.addToCart(winner, productID, 2), stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+	assert.Equal(t, "quantity", tooMany.Field)
+
+	// The winner buys the last unit: the stock is gone.
+	h.create("/admin/users", `{"id":"`+winnerID+`","balance":1000}`)
+	paid := h.do(call{method: "POST", path: "/api/orders/" + h.placeOrder(winner, productID, 1) + "/payment",
+		token: winner, idempotencyKey: "pay"})
+	require.Equal(t, stdhttp.StatusOK, paid.Code, paid.Body.String())
+	assertError(t, h.addToCart(stranger, productID, 1), stdhttp.StatusForbidden, "RAFFLE_NOT_WON")
+	assertError(t, h.do(call{method: "POST", path: "/api/orders", token: bystander}), stdhttp.StatusForbidden, "RAFFLE_NOT_WON")
 }

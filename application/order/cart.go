@@ -42,8 +42,9 @@ const maxAddBatch = 64
 // or adds one, and checks that the stock covers the line's new quantity. Fails with
 // catalog.ErrProductNotFound, catalog.InsufficientStock, or VALIDATION_FAILED for a quantity
 // outside 1..order.MaxLineQuantity (also as the line's total) or a cart already holding
-// order.MaxCartLines products, or with the purchase permissions' refusal of the line's new
-// quantity (a raffle's prize: RAFFLE_NOT_WON, or more than one unit for its winner).
+// order.MaxCartLines products, or, checked before the stock, with the purchase permissions'
+// refusal of the line's new quantity (a raffle's prize: RAFFLE_NOT_WON, or more than one unit
+// for its winner).
 //
 // Concurrent adds to one cart on this instance line up in process and are served in batches,
 // one transaction each (addBatch): a herd on one cart then waits its turn in arrival order here
@@ -141,15 +142,27 @@ func (s *Service) addLine(ctx context.Context, cart order.Cart, lines []order.Ca
 		p = productNow{product: product, stock: stock}
 		products[cmd.ProductID] = p
 	}
+	// The permission comes before the stock: whoever may not buy the product must not learn
+	// its stock from the refusal.
+	if err := s.checkPurchase(ctx, cmd.UserID, cmd.ProductID, quantityIn(lines, cmd.ProductID)+cmd.Quantity); err != nil {
+		return order.CartLine{}, err
+	}
 	product, stock := p.product, p.stock
 	item, err := cart.Add(lines, s.ids.NewID(), product, stock, cmd.Quantity, now)
 	if err != nil {
 		return order.CartLine{}, err
 	}
-	if err := s.checkPurchase(ctx, cmd.UserID, cmd.ProductID, item.Quantity()); err != nil {
-		return order.CartLine{}, err
-	}
 	return order.CartLine{CartItem: item, Name: product.Name(), UnitPrice: product.Price(), Stock: stock.Quantity()}, nil
+}
+
+// quantityIn is how many units of productID lines hold.
+func quantityIn(lines []order.CartLine, productID string) int {
+	for _, l := range lines {
+		if l.ProductID() == productID {
+			return l.Quantity()
+		}
+	}
+	return 0
 }
 
 // CartLineView is one cart line with its product as it is now: stockAvailable tells whether the

@@ -97,11 +97,12 @@ type PlaceCommand struct {
 }
 
 // Place turns the user's cart into a PENDING order (SPEC §4) in one transaction under the cart's
-// row lock: read the lines with their current prices and stock, check every line's stock and the
-// coupon, insert the order with its items, empty the cart. Of concurrent orders of one cart one
-// takes its lines and the others find it empty. Fails with order.ErrEmptyCart,
-// catalog.InsufficientStock naming the product, the purchase permissions' refusal of a line,
-// coupon.ErrInvalid, commerce.ErrAmountOverflow, or, with an IdempotencyKey, the guard's errors.
+// row lock: read the lines with their current prices and stock, check every line's permission,
+// then its stock, and the coupon, insert the order with its items, empty the cart. Of concurrent
+// orders of one cart one takes its lines and the others find it empty. Fails with
+// order.ErrEmptyCart, the purchase permissions' refusal of a line, catalog.InsufficientStock
+// naming the product, coupon.ErrInvalid, commerce.ErrAmountOverflow, or, with an
+// IdempotencyKey, the guard's errors.
 func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[View], error) {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return guard.Result[View]{}, err
