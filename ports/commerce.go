@@ -55,6 +55,11 @@ type CartRepository interface {
 // CANCELLED the same way, or returns order.ErrNotCancellable, changing nothing: of a concurrent
 // MarkPaid and MarkCancelled of one order at most one succeeds.
 //
+// UnitsOrdered returns how many units of productID the user's PENDING and COMPLETED orders hold
+// (a CANCELLED order holds none). Read in a transaction after CartRepository's lock of the
+// user's cart, it counts every order committed before that lock was granted, as Lines sees
+// every line: a placement that counts under the lock thus sees those placed before it.
+//
 // TopSelling returns up to limit products by units sold in COMPLETED orders paid at or after
 // since, most units first (ties by product id), with their revenue (Σ line subtotals) and
 // current names.
@@ -64,6 +69,7 @@ type OrderRepository interface {
 	GetForUpdate(ctx context.Context, id string) (*order.Order, error)
 	MarkPaid(ctx context.Context, id string, paidAt time.Time) error
 	MarkCancelled(ctx context.Context, id string) error
+	UnitsOrdered(ctx context.Context, userID, productID string) (int, error)
 	TopSelling(ctx context.Context, since time.Time, limit int) ([]order.Sales, error)
 }
 

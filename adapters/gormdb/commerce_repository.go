@@ -181,7 +181,7 @@ type OrderRepository struct {
 	db *DB
 	tx *TxRunner
 	// Hand-written statements (see statement.go), bound to db's dialect once.
-	insertSQL, getSQL, getForUpdateSQL, itemsSQL string
+	insertSQL, getSQL, getForUpdateSQL, itemsSQL, unitsOrderedSQL string
 }
 
 // orderColumnsSQL reads an order's row without its items.
@@ -200,6 +200,10 @@ func NewOrderRepository(db *DB) *OrderRepository {
 		getForUpdateSQL: Bind(db.dialect, orderColumnsSQL+" FOR UPDATE"),
 		itemsSQL: Bind(db.dialect, "SELECT product_id, name, quantity, unit_price, subtotal FROM order_items "+
 			"WHERE order_id = ? ORDER BY line"),
+		// Served by orders_by_user (the user's few orders), then the (order_id, product_id) key.
+		unitsOrderedSQL: Bind(db.dialect, "SELECT COALESCE(SUM(i.quantity), 0) FROM orders o "+
+			"JOIN order_items i ON i.order_id = o.id AND i.product_id = ? "+
+			"WHERE o.user_id = ? AND o.status IN ('PENDING', 'COMPLETED')"),
 	}
 }
 
@@ -283,6 +287,17 @@ func (r *OrderRepository) read(ctx context.Context, m errorMeanings, query, id s
 	}
 	return order.Rebuild(id, userID, couponID.String, items, subtotal, discount, total, order.Status(status),
 		createdAt.UTC(), paid), nil
+}
+
+// UnitsOrdered sums the units of productID in the user's PENDING and COMPLETED orders in one
+// SELECT. In the transaction that locked the user's cart it reads after the lock, also on
+// MySQL: a plain read's snapshot is taken at the transaction's first plain read, which comes
+// after the cart's locking read.
+func (r *OrderRepository) UnitsOrdered(ctx context.Context, userID, productID string) (int, error) {
+	var units int
+	_, err := r.db.queryOne(ctx, errorMeanings{op: "count units ordered"}, r.unitsOrderedSQL, []any{productID, userID},
+		func(rows *sql.Rows) error { return rows.Scan(&units) })
+	return units, err
 }
 
 // NewCommerceStores returns the commerce repositories of db.

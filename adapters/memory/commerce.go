@@ -241,6 +241,26 @@ func (r *OrderRepository) MarkCancelled(ctx context.Context, id string) error {
 	})
 }
 
+// UnitsOrdered scans the orders, as a query without an index would, summing the units of
+// productID in the user's PENDING and COMPLETED ones.
+func (r *OrderRepository) UnitsOrdered(ctx context.Context, userID, productID string) (int, error) {
+	units := 0
+	err := r.db.run(ctx, func(t *tx) error {
+		held := ordersTable.in(r.db).filter(t, func(o order.Order) bool {
+			return o.UserID() == userID && (o.Status() == order.StatusPending || o.Status() == order.StatusCompleted)
+		})
+		for _, o := range held {
+			for _, item := range o.Items() {
+				if item.ProductID == productID {
+					units += item.Quantity
+				}
+			}
+		}
+		return nil
+	})
+	return units, err
+}
+
 // NewCommerceStores returns the commerce repositories on d.
 func NewCommerceStores(d *Database) ports.CommerceStores {
 	return ports.CommerceStores{

@@ -19,7 +19,9 @@ import (
 // then sets a line's quantity keeping its id and time, and refuses an unknown product; Lines
 // joins products and stock in added order; Clear empties the cart and rolls back with its
 // transaction; an order round-trips with its items in order, an unknown one is
-// order.ErrNotFound, and one naming an unknown product inserts nothing.
+// order.ErrNotFound, and one naming an unknown product inserts nothing; UnitsOrdered sums the
+// product's units in the user's PENDING and COMPLETED orders only, and read under the cart's
+// lock it sees every order committed before, so placements that count there never overbuy.
 func TestCommerceRepositories(t *testing.T, newStores func(t *testing.T) ports.Stores, caps Capabilities) {
 	run(t, newStores, caps, []testCase[ports.Stores]{
 		{"Product/CreateThenGetRoundTrips", testProductCreateThenGet},
@@ -35,6 +37,8 @@ func TestCommerceRepositories(t *testing.T, newStores func(t *testing.T) ports.S
 		{"Order/CreateThenGetRoundTrips", testOrderCreateThenGet},
 		{"Order/UnknownIDIsNotFound", testOrderUnknownIsNotFound},
 		{"Order/CreateWithUnknownProductInsertsNothing", testOrderCreateWithUnknownProduct},
+		{"Order/UnitsOrderedCountsTheUsersLiveOrders", testOrderUnitsOrdered},
+		{"Order/UnitsOrderedUnderTheCartLockSeesEarlierPlacements", testOrderUnitsOrderedUnderTheCartLock},
 	})
 }
 
@@ -304,4 +308,55 @@ func testOrderCreateWithUnknownProduct(t *testing.T, e env[ports.Stores]) {
 	expectIs(t, e.impl.Orders.Create(ctx, o), catalog.ErrProductNotFound, "Create")
 	_, err := e.impl.Orders.Get(ctx, o.ID())
 	expectIs(t, err, order.ErrNotFound, "Get after a failed Create")
+}
+
+func testOrderUnitsOrdered(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	userID := newUserID()
+	p, q := createProduct(t, e.impl, 10, 100), createProduct(t, e.impl, 10, 100)
+	pending, paid, cancelled := placeOrder(t, userID, order.Discount{}, p, q), placeOrder(t, userID, order.Discount{}, p),
+		placeOrder(t, userID, order.Discount{}, p)
+	for _, o := range []*order.Order{pending, paid, cancelled, placeOrder(t, newUserID(), order.Discount{}, p)} {
+		must(t, e.impl.Orders.Create(ctx, o), "create")
+	}
+	must(t, e.impl.Orders.MarkPaid(ctx, paid.ID(), now()), "mark paid")
+	must(t, e.impl.Orders.MarkCancelled(ctx, cancelled.ID()), "mark cancelled")
+
+	units, err := e.impl.Orders.UnitsOrdered(ctx, userID, p.ID())
+	must(t, err, "units ordered")
+	expectEqual(t, units, 4, "units of p in the PENDING and the COMPLETED order") // placeOrder puts 2 units a line
+	units, err = e.impl.Orders.UnitsOrdered(ctx, userID, createProduct(t, e.impl, 10, 100).ID())
+	must(t, err, "units ordered")
+	expectEqual(t, units, 0, "units of a product never ordered")
+	units, err = e.impl.Orders.UnitsOrdered(ctx, newUserID(), p.ID())
+	must(t, err, "units ordered")
+	expectEqual(t, units, 0, "units of a user who never ordered")
+}
+
+// testOrderUnitsOrderedUnderTheCartLock runs the placement of a product limited to one order
+// from many goroutines: lock the user's cart, count the units ordered, place an order only when
+// there is none. Only if each count sees the orders committed before the lock does exactly one
+// order hold the product.
+func testOrderUnitsOrderedUnderTheCartLock(t *testing.T, e env[ports.Stores]) {
+	const placements = 20
+	userID := newUserID()
+	p := createProduct(t, e.impl, 10, 100)
+	errs := startTogether(placements, func(int) error {
+		return e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
+			if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID)); err != nil {
+				return err
+			}
+			units, err := e.impl.Orders.UnitsOrdered(ctx, userID, p.ID())
+			if err != nil || units > 0 {
+				return err
+			}
+			return e.impl.Orders.Create(ctx, placeOrder(t, userID, order.Discount{}, p))
+		})
+	})
+	for _, err := range errs {
+		must(t, err, "locked placement")
+	}
+	units, err := e.impl.Orders.UnitsOrdered(context.Background(), userID, p.ID())
+	must(t, err, "units ordered")
+	expectEqual(t, units, 2, "units ordered: one order of 2 units")
 }
