@@ -3,10 +3,13 @@ package ports
 import "context"
 
 // PurchasePermissions decides who may buy a product that another flow restricts (a raffle's
-// prize), so that commerce asks without knowing that flow.
+// prize), and how many units, so that commerce asks without knowing that flow.
 //
-// CheckPurchase returns nil when userID may hold quantity units of productID in a cart or an
-// order, and otherwise the domain error to answer: refused outright, or refused that many.
+// PurchaseLimit returns how many units of productID userID may buy in all, counting together
+// those in the user's cart and those in the user's orders that are not cancelled; limited is
+// false when nothing restricts the product, which anyone may then buy in any number (and
+// commerce need count nothing). A user who may buy none of it gets, instead, the domain error
+// to answer.
 type PurchasePermissions interface {
-	CheckPurchase(ctx context.Context, userID, productID string, quantity int) error
+	PurchaseLimit(ctx context.Context, userID, productID string) (limit int, limited bool, err error)
 }

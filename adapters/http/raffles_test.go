@@ -344,6 +344,53 @@ func (h *harness) addToCart(token, productID string, quantity int) *httptest.Res
 		body: `{"productId":"` + productID + `","quantity":` + strconv.Itoa(quantity) + `}`})
 }
 
+// TestRafflePurchase_AWinnersOneUnitCountsTheirLiveOrders: a winner's one unit is one in all,
+// not one per cart: while a PENDING or a paid order holds it, adding or ordering another is
+// 400 VALIDATION_FAILED on quantity; a cancelled order gives it back; and a unit ordered before
+// the raffle restricted the product counts too.
+func TestRafflePurchase_AWinnersOneUnitCountsTheirLiveOrders(t *testing.T) {
+	t.Parallel()
+	h, clock := raffleHarness(t)
+	productID := h.create("/admin/products", `{"name":"sneaker","price":100,"stock":10}`)["id"].(string)
+	// The early bird ordered a unit, and put another in the cart, before any raffle restricted
+	// the product.
+	early, _ := h.userToken()
+	earlyOrder := h.placeOrder(early, productID, 1)
+	require.Equal(t, stdhttp.StatusCreated, h.addToCart(early, productID, 1).Code)
+
+	id := h.createRaffle(clock, 5, productID)["id"].(string)
+	winner, winnerID := h.userToken()
+	for _, token := range []string{winner, early} {
+		status, body := h.enterRaffle(id, token)
+		require.Equal(t, stdhttp.StatusCreated, status, body)
+	}
+	h.closeAndDraw(clock) // fewer entrants than winners: both win
+	refusedQuantity := func(rec *httptest.ResponseRecorder, why string) {
+		t.Helper()
+		body := assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+		assert.Equal(t, "quantity", body.Field, why)
+		assert.Contains(t, body.Message, "ordered 1 already", why)
+	}
+
+	pending := h.placeOrder(winner, productID, 1)
+	refusedQuantity(h.addToCart(winner, productID, 1), "a PENDING order holds the unit")
+	cancelled := h.do(call{method: "POST", path: "/api/orders/" + pending + "/cancel", token: winner})
+	require.Equal(t, stdhttp.StatusOK, cancelled.Code, cancelled.Body.String())
+	paid := h.placeOrder(winner, productID, 1) // the cancelled order gave the unit back
+	h.create("/admin/users", `{"id":"`+winnerID+`","balance":1000}`)
+	payment := h.do(call{method: "POST", path: "/api/orders/" + paid + "/payment", token: winner, idempotencyKey: "pay"})
+	require.Equal(t, stdhttp.StatusOK, payment.Code, payment.Body.String())
+	refusedQuantity(h.addToCart(winner, productID, 1), "a paid order holds the unit")
+
+	refusedQuantity(h.do(call{method: "POST", path: "/api/orders", token: early}), "the order placed before the raffle holds the unit")
+	cart := answer(t, h.do(call{method: "GET", path: "/api/cart", token: early}))
+	assert.Len(t, cart["items"], 1, "the refused order kept the cart")
+	cancelled = h.do(call{method: "POST", path: "/api/orders/" + earlyOrder + "/cancel", token: early})
+	require.Equal(t, stdhttp.StatusOK, cancelled.Code, cancelled.Body.String())
+	placed := h.do(call{method: "POST", path: "/api/orders", token: early})
+	assert.Equal(t, stdhttp.StatusCreated, placed.Code, placed.Body.String())
+}
+
 // TestRafflePurchase_PermissionComesBeforeTheStock: whoever did not win the product is told so
 // (403 RAFFLE_NOT_WON) whatever quantity they ask and whatever stock is left, never
 // INSUFFICIENT_STOCK, which would tell them the stock; its winner asking for more than one unit

@@ -1,6 +1,7 @@
 // Package order holds the cart and order use cases: add to cart, read the cart, place an order
 // from it and read an order. A cart's changes and an order's placement run under the cart's row
-// lock, so concurrent adds never lose an increment and a cart's lines become one order at most.
+// lock, so concurrent adds never lose an increment, a cart's lines become one order at most, and
+// a user's placements run one after another, each seeing the orders placed before.
 // It depends on ports only.
 package order
 
@@ -44,7 +45,7 @@ const maxAddBatch = 64
 // outside 1..order.MaxLineQuantity (also as the line's total) or a cart already holding
 // order.MaxCartLines products, or, checked before the stock, with the purchase permissions'
 // refusal of the line's new quantity (a raffle's prize: RAFFLE_NOT_WON, or more than one unit
-// for its winner).
+// for its winner, counting the units the winner's orders hold).
 //
 // Concurrent adds to one cart on this instance line up in process and are served in batches,
 // one transaction each (addBatch): a herd on one cart then waits its turn in arrival order here

@@ -97,12 +97,12 @@ type PlaceCommand struct {
 }
 
 // Place turns the user's cart into a PENDING order (SPEC §4) in one transaction under the cart's
-// row lock: read the lines with their current prices and stock, check every line's permission,
-// then its stock, and the coupon, insert the order with its items, empty the cart. Of concurrent
-// orders of one cart one takes its lines and the others find it empty. Fails with
-// order.ErrEmptyCart, the purchase permissions' refusal of a line, catalog.InsufficientStock
-// naming the product, coupon.ErrInvalid, commerce.ErrAmountOverflow, or, with an
-// IdempotencyKey, the guard's errors.
+// row lock: read the lines with their current prices and stock, check every line's permission
+// (counting the units the user's orders hold), then its stock, and the coupon, insert the order
+// with its items, empty the cart. Of concurrent orders of one cart one takes its lines and the
+// others find it empty. Fails with order.ErrEmptyCart, the purchase permissions' refusal of a
+// line, catalog.InsufficientStock naming the product, coupon.ErrInvalid,
+// commerce.ErrAmountOverflow, or, with an IdempotencyKey, the guard's errors.
 func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[View], error) {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return guard.Result[View]{}, err
@@ -173,13 +173,24 @@ func (s *Service) place(ctx context.Context, cmd PlaceCommand) (View, error) {
 	return viewOf(placed), nil
 }
 
-// checkPurchase asks the purchase permissions whether userID may hold quantity units of
-// productID.
+// checkPurchase refuses quantity units of productID in userID's cart, or in the order being
+// placed from it, when the purchase permissions restrict the product and the user may buy none
+// of it, or fewer than quantity beside the units the user's orders hold already. Callers hold
+// the cart's lock, under which every order is placed, so no placement of the user's slips in
+// between the count and their write. Only a restricted product costs a read of the orders.
 func (s *Service) checkPurchase(ctx context.Context, userID, productID string, quantity int) error {
 	if s.permissions == nil {
 		return nil
 	}
-	return s.permissions.CheckPurchase(ctx, userID, productID, quantity)
+	limit, limited, err := s.permissions.PurchaseLimit(ctx, userID, productID)
+	if err != nil || !limited {
+		return err
+	}
+	ordered, err := s.orders.UnitsOrdered(ctx, userID, productID)
+	if err != nil {
+		return fmt.Errorf("count the units ordered: %w", err)
+	}
+	return order.CheckPurchaseLimit(limit, ordered, quantity)
 }
 
 // discount is the coupon's terms when the user holds it AVAILABLE and unexpired at now, or

@@ -404,16 +404,16 @@ func (s *Service) entrants(ctx context.Context, raffleID string) ([]string, erro
 	}
 }
 
-// CheckPurchase is the permission a raffle for a product gives (ports.PurchasePermissions): a
-// product no raffle names is anyone's to buy; otherwise only a winner of one of its raffles may,
-// one unit.
-func (s *Service) CheckPurchase(ctx context.Context, userID, productID string, quantity int) error {
+// PurchaseLimit is the permission a raffle for a product gives (ports.PurchasePermissions): a
+// product no raffle names is anyone's to buy, in any number; otherwise only a winner of one of
+// its raffles may buy it, raffle.UnitsPerWinner in all.
+func (s *Service) PurchaseLimit(ctx context.Context, userID, productID string) (int, bool, error) {
 	raffles, err := s.raffles.ForProduct(ctx, productID)
 	if err != nil {
-		return fmt.Errorf("find the product's raffles: %w", err)
+		return 0, false, fmt.Errorf("find the product's raffles: %w", err)
 	}
 	if len(raffles) == 0 {
-		return nil
+		return 0, false, nil
 	}
 	won := false
 	for _, r := range raffles {
@@ -422,9 +422,10 @@ func (s *Service) CheckPurchase(ctx context.Context, userID, productID string, q
 		}
 	}
 	if err != nil {
-		return err
+		return 0, false, err
 	}
-	return raffle.CheckPurchase(won, quantity)
+	limit, err := raffle.PurchaseLimit(won)
+	return limit, true, err
 }
 
 // won reports whether userID entered r and won it.

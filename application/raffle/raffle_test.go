@@ -221,9 +221,9 @@ func TestDraw_CrashBeforeCommitLeavesItDrawableOnce(t *testing.T) {
 	}
 }
 
-// TestCheckPurchase_AProductOnlyItsRafflesWinnersBuy: no raffle, anyone; a raffle not drawn
-// yet, nobody; drawn, its winner one unit and nobody else, entrant or not.
-func TestCheckPurchase_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
+// TestPurchaseLimit_AProductOnlyItsRafflesWinnersBuy: no raffle, anyone, unlimited; a raffle
+// not drawn yet, nobody; drawn, its winner one unit in all and nobody else, entrant or not.
+func TestPurchaseLimit_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
 	f := newFixture()
 	svc := f.instance(nil)
 	ctx := context.Background()
@@ -234,10 +234,10 @@ func TestCheckPurchase_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := svc.CheckPurchase(ctx, "a", free, 5); err != nil {
-		t.Fatalf("a product no raffle names: %v", err)
+	if _, limited, err := svc.PurchaseLimit(ctx, "a", free); limited || err != nil {
+		t.Fatalf("a product no raffle names: limited %v, %v", limited, err)
 	}
-	if err := svc.CheckPurchase(ctx, "a", product, 1); !errors.Is(err, raffle.ErrNotWon) {
+	if _, _, err := svc.PurchaseLimit(ctx, "a", product); !errors.Is(err, raffle.ErrNotWon) {
 		t.Fatalf("before the draw: %v", err)
 	}
 	f.clock.Advance(time.Hour)
@@ -248,14 +248,11 @@ func TestCheckPurchase_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
 	if s, _ := svc.Standing(ctx, v.ID, "a"); s.Status != "won" {
 		winner, loser = "b", "a"
 	}
-	if err := svc.CheckPurchase(ctx, winner, product, 1); err != nil {
-		t.Fatalf("winner: %v", err)
-	}
-	if err := svc.CheckPurchase(ctx, winner, product, 2); err == nil || errors.Is(err, raffle.ErrNotWon) {
-		t.Fatalf("winner, two units: %v", err)
+	if limit, limited, err := svc.PurchaseLimit(ctx, winner, product); limit != 1 || !limited || err != nil {
+		t.Fatalf("winner: %d, limited %v, %v", limit, limited, err)
 	}
 	for _, u := range []string{loser, "never-entered"} {
-		if err := svc.CheckPurchase(ctx, u, product, 1); !errors.Is(err, raffle.ErrNotWon) {
+		if _, _, err := svc.PurchaseLimit(ctx, u, product); !errors.Is(err, raffle.ErrNotWon) {
 			t.Fatalf("%s: %v", u, err)
 		}
 	}

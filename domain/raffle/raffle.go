@@ -175,18 +175,15 @@ type Entry struct {
 	EnteredAt time.Time
 }
 
-// MaxPurchaseQuantity is how many units of a raffle's product a winner may hold in one cart.
-const MaxPurchaseQuantity = 1
+// UnitsPerWinner is how many units of a raffle's product its winner may buy in all: those in
+// the cart and those in orders not cancelled together, so a winner who ordered it has none left.
+const UnitsPerWinner = 1
 
-// CheckPurchase decides whether a user may hold quantity units of a product that raffles
-// restrict, given whether the user won any of them: a loser gets ErrNotWon, a winner at most
-// MaxPurchaseQuantity.
-func CheckPurchase(won bool, quantity int) error {
+// PurchaseLimit is how many units in all a user may buy of a product that raffles restrict,
+// given whether the user won any of them: a winner UnitsPerWinner, anyone else none, ErrNotWon.
+func PurchaseLimit(won bool) (int, error) {
 	if !won {
-		return ErrNotWon
+		return 0, ErrNotWon
 	}
-	if quantity > MaxPurchaseQuantity {
-		return domain.Invalid("quantity", "a raffle winner may buy %d unit of the product", MaxPurchaseQuantity)
-	}
-	return nil
+	return UnitsPerWinner, nil
 }

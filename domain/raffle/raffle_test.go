@@ -99,14 +99,11 @@ func TestRaffle_EntriesUntilCloseThenOneDraw(t *testing.T) {
 	}
 }
 
-func TestCheckPurchase(t *testing.T) {
-	if err := raffle.CheckPurchase(false, 1); !errors.Is(err, raffle.ErrNotWon) {
+func TestPurchaseLimit(t *testing.T) {
+	if _, err := raffle.PurchaseLimit(false); !errors.Is(err, raffle.ErrNotWon) {
 		t.Errorf("loser: %v", err)
 	}
-	if err := raffle.CheckPurchase(true, 1); err != nil {
-		t.Errorf("winner, one unit: %v", err)
-	}
-	if err := raffle.CheckPurchase(true, 2); !errors.Is(err, domain.ErrValidation) {
-		t.Errorf("winner, two units: %v", err)
+	if limit, err := raffle.PurchaseLimit(true); limit != raffle.UnitsPerWinner || err != nil {
+		t.Errorf("winner: %d, %v", limit, err)
 	}
 }

@@ -158,6 +158,102 @@ func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
 	}
 }
 
+// TestRaffle_AWinnerRacingAddsAndOrdersBuysOneUnit: the raffle's one winner fires many adds of
+// the prize at once, each followed by an order, through two instances (one on memory): exactly
+// one order places it, and the database holds one unit of it in live orders; once that order is
+// cancelled, a second race places exactly one again. The cart's row lock, under which every
+// order is placed and counted, is what keeps the racers from all passing the check.
+func TestRaffle_AWinnerRacingAddsAndOrdersBuysOneUnit(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			b.shareStorage(t)
+			clock := &shiftedClock{}
+			const drawInterval = 50 * time.Millisecond
+			fastDraws := func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval }
+			first := startServerOnClock(t, b, clock, fastDraws)
+			instances := []*server{first}
+			if b.databaseURL != "" {
+				instances = append(instances, startServerOnClock(t, b, clock, fastDraws))
+			}
+			productID := first.createProduct("sneaker", 100, 50)
+			closesAt := clock.Now().Add(time.Hour)
+			created := first.do("POST", "/admin/raffles", first.adminToken(), fmt.Sprintf(
+				`{"name":"drop","winners":1,"closesAt":%q,"productId":%q}`, closesAt.Format(time.RFC3339Nano), productID))
+			if created.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			raffleID := created.str("id")
+			const winner = "winner" // the one entrant of a raffle of one winner
+			if res := first.do("POST", "/raffles/"+raffleID+"/entries", first.token(winner), ""); res.status != http.StatusCreated {
+				t.Fatalf("enter: %d %s", res.status, res.raw)
+			}
+			clock.advanceTo(closesAt)
+			testkit.Eventually(t, 200*drawInterval, "the draw", func() error {
+				return first.do("GET", "/raffles/"+raffleID+"/entries/me", first.token(winner), "").hasStatus("won")
+			})
+
+			// race fires the adds and orders and returns the id of the one order placed.
+			race := func() string {
+				const racers = 30
+				adds, orders := make([]response, racers), make([]response, racers)
+				testkit.StartTogether(racers, func(i int) {
+					adds[i] = instances[i%len(instances)].addToCart(winner, productID, 1)
+					orders[i] = instances[(i+1)%len(instances)].do("POST", "/api/orders", first.token(winner), "")
+				})
+				var placed []string
+				for i := range racers {
+					if a := adds[i]; a.status != http.StatusCreated && (a.status != http.StatusBadRequest || a.str("error") != "VALIDATION_FAILED") {
+						t.Fatalf("add: %d %s", a.status, a.raw)
+					}
+					switch o := orders[i]; {
+					case o.status == http.StatusCreated:
+						placed = append(placed, o.str("orderId"))
+					case o.status == http.StatusBadRequest && o.str("error") == "EMPTY_CART":
+					default:
+						t.Fatalf("order: %d %s", o.status, o.raw)
+					}
+				}
+				if len(placed) != 1 {
+					t.Fatalf("%d orders placed, want 1: %v", len(placed), placed)
+				}
+				if units := first.liveUnitsOf(winner, productID); units != 1 {
+					t.Fatalf("stored: the live orders hold %d units of the prize, want 1", units)
+				}
+				return placed[0]
+			}
+
+			placed := race()
+			if res := first.do("POST", "/api/orders/"+placed+"/cancel", first.token(winner), ""); res.status != http.StatusOK {
+				t.Fatalf("cancel: %d %s", res.status, res.raw)
+			}
+			if again := race(); again == placed {
+				t.Fatalf("the second race answered the cancelled order %s", placed)
+			}
+		})
+	}
+}
+
+// liveUnitsOf sums, straight from the database, the units of productID in the user's PENDING and
+// COMPLETED orders; on memory it asks the server's order store.
+func (s *server) liveUnitsOf(user, productID string) int {
+	s.t.Helper()
+	if s.db == nil {
+		units, err := s.stores.Orders.UnitsOrdered(context.Background(), user, productID)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return units
+	}
+	var units int
+	q := s.query("SELECT COALESCE(SUM(i.quantity), 0) FROM orders o JOIN order_items i ON i.order_id = o.id " +
+		"WHERE o.user_id = ? AND i.product_id = ? AND o.status IN ('PENDING', 'COMPLETED')")
+	if err := s.db.QueryRow(q, user, productID).Scan(&units); err != nil {
+		s.t.Fatal(err)
+	}
+	return units
+}
+
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -88,6 +88,20 @@ func ValidateQuantity(quantity int) error {
 	return nil
 }
 
+// CheckPurchaseLimit accepts quantity units of a product in a cart line, or in the order being
+// placed from it, when its buyer may buy limit units of it in all and already holds ordered in
+// orders not cancelled; past the limit it is VALIDATION_FAILED on quantity.
+func CheckPurchaseLimit(limit, ordered, quantity int) error {
+	switch {
+	case ordered+quantity <= limit:
+		return nil
+	case ordered == 0:
+		return domain.Invalid("quantity", "you may buy at most %d of this product", limit)
+	default:
+		return domain.Invalid("quantity", "you may buy at most %d of this product and have ordered %d already", limit, ordered)
+	}
+}
+
 // Add returns the item that adding quantity units of product to c makes: c's line of the
 // product (among lines, c's lines) with its quantity raised, or a new line with newItemID. The
 // line's resulting quantity must stay within MaxLineQuantity and be covered by stock

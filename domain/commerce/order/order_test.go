@@ -104,6 +104,30 @@ func TestCart_Add(t *testing.T) {
 	}
 }
 
+func TestCheckPurchaseLimit_CountsTheUnitsOrderedAlready(t *testing.T) {
+	for _, tc := range []struct {
+		limit, ordered, quantity int
+		ok                       bool
+		says                     string
+	}{
+		{limit: 1, ordered: 0, quantity: 1, ok: true},
+		{limit: 1, ordered: 0, quantity: 2, says: "at most 1 of this product"},
+		{limit: 1, ordered: 1, quantity: 1, says: "have ordered 1 already"},
+		{limit: 3, ordered: 1, quantity: 2, ok: true},
+		{limit: 3, ordered: 2, quantity: 2, says: "have ordered 2 already"},
+	} {
+		err := order.CheckPurchaseLimit(tc.limit, tc.ordered, tc.quantity)
+		if tc.ok != (err == nil) {
+			t.Errorf("limit %d, ordered %d, quantity %d: %v", tc.limit, tc.ordered, tc.quantity, err)
+			continue
+		}
+		if de, _ := domain.AsError(err); !tc.ok && (!errors.Is(err, domain.ErrValidation) ||
+			de.Details["field"] != "quantity" || !strings.Contains(de.Message, tc.says)) {
+			t.Errorf("limit %d, ordered %d, quantity %d: %v, want a quantity error saying %q", tc.limit, tc.ordered, tc.quantity, err, tc.says)
+		}
+	}
+}
+
 func TestCancel_OnlyAPendingOrderAndAgainWithoutChange(t *testing.T) {
 	placed := func() *order.Order {
 		o, err := order.Place("o1", "u1", []order.CartLine{line("p1", 1, 10, 5)}, order.Discount{}, now)
