@@ -286,7 +286,7 @@ func TestBroker_ANewerConnectionOnAnotherBrokerEndsTheOlderOne(t *testing.T) {
 	defer running.Wait()
 	defer cancel()
 	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
-	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "two", Seats: 5, Slots: 1, Mode: "push"})
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "two", Seats: 5, Slots: 2, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,6 +296,20 @@ func TestBroker_ANewerConnectionOnAnotherBrokerEndsTheOlderOne(t *testing.T) {
 	running.Go(func() { first.Run(ctx) })
 	running.Go(func() { second.Run(ctx) })
 	d := waiting.NewDispatcher(r.dispatcher, "dispatcher", waiting.DispatcherConfig{})
+	admitted := func(what string, s *stream) {
+		t.Helper()
+		testkit.Eventually(t, 5*time.Second, what, func() error {
+			if err := d.Promote(ctx, event.ID); err != nil {
+				return err
+			}
+			if s.admissions() == 0 {
+				return errors.New("not admitted yet")
+			}
+			return nil
+		})
+	}
+	// instance-1 reads its dispatch stream, as a broker does from its start on.
+	admitted("another user admitted on instance-1", join(t, first, event.ID, "other", false))
 
 	older := join(t, first, event.ID, "u", false)
 	newer := join(t, second, event.ID, "u", false)
@@ -305,15 +319,7 @@ func TestBroker_ANewerConnectionOnAnotherBrokerEndsTheOlderOne(t *testing.T) {
 		}
 		return nil
 	})
-	testkit.Eventually(t, 5*time.Second, "the newer connection admitted", func() error {
-		if err := d.Promote(ctx, event.ID); err != nil {
-			return err
-		}
-		if newer.admissions() == 0 {
-			return errors.New("not admitted yet")
-		}
-		return nil
-	})
+	admitted("the newer connection admitted", newer)
 	if newer.ended.Load() || older.admissions() != 0 {
 		t.Fatalf("newer ended %v, older admitted %d times; want the newer open and the older never admitted",
 			newer.ended.Load(), older.admissions())
