@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/gin-gonic/gin"
@@ -30,8 +31,10 @@ func writeJSON(c *gin.Context, status int, v any) {
 	enc := json.NewEncoder(body)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		_ = c.Error(err)
-		c.AbortWithStatus(500)
+		// A value that does not encode is a fault of the server: answered and logged as every
+		// other one, never with an empty body. INTERNAL's own body always encodes, so this goes
+		// one level deep at most.
+		respondError(c, fmt.Errorf("encode answer: %w", err))
 		return
 	}
 	c.Data(status, "application/json; charset=utf-8", bytes.TrimSuffix(body.Bytes(), []byte("\n")))

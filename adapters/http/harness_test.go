@@ -49,6 +49,8 @@ type harnessConfig struct {
 	role string
 	// clock replaces the wall clock when set.
 	clock *memory.Clock
+	// options are extra fx options, such as a port decorated or populated for the test.
+	options []fx.Option
 }
 
 // harness is the router of the server's own fx modules (bootstrap.Modules) on fresh in-memory
@@ -103,6 +105,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	if cfg.clock != nil {
 		options = append(options, fx.Decorate(func(ports.Clock) ports.Clock { return cfg.clock }))
 	}
+	options = append(options, cfg.options...)
 	if cfg.readiness != nil {
 		options = append(options, fx.Decorate(fx.Annotate(
 			func([]telemetry.ReadinessCheck) []telemetry.ReadinessCheck { return cfg.readiness },

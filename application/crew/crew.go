@@ -182,7 +182,8 @@ func decodeCursor(s string) (*ports.MemberCursor, error) {
 		T time.Time // matches "t": encoding/json matches names regardless of case
 		U string
 	}
-	if err != nil || json.Unmarshal(raw, &c) != nil || domain.ValidateUserID("cursor", c.U) != nil {
+	if err != nil || json.Unmarshal(raw, &c) != nil || domain.ValidateUserID("cursor", c.U) != nil ||
+		domain.ValidateInstant("cursor", c.T) != nil {
 		return nil, domain.Invalid("cursor", "is not a cursor this server issued")
 	}
 	return &ports.MemberCursor{JoinedAt: c.T, UserID: c.U}, nil

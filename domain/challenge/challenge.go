@@ -50,6 +50,9 @@ func NewChallenge(id, crewID, title string, deadline, now time.Time) (Challenge,
 	if deadline.IsZero() {
 		return Challenge{}, domain.Invalid("deadline", "is required (RFC 3339)")
 	}
+	if err := domain.ValidateInstant("deadline", deadline); err != nil {
+		return Challenge{}, err
+	}
 	return Challenge{id: id, crewID: crewID, title: title, deadline: deadline.UTC().Truncate(time.Microsecond), createdAt: now}, nil
 }
 

@@ -67,6 +67,9 @@ func New(id, name string, winners int, closesAt time.Time, productID string, see
 	if winners < MinWinners || winners > MaxWinners {
 		return nil, domain.Invalid("winners", "must be between %d and %d", MinWinners, MaxWinners)
 	}
+	if err := domain.ValidateInstant("closesAt", closesAt); err != nil {
+		return nil, err
+	}
 	if !closesAt.After(now) {
 		return nil, domain.Invalid("closesAt", "must be in the future")
 	}

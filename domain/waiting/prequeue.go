@@ -31,6 +31,9 @@ type Prequeue struct {
 // NewPrequeue validates a pre-queue opening at opensAt (in the future; kept to the
 // millisecond, the stores' resolution) in order ("" is shuffle).
 func NewPrequeue(opensAt time.Time, order string, seed draw.Seed, now time.Time) (Prequeue, error) {
+	if err := domain.ValidateInstant("opensAt", opensAt); err != nil {
+		return Prequeue{}, err
+	}
 	if !opensAt.After(now) {
 		return Prequeue{}, domain.Invalid("opensAt", "must be in the future")
 	}

@@ -54,6 +54,9 @@ func New(id, name string, discountRate, totalQuantity int, expiresAt, now time.T
 	if totalQuantity < MinTotalQuantity || totalQuantity > MaxTotalQuantity {
 		return nil, domain.Invalid("totalQuantity", "must be between %d and %d", MinTotalQuantity, MaxTotalQuantity)
 	}
+	if err := domain.ValidateInstant("expiresAt", expiresAt); err != nil {
+		return nil, err
+	}
 	if !expiresAt.After(now) {
 		return nil, domain.Invalid("expiresAt", "must be in the future")
 	}
