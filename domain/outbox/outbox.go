@@ -4,7 +4,10 @@
 package outbox
 
 import (
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rushgate/rushgate/domain"
 )
@@ -14,7 +17,7 @@ var (
 	ErrNotFailed = domain.NewError(domain.KindConflict, "OUTBOX_MESSAGE_NOT_FAILED", "only a FAILED outbox message can be retried")
 )
 
-// MaxErrorLength bounds the stored last error.
+// MaxErrorLength bounds the stored last error, in bytes.
 const MaxErrorLength = 500
 
 // Status is where a message is in its delivery.
@@ -70,11 +73,8 @@ func (m *Message) MarkSent(now time.Time) {
 // MarkFailed records a failed send at now with its error: the message is due again after the
 // schedule's next wait, or FAILED when every retry is spent; it reports the latter.
 func (m *Message) MarkFailed(cause string, now time.Time, schedule Schedule) (gaveUp bool) {
-	if len(cause) > MaxErrorLength {
-		cause = cause[:MaxErrorLength]
-	}
 	m.Attempts++
-	m.LastError = cause
+	m.LastError = storableError(cause)
 	if m.Attempts > len(schedule) {
 		m.Status = Failed
 		return true
@@ -91,4 +91,25 @@ func (m *Message) Retry(now time.Time) error {
 	}
 	m.Status, m.Attempts, m.NextAttemptAt = Pending, 0, now
 	return nil
+}
+
+// storableError is cause as every database stores it: valid UTF-8 (a platform's reason phrase
+// need not be), control characters (Postgres refuses NUL) and invalid bytes replaced by U+FFFD,
+// and cut to MaxErrorLength bytes on a character boundary. Postgres and MySQL refuse a cut
+// character, and a failure they refuse to record leaves its message PENDING for ever.
+func storableError(cause string) string {
+	cause = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(cause, string(utf8.RuneError)))
+	if len(cause) <= MaxErrorLength {
+		return cause
+	}
+	cut := MaxErrorLength
+	for !utf8.RuneStart(cause[cut]) {
+		cut--
+	}
+	return cause[:cut]
 }

@@ -1,19 +1,27 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rushgate/rushgate/adapters/dataplatform"
+	"github.com/rushgate/rushgate/adapters/memory"
+	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/outbox"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -176,5 +184,94 @@ func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
 				t.Fatalf("second page: %s", next.raw)
 			}
 		})
+	}
+}
+
+// startRawPlatform is a data platform that answers every request with statusLine as is, so
+// its reason phrase can be what no well-behaved server sends.
+func startRawPlatform(t *testing.T, statusLine string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+					_, _ = io.WriteString(conn, statusLine+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// recordedAlerts keeps the alerts raised.
+type recordedAlerts struct {
+	mu  sync.Mutex
+	got []ports.Alert
+}
+
+func (a *recordedAlerts) Notify(_ context.Context, alert ports.Alert) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.got = append(a.got, alert)
+	return nil
+}
+
+// TestRelay_RecordsAnyPlatformErrorAndGivesUp: a platform whose reason phrase is over 500
+// bytes of non-ASCII text, or holds invalid UTF-8 and a NUL, still has each failure recorded on
+// every database, so the message ends FAILED after the retries with one alert. Cut at byte 500
+// inside a character, or stored as sent, the error was refused by Postgres and MySQL: the message
+// stayed PENDING with no attempt counted and was sent again on every claim's expiry.
+func TestRelay_RecordsAnyPlatformErrorAndGivesUp(t *testing.T) {
+	reasons := map[string]string{
+		"long non-ASCII": strings.Repeat("é", 300),
+		"invalid UTF-8":  "bad\x00\xff reason",
+	}
+	for _, storage := range storages {
+		for name, reason := range reasons {
+			t.Run(storage.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				stores := storage.open(t)
+				clock := memory.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+				alerts := &recordedAlerts{}
+				platform := dataplatform.New(startRawPlatform(t, "HTTP/1.1 503 "+reason), 5*time.Second)
+				r := relay.NewService(relay.Deps{Outbox: stores.Outbox, Platform: platform, Notifier: alerts, Clock: clock,
+					IDs: system.UUIDs{}}, relay.Config{})
+				m := outbox.New(system.UUIDs{}.NewID(), []byte(`{}`), clock.Now())
+				if err := stores.Outbox.Add(context.Background(), m); err != nil {
+					t.Fatal(err)
+				}
+
+				for _, wait := range relay.DefaultBackoff {
+					if _, err := r.Relay(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					clock.Advance(wait)
+				}
+				if _, err := r.Relay(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+
+				stored, err := stores.Outbox.Get(context.Background(), m.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stored.Status != outbox.Failed || stored.Attempts != len(relay.DefaultBackoff)+1 ||
+					!strings.HasPrefix(stored.LastError, "dataplatform: answered 503 ") || len(stored.LastError) > outbox.MaxErrorLength {
+					t.Fatalf("stored %s after %d attempts, last error %q", stored.Status, stored.Attempts, stored.LastError)
+				}
+				if len(alerts.got) != 1 {
+					t.Fatalf("%d alerts, want 1", len(alerts.got))
+				}
+			})
+		}
 	}
 }
