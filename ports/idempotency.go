@@ -77,14 +77,14 @@ type IdempotencyMarker struct {
 // IdempotencyMarkerRepository stores idempotency markers in the use case's database.
 //
 // Find returns the markers stored for keys, as the transaction in ctx sees them; keys without a
-// marker are absent from the map. Save inserts markers in one statement, all or none, under
-// UNIQUE(scope, key): a key that already has a marker, including one a concurrent transaction
-// inserted first, fails with ErrMarkerExists. Both take part in the transaction ctx carries, so
-// a marker commits or rolls back with the write it answers. In a transaction an adapter may
-// hold Save's insert back with the writes before it (see CrewMemberRepository) until the
-// transaction's next statement or its commit, which then answers its errors, ErrMarkerExists
-// included. Prune deletes up to limit markers created before the given time and returns how
-// many it deleted.
+// marker are absent from the map. Scope and key are matched exactly, case and trailing spaces
+// included. Save inserts markers in one statement, all or none, under UNIQUE(scope, key): a key
+// that already has a marker, including one a concurrent transaction inserted first, fails with
+// ErrMarkerExists. Both take part in the transaction ctx carries, so a marker commits or rolls
+// back with the write it answers. In a transaction an adapter may hold Save's insert back with
+// the writes before it (see CrewMemberRepository) until the transaction's next statement or its
+// commit, which then answers its errors, ErrMarkerExists included. Prune deletes up to limit
+// markers created before the given time and returns how many it deleted.
 type IdempotencyMarkerRepository interface {
 	Find(ctx context.Context, keys []IdempotencyKey) (map[IdempotencyKey]IdempotencyMarker, error)
 	Save(ctx context.Context, markers []IdempotencyMarker) error

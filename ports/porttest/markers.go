@@ -18,7 +18,7 @@ var pruneEra = time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestIdempotencyMarkers checks ports.IdempotencyMarkerRepository: Save then Find round-trips
 // every field, binary bodies included, and Find leaves out keys without a marker; scope and key
-// are matched exactly, case included; Find sees its own transaction's uncommitted Save, others
+// are matched exactly, case and trailing spaces included; Find sees its own transaction's uncommitted Save, others
 // do not, and a rollback discards it; Save is all or none, a stored key failing the whole batch
 // with ports.ErrMarkerExists; of concurrent transactions saving one key exactly one wins and the
 // others get ports.ErrMarkerExists; Prune deletes at most limit markers, oldest first, only
@@ -93,8 +93,9 @@ func testMarkerSaveThenFind(t *testing.T, e env[ports.Stores]) {
 	expectEqual(t, len(found), 0, "markers found for no keys")
 }
 
-// testMarkerKeysMatchExactly: keys that differ only in case, or pair the same strings the other
-// way round, name different markers.
+// testMarkerKeysMatchExactly: keys that differ only in case or in trailing spaces (a key is
+// printable ASCII, space included), or pair the same strings the other way round, name
+// different markers.
 func testMarkerKeysMatchExactly(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
 	base := newMarker(now())
@@ -102,6 +103,8 @@ func testMarkerKeysMatchExactly(t *testing.T, e env[ports.Stores]) {
 		{Scope: strings.ToLower(base.Key.Scope), Key: base.Key.Key},
 		{Scope: base.Key.Scope, Key: strings.ToLower(base.Key.Key)},
 		{Scope: base.Key.Key, Key: base.Key.Scope},
+		{Scope: base.Key.Scope, Key: base.Key.Key + " "},
+		{Scope: base.Key.Scope + " ", Key: base.Key.Key},
 	}
 	markers := []ports.IdempotencyMarker{base}
 	for i, key := range variants {
@@ -110,7 +113,7 @@ func testMarkerKeysMatchExactly(t *testing.T, e env[ports.Stores]) {
 		markers = append(markers, m)
 	}
 
-	must(t, e.impl.Markers.Save(ctx, markers), "save keys differing in case or order")
+	must(t, e.impl.Markers.Save(ctx, markers), "save keys differing in case, trailing spaces or order")
 
 	expectFound(t, findMarkers(t, ctx, e.impl, markers...), markers, "each key finds its own marker")
 }
