@@ -62,7 +62,8 @@ func (c *Config) groups() []settingsGroup {
 type ServerConfig struct {
 	// Addr is the listen address, host:port.
 	Addr string `env:"RUSHGATE_ADDR"`
-	// InstanceID names this instance in logs. Unset: host name and process id.
+	// InstanceID names this instance in logs and starts the ids of its push brokers, so it is
+	// printable ASCII without '|' or braces (validInstanceID). Unset: host name and process id.
 	InstanceID string `env:"RUSHGATE_INSTANCE_ID"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"RUSHGATE_LOG_LEVEL"`
@@ -187,6 +188,9 @@ func (c ServerConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("RUSHGATE_ADDR: %q is not host:port", c.Addr)
 	}
+	if err := validInstanceID(c.InstanceID); err != nil {
+		return fmt.Errorf("RUSHGATE_INSTANCE_ID: %q %w", c.InstanceID, err)
+	}
 	for _, level := range []struct{ name, value string }{
 		{"RUSHGATE_LOG_LEVEL", c.LogLevel},
 		{"RUSHGATE_ACCESS_LOG_LEVEL", c.AccessLogLevel},
@@ -206,6 +210,25 @@ func (c ServerConfig) Validate() error {
 	}
 	if c.ReadHeaderTimeout > c.ReadTimeout {
 		return fmt.Errorf("RUSHGATE_READ_HEADER_TIMEOUT: %v is longer than RUSHGATE_READ_TIMEOUT %v", c.ReadHeaderTimeout, c.ReadTimeout)
+	}
+	return nil
+}
+
+// validInstanceID refuses an instance id its push broker cannot be routed by. The id starts the
+// broker's: connection owners are "<brokerID>|<connectionID>|" and admissions go to the broker
+// before the first '|' (ports.OwnerBroker), and the broker's Redis keys end in a {brokerID}
+// hash tag, which a brace would move. Control characters and non-ASCII have no place in logs'
+// instance field either. Empty is the default, host name and process id.
+func validInstanceID(id string) error {
+	for _, r := range id {
+		switch {
+		case r < ' ' || r > '~':
+			return errors.New("holds a character other than printable ASCII")
+		case r == '|':
+			return errors.New("holds a '|', which ends a broker id in its connections' owners")
+		case r == '{' || r == '}':
+			return errors.New("holds a brace, which would move the {brokerId} hash tag of its broker's keys")
+		}
 	}
 	return nil
 }

@@ -47,8 +47,15 @@ func TestParse_NamesTheVariableOfEachGroup(t *testing.T) {
 func TestValidate_NamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"RUSHGATE_CHARGE_MAX", "9007199254740993"},
-		{"RUSHGATE_OUTBOX_BACKOFF", "0s"},
-		{"RUSHGATE_OUTBOX_BACKOFF", "1m,-5m"},
+		{"RUSHGATE_OUTBOX_BACKOFF", "0s,5m,30m"},
+		{"RUSHGATE_OUTBOX_BACKOFF", "1m,-5m,30m"},
+		{"RUSHGATE_OUTBOX_BACKOFF", "1m,5m"}, // SPEC §4: three retries, so three waits
+		{"RUSHGATE_OUTBOX_BACKOFF", "1m,5m,30m,2h"},
+		{"RUSHGATE_INSTANCE_ID", "web|1"},  // owners are "<brokerID>|<conn>|"
+		{"RUSHGATE_INSTANCE_ID", "web{1}"}, // a brace would move the {brokerId} hash tag
+		{"RUSHGATE_INSTANCE_ID", "web}"},
+		{"RUSHGATE_INSTANCE_ID", "web\n1"},
+		{"RUSHGATE_INSTANCE_ID", "wéb-1"},
 		{"RUSHGATE_PUBLIC_URL", "ftp://example.com"},
 		{"RUSHGATE_DATAPLATFORM_URL", "not a url"},
 		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
@@ -68,6 +75,17 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_REDIS_KEY_PREFIX", "salle-é:"},
 	} {
 		expectRefusedNaming(t, tc.name, tc.value)
+	}
+}
+
+// TestInstanceID_TakesWhatABrokerIDCanHold: host names, pod names and the like are taken as
+// they are, and the instance's broker ids start with the instance id.
+func TestInstanceID_TakesWhatABrokerIDCanHold(t *testing.T) {
+	for _, id := range []string{"web-1", "rushgate-7d9f8c6b5-x2k4p", "eu-west.web_2:8080", "web 1"} {
+		cfg := parseWith(t, "RUSHGATE_INSTANCE_ID", id)
+		if err := cfg.Validate(); err != nil || !strings.HasPrefix(processID(cfg), id+"-") {
+			t.Errorf("%q: %v, broker id %q", id, err, processID(cfg))
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package bootstrap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -41,8 +40,8 @@ type OutboxConfig struct {
 	DataPlatformTimeout time.Duration `env:"RUSHGATE_DATAPLATFORM_TIMEOUT"`
 	// Interval is how often the relay sends the due messages.
 	Interval time.Duration `env:"RUSHGATE_OUTBOX_INTERVAL"`
-	// Backoff is the waits before retries 1, 2 and 3 (comma-separated); a message failing once
-	// more is FAILED.
+	// Backoff is the waits before retries 1, 2 and 3 (comma-separated, exactly three, SPEC §7); a
+	// message failing once more is FAILED.
 	Backoff []time.Duration `env:"RUSHGATE_OUTBOX_BACKOFF" envSeparator:","`
 	// AlertWebhookURL receives alerts as JSON POSTs. Unset: alerts go to the log.
 	AlertWebhookURL string `env:"RUSHGATE_ALERT_WEBHOOK_URL"`
@@ -66,8 +65,10 @@ func (c OutboxConfig) Validate() error {
 			return fmt.Errorf("%s: %q is not an http(s) URL", u.name, u.value)
 		}
 	}
-	if len(c.Backoff) == 0 {
-		return errors.New("RUSHGATE_OUTBOX_BACKOFF: must list at least one wait")
+	// The server keeps SPEC §4's three retries; only their waits are settings.
+	if len(c.Backoff) != len(relay.DefaultBackoff) {
+		return fmt.Errorf("RUSHGATE_OUTBOX_BACKOFF: lists %d waits, want %d (before retries 1, 2 and 3)",
+			len(c.Backoff), len(relay.DefaultBackoff))
 	}
 	for _, d := range c.Backoff {
 		if d <= 0 {

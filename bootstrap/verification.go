@@ -153,7 +153,7 @@ func provideObjectStorage(cfg Config, clock ports.Clock, listening *listenAddres
 	}
 	store, err := localblob.New(dir, publicURL, uploadSecret(cfg), clock)
 	if err != nil {
-		return objectStorage{}, err
+		return objectStorage{}, fmt.Errorf("RUSHGATE_DATA_DIR: %w", err)
 	}
 	log.Info("uploads go to local disk through rushgate's signed upload route; set RUSHGATE_S3_BUCKET to use S3", "dir", dir)
 	return objectStorage{Storage: store, Uploads: store, Readiness: telemetry.ReadinessCheck{Name: "storage", Check: store.Ping}}, nil
