@@ -57,6 +57,10 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_INSTANCE_ID", "web\n1"},
 		{"RUSHGATE_INSTANCE_ID", "wéb-1"},
 		{"RUSHGATE_PUBLIC_URL", "ftp://example.com"},
+		{"RUSHGATE_PUBLIC_URL", "https://example.com/rg?x=1"}, // upload URLs append their own query
+		{"RUSHGATE_PUBLIC_URL", "https://example.com/rg?"},
+		{"RUSHGATE_PUBLIC_URL", "https://example.com/#top"},
+		{"RUSHGATE_PUBLIC_URL", "https://user:pw@example.com"},
 		{"RUSHGATE_DATAPLATFORM_URL", "not a url"},
 		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
 		{"RUSHGATE_RECONNECT_GRACE", "-1s"},
@@ -85,6 +89,16 @@ func TestInstanceID_TakesWhatABrokerIDCanHold(t *testing.T) {
 		cfg := parseWith(t, "RUSHGATE_INSTANCE_ID", id)
 		if err := cfg.Validate(); err != nil || !strings.HasPrefix(processID(cfg), id+"-") {
 			t.Errorf("%q: %v, broker id %q", id, err, processID(cfg))
+		}
+	}
+}
+
+// A public URL behind a proxy that serves rushgate under a path is taken: upload URLs carry the
+// path over.
+func TestPublicURL_TakesAPathPrefix(t *testing.T) {
+	for _, u := range []string{"https://uploads.example.com", "http://127.0.0.1:8080/", "https://example.com/rushgate"} {
+		if err := parseWith(t, "RUSHGATE_PUBLIC_URL", u).Validate(); err != nil {
+			t.Errorf("%q: %v", u, err)
 		}
 	}
 }

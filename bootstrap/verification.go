@@ -84,8 +84,14 @@ func (c StorageConfig) Validate() error {
 		}
 	}
 	if c.PublicURL != "" {
-		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("RUSHGATE_PUBLIC_URL: %q is not an http(s) URL", c.PublicURL)
+		}
+		// Upload URLs are this base, the route's path and their signed query: a path prefix
+		// (a proxy's) carries over, a query, fragment or credentials would break them.
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+			return fmt.Errorf("RUSHGATE_PUBLIC_URL: %q has a query, fragment or credentials; give scheme, host and path only", c.PublicURL)
 		}
 	}
 	return allPositive(positive{"RUSHGATE_S3_TIMEOUT", c.S3Timeout > 0})

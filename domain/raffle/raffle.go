@@ -70,10 +70,12 @@ func New(id, name string, winners int, closesAt time.Time, productID string, see
 	if err := domain.ValidateInstant("closesAt", closesAt); err != nil {
 		return nil, err
 	}
+	// Kept to the microsecond, the databases' resolution, so every answer shows the one stored.
+	closesAt = closesAt.UTC().Truncate(time.Microsecond)
 	if !closesAt.After(now) {
 		return nil, domain.Invalid("closesAt", "must be in the future")
 	}
-	return &Raffle{id: id, name: name, winners: winners, closesAt: closesAt.UTC(), productID: productID, seed: seed,
+	return &Raffle{id: id, name: name, winners: winners, closesAt: closesAt, productID: productID, seed: seed,
 		status: StatusOpen, createdAt: now}, nil
 }
 

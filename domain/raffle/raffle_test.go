@@ -43,6 +43,20 @@ func TestNew_RefusesBadTerms(t *testing.T) {
 	}
 }
 
+// closesAt is kept to the microsecond the databases store, in UTC: the answer to the create
+// shows what every later read shows.
+func TestNew_KeepsClosesAtToTheMicrosecond(t *testing.T) {
+	seed, _ := draw.RandomSeed()
+	given := now.Add(time.Hour + 123456789*time.Nanosecond).In(time.FixedZone("KST", 9*3600))
+	r, err := raffle.New("r", "a", 1, given, "", seed, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now.Add(time.Hour + 123456*time.Microsecond); r.ClosesAt() != want {
+		t.Fatalf("closesAt %v, want %v", r.ClosesAt(), want)
+	}
+}
+
 func TestRaffle_EntriesUntilCloseThenOneDraw(t *testing.T) {
 	r := newRaffle(t, 2)
 	if err := r.CheckEntry(now.Add(59 * time.Minute)); err != nil {

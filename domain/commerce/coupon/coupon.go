@@ -57,6 +57,8 @@ func New(id, name string, discountRate, totalQuantity int, expiresAt, now time.T
 	if err := domain.ValidateInstant("expiresAt", expiresAt); err != nil {
 		return nil, err
 	}
+	// Kept to the microsecond, the databases' resolution, so every answer shows the one stored.
+	expiresAt = expiresAt.UTC().Truncate(time.Microsecond)
 	if !expiresAt.After(now) {
 		return nil, domain.Invalid("expiresAt", "must be in the future")
 	}

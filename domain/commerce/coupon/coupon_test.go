@@ -26,6 +26,19 @@ func TestCoupon_RemainingAndExpiry(t *testing.T) {
 	}
 }
 
+// expiresAt is kept to the microsecond the databases store, in UTC: the answer to the create
+// shows what every later read shows.
+func TestNew_KeepsExpiresAtToTheMicrosecond(t *testing.T) {
+	given := now.Add(time.Hour + 123456789*time.Nanosecond).In(time.FixedZone("KST", 9*3600))
+	c, err := coupon.New("c1", "10% off", 10, 5, given, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now.Add(time.Hour + 123456*time.Microsecond); c.ExpiresAt() != want {
+		t.Fatalf("expiresAt %v, want %v", c.ExpiresAt(), want)
+	}
+}
+
 func TestUserCoupon_UsedOnce(t *testing.T) {
 	uc := coupon.Rebuild("c1", "10% off", 10, 5, 0, 0, now.Add(time.Hour), now).Issue("uc1", "alice", now)
 	usedAt := now.Add(time.Minute)
