@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rushgate/rushgate/application/guard/combine"
+	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -95,7 +97,9 @@ type Top struct {
 func (s *Service) TopProducts(ctx context.Context) Top {
 	now := s.d.Clock.Now()
 	s.mu.Lock()
-	if s.last != nil && now.Sub(s.last.at) < s.cfg.FreshFor {
+	// A read stamped after now (the wall clock was stepped back) is not fresh: counted as such,
+	// it would be served for as long as the step.
+	if s.last != nil && !s.last.at.After(now) && now.Sub(s.last.at) < s.cfg.FreshFor {
 		top := s.last.top
 		s.mu.Unlock()
 		return top
@@ -125,12 +129,15 @@ func (s *Service) TopProducts(ctx context.Context) Top {
 	}
 }
 
-// aggregate reads the ranking as of now, or logs the failure and answers an empty list.
+// aggregate reads the ranking as of now, or logs the failure and answers an empty list. A read
+// that panics fails as any other: it answers its waiters, and the next caller reads again.
 func (s *Service) aggregate(ctx context.Context, now time.Time) (Top, bool) {
 	top := Top{Period: PeriodName, Products: []Ranked{}}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	sales, err := s.d.Orders.TopSelling(ports.AllowStale(ctx), now.Add(-DefaultPeriod), DefaultLimit)
+	sales, err := combine.Safely(func() ([]order.Sales, error) {
+		return s.d.Orders.TopSelling(ports.AllowStale(ctx), now.Add(-DefaultPeriod), DefaultLimit)
+	})
 	if err != nil {
 		s.d.Logger.ErrorContext(ctx, "failed to query popular products; answering an empty list", "error", err)
 		return top, false

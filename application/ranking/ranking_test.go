@@ -111,3 +111,51 @@ func testConcurrentCallersShareOneRead(t *testing.T) {
 		t.Fatalf("%d reads for 50 concurrent callers", first)
 	}
 }
+
+// TestTopProducts_AClockSteppedBackReadsAgain: a read stamped after now (the wall clock was
+// stepped back, as NTP may) is not fresh, or it would be served for as long as the step.
+func TestTopProducts_AClockSteppedBackReadsAgain(t *testing.T) {
+	clock := memory.NewClock(time.Now())
+	orders := &countingOrders{release: make(chan struct{})}
+	close(orders.release)
+	s := ranking.NewService(ranking.Deps{Orders: orders, Clock: clock}, ranking.Config{FreshFor: time.Second})
+	s.TopProducts(context.Background())
+	clock.Advance(-time.Hour)
+	s.TopProducts(context.Background())
+	if reads := orders.reads.Load(); reads != 2 {
+		t.Fatalf("%d reads; want the one after the step back to read again", reads)
+	}
+}
+
+// panickingOrders panics on the ranking's first read, as a driver bug would, then answers.
+type panickingOrders struct {
+	ports.OrderRepository
+	reads atomic.Int32
+}
+
+func (p *panickingOrders) TopSelling(context.Context, time.Time, int) ([]order.Sales, error) {
+	if p.reads.Add(1) == 1 {
+		panic("driver bug")
+	}
+	return []order.Sales{{ProductID: "p", Name: "n", Units: 3, Revenue: 30}}, nil
+}
+
+// TestTopProducts_AReadThatPanicsFailsLikeAnyOther: it answers an empty list and logs, and the
+// next caller reads again instead of waiting for a read that never ends.
+func TestTopProducts_AReadThatPanicsFailsLikeAnyOther(t *testing.T) {
+	var logs bytes.Buffer
+	orders := &panickingOrders{}
+	s := ranking.NewService(ranking.Deps{Orders: orders, Clock: memory.NewClock(time.Now()),
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, ranking.Config{FreshFor: time.Second})
+	if top := s.TopProducts(context.Background()); top.Products == nil || len(top.Products) != 0 {
+		t.Fatalf("the read that panicked answered %+v", top)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), "driver bug") {
+		t.Fatalf("logs: %s", logs.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if top := s.TopProducts(ctx); len(top.Products) != 1 || orders.reads.Load() != 2 {
+		t.Fatalf("the next caller got %+v after %d reads; want it to read again", top, orders.reads.Load())
+	}
+}
