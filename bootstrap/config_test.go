@@ -65,6 +65,7 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
 		{"RUSHGATE_RECONNECT_GRACE", "-1s"},
 		{"RUSHGATE_UPLOAD_URL_EXPIRY", "500ms"},
+		{"RUSHGATE_UPLOAD_URL_EXPIRY", "169h"}, // an S3 signature lasts at most a week
 		{"RUSHGATE_QUEUE_POLL_INTERVAL", "1h"},
 		{"RUSHGATE_READ_HEADER_TIMEOUT", "11s"},
 		{"RUSHGATE_IDEMPOTENCY_LEASE", "2h"},

@@ -41,3 +41,19 @@ func TestValidateInstant(t *testing.T) {
 		})
 	}
 }
+
+func TestParseInstant_TakesRFC3339Only(t *testing.T) {
+	for value, valid := range map[string]bool{
+		"2030-01-02T15:04:05Z":          true,
+		"2030-01-02T15:04:05.123+09:00": true,
+		"2030-01-02T15:04:05,123Z":      false, // Go's parser takes the comma, RFC 3339 does not
+		"2030-01-02 15:04:05Z":          false,
+		"2030-01-02":                    false,
+		"":                              false,
+	} {
+		_, err := domain.ParseInstant("opensAt", value)
+		if de, _ := domain.AsError(err); valid != (err == nil) || !valid && de.Details["field"] != "opensAt" {
+			t.Errorf("%q: %v", value, err)
+		}
+	}
+}

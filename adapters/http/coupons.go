@@ -2,7 +2,6 @@ package http
 
 import (
 	stdhttp "net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,9 +28,9 @@ func (h couponHandlers) createCoupon(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	expiresAt, err := time.Parse(time.RFC3339Nano, req.ExpiresAt)
+	expiresAt, err := domain.ParseInstant("expiresAt", req.ExpiresAt)
 	if err != nil {
-		respondError(c, domain.Invalid("expiresAt", "must be an RFC 3339 time"))
+		respondError(c, err)
 		return
 	}
 	view, err := h.coupons.Create(c.Request.Context(), appcoupon.CreateCommand{

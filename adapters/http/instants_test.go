@@ -37,7 +37,7 @@ func (r *recordedIDs) all() []string {
 
 // RFC 3339 allows offsets that move an instant out of the years the stores and the JSON encoder
 // hold: such an instant is refused before anything is stored, never stored and then answered
-// with an empty 500 (as every later read of it would be).
+// with an empty 500 (as every later read of it would be). So is a time RFC 3339 does not allow.
 func TestInstantOutOfRange_IsValidationFailedAndStoresNothing(t *testing.T) {
 	t.Parallel()
 	ids := &recordedIDs{}
@@ -62,6 +62,7 @@ func TestInstantOutOfRange_IsValidationFailedAndStoresNothing(t *testing.T) {
 		"9999-12-31T23:59:59.9999999Z", // rounds to year 10000 at the databases' microseconds
 		"0000-01-01T00:00:00+00:01",    // year -1 in UTC
 		"0999-12-31T23:59:59.999999Z",  // before MySQL's DATETIME holds
+		"2030-01-01T00:00:00,5Z",       // not RFC 3339 (a comma before the fraction), which Go's parser takes
 	}
 	for _, c := range creates {
 		for _, instant := range instants {

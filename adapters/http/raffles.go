@@ -2,7 +2,6 @@ package http
 
 import (
 	stdhttp "net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,9 +28,9 @@ func (h raffleHandlers) create(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	closesAt, err := time.Parse(time.RFC3339Nano, req.ClosesAt)
+	closesAt, err := domain.ParseInstant("closesAt", req.ClosesAt)
 	if err != nil {
-		respondError(c, domain.Invalid("closesAt", "must be an RFC 3339 time"))
+		respondError(c, err)
 		return
 	}
 	cmd := appraffle.CreateCommand{Name: req.Name, Winners: req.Winners, ClosesAt: closesAt}

@@ -3,7 +3,6 @@ package http
 import (
 	"io"
 	stdhttp "net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -32,9 +31,9 @@ func (h verificationHandlers) createChallenge(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	deadline, err := time.Parse(time.RFC3339Nano, req.Deadline)
+	deadline, err := domain.ParseInstant("deadline", req.Deadline)
 	if err != nil {
-		respondError(c, domain.Invalid("deadline", "must be an RFC 3339 time"))
+		respondError(c, err)
 		return
 	}
 	cmd := verification.CreateChallengeCommand{Title: req.Title, Deadline: deadline}
@@ -87,7 +86,7 @@ func (h verificationHandlers) listVerifications(c *gin.Context) {
 type createSessionRequest struct {
 	FileName    string `json:"fileName"`
 	ContentType string `json:"contentType"`
-	FileSize    int64  `json:"fileSize"`
+	FileSize    *int64 `json:"fileSize"` // nil: missing, which is VALIDATION_FAILED, not UNSUPPORTED_FILE
 }
 
 // createSession answers POST /upload-sessions with where and how to upload the file.
@@ -97,8 +96,12 @@ func (h verificationHandlers) createSession(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
+	if req.FileSize == nil {
+		respondError(c, domain.Invalid("fileSize", "is required"))
+		return
+	}
 	view, err := h.service.CreateUploadSession(c.Request.Context(), verification.SessionCommand{
-		UserID: principal(c).UserID, FileName: req.FileName, ContentType: req.ContentType, FileSize: req.FileSize,
+		UserID: principal(c).UserID, FileName: req.FileName, ContentType: req.ContentType, FileSize: *req.FileSize,
 	})
 	if err != nil {
 		respondError(c, err)

@@ -27,4 +27,12 @@ func TestUploadSession_OpensForAPhotoAndRefusesAnotherFile(t *testing.T) {
 	assert.Contains(t, session["presignedUrl"], localblob.RoutePrefix)
 
 	assertError(t, h.do(open(`{"fileName":"virus.exe","contentType":"image/png","fileSize":10}`)), stdhttp.StatusBadRequest, "UNSUPPORTED_FILE")
+	// A field left out is missing, not an unsupported file.
+	for field, body := range map[string]string{
+		"fileSize":    `{"fileName":"photo.png","contentType":"image/png"}`,
+		"contentType": `{"fileName":"photo.png","fileSize":10}`,
+	} {
+		missing := assertError(t, h.do(open(body)), stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+		assert.Equal(t, field, missing.Field)
+	}
 }

@@ -37,9 +37,9 @@ func (s *Service) schedulePrequeue(e *waiting.Event, cmd CreateEventCommand) err
 		}
 		return nil
 	}
-	opensAt, err := time.Parse(time.RFC3339, cmd.OpensAt)
+	opensAt, err := domain.ParseInstant("opensAt", cmd.OpensAt)
 	if err != nil {
-		return domain.Invalid("opensAt", "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		return err
 	}
 	seed, err := draw.RandomSeed()
 	if err != nil {

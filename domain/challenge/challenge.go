@@ -148,10 +148,11 @@ func (s UploadSession) Status() SessionStatus { return s.status }
 // RequestedAt is the server's clock when the session was created.
 func (s UploadSession) RequestedAt() time.Time { return s.requestedAt }
 
-// ExpiredAt reports whether the session is past its expiry at now: older than expiry, whether
-// or not the expiry worker has marked it yet.
+// ExpiredAt reports whether the session is past its expiry at now: EXPIRED, or PENDING and
+// older than expiry, whether or not the expiry worker has marked it yet. A COMPLETED session
+// never expires: it stays used.
 func (s UploadSession) ExpiredAt(now time.Time, expiry time.Duration) bool {
-	return s.status == SessionExpired || now.Sub(s.requestedAt) > expiry
+	return s.status == SessionExpired || s.status == SessionPending && now.Sub(s.requestedAt) > expiry
 }
 
 // CheckUse is the session's part of a verification, in SPEC §2's order: a session that is
@@ -285,8 +286,8 @@ type FileRules struct {
 
 // Check validates a declared file and returns its lower-case extension: the name must be text,
 // its extension one of jpg, jpeg, png, webp, heic, the content type the one of that extension,
-// and the size 1..MaxBytes. A bad name is VALIDATION_FAILED; anything else ErrUnsupportedFile
-// naming the field.
+// and the size 1..MaxBytes. A bad name or a missing content type is VALIDATION_FAILED; anything
+// else ErrUnsupportedFile naming the field.
 func (r FileRules) Check(fileName, contentType string, size int64) (string, error) {
 	if err := domain.ValidateText("fileName", fileName, MaxFileNameLength); err != nil {
 		return "", err
@@ -294,6 +295,9 @@ func (r FileRules) Check(fileName, contentType string, size int64) (string, erro
 	maxBytes := r.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFileBytes
+	}
+	if contentType == "" {
+		return "", domain.Invalid("contentType", "is required")
 	}
 	ext := strings.ToLower(strings.TrimPrefix(path.Ext(fileName), "."))
 	want, known := contentTypeByExtension[ext]

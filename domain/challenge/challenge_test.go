@@ -96,6 +96,7 @@ func TestUploadSession_CheckUseInSpecOrder(t *testing.T) {
 		{s, "u2", "k", now, challenge.ErrInvalidSession},
 		{expired, "u1", "k", now, challenge.ErrInvalidSession},
 		{completed, "u1", "other", now, challenge.ErrSessionAlreadyUsed},
+		{completed, "u1", "k", now.Add(time.Hour), challenge.ErrSessionAlreadyUsed}, // used stays used
 		{s, "u1", "other", now, challenge.ErrInvalidImageKey},
 	} {
 		if err := tc.s.CheckUse(tc.user, tc.ik, tc.at, 30*time.Minute); !errors.Is(err, tc.want) {
