@@ -60,6 +60,7 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_PUBLIC_URL", "https://example.com/rg?x=1"}, // upload URLs append their own query
 		{"RUSHGATE_PUBLIC_URL", "https://example.com/rg?"},
 		{"RUSHGATE_PUBLIC_URL", "https://example.com/#top"},
+		{"RUSHGATE_PUBLIC_URL", "https://example.com/rg#"}, // an empty fragment still ends the URL
 		{"RUSHGATE_PUBLIC_URL", "https://user:pw@example.com"},
 		{"RUSHGATE_DATAPLATFORM_URL", "not a url"},
 		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
@@ -94,8 +95,7 @@ func TestInstanceID_TakesWhatABrokerIDCanHold(t *testing.T) {
 	}
 }
 
-// A public URL behind a proxy that serves rushgate under a path is taken: upload URLs carry the
-// path over.
+// A public URL behind a proxy that serves rushgate under a path is taken.
 func TestPublicURL_TakesAPathPrefix(t *testing.T) {
 	for _, u := range []string{"https://uploads.example.com", "http://127.0.0.1:8080/", "https://example.com/rushgate"} {
 		if err := parseWith(t, "RUSHGATE_PUBLIC_URL", u).Validate(); err != nil {

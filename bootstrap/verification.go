@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -90,7 +91,7 @@ func (c StorageConfig) Validate() error {
 		}
 		// Upload URLs are this base, the route's path and their signed query: a path prefix
 		// (a proxy's) carries over, a query, fragment or credentials would break them.
-		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		if u.RawQuery != "" || u.ForceQuery || strings.Contains(c.PublicURL, "#") || u.User != nil {
 			return fmt.Errorf("RUSHGATE_PUBLIC_URL: %q has a query, fragment or credentials; give scheme, host and path only", c.PublicURL)
 		}
 	}

@@ -57,8 +57,9 @@ type CartRepository interface {
 //
 // UnitsOrdered returns how many units of productID the user's PENDING and COMPLETED orders hold
 // (a CANCELLED order holds none). Read in a transaction after CartRepository's lock of the
-// user's cart, it counts every order committed before that lock was granted, as Lines sees
-// every line: a placement that counts under the lock thus sees those placed before it.
+// user's cart, it counts every order committed before that lock was granted, whatever the
+// transaction read before the lock: a placement that counts under the lock thus sees those
+// placed before it.
 //
 // TopSelling returns up to limit products by units sold in COMPLETED orders paid at or after
 // since, most units first (ties by product id), with their revenue (Σ line subtotals) and

@@ -203,7 +203,7 @@ func NewOrderRepository(db *DB) *OrderRepository {
 		// Served by orders_by_user (the user's few orders), then the (order_id, product_id) key.
 		unitsOrderedSQL: Bind(db.dialect, "SELECT COALESCE(SUM(i.quantity), 0) FROM orders o "+
 			"JOIN order_items i ON i.order_id = o.id AND i.product_id = ? "+
-			"WHERE o.user_id = ? AND o.status IN ('PENDING', 'COMPLETED')"),
+			"WHERE o.user_id = ? AND o.status IN ('PENDING', 'COMPLETED')"+latestCommitted(db.dialect)),
 	}
 }
 
@@ -290,9 +290,9 @@ func (r *OrderRepository) read(ctx context.Context, m errorMeanings, query, id s
 }
 
 // UnitsOrdered sums the units of productID in the user's PENDING and COMPLETED orders in one
-// SELECT. In the transaction that locked the user's cart it reads after the lock, also on
-// MySQL: a plain read's snapshot is taken at the transaction's first plain read, which comes
-// after the cart's locking read.
+// SELECT, of the orders committed when it runs: a Postgres statement reads them (READ
+// COMMITTED), and on MySQL it is a locking read, since a plain read there sees the snapshot of
+// the transaction's first plain read, which may come before the cart's lock.
 func (r *OrderRepository) UnitsOrdered(ctx context.Context, userID, productID string) (int, error) {
 	var units int
 	_, err := r.db.queryOne(ctx, errorMeanings{op: "count units ordered"}, r.unitsOrderedSQL, []any{productID, userID},
@@ -312,4 +312,14 @@ func NewCommerceStores(db *DB) ports.CommerceStores {
 		Stock:       NewStockRepository(db),
 		Outbox:      NewOutboxRepository(db),
 	}
+}
+
+// latestCommitted is what a read in a transaction needs to see the rows committed when it runs
+// rather than its transaction's snapshot: nothing on Postgres (READ COMMITTED), a shared lock on
+// MySQL (REPEATABLE READ), whose locking reads read the latest committed rows.
+func latestCommitted(d Dialect) string {
+	if d == MySQL {
+		return " LOCK IN SHARE MODE"
+	}
+	return ""
 }

@@ -144,9 +144,13 @@ const (
 	pendingAdmission
 	pendingHeartbeat
 	pendingPrequeue
-	// pendingSoldOut is the last frame: the stream ends once it is written.
+	// pendingSoldOut and pendingReplaced are last frames: the stream ends once one is written.
 	pendingSoldOut
+	pendingReplaced
 )
+
+// pendingLast are the frames after which a stream ends.
+const pendingLast = pendingSoldOut | pendingReplaced
 
 // sseStream is one push connection, the broker's appwaiting.Stream: events the broker sends
 // are kept (the latest position, the admission, a due heartbeat) until a writer sends them.
@@ -250,6 +254,14 @@ func (s *sseStream) SoldOut() {
 	s.pendingLocked(pendingSoldOut)
 }
 
+// Replaced keeps the `replaced` event for the next write, after which the stream ends, as
+// SoldOut does.
+func (s *sseStream) Replaced() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pendingLocked(pendingReplaced)
+}
+
 // start sends events over conn, whose response head is written, until it ends; then leave runs
 // once, in a goroutine of its own. The client leaving is learnt without a goroutine of the
 // stream's (watchDeparture), or from a write that fails.
@@ -320,7 +332,7 @@ func (s *sseStream) flush(buf []byte, fromAdmissions bool) []byte {
 	}
 	s.writing = true
 	for s.pending != 0 && !s.ended {
-		last := s.pending&pendingSoldOut != 0
+		last := s.pending&pendingLast != 0
 		buf = s.framesLocked(buf[:0])
 		conn := s.conn
 		s.mu.Unlock()
@@ -361,6 +373,9 @@ func (s *sseStream) framesLocked(buf []byte) []byte {
 	}
 	if s.pending&pendingSoldOut != 0 {
 		buf = appendEvent(buf, "soldout", time.Time{}, struct{}{})
+	}
+	if s.pending&pendingReplaced != 0 {
+		buf = appendEvent(buf, "replaced", time.Time{}, struct{}{})
 	}
 	s.pending = 0
 	return buf

@@ -129,6 +129,24 @@ func TestSSEStream_EndClosesTheConnectionAndLeaves(t *testing.T) {
 	}
 }
 
+// SoldOut and Replaced are last words: the stream sends its event, then closes and leaves.
+func TestSSEStream_SoldOutAndReplacedAreSentLastThenItEnds(t *testing.T) {
+	for event, tell := range map[string]func(*sseStream){"soldout": (*sseStream).SoldOut, "replaced": (*sseStream).Replaced} {
+		t.Run(event, func(t *testing.T) {
+			s := newStartedStream(t, time.Hour, time.Second, nil)
+			tell(s.stream)
+			if got, want := readFrames(t, s.client, 1), "event: "+event+"\ndata: {}\n\n"; got != want {
+				t.Fatalf("frame %q, want %q", got, want)
+			}
+			s.requireLeft(t, event)
+			_ = s.client.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := s.client.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+				t.Fatalf("read after %s: %v, want EOF", event, err)
+			}
+		})
+	}
+}
+
 func TestSSEStream_EndedBeforeTheTakeOverLeavesAtOnce(t *testing.T) {
 	s := newStartedStream(t, time.Hour, time.Second, func(st *sseStream) { st.End() })
 	s.requireLeft(t, "ended before start")

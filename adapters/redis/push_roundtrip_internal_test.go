@@ -157,6 +157,7 @@ func (s admissionStream) Admitted(a appwaiting.Admission)  { s.admitted <- a.Tok
 func (s admissionStream) End()                             {}
 func (s admissionStream) Prequeue(appwaiting.PrequeueView) {}
 func (s admissionStream) SoldOut()                         {}
+func (s admissionStream) Replaced()                        {}
 
 // A tick's admissions cost each side two round trips, whatever their number (they cost five
 // per user once: owner lookup, dispatch, ack, issue, ack; then four a tick for the dispatcher

@@ -164,9 +164,13 @@ type Stream interface {
 	// SoldOut: the event sold out. The adapter tells the client, then ends the connection as
 	// End does.
 	SoldOut()
-	// End: the broker ended the connection (shutdown, the same user connected again here, or
-	// the broker's heartbeat lapsed). The adapter closes the connection and then calls
-	// Broker.Leave as for any other end.
+	// Replaced: the same user connected again (another tab or window, here or through another
+	// instance), and the newer connection holds the place now. The adapter tells the client,
+	// so that it does not reconnect by itself and take the place back, then ends the connection
+	// as End does.
+	Replaced()
+	// End: the broker ended the connection (shutdown, or the broker's heartbeat lapsed). The
+	// adapter closes the connection and then calls Broker.Leave as for any other end.
 	End()
 }
 
@@ -187,6 +191,10 @@ func (s *Subscription) end() { s.closeOnce.Do(s.stream.End) }
 
 // soldOut tells the stream the event sold out, which ends it; instead of end, not after.
 func (s *Subscription) soldOut() { s.closeOnce.Do(s.stream.SoldOut) }
+
+// replaced tells the stream a newer connection of its user took over, which ends it; instead
+// of end, not after.
+func (s *Subscription) replaced() { s.closeOnce.Do(s.stream.Replaced) }
 
 // Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
@@ -316,17 +324,23 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 }
 
 // tellReplaced tells another broker that held the user's connection, replaced by sub, to end
-// it: register ends an older connection on this broker, and one left open elsewhere would wait
-// for positions and an admission that now go to sub. A failure leaves that stream open until
-// its client closes it; sub's join stands.
+// it: register ends an older connection on this broker, and one left open elsewhere would never
+// be sent the admission, which now goes to sub. It does so on its own goroutine, detached from
+// the join's request: sub's client leaving at once must not leave the older stream stranded, and
+// the join does not wait for it. A failure leaves that stream open until its client closes it.
 func (b *Broker) tellReplaced(ctx context.Context, sub *Subscription, replaced string) {
 	if replaced == "" || ports.OwnerBroker(replaced) == ports.OwnerBroker(sub.owner) {
 		return
 	}
-	if err := b.q.TellReplaced(ctx, sub.EventID, sub.UserID, replaced); err != nil {
-		b.log.Warn("push broker could not tell another broker to end a replaced connection", "event", sub.EventID,
-			"replaced", replaced, "error", err)
-	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, b.cfg.HeartbeatTimeout)
+		defer cancel()
+		if err := b.q.TellReplaced(ctx, sub.EventID, sub.UserID, replaced); err != nil {
+			b.log.Warn("push broker could not tell another broker to end a replaced connection", "event", sub.EventID,
+				"replaced", replaced, "error", err)
+		}
+	}()
 }
 
 // register names sub after the broker's current id and makes it the user's connection on this
@@ -345,7 +359,7 @@ func (b *Broker) register(sub *Subscription) error {
 		b.subs[sub.EventID] = users
 	}
 	if old := users[sub.UserID]; old != nil {
-		old.end()
+		old.replaced()
 	}
 	users[sub.UserID] = sub
 	b.live.Add(1)
@@ -725,7 +739,7 @@ func (b *Broker) deliverBatch(ctx context.Context, brokerID string, batch []port
 	for _, p := range batch {
 		if p.Replaced {
 			if sub := b.subs[p.EventID][p.UserID]; sub != nil && sub.owner == p.Owner {
-				sub.end()
+				sub.replaced()
 			}
 			replacedDone = append(replacedDone, p.MessageID)
 			continue

@@ -40,6 +40,7 @@ type stream struct {
 	admitted atomic.Int32
 	prequeue atomic.Int32
 	soldOut  atomic.Bool
+	replaced atomic.Bool
 }
 
 func (s *stream) Position(waiting.Position)     {}
@@ -59,6 +60,12 @@ func (s *stream) End() {
 // SoldOut records the news and ends as an adapter does.
 func (s *stream) SoldOut() {
 	s.soldOut.Store(true)
+	s.End()
+}
+
+// Replaced records the news and ends as an adapter does.
+func (s *stream) Replaced() {
+	s.replaced.Store(true)
 	s.End()
 }
 
@@ -277,16 +284,17 @@ func TestBroker_ReapedBrokerEndsEveryStreamAndItsUsersReconnect(t *testing.T) {
 	}
 }
 
-// A user's newer connection on another broker (a reconnect through a load balancer, a second
-// tab) ends the older one, as a newer connection on the same broker does: the older stream
-// would otherwise stay open for positions and an admission that now go to the newer one.
-func TestBroker_ANewerConnectionOnAnotherBrokerEndsTheOlderOne(t *testing.T) {
+// A user's newer connection (a reconnect through a load balancer, a second tab) replaces the
+// older one, on the same broker at once and on another broker through its dispatch stream: the
+// older stream is told, so its client does not reconnect by itself and take the place back, and
+// ends; left open, it would never be sent the admission, which goes to the newer one.
+func TestBroker_ANewerConnectionReplacesTheOlderOneHereOrOnAnotherBroker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup
 	defer running.Wait()
 	defer cancel()
 	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
-	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "two", Seats: 5, Slots: 2, Mode: "push"})
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "two", Seats: 5, Slots: 3, Mode: "push"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,10 +319,16 @@ func TestBroker_ANewerConnectionOnAnotherBrokerEndsTheOlderOne(t *testing.T) {
 	// instance-1 reads its dispatch stream, as a broker does from its start on.
 	admitted("another user admitted on instance-1", join(t, first, event.ID, "other", false))
 
+	here := join(t, first, event.ID, "v", false)
+	join(t, first, event.ID, "v", false)
+	if !here.replaced.Load() || !here.ended.Load() {
+		t.Fatal("a newer connection on the same broker left the older one untold or open")
+	}
+
 	older := join(t, first, event.ID, "u", false)
 	newer := join(t, second, event.ID, "u", false)
-	testkit.Eventually(t, 5*time.Second, "the older connection, on instance-1, ended", func() error {
-		if !older.ended.Load() {
+	testkit.Eventually(t, 5*time.Second, "the older connection, on instance-1, told it was replaced", func() error {
+		if !older.replaced.Load() || !older.ended.Load() {
 			return errors.New("still open")
 		}
 		return nil

@@ -351,7 +351,7 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 // predictFirst records the estimate a waiting user is given, by an entry or a poll, as their
 // prediction (SPEC §8 wait accuracy: the first non-null one) in the store, once per user and
 // instance, so a user's later polls cost no write; one that fails is tried on the next poll,
-// and the answer does not wait for a failing one.
+// and the answer does not fail with it.
 func (s *Service) predictFirst(ctx context.Context, eventID, userID string, p ports.QueuePlace, v StatusView) {
 	if p.Admitted || v.EstimatedWaitSeconds == nil || !s.predicted.add(eventID, userID) {
 		return

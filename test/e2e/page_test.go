@@ -364,3 +364,43 @@ func TestWaitingPage_SoldOutWhileWaiting(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingPage_PushInASecondTab: a buyer who opens a push event's page in a second tab waits
+// there: the first tab says so in words and stops, instead of reconnecting and taking the place
+// back (the two would take turns, each flashing offline); the turn comes to the second tab.
+// Pressing "Wait here instead" in the first brings the place, here the turn, back to it, and
+// the second tab says so in turn.
+func TestWaitingPage_PushInASecondTab(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b, pageConfig)
+			eventID := s.createEvent(`{"name":"Two tabs","seats":3,"slots":1,"mode":"push"}`)
+			head := s.openStream(eventID, "tabs-head") // holds the only slot: the page's buyer waits
+			testkit.Eventually(t, pageBound, "the head admitted", head.isAdmitted)
+			browser := newBrowser(t, pageLimit, "UTC", "en_GB")
+			token := s.token("tabs-buyer")
+			first := browser.open(s.pageURL(eventID, token))
+			first.until("place", "You're next", pageBound, nil)
+			second := browser.open(s.pageURL(eventID, token))
+			second.until("place", "You're next", pageBound, nil)
+			first.until("elsewhere", elsewhereText, pageBound, nil)
+			if place := first.read("place"); place != "" {
+				t.Fatalf("the first tab still shows a place %q", place)
+			}
+			first.screenshots("push-second-tab")
+
+			head.close() // the slot comes back: the turn goes to the tab that holds the place
+			second.countsDown(pageBound, 5*time.Minute)
+			if text := first.read("elsewhere"); text != elsewhereText {
+				t.Fatalf("the first tab took the place back by itself: it says %q", text)
+			}
+
+			first.click("#here")
+			first.countsDown(pageBound, 5*time.Minute)
+			second.until("elsewhere", elsewhereText, pageBound, nil)
+			if v := s.queueView(eventID); v.num("admitted") != 1 || v.num("waiting") != 0 {
+				t.Fatalf("after the turn moved between the tabs: %s", v.raw)
+			}
+		})
+	}
+}
