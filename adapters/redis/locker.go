@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -22,10 +23,12 @@ func lockKey(key string) string    { return lockKeyPrefix + "{" + key + "}" }
 func waitingKey(key string) string { return lockKey(key) + ":waiting" }
 
 // acquireBudgetFactor bounds one TryAcquire, including the cleanup DEL redsync sends after a
-// failed attempt, to half the lock's TTL (and each command to the client's timeouts). redsync's
-// default per-attempt timeout (5%, 50 ms at a 1 s TTL) is meant for quorums over many nodes;
-// against one Redis it turns ordinary scheduling delays under load into ErrUnavailable. Half
-// the TTL still leaves the winner most of its lease.
+// failed attempt, to half the lock's TTL, and to one call's timeout (NewClient's ReadTimeout):
+// a frozen Redis then costs an attempt one timeout, as any other call, not the SET's and the
+// cleanup's in a row (2 s of a seat lock's 5 s lease). redsync's default per-attempt timeout
+// (5%, 50 ms at a 1 s TTL) is meant for quorums over many nodes; against one Redis it turns
+// ordinary scheduling delays under load into ErrUnavailable. Half the TTL still leaves the
+// winner most of its lease.
 const acquireBudgetFactor = 0.5
 
 var (
@@ -44,6 +47,8 @@ type Locker struct {
 	calls   *pipelined
 	redsync *redsync.Redsync
 	notices *releaseNotices
+	// callTimeout is what one call to client may take (0: unknown).
+	callTimeout time.Duration
 }
 
 // NewLocker returns a Locker that keeps its locks in c under "rushgate:lock:{<key>}" and
@@ -51,7 +56,20 @@ type Locker struct {
 // done with it; c stays open, its owner closes it.
 func NewLocker(c goredis.UniversalClient) *Locker {
 	calls := withPipelining(c)
-	return &Locker{client: c, calls: calls, redsync: redsync.New(redsyncgoredis.NewPool(calls)), notices: newReleaseNotices(c)}
+	return &Locker{client: c, calls: calls, redsync: redsync.New(redsyncgoredis.NewPool(calls)), notices: newReleaseNotices(c),
+		callTimeout: callTimeoutOf(c)}
+}
+
+// callTimeoutOf is the bound a client built by NewClient gives each call, its ReadTimeout; 0 for
+// a client of another kind.
+func callTimeoutOf(c goredis.UniversalClient) time.Duration {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		return c.Options().ReadTimeout
+	}
+	return 0
 }
 
 // Released returns a channel closed once key is released after the call, by this Locker, or by
@@ -71,7 +89,9 @@ func (l *Locker) Close() error {
 
 // TryAcquire makes one attempt to lock key for ttl. It returns ports.ErrLockNotAcquired when
 // another owner holds the key, and an error wrapping ports.ErrUnavailable when Redis cannot be
-// reached or does not answer within half the TTL.
+// reached or does not answer within half the TTL or one call's timeout. The SET of an attempt
+// that failed so may still run once Redis answers again and hold the key for nobody until the
+// TTL ends: it is released, if so, in the background (undoLater).
 func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (ports.Lock, error) {
 	if ttl < time.Millisecond {
 		// SET PX takes whole milliseconds, and go-redis reads a zero TTL as "never expires".
@@ -79,12 +99,19 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	}
 	// redsync derives the cleanup's timeout afresh from ctx; a deadline on ctx itself keeps a
 	// silent server from costing the budget twice.
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(float64(ttl)*acquireBudgetFactor))
+	budget := time.Duration(float64(ttl) * acquireBudgetFactor)
+	if l.callTimeout > 0 {
+		budget = min(budget, l.callTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	// The value is known before the attempt, for an attempt that fails to be undone with it.
+	value := rand.Text()
 	mutex := l.redsync.NewMutex(lockKey(key),
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(1),
 		redsync.WithTimeoutFactor(acquireBudgetFactor),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil }),
 	)
 	err := mutex.TryLockContext(ctx)
 	var taken *redsync.ErrTaken
@@ -99,6 +126,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	default:
 		// A timeout included: a Redis that does not answer is unavailable, not contended. Read
 		// as contention, a frozen Redis sent the guard into seconds of backoff ending in 429.
+		undoLater(ttl, func(ctx context.Context) error { _, err := l.release(ctx, key, value); return err })
 		return nil, unavailable(fmt.Sprintf("lock %q", key), err)
 	}
 }
@@ -148,17 +176,37 @@ return 1
 
 // Release deletes the lock only if it still holds this owner's value, announces the release to
 // other instances when one of them waits for it, and wakes this Locker's waiters on the key. It
-// returns ports.ErrLockNotHeld when the TTL expired or another owner holds the key.
+// returns ports.ErrLockNotHeld when the TTL expired or another owner holds the key. When Redis
+// does not answer, the release goes on in the background until it does or the TTL has passed
+// (undoLater), so that the key is free as soon as Redis is back rather than only at the TTL's
+// end, which seat locks' 5 s would make every waiter's lock wait.
 func (l *lock) Release(ctx context.Context) error {
-	released, err := releaseScript.Run(ctx, l.locker.calls, []string{l.mutex.Name(), waitingKey(l.key)},
-		l.mutex.Value(), releaseChannelPrefix+l.key, l.locker.notices.origin).Int()
+	value := l.mutex.Value()
+	released, err := l.locker.release(ctx, l.key, value)
 	switch {
 	case err != nil:
+		undoLater(time.Until(l.mutex.Until()), func(ctx context.Context) error {
+			_, err := l.locker.release(ctx, l.key, value)
+			return err
+		})
 		return unavailable(fmt.Sprintf("unlock %q", l.mutex.Name()), err)
-	case released == 0:
+	case !released:
 		return fmt.Errorf("redis: unlock %q: %w", l.mutex.Name(), ports.ErrLockNotHeld)
 	default:
-		l.locker.notices.notify(l.key)
 		return nil
 	}
+}
+
+// release runs releaseScript for key's owner value and wakes this Locker's waiters when it
+// released the lock.
+func (l *Locker) release(ctx context.Context, key, value string) (bool, error) {
+	released, err := releaseScript.Run(ctx, l.calls, []string{lockKey(key), waitingKey(key)},
+		value, releaseChannelPrefix+key, l.notices.origin).Int()
+	if err != nil {
+		return false, err
+	}
+	if released == 1 {
+		l.notices.notify(key)
+	}
+	return released == 1, nil
 }

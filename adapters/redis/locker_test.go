@@ -133,3 +133,25 @@ func TestLockerRelease_AnnouncesNothingWhenNobodyWaited(t *testing.T) {
 
 	assert.Equal(t, "marker", next(), "an uncontended release was announced")
 }
+
+// TestLocker_AnAttemptOnAFrozenServerCostsOneCallTimeout: with a seat lock's 5 s TTL an attempt
+// may take half of it, but against a Redis that does not answer it fails after one call's
+// timeout, not after the SET's and redsync's cleanup's in a row.
+func TestLocker_AnAttemptOnAFrozenServerCostsOneCallTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 500 * time.Millisecond
+	client, err := rgredis.NewClient("redis://"+frozenServer(t), rgredis.Options{
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	locker := rgredis.NewLocker(client)
+	t.Cleanup(func() { _ = locker.Close() })
+
+	started := time.Now()
+	_, err = locker.TryAcquire(context.Background(), "seat:frozen", 5*time.Second)
+	took := time.Since(started)
+	require.ErrorIs(t, err, ports.ErrUnavailable)
+	// Half a timeout for scheduling; the cleanup's timeout on top would exceed it.
+	assert.Less(t, took, timeout+timeout/2)
+}

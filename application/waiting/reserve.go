@@ -196,9 +196,24 @@ func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]gua
 	}
 	if reserved {
 		ctx := context.WithoutCancel(ctx)
-		if left, err := s.d.Room.TakeSeat(ctx, first.eventID); err == nil && left <= 0 {
+		if left, err := s.takeSeat(ctx, first.eventID); err == nil && left <= 0 {
 			_, _ = s.settleSeats(ctx, first.eventID, left)
 		}
 	}
 	return answers, nil
+}
+
+// seatCountTimeout bounds the decrement of the seat counter after a reservation committed: it
+// takes a millisecond, and a Redis that stalls must not hold the committed answer for a whole
+// call timeout on top of the steps before it (the bound on a stalled dependency counts every
+// step of a request).
+const seatCountTimeout = 250 * time.Millisecond
+
+// takeSeat decrements the seat counter within seatCountTimeout. One that fails leaves the
+// counter high, which costs the next requests only a lock round, and the reconciliation pass
+// repairs it.
+func (s *Service) takeSeat(ctx context.Context, eventID string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, seatCountTimeout)
+	defer cancel()
+	return s.d.Room.TakeSeat(ctx, eventID)
 }

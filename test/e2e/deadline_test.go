@@ -53,10 +53,12 @@ func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T
 			flows, consistent := guardedFlows(s)
 			cart, cartConsistent := cartAddFlow(s)
 			entry, entriesConsistent := raffleEntryFlow(s)
-			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal, append(flows, cart, entry), func() {
+			seat, seatsConsistent := seatReservationFlow(s)
+			answersWithinTheStallBound(t, s, "the database", cfg.Database.Timeout, db.signal, append(flows, cart, entry, seat), func() {
 				consistent()
 				cartConsistent()
 				entriesConsistent()
+				seatsConsistent()
 			})
 		})
 	}
@@ -69,8 +71,12 @@ func TestRedisFrozen_EveryRequestAnswersWithinTheRedisTimeout(t *testing.T) {
 	var cfg bootstrap.Config
 	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, productionTimeouts, func(c *bootstrap.Config) { cfg = *c })
 	flows, consistent := guardedFlows(s)
+	seat, seatsConsistent := seatReservationFlow(s)
 	answersWithinTheStallBound(t, s, "Redis", cfg.Redis.Timeout, func(sig syscall.Signal) error { return redis.process.Signal(sig) },
-		flows, consistent)
+		append(flows, seat), func() {
+			consistent()
+			seatsConsistent()
+		})
 }
 
 // guardedFlow sends requests of one guarded flow, all on one lock key, each as a new request
@@ -150,6 +156,42 @@ func cartAddFlow(s *server) (guardedFlow, func()) {
 		a := s.postFromAnyGoroutine("/api/cart/items", buyer, body, "")
 		if a.err == nil && a.status == http.StatusCreated {
 			added.Add(1)
+		}
+		return a
+	}}, consistent
+}
+
+// seatReservationFlow reserves a seat of one pull event per request, each a seat of its own by
+// an admitted user of its own: a seat lock (5 s lease, 3 s wait) per request, taken before the
+// database's transaction. Its check: no seat is booked twice, and the reservations are at least
+// those answered 201 and at most those sent (a 503 does not say whether its write committed).
+func seatReservationFlow(s *server) (guardedFlow, func()) {
+	// Enough for the healthy herd sent a few times, the herds caught by and during the stall,
+	// and the requests after it.
+	const seats = 8 * herdSize
+	eventID := s.createEvent(fmt.Sprintf(`{"name":"frozen seats","seats":%d,"slots":%d,"mode":"pull"}`, seats, seats))
+	tokens := make([]string, seats)
+	for i := range tokens {
+		tokens[i] = s.admit(eventID, fmt.Sprint(s.run, "seated-", i))
+	}
+	var sent, reserved atomic.Int64
+	consistent := func() {
+		s.t.Helper()
+		st := s.seatState(eventID, seats)
+		if st.reservations != st.reservedSeats || st.reservations != st.distinctSeats ||
+			int64(st.reservations) < reserved.Load() || int64(st.reservations) > min(sent.Load(), seats) {
+			s.t.Errorf("seats inconsistent: %+v, %d reservations answered 201 of %d sent", st, reserved.Load(), sent.Load())
+		}
+	}
+	return guardedFlow{"seat reservation", func() answer {
+		n := sent.Add(1)
+		if n > seats {
+			return answer{err: fmt.Errorf("the flow's %d seats are all used", seats)}
+		}
+		a := s.postFromAnyGoroutine(fmt.Sprintf("/events/%s/seats/%d/reservations", eventID, n), fmt.Sprint(s.run, "seated-", n-1),
+			"", "", "Entry-Token", tokens[n-1])
+		if a.err == nil && a.status == http.StatusCreated {
+			reserved.Add(1)
 		}
 		return a
 	}}, consistent

@@ -88,8 +88,9 @@ func (s *server) joinFromAnyGoroutine(crewID, user, key string) answer {
 }
 
 // postFromAnyGoroutine sends a POST of body (none when empty) as user, with the Idempotency-Key
-// s.run+key unless key is empty, safe to call from any goroutine.
-func (s *server) postFromAnyGoroutine(path, user, body, key string) answer {
+// s.run+key unless key is empty and the headers given as name, value pairs, safe to call from
+// any goroutine.
+func (s *server) postFromAnyGoroutine(path, user, body, key string, header ...string) answer {
 	a := answer{sent: time.Now()}
 	req, err := http.NewRequest("POST", s.url+path, strings.NewReader(body))
 	if err != nil {
@@ -101,6 +102,9 @@ func (s *server) postFromAnyGoroutine(path, user, body, key string) answer {
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", s.run+key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := s.http.Do(req)
 	a.at = time.Now()

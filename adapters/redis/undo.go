@@ -1,0 +1,36 @@
+package redis
+
+import (
+	"context"
+	"time"
+)
+
+// The waits between the tries of undoLater: the first soon, for a blip, then doubling up to a
+// second, so many undos waiting on a Redis that stays frozen cost it little once it is back.
+const (
+	undoFirstWait = 50 * time.Millisecond
+	undoMaxWait   = time.Second
+)
+
+// undoLater runs undo in the background until it succeeds or within has passed. A command whose
+// answer was lost (Redis frozen, a caller's deadline) may still run once Redis answers again,
+// and leave a lock or an idempotency record that nobody owns until it expires; undo removes it
+// only while it is still the caller's, so running it when the command never ran, or again, is
+// harmless. Each try is bounded by the client's call timeout, and none outlives within.
+func undoLater(within time.Duration, undo func(ctx context.Context) error) {
+	if within <= 0 {
+		return
+	}
+	deadline := time.Now().Add(within)
+	go func() {
+		for wait := undoFirstWait; ; wait = min(2*wait, undoMaxWait) {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			err := undo(ctx)
+			cancel()
+			if err == nil || time.Until(deadline) <= wait {
+				return
+			}
+			time.Sleep(wait)
+		}
+	}()
+}
