@@ -147,12 +147,16 @@ func DefaultConfig() Config {
 	return cfg
 }
 
-// LoadConfig reads and validates the environment. Its error is one line naming the variable
-// and what is wrong with it.
-func LoadConfig() (Config, error) {
+// LoadConfig reads the environment, applies overrides (a command line's flags, which win over
+// the variables they stand for) and validates the result. Its error is one line naming the
+// variable and what is wrong with it.
+func LoadConfig(overrides ...func(*Config)) (Config, error) {
 	cfg, err := parseConfig(env.Options{})
 	if err != nil {
 		return Config{}, err
+	}
+	for _, override := range overrides {
+		override(&cfg)
 	}
 	return cfg, cfg.Validate()
 }

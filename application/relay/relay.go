@@ -223,6 +223,12 @@ func (s *Service) send(ctx context.Context, m outbox.Message, token string) (_ o
 	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
 	sendErr = s.d.Platform.Send(sendCtx, m.ID, m.Payload)
 	cancel()
+	if sendErr != nil && ctx.Err() != nil {
+		// The relay was stopped (a shutdown) mid-send: the platform did not refuse anything, so
+		// no attempt is spent, nor the last one turned into FAILED and an alert. The claim runs
+		// out and the message is sent again, by the next start or another instance.
+		return m.Status, nil
+	}
 	now := s.d.Clock.Now()
 	gaveUp := false
 	if sendErr == nil {
@@ -230,7 +236,7 @@ func (s *Service) send(ctx context.Context, m outbox.Message, token string) (_ o
 	} else {
 		gaveUp = m.MarkFailed(sendErr.Error(), now, s.cfg.Backoff)
 	}
-	// The outcome is recorded even when ctx ended meanwhile (a shutdown): the send happened.
+	// The outcome is recorded even when ctx ended once the platform answered: the send happened.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.SendTimeout)
 	defer cancel()
 	recorded, err := s.d.Outbox.Record(recordCtx, m, token)

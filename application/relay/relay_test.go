@@ -208,6 +208,45 @@ func TestRelay_GivesUpAfterTheThirdRetryWithAnAlert(t *testing.T) {
 	}
 }
 
+// stalledPlatform takes each send until its context ends, telling started when one began.
+type stalledPlatform struct{ started chan struct{} }
+
+func (p stalledPlatform) Send(ctx context.Context, _ string, _ []byte) error {
+	p.started <- struct{}{}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestRelay_AShutdownMidSendSpendsNoAttempt: a relay stopped while the platform has not
+// answered (a deploy's SIGTERM) records no failure: the message keeps its attempts, and its
+// last retry does not turn FAILED and alert about a platform that refused nothing.
+func TestRelay_AShutdownMidSendSpendsNoAttempt(t *testing.T) {
+	f := newFixture()
+	_, failing := newPlatform(t, 1000)
+	m := f.add(t)
+	for _, wait := range []time.Duration{0, time.Minute, 5 * time.Minute} {
+		f.clock.Advance(wait)
+		relayOnce(t, newRelay(f, failing))
+	}
+	f.clock.Advance(30 * time.Minute) // the last retry is due
+	stalled := stalledPlatform{started: make(chan struct{}, 1)}
+	ctx, stop := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = newRelay(f, stalled).Relay(ctx) // a stopped round may say it was stopped
+	}()
+	<-stalled.started
+	stop()
+	<-ended
+	if stored := f.stored(t, m.ID); stored.Status != outbox.Pending || stored.Attempts != 3 {
+		t.Fatalf("after a shutdown mid-send: %+v, want PENDING with its 3 attempts", stored)
+	}
+	if len(f.alerts.got) != 0 || f.counts.gaveUp.Load() != 0 {
+		t.Fatalf("alerts %+v, gave up %d: a shutdown is no failure of the platform", f.alerts.got, f.counts.gaveUp.Load())
+	}
+}
+
 // TestRelay_TwoRelaysNeverSendAMessageTwiceAtOnce: two relays draining 300 due messages at the
 // same time send each exactly once (the platform accepts at once), never two at the same time.
 func TestRelay_TwoRelaysNeverSendAMessageTwiceAtOnce(t *testing.T) {

@@ -195,18 +195,18 @@ func printHelp(w io.Writer, cmd command, fs *flag.FlagSet) {
 // serve runs the server until ctx ends, then stops it gracefully. The tokens of a generated
 // secret go to stderr.
 func serve(ctx context.Context, stderr io.Writer, role string) error {
-	cfg, err := bootstrap.LoadConfig()
+	if role != "" && role != bootstrap.RoleAll && role != bootstrap.RoleBroker && role != bootstrap.RoleDispatcher {
+		return &usageError{problem: fmt.Sprintf("--role: %q is not all, broker or dispatcher", role),
+			synopsis: "rushgate serve [--role all|broker|dispatcher]"}
+	}
+	// The flag wins over RUSHGATE_ROLE, whatever that holds.
+	cfg, err := bootstrap.LoadConfig(func(c *bootstrap.Config) {
+		if role != "" {
+			c.Queue.Role = role
+		}
+	})
 	if err != nil {
 		return err
-	}
-	if role != "" {
-		cfg.Queue.Role = role
-		if err := cfg.Queue.Validate(); err != nil {
-			return &usageError{problem: "--role: " + err.Error(), synopsis: "rushgate serve [--role all|broker|dispatcher]"}
-		}
-		if err := cfg.Validate(); err != nil {
-			return err
-		}
 	}
 	var log *slog.Logger
 	app := fx.New(bootstrap.Modules(cfg), fx.Replace(bootstrap.Console{Writer: stderr}, bootstrap.PoolFill(true)), fx.Populate(&log))

@@ -75,6 +75,25 @@ func TestServe_RoleFlagIsCheckedWithTheRest(t *testing.T) {
 	}
 }
 
+// TestServe_RoleFlagWinsOverTheVariable: --role all is taken whatever RUSHGATE_ROLE holds, a
+// value it would refuse or one that needs Redis; the start then fails only on what the flag
+// leaves (here the unreachable database), and a bad flag is named as the flag.
+func TestServe_RoleFlagWinsOverTheVariable(t *testing.T) {
+	t.Setenv("RUSHGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable")
+	for _, variable := range []string{"bogus", "broker"} {
+		t.Setenv("RUSHGATE_ROLE", variable)
+		_, _, err := runOnce(t, "serve", "--role", "all")
+		if err == nil || strings.Contains(err.Error(), "RUSHGATE_ROLE") {
+			t.Fatalf("RUSHGATE_ROLE=%s with --role all: %v, want the flag to win", variable, err)
+		}
+	}
+	_, _, err := runOnce(t, "serve", "--role", "both")
+	var usage *usageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), `--role: "both"`) {
+		t.Fatalf("--role both: %v, want a usage error naming the flag", err)
+	}
+}
+
 func TestServe_UnreachableDatabaseNamesIt(t *testing.T) {
 	t.Setenv("RUSHGATE_DATABASE_URL", "postgres://postgres:secret@127.0.0.1:1/test?sslmode=disable")
 	_, _, err := runOnce(t, "serve")
