@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -57,6 +58,26 @@ func OwnerBroker(owner string) string {
 	return brokerID
 }
 
+// Supersedes reports whether the connection owner takes the user from held: always, but from an
+// owner of the same broker with a higher connection number (a broker numbers its connections in
+// the order it registers them), whose Connect came first.
+func Supersedes(owner, held string) bool {
+	broker, conn, okOwner := splitOwner(owner)
+	heldBroker, heldConn, okHeld := splitOwner(held)
+	return !okOwner || !okHeld || broker != heldBroker || conn >= heldConn
+}
+
+// splitOwner reads "<brokerID>|<connectionID>|".
+func splitOwner(owner string) (broker string, conn uint64, ok bool) {
+	broker, rest, found := strings.Cut(owner, "|")
+	number, end, found2 := strings.Cut(rest, "|")
+	if !found || !found2 || end != "" {
+		return "", 0, false
+	}
+	conn, err := strconv.ParseUint(number, 10, 64)
+	return broker, conn, err == nil
+}
+
 // QueueSnapshot is an event's waiting line at one instant: Waiting in order (a user's index is
 // the rank) and the remaining slots; SoldOut when the room was marked sold out.
 type QueueSnapshot struct {
@@ -102,7 +123,9 @@ type PushQueue interface {
 //
 // Connect enters the user as WaitingRoom.Enter does (same place if already waiting, Admitted if
 // admitted) and makes owner the user's connection, replacing an older one (a reconnect, or a
-// second tab), whose owner it answers as QueuePlace.Replaced.
+// second tab), whose owner it answers as QueuePlace.Replaced; but a connection of the same
+// broker with a higher number (Supersedes) keeps the user, so that of two joins of one user
+// racing on one broker, the one registered last holds the user whichever Connect ran last.
 //
 // TellReplaced tells the broker of owner, a connection Connect replaced, by a message on its
 // dispatch stream (Promotion.Replaced), so that it ends that connection. A broker whose stream

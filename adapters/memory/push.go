@@ -78,12 +78,16 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 			return ports.ErrSoldOut
 		}
 		w.active[eventID] = true
-		replaced := r.owners[userID]
-		r.owners[userID] = owner
-		place = r.enter(userID, now)
-		if replaced != owner {
-			place.Replaced = replaced
+		held, ok := r.owners[userID]
+		if !ok || ports.Supersedes(owner, held) {
+			r.owners[userID] = owner
+			if ok && held != owner {
+				place.Replaced = held
+			}
 		}
+		replaced := place.Replaced
+		place = r.enter(userID, now)
+		place.Replaced = replaced
 		return nil
 	})
 	return place, err

@@ -62,14 +62,21 @@ local function owns(held, owner) return held and string.sub(held, 1, #owner) == 
 
 func newPushScript(body string) *goredis.Script { return newWaitingScript(departLua + body) }
 
-// connectScript records the owner, then enters as Enter does (or answers {'SOLD_OUT'}); the
-// reply ends with the owner replaced, when another held the user. ARGV user, owner.
+// connectScript records the owner, unless a newer connection of the same broker holds the
+// user (ports.BrokerQueue), then enters as Enter does (or answers {'SOLD_OUT'}); the reply ends
+// with the owner replaced, when another held the user. ARGV user, owner.
 var connectScript = newPushScript(enterLua + `
 if soldOut() then return {'SOLD_OUT'} end
-local replaced = redis.call('HGET', owners, ARGV[1])
-redis.call('HSET', owners, ARGV[1], ARGV[2])
+local held = redis.call('HGET', owners, ARGV[1])
+local replaced = false
+if held and held ~= ARGV[2] then
+  local heldBroker, heldConn = string.match(held, '^(.*)|(%d+)|$')
+  local broker, conn = string.match(ARGV[2], '^(.*)|(%d+)|$')
+  replaced = not (heldBroker and heldBroker == broker and tonumber(heldConn) > tonumber(conn))
+end
+if replaced or not held then redis.call('HSET', owners, ARGV[1], ARGV[2]) end
 local reply = enterReply({ARGV[1]})
-if replaced and replaced ~= ARGV[2] then reply[4] = replaced end
+if replaced then reply[4] = held end
 return reply
 `)
 

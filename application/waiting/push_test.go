@@ -340,6 +340,66 @@ func TestBroker_ANewerConnectionReplacesTheOlderOneHereOrOnAnotherBroker(t *test
 	}
 }
 
+// heldConnect holds the first Connect until released.
+type heldConnect struct {
+	ports.BrokerQueue
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (q *heldConnect) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
+	if q.calls.Add(1) == 1 {
+		close(q.entered)
+		<-q.release
+	}
+	return q.BrokerQueue.Connect(ctx, eventID, userID, owner)
+}
+
+// Two joins of one user on one broker (two tabs opened at once) whose Connects finish in the
+// other order than the broker registered them: the one registered last holds the user, as its
+// older one was told, and stays in line once the older one leaves.
+func TestBroker_TwoJoinsOfOneUserWhoseConnectsCrossLeaveTheNewerInLine(t *testing.T) {
+	ctx := context.Background()
+	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "race", Seats: 5, Slots: 1, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldConnect{BrokerQueue: r.broker.Queue, entered: make(chan struct{}), release: make(chan struct{})}
+	deps := r.broker
+	deps.Queue = held
+	b := waiting.NewBroker(deps, "broker-1", waiting.BrokerConfig{})
+
+	older := &stream{broker: b, hangs: true}
+	joined := make(chan error, 1)
+	go func() {
+		var err error
+		older.sub, err = b.Join(ctx, event.ID, "u", older) // registered first, its Connect held
+		joined <- err
+	}()
+	<-held.entered
+	newer := join(t, b, event.ID, "u", true) // registered second, its Connect first
+	close(held.release)
+	if err := <-joined; err != nil {
+		t.Fatal(err)
+	}
+	if !older.replaced.Load() || newer.ended.Load() {
+		t.Fatalf("older told replaced %v, newer ended %v", older.replaced.Load(), newer.ended.Load())
+	}
+	b.Leave(older.sub) // as the adapter does once the older stream's last frame is written
+	testkit.Eventually(t, 5*time.Second, "the older connection's leave applied", func() error {
+		if v, err := r.svc.Queue(ctx, event.ID); err != nil || v.Connections != 1 {
+			return fmt.Errorf("%+v, %w", v, err)
+		}
+		return nil
+	})
+	snap, err := r.coord.PushQueue.Snapshot(ctx, event.ID)
+	if err != nil || len(snap.Waiting) != 1 || snap.Waiting[0] != "u" {
+		t.Fatalf("the line after the older connection left: %+v, %v; want u, held by the newer one", snap, err)
+	}
+}
+
 // A broker whose heartbeat lapsed before any dispatcher reaped it ends its streams too (it
 // cannot know whether it was reaped); users who reconnect within the reconnect grace keep their
 // admission and their place, and the later reaping of the old id leaves them there.

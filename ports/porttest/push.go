@@ -38,6 +38,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
 		{"AckDispatch_AcknowledgesAnyNumberAtOnce", testAckMany},
 		{"TellReplaced_ReachesTheReplacedConnectionsBroker", testTellReplaced},
+		{"Connect_AnOlderConnectionOfTheSameBrokerComingLateReplacesNothing", testConnectLate},
 		{"ReapBroker_GivesBackItsUsersSlots", testReapBroker},
 		{"Heartbeat_TellsALapsedBroker", testHeartbeatLapse},
 	})
@@ -329,6 +330,30 @@ func testTellReplaced(t *testing.T, e env[PushRoom]) {
 		if read, err := e.impl.ReadDispatch(ctx, b, 10, 0, 0); err != nil || len(read) != 0 {
 			t.Fatalf("broker %s read %+v, %v; want nothing", b, read, err)
 		}
+	}
+}
+
+// Two joins of one user on one broker whose Connects run in the other order than the broker
+// numbered them: the newer connection keeps the user, whatever another broker's numbers.
+func testConnectLate(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	connect(t, e.impl, eventID, "u", "b|10|")
+	place, err := e.impl.Connect(ctx, eventID, "u", "b|9|")
+	must(t, err, "connect late")
+	if place.Replaced != "" {
+		t.Fatalf("the late older connection replaced %q", place.Replaced)
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "u", "b|9|"); err != nil || d != ports.Stayed {
+		t.Fatalf("the late older connection's disconnect: %v %v, want it to own nothing", d, err)
+	}
+	place, err = e.impl.Connect(ctx, eventID, "u", "c|1|") // another broker's number says nothing
+	must(t, err, "connect on another broker")
+	if place.Replaced != "b|10|" {
+		t.Fatalf("another broker's connection replaced %q, want b|10|", place.Replaced)
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "u", "c|1|"); err != nil || d != ports.Removed {
+		t.Fatalf("the newest connection's disconnect: %v %v", d, err)
 	}
 }
 

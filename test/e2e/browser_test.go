@@ -46,7 +46,7 @@ const (
 	sessionProblem  = "Your link to this waiting room has expired or is not valid. Please open the waiting room again from the link you were given."
 	notFoundProblem = "We couldn't find this event. Please check the link you were given."
 	leftText        = "You have left the line and your place has gone to the next person. You can close this page."
-	elsewhereText   = "You opened this waiting room in another tab or window, and your place in line is kept there now. You can close this page, or wait here instead."
+	elsewhereText   = "You opened this waiting room in another tab or window, and your place in line is kept there now, for as long as that page stays open. You can close this page, or wait here instead."
 )
 
 func soldOutText(name string) string {

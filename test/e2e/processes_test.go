@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -182,6 +183,38 @@ func TestPush_TwoBrokersOneDispatcherAsProcesses(t *testing.T) {
 	if v := admin.queueView(eventID); v.num("claims") != users || v.num("remainingSeats") != 0 {
 		t.Fatalf("claims: %s", v.raw)
 	}
+}
+
+// TestPush_ANewerStreamOnAnotherBrokerReplacesTheOlder: a user waiting on broker A opens the
+// same event's stream on broker B (another tab through the load balancer): A's stream is told
+// `replaced` through A's dispatch stream on Redis and ends, B's holds the place and is admitted
+// once a slot comes back.
+func TestPush_ANewerStreamOnAnotherBrokerReplacesTheOlder(t *testing.T) {
+	env := processEnv(t, testenv.Postgres(t).URL)
+	startProcess(t, env, "dispatcher", "dispatcher")
+	a, b := startProcess(t, env, "broker-a", "broker").client(t), startProcess(t, env, "broker-b", "broker").client(t)
+	eventID := a.createEvent(`{"name":"two tabs","seats":5,"slots":1,"mode":"push"}`)
+	head := a.openStream(eventID, "head-"+a.run)
+	testkit.Eventually(t, 10*time.Second, "the head admitted", head.isAdmitted)
+	user := "tabs-" + a.run
+	onA := a.openStream(eventID, user)
+	testkit.Eventually(t, 10*time.Second, "the user waits on broker A", func() error { return onA.isAtRank(0) })
+	onB := b.openStream(eventID, user)
+	testkit.Eventually(t, 10*time.Second, "broker A's stream told it was replaced, and ended", func() error {
+		select {
+		case <-onA.ended:
+			onA.mu.Lock()
+			defer onA.mu.Unlock()
+			if !onA.replaced {
+				return errors.New("it ended without being told")
+			}
+			return nil
+		default:
+			return errors.New("still open")
+		}
+	})
+	head.close()
+	testkit.Eventually(t, 10*time.Second, "broker B's stream admitted", onB.isAdmitted)
 }
 
 // TestPush_KilledBrokerGivesEverySlotBack: broker A holds an admitted user, a promoted user

@@ -43,6 +43,8 @@ type sseClient struct {
 	// prequeues are the data of the `prequeue` events received.
 	prequeues []map[string]any
 	soldOut   bool
+	// replaced: the stream was told a newer connection of its user holds the place.
+	replaced bool
 }
 
 // pushTick is the queue tick of the push tests: short, so they run in seconds.
@@ -147,6 +149,8 @@ func (c *sseClient) record(ev sseEvent) {
 		c.prequeues = append(c.prequeues, ev.data)
 	case "soldout":
 		c.soldOut = true
+	case "replaced":
+		c.replaced = true
 	default:
 		c.t.Errorf("%s: unexpected event %q", c.user, ev.name)
 	}
