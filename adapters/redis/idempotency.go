@@ -92,7 +92,7 @@ func (s *IdempotencyStore) Begin(ctx context.Context, key ports.IdempotencyKey, 
 		// A script sent to a Redis that froze runs once it resumes, and would hold the key
 		// IN_PROGRESS for nobody until the lease ends: every retry of the request that was
 		// answered 503 would be refused as in progress. Take it back, if so, once Redis answers.
-		undoLater(lease, func(ctx context.Context) error { return s.Delete(ctx, key, token) })
+		undoLater(err, lease, func(ctx context.Context) error { return s.Delete(ctx, key, token) })
 		return ports.BeginResult{}, unavailable("begin idempotency key", err)
 	}
 	return parseBeginReply(reply, token)

@@ -126,7 +126,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	default:
 		// A timeout included: a Redis that does not answer is unavailable, not contended. Read
 		// as contention, a frozen Redis sent the guard into seconds of backoff ending in 429.
-		undoLater(ttl, func(ctx context.Context) error { _, err := l.release(ctx, key, value); return err })
+		undoLater(err, ttl, func(ctx context.Context) error { _, err := l.release(ctx, key, value); return err })
 		return nil, unavailable(fmt.Sprintf("lock %q", key), err)
 	}
 }
@@ -185,7 +185,7 @@ func (l *lock) Release(ctx context.Context) error {
 	released, err := l.locker.release(ctx, l.key, value)
 	switch {
 	case err != nil:
-		undoLater(time.Until(l.mutex.Until()), func(ctx context.Context) error {
+		undoLater(err, time.Until(l.mutex.Until()), func(ctx context.Context) error {
 			_, err := l.locker.release(ctx, l.key, value)
 			return err
 		})

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 )
 
@@ -12,13 +14,18 @@ const (
 	undoMaxWait   = time.Second
 )
 
-// undoLater runs undo in the background until it succeeds or within has passed. A command whose
-// answer was lost (Redis frozen, a caller's deadline) may still run once Redis answers again,
-// and leave a lock or an idempotency record that nobody owns until it expires; undo removes it
-// only while it is still the caller's, so running it when the command never ran, or again, is
-// harmless. Each try is bounded by the client's call timeout, and none outlives within.
-func undoLater(within time.Duration, undo func(ctx context.Context) error) {
-	if within <= 0 {
+// undoLater runs undo in the background, after a command failed with cause, until it succeeds
+// or within has passed. A command whose answer was lost (Redis frozen, a caller's deadline) may
+// still run once Redis answers again, and leave a lock or an idempotency record that nobody owns
+// until it expires; undo removes it only while it is still the caller's, so running it when the
+// command never ran, or again, is harmless. A command that cannot have reached Redis (the
+// connection was refused) has nothing to undo. Each try is bounded by the client's call timeout,
+// and none outlives within.
+func undoLater(cause error, within time.Duration, undo func(ctx context.Context) error) {
+	var netErr net.Error
+	mayHaveRun := errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) ||
+		errors.As(cause, &netErr) && netErr.Timeout()
+	if !mayHaveRun || within <= 0 {
 		return
 	}
 	deadline := time.Now().Add(within)

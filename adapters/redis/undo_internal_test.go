@@ -3,18 +3,19 @@ package redis
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // undoLater tries until the undo succeeds, then stops; an undo that keeps failing stops when its
-// time is up.
+// time is up; a command that never reached Redis is not undone.
 func TestUndoLater_TriesUntilItSucceedsOrItsTimeIsUp(t *testing.T) {
 	t.Parallel()
 	var tries atomic.Int32
 	done := make(chan struct{})
-	undoLater(time.Minute, func(context.Context) error {
+	undoLater(context.DeadlineExceeded, time.Minute, func(context.Context) error {
 		if tries.Add(1) < 3 {
 			return errors.New("redis frozen")
 		}
@@ -29,7 +30,7 @@ func TestUndoLater_TriesUntilItSucceedsOrItsTimeIsUp(t *testing.T) {
 
 	var failing atomic.Int32
 	const within = 300 * time.Millisecond
-	undoLater(within, func(ctx context.Context) error {
+	undoLater(context.DeadlineExceeded, within, func(ctx context.Context) error {
 		failing.Add(1)
 		if _, ok := ctx.Deadline(); !ok {
 			t.Error("a try without a deadline")
@@ -44,5 +45,15 @@ func TestUndoLater_TriesUntilItSucceedsOrItsTimeIsUp(t *testing.T) {
 	}
 	if tries.Load() != 3 {
 		t.Fatalf("%d tries of an undo that succeeded on its third", tries.Load())
+	}
+
+	var refused atomic.Int32
+	undoLater(&net.OpError{Op: "dial", Err: errors.New("connection refused")}, time.Minute, func(context.Context) error {
+		refused.Add(1)
+		return nil
+	})
+	time.Sleep(undoMaxWait)
+	if refused.Load() != 0 {
+		t.Fatal("a command refused a connection was undone")
 	}
 }
