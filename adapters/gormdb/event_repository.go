@@ -97,8 +97,8 @@ func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) e
 	return nil
 }
 
-// seatChunk bounds one INSERT of seats: one parameter per row keeps it far below both
-// databases' 65,535.
+// seatChunk bounds one MySQL INSERT of seats: one parameter per row keeps it far below its
+// 65,535.
 const seatChunk = 5000
 
 // SeatRepository stores seats; it implements ports.SeatRepository.
@@ -118,9 +118,16 @@ func NewSeatRepository(db *DB) *SeatRepository {
 	}
 }
 
-// Create inserts seats 1..seats of the event in chunks of seatChunk rows; run it in the
+// Create inserts seats 1..seats of the event (in chunks of seatChunk rows on MySQL); run it in the
 // event's transaction to make it all or none.
 func (r *SeatRepository) Create(ctx context.Context, eventID string, seats int) error {
+	m := errorMeanings{op: "create seats", notFound: waiting.ErrEventNotFound}
+	if r.db.dialect == Postgres {
+		// One statement whose rows Postgres makes itself: a hundred thousand seats in a few
+		// hundred milliseconds, where the chunks' parameters took most of a transaction's second.
+		_, err := r.db.exec(ctx, m, "INSERT INTO seats (event_id, seat_no) SELECT $1, generate_series(1, $2::int)", eventID, seats)
+		return err
+	}
 	for first := 1; first <= seats; first += seatChunk {
 		last := min(first+seatChunk-1, seats)
 		var b strings.Builder
@@ -134,8 +141,7 @@ func (r *SeatRepository) Create(ctx context.Context, eventID string, seats int) 
 			b.WriteString("(?, " + strconv.Itoa(n) + ")")
 			args = append(args, eventID)
 		}
-		_, err := r.db.exec(ctx, errorMeanings{op: "create seats", notFound: waiting.ErrEventNotFound},
-			Bind(r.db.dialect, b.String()), args...)
+		_, err := r.db.exec(ctx, m, Bind(r.db.dialect, b.String()), args...)
 		if err != nil {
 			return err
 		}
