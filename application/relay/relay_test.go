@@ -68,19 +68,6 @@ func (p *platform) callsOf(id string) int {
 	return p.calls[id]
 }
 
-// alerts records the notifier's alerts.
-type alerts struct {
-	mu  sync.Mutex
-	got []ports.Alert
-}
-
-func (a *alerts) Notify(_ context.Context, alert ports.Alert) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.got = append(a.got, alert)
-	return nil
-}
-
 // counts records the observer's reports.
 type counts struct {
 	pending, failed, gaveUp atomic.Int64
@@ -95,7 +82,7 @@ func (c *counts) OutboxGaveUp() { c.gaveUp.Add(1) }
 type fixture struct {
 	clock  *memory.Clock
 	stores ports.Stores
-	alerts *alerts
+	alerts *memory.Alerts
 	counts *counts
 }
 
@@ -106,7 +93,7 @@ func newRelay(f *fixture, p ports.DataPlatform) *relay.Service {
 
 func newFixture() *fixture {
 	env := memorytest.New()
-	return &fixture{clock: env.FakeClock, stores: env.Stores, alerts: &alerts{}, counts: &counts{}}
+	return &fixture{clock: env.FakeClock, stores: env.Stores, alerts: &memory.Alerts{}, counts: &counts{}}
 }
 
 func (f *fixture) add(t *testing.T) outbox.Message {
@@ -171,8 +158,8 @@ func TestRelay_DeliversExactlyWhenTheScheduleSays(t *testing.T) {
 	if p.bodies[m.ID] != string(m.Payload) {
 		t.Fatalf("body %q, want %q", p.bodies[m.ID], m.Payload)
 	}
-	if len(f.alerts.got) != 0 || f.counts.pending.Load() != 0 {
-		t.Fatalf("alerts %v, pending %d", f.alerts.got, f.counts.pending.Load())
+	if len(f.alerts.Raised()) != 0 || f.counts.pending.Load() != 0 {
+		t.Fatalf("alerts %v, pending %d", f.alerts.Raised(), f.counts.pending.Load())
 	}
 }
 
@@ -195,8 +182,8 @@ func TestRelay_GivesUpAfterTheThirdRetryWithAnAlert(t *testing.T) {
 	if stored.Status != outbox.Failed || stored.Attempts != 4 || stored.LastError == "" {
 		t.Fatalf("stored %+v", stored)
 	}
-	if len(f.alerts.got) != 1 || f.alerts.got[0].Fields["messageId"] != m.ID || f.counts.gaveUp.Load() != 1 || f.counts.failed.Load() != 1 {
-		t.Fatalf("alerts %+v, gave up %d, failed gauge %d", f.alerts.got, f.counts.gaveUp.Load(), f.counts.failed.Load())
+	if len(f.alerts.Raised()) != 1 || f.alerts.Raised()[0].Fields["messageId"] != m.ID || f.counts.gaveUp.Load() != 1 || f.counts.failed.Load() != 1 {
+		t.Fatalf("alerts %+v, gave up %d, failed gauge %d", f.alerts.Raised(), f.counts.gaveUp.Load(), f.counts.failed.Load())
 	}
 
 	view, err := r.Retry(context.Background(), m.ID)
@@ -242,8 +229,8 @@ func TestRelay_AShutdownMidSendSpendsNoAttempt(t *testing.T) {
 	if stored := f.stored(t, m.ID); stored.Status != outbox.Pending || stored.Attempts != 3 {
 		t.Fatalf("after a shutdown mid-send: %+v, want PENDING with its 3 attempts", stored)
 	}
-	if len(f.alerts.got) != 0 || f.counts.gaveUp.Load() != 0 {
-		t.Fatalf("alerts %+v, gave up %d: a shutdown is no failure of the platform", f.alerts.got, f.counts.gaveUp.Load())
+	if len(f.alerts.Raised()) != 0 || f.counts.gaveUp.Load() != 0 {
+		t.Fatalf("alerts %+v, gave up %d: a shutdown is no failure of the platform", f.alerts.Raised(), f.counts.gaveUp.Load())
 	}
 }
 

@@ -74,51 +74,69 @@ func TestQueue_WaitAccuracyComparesTheFirstEstimateWithTheActualWait(t *testing.
 	}
 }
 
+// holderAdmitted creates a pull event of one slot whose holder, told 0 s on entering, is
+// admitted a second later; a second after that, a reconciliation pass knows the admission rate
+// (one in two seconds), so the next user to enter is told 2 s.
+func holderAdmitted(t *testing.T) (rooms, *memory.Clock, string) {
+	t.Helper()
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "accuracy", Seats: 10, Slots: 1, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.svc.Enter(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	passSeconds(t, r.svc, clock, 1)
+	if _, _, err := r.svc.Claim(ctx, event.ID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	passSeconds(t, r.svc, clock, 1)
+	if err := r.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r, clock, event.ID
+}
+
+// admitNext gives the holder's slot back, admits user in it and answers the event's wait
+// accuracy.
+func admitNext(t *testing.T, svc *waiting.Service, eventID, user string) domainwaiting.WaitAccuracy {
+	t.Helper()
+	ctx := context.Background()
+	if err := svc.Return(ctx, eventID, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Claim(ctx, eventID, user); err != nil {
+		t.Fatal(err)
+	}
+	view, err := svc.Queue(ctx, eventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return view.WaitAccuracy
+}
+
 // The estimate an entry answers with is the first one the user was given: a user told 2 s on
 // entering, who polls later and is admitted 30 s after entering, is off by 28 s (and the
 // holder, told 0 s on entering and admitted a second later, by 1 s).
 func TestQueue_WaitAccuracyCountsTheEstimateGivenOnEntry(t *testing.T) {
 	ctx := context.Background()
-	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	svc := newRooms(clock).svc
-	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "accuracy", Seats: 10, Slots: 1, Mode: "pull"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.Enter(ctx, event.ID, "holder"); err != nil {
-		t.Fatal(err)
-	}
-	passSeconds(t, svc, clock, 1)
-	if _, _, err := svc.Claim(ctx, event.ID, "holder"); err != nil {
-		t.Fatal(err)
-	}
-	passSeconds(t, svc, clock, 1)
-	if err := svc.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	entered, _, err := svc.Enter(ctx, event.ID, "told")
+	r, clock, eventID := holderAdmitted(t)
+	entered, _, err := r.svc.Enter(ctx, eventID, "told")
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkEstimate(t, "estimate on entry", entered.EstimatedWaitSeconds, seconds(2))
 	clock.Advance(20 * time.Second)
-	if _, err := svc.Status(ctx, event.ID, "told"); err != nil { // a later estimate, not the prediction
+	if _, err := r.svc.Status(ctx, eventID, "told"); err != nil { // a later estimate, not the prediction
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Second)
-	if err := svc.Return(ctx, event.ID, "holder"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.Claim(ctx, event.ID, "told"); err != nil {
-		t.Fatal(err)
-	}
-	view, err := svc.Queue(ctx, event.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := domainwaiting.WaitAccuracy{Samples: 2, MedianErrorSeconds: 1, P90ErrorSeconds: 28}
-	if view.WaitAccuracy != want {
-		t.Fatalf("wait accuracy %+v, want %+v", view.WaitAccuracy, want)
+	if got := admitNext(t, r.svc, eventID, "told"); got != want {
+		t.Fatalf("wait accuracy %+v, want %+v", got, want)
 	}
 }
 
@@ -126,50 +144,24 @@ func TestQueue_WaitAccuracyCountsTheEstimateGivenOnEntry(t *testing.T) {
 // again starts a new wait, whose prediction is the estimate the new entry answers with.
 func TestQueue_WaitAccuracyStartsAfreshForAUserWhoLeftAndCameBack(t *testing.T) {
 	ctx := context.Background()
-	clock := memory.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
-	r := newRooms(clock)
-	svc, other := r.svc, waiting.NewService(r.deps, waiting.Config{})
-	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "accuracy", Seats: 10, Slots: 1, Mode: "pull"})
-	if err != nil {
+	r, clock, eventID := holderAdmitted(t)
+	other := waiting.NewService(r.deps, waiting.Config{})
+	if _, _, err := r.svc.Enter(ctx, eventID, "back"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.Enter(ctx, event.ID, "holder"); err != nil {
+	if err := other.Leave(ctx, eventID, "back"); err != nil {
 		t.Fatal(err)
 	}
-	passSeconds(t, svc, clock, 1)
-	if _, _, err := svc.Claim(ctx, event.ID, "holder"); err != nil {
-		t.Fatal(err)
-	}
-	passSeconds(t, svc, clock, 1)
-	if err := svc.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.Enter(ctx, event.ID, "back"); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Leave(ctx, event.ID, "back"); err != nil {
-		t.Fatal(err)
-	}
-	entered, created, err := svc.Enter(ctx, event.ID, "back")
+	entered, created, err := r.svc.Enter(ctx, eventID, "back")
 	if err != nil || !created {
 		t.Fatalf("entering again: created %v, %v", created, err)
 	}
 	checkEstimate(t, "estimate on entering again", entered.EstimatedWaitSeconds, seconds(2))
 	clock.Advance(10 * time.Second)
-	if err := svc.Return(ctx, event.ID, "holder"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.Claim(ctx, event.ID, "back"); err != nil {
-		t.Fatal(err)
-	}
-	view, err := svc.Queue(ctx, event.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The holder is off by 1 s (told 0, admitted a second later), the user back by 8 s.
 	want := domainwaiting.WaitAccuracy{Samples: 2, MedianErrorSeconds: 1, P90ErrorSeconds: 8}
-	if view.WaitAccuracy != want {
-		t.Fatalf("wait accuracy %+v, want %+v", view.WaitAccuracy, want)
+	if got := admitNext(t, r.svc, eventID, "back"); got != want {
+		t.Fatalf("wait accuracy %+v, want %+v", got, want)
 	}
 }
 

@@ -46,6 +46,18 @@ func prequeued(t *testing.T, opensIn time.Duration, order string, users []string
 	return r, clock, event
 }
 
+// saleOpeningInAMinute creates a pull event of 10 seats and 2 slots on svc whose pre-queue opens
+// a minute after saleDay.
+func saleOpeningInAMinute(t *testing.T, svc *waiting.Service) waiting.EventView {
+	t.Helper()
+	event, err := svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2,
+		Mode: "pull", OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return event
+}
+
 func userNames(n int, prefix string) []string {
 	users := make([]string, n)
 	for i := range users {
@@ -278,11 +290,7 @@ func TestPrequeue_OpensAtOpensAtWithoutWaitingForAPass(t *testing.T) {
 	sleeper := newHeldSleeper(clock)
 	r := newRoomsWaitingOn(clock, sleeper)
 	defer r.svc.Close()
-	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
-		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	event := saleOpeningInAMinute(t, r.svc)
 	if d := <-sleeper.asked; d != time.Minute {
 		t.Fatalf("the opening timer waits %v, want the minute until opensAt", d)
 	}
@@ -295,6 +303,7 @@ func TestPrequeue_OpensAtOpensAtWithoutWaitingForAPass(t *testing.T) {
 	sleeper.release <- struct{}{} // opensAt: no reconciliation pass runs in this test
 	var public waiting.PublicEventView
 	testkit.Eventually(t, 10*time.Second, "the pre-queue opened by its timer", func() error {
+		var err error
 		public, err = r.svc.Event(ctx, event.ID)
 		if err == nil && public.Seed == "" {
 			err = errors.New("not open")
@@ -336,11 +345,7 @@ func TestPrequeue_ATimerThatFailsTriesAgainShortly(t *testing.T) {
 	deps.Room = &stalledOnce{WaitingRoom: deps.Room}
 	svc := waiting.NewService(deps, waiting.Config{})
 	defer svc.Close()
-	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
-		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	event := saleOpeningInAMinute(t, svc)
 	<-sleeper.asked
 	if _, _, err := svc.Enter(ctx, event.ID, "early"); err != nil {
 		t.Fatal(err)
@@ -380,11 +385,7 @@ func TestPrequeue_ARoomLostAfterOpeningIsOpenedAgainUngated(t *testing.T) {
 	deps.Room = store
 	svc := waiting.NewService(deps, waiting.Config{})
 	defer svc.Close()
-	event, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
-		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	event := saleOpeningInAMinute(t, svc)
 	if _, _, err := svc.Enter(ctx, event.ID, "early"); err != nil {
 		t.Fatal(err)
 	}
@@ -411,11 +412,7 @@ func TestPrequeue_CloseEndsTheOpeningTimers(t *testing.T) {
 	clock := memory.NewClock(saleDay)
 	sleeper := newHeldSleeper(clock)
 	r := newRoomsWaitingOn(clock, sleeper)
-	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "sale", Seats: 10, Slots: 2, Mode: "pull",
-		OpensAt: saleDay.Add(time.Minute).Format(time.RFC3339)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	event := saleOpeningInAMinute(t, r.svc)
 	<-sleeper.asked
 	r.svc.Close() // returns only once the timer has ended
 	if err := r.svc.Reconcile(ctx); err != nil {

@@ -21,7 +21,6 @@ import (
 	"github.com/rushgate/rushgate/application/relay"
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/outbox"
-	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -212,19 +211,6 @@ func startRawPlatform(t *testing.T, statusLine string) string {
 	return "http://" + ln.Addr().String()
 }
 
-// recordedAlerts keeps the alerts raised.
-type recordedAlerts struct {
-	mu  sync.Mutex
-	got []ports.Alert
-}
-
-func (a *recordedAlerts) Notify(_ context.Context, alert ports.Alert) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.got = append(a.got, alert)
-	return nil
-}
-
 // TestRelay_RecordsAnyPlatformErrorAndGivesUp: a platform whose reason phrase is over 500
 // bytes of non-ASCII text, or holds invalid UTF-8 and a NUL, still has each failure recorded on
 // every database, so the message ends FAILED after the retries with one alert. Cut at byte 500
@@ -241,7 +227,7 @@ func TestRelay_RecordsAnyPlatformErrorAndGivesUp(t *testing.T) {
 				t.Parallel()
 				stores := storage.open(t)
 				clock := memory.NewClock(time.Now().UTC().Truncate(time.Millisecond))
-				alerts := &recordedAlerts{}
+				alerts := &memory.Alerts{}
 				platform := dataplatform.New(startRawPlatform(t, "HTTP/1.1 503 "+reason), 5*time.Second)
 				r := relay.NewService(relay.Deps{Outbox: stores.Outbox, Platform: platform, Notifier: alerts, Clock: clock,
 					IDs: system.UUIDs{}}, relay.Config{})
@@ -268,8 +254,8 @@ func TestRelay_RecordsAnyPlatformErrorAndGivesUp(t *testing.T) {
 					!strings.HasPrefix(stored.LastError, "dataplatform: answered 503 ") || len(stored.LastError) > outbox.MaxErrorLength {
 					t.Fatalf("stored %s after %d attempts, last error %q", stored.Status, stored.Attempts, stored.LastError)
 				}
-				if len(alerts.got) != 1 {
-					t.Fatalf("%d alerts, want 1", len(alerts.got))
+				if len(alerts.Raised()) != 1 {
+					t.Fatalf("%d alerts, want 1", len(alerts.Raised()))
 				}
 			})
 		}

@@ -25,6 +25,23 @@ import (
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
+// drawInterval is how often the raffle tests' servers look for a raffle to draw.
+const drawInterval = 50 * time.Millisecond
+
+// raffleServers starts the raffle tests' instances on one shifted clock, drawing every
+// drawInterval: two sharing b's storage, or one on memory, which cannot share.
+func raffleServers(t *testing.T, b backend) (*shiftedClock, []*server) {
+	t.Helper()
+	b.shareStorage(t)
+	clock := &shiftedClock{}
+	fastDraws := func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval }
+	instances := []*server{startServerOnClock(t, b, clock, fastDraws)}
+	if b.databaseURL != "" {
+		instances = append(instances, startServerOnClock(t, b, clock, fastDraws))
+	}
+	return clock, instances
+}
+
 // TestRaffle_StampedeDrawAndPurchase: on every backend, two instances (one on memory, which
 // cannot share) take a stampede of entries with duplicates, refuse every entry after closesAt,
 // both run the draw worker and the raffle is drawn once with exactly `winners` winners whose
@@ -34,15 +51,8 @@ func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			b.shareStorage(t)
-			clock := &shiftedClock{}
-			const drawInterval = 50 * time.Millisecond
-			fastDraws := func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval }
-			first := startServerOnClock(t, b, clock, fastDraws)
-			instances := []*server{first}
-			if b.databaseURL != "" {
-				instances = append(instances, startServerOnClock(t, b, clock, fastDraws))
-			}
+			clock, instances := raffleServers(t, b)
+			first := instances[0]
 			admin := first.adminToken()
 
 			product := first.do("POST", "/admin/products", admin, `{"name":"sneaker","price":100,"stock":50}`)
@@ -167,15 +177,8 @@ func TestRaffle_AWinnerRacingAddsAndOrdersBuysOneUnit(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			b.shareStorage(t)
-			clock := &shiftedClock{}
-			const drawInterval = 50 * time.Millisecond
-			fastDraws := func(c *bootstrap.Config) { c.Raffle.DrawInterval = drawInterval }
-			first := startServerOnClock(t, b, clock, fastDraws)
-			instances := []*server{first}
-			if b.databaseURL != "" {
-				instances = append(instances, startServerOnClock(t, b, clock, fastDraws))
-			}
+			clock, instances := raffleServers(t, b)
+			first := instances[0]
 			productID := first.createProduct("sneaker", 100, 50)
 			closesAt := clock.Now().Add(time.Hour)
 			created := first.do("POST", "/admin/raffles", first.adminToken(), fmt.Sprintf(
@@ -282,7 +285,6 @@ func TestRaffle_DrawDyingBeforeCommitCompletesOnce(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &shiftedClock{}
-			const drawInterval = 50 * time.Millisecond
 			crashing := &crashingDraws{limit: 2}
 			s := startServerWith(t, b, fx.Options(
 				fx.Decorate(func(ports.Clock) ports.Clock { return clock }),
