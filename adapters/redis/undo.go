@@ -22,10 +22,7 @@ const (
 // connection was refused) has nothing to undo. Each try is bounded by the client's call timeout,
 // and none outlives within.
 func undoLater(cause error, within time.Duration, undo func(ctx context.Context) error) {
-	var netErr net.Error
-	mayHaveRun := errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) ||
-		errors.As(cause, &netErr) && netErr.Timeout()
-	if !mayHaveRun || within <= 0 {
+	if !mayHaveRun(cause) || within <= 0 {
 		return
 	}
 	deadline := time.Now().Add(within)
@@ -40,4 +37,12 @@ func undoLater(cause error, within time.Duration, undo func(ctx context.Context)
 			time.Sleep(wait)
 		}
 	}()
+}
+
+// mayHaveRun reports whether a command that failed with cause may still reach Redis: it timed
+// out or was cancelled once sent, rather than never finding a connection.
+func mayHaveRun(cause error) bool {
+	var netErr net.Error
+	return errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) ||
+		errors.As(cause, &netErr) && netErr.Timeout()
 }

@@ -3,14 +3,16 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // undoLater tries until the undo succeeds, then stops; an undo that keeps failing stops when its
-// time is up; a command that never reached Redis is not undone.
+// time is up.
 func TestUndoLater_TriesUntilItSucceedsOrItsTimeIsUp(t *testing.T) {
 	t.Parallel()
 	var tries atomic.Int32
@@ -47,13 +49,24 @@ func TestUndoLater_TriesUntilItSucceedsOrItsTimeIsUp(t *testing.T) {
 		t.Fatalf("%d tries of an undo that succeeded on its third", tries.Load())
 	}
 
-	var refused atomic.Int32
-	undoLater(&net.OpError{Op: "dial", Err: errors.New("connection refused")}, time.Minute, func(context.Context) error {
-		refused.Add(1)
-		return nil
-	})
-	time.Sleep(undoMaxWait)
-	if refused.Load() != 0 {
-		t.Fatal("a command refused a connection was undone")
+}
+
+// A command that timed out or was cancelled may have reached Redis; one refused a connection
+// did not.
+func TestMayHaveRun(t *testing.T) {
+	t.Parallel()
+	timeout := &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}
+	refused := &net.OpError{Op: "dial", Err: errors.New("connection refused")}
+	for cause, want := range map[error]bool{
+		context.DeadlineExceeded:            true,
+		context.Canceled:                    true,
+		timeout:                             true,
+		fmt.Errorf("pipeline: %w", timeout): true,
+		refused:                             false,
+		errors.New("ERR unknown command"):   false,
+	} {
+		if got := mayHaveRun(cause); got != want {
+			t.Errorf("%v: %v, want %v", cause, got, want)
+		}
 	}
 }
