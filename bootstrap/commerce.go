@@ -91,7 +91,7 @@ func provideCatalogService(stores ports.CommerceStores, clock ports.Clock, ids p
 	return catalog.NewService(catalog.Deps{Products: stores.Products, Clock: clock, IDs: ids})
 }
 
-func provideOrderService(tx ports.TxRunner, stores ports.CommerceStores, g *guard.Guard, clock ports.Clock,
+func provideOrderService(cfg Config, tx ports.TxRunner, stores ports.CommerceStores, g *guard.Guard, clock ports.Clock,
 	ids ports.IDGenerator, permissions ports.PurchasePermissions) *order.Service {
 	return order.NewService(order.Deps{
 		Tx:          tx,
@@ -103,5 +103,6 @@ func provideOrderService(tx ports.TxRunner, stores ports.CommerceStores, g *guar
 		Clock:       clock,
 		IDs:         ids,
 		Permissions: permissions,
+		AddTimeout:  cfg.Database.Timeout,
 	})
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"runtime"
+	"time"
 
 	"github.com/rushgate/rushgate/application/guard/combine"
 )
@@ -27,8 +28,10 @@ type combiner[K comparable, In, Out any] struct {
 	calls *combine.Combiner[K, In, Out]
 }
 
-func newCombiner[K comparable, In, Out any](inFlight int, run func(ctx context.Context, key K, batch []In) ([]Out, error)) *combiner[K, In, Out] {
-	cfg := combine.Config[K, In]{MaxBatch: maxCombined, InFlight: inFlight, Gate: yieldFirst[K, In]}
+// timeout, when positive, bounds each call from its arrival, its wait for a script call
+// included (combine.Config.Timeout).
+func newCombiner[K comparable, In, Out any](inFlight int, timeout time.Duration, run func(ctx context.Context, key K, batch []In) ([]Out, error)) *combiner[K, In, Out] {
+	cfg := combine.Config[K, In]{MaxBatch: maxCombined, InFlight: inFlight, Timeout: timeout, Gate: yieldFirst[K, In]}
 	return &combiner[K, In, Out]{calls: combine.New(cfg, func(ctx context.Context, key K, batch []In) ([]combine.Answer[Out], error) {
 		outs, err := run(ctx, key, batch)
 		if err != nil {

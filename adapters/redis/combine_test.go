@@ -20,7 +20,7 @@ func TestCombiner_ACrowdIsServedWithinTheWaitingRoomsBounds(t *testing.T) {
 	var mu sync.Mutex
 	running, mostRunning, largest := 0, 0, 0
 	release := make(chan struct{})
-	c := newCombiner(combinedInFlight, func(_ context.Context, key string, batch []int) ([]string, error) {
+	c := newCombiner(combinedInFlight, 0, func(_ context.Context, key string, batch []int) ([]string, error) {
 		mu.Lock()
 		running++
 		mostRunning, largest = max(mostRunning, running), max(largest, len(batch))
@@ -57,7 +57,7 @@ func TestCombiner_ACrowdIsServedWithinTheWaitingRoomsBounds(t *testing.T) {
 
 func TestCombiner_ARunErrorAnswersItsCalls(t *testing.T) {
 	down := fmt.Errorf("redis frozen: %w", ports.ErrUnavailable)
-	c := newCombiner(combinedInFlight, func(context.Context, string, []int) ([]string, error) {
+	c := newCombiner(combinedInFlight, 0, func(context.Context, string, []int) ([]string, error) {
 		return nil, down
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -38,7 +38,8 @@ type pipelinedCall struct {
 // withPipelining returns c with its SET NX and script calls pipelined across callers.
 func withPipelining(c goredis.UniversalClient) *pipelined {
 	p := &pipelined{UniversalClient: c}
-	p.calls = newCombiner(pipelinesInFlight, p.send)
+	// Each call carries its caller's deadline, which bounds its pipeline (send).
+	p.calls = newCombiner(pipelinesInFlight, 0, p.send)
 	return p
 }
 

@@ -66,9 +66,11 @@ type positionKey struct {
 // NewWaitingRoom returns a store whose keys start with prefix (e.g. WaitingRoomKeyPrefix).
 func NewWaitingRoom(c goredis.UniversalClient, prefix string) *WaitingRoom {
 	w := &WaitingRoom{client: c, prefix: prefix}
-	w.entries = newCombiner(combinedInFlight, w.enterAll)
-	w.positions = newCombiner(combinedInFlight, w.positionsOf)
-	w.predictions = newCombiner(combinedInFlight, w.predictAll)
+	// A call waiting behind slow script calls answers within one call timeout of its arrival.
+	timeout := callTimeoutOf(c)
+	w.entries = newCombiner(combinedInFlight, timeout, w.enterAll)
+	w.positions = newCombiner(combinedInFlight, timeout, w.positionsOf)
+	w.predictions = newCombiner(combinedInFlight, timeout, w.predictAll)
 	return w
 }
 

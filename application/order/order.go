@@ -25,6 +25,10 @@ type Deps struct {
 	// Permissions decides who may buy a restricted product (a raffle's prize); nil restricts
 	// none.
 	Permissions ports.PurchasePermissions
+	// AddTimeout bounds a cart add from its arrival: its wait for a batch and the batch's
+	// transaction together (the database's timeout), so adds queued behind a slow batch answer
+	// within it too. Zero: only the transaction's own timeout.
+	AddTimeout time.Duration
 }
 
 // Service runs the cart and order use cases.
@@ -45,7 +49,7 @@ type Service struct {
 func NewService(d Deps) *Service {
 	s := &Service{tx: d.Tx, products: d.Products, carts: d.Carts, orders: d.Orders, userCoupons: d.UserCoupons,
 		guard: d.Guard, clock: d.Clock, ids: d.IDs, permissions: d.Permissions}
-	s.adding = combine.New(combine.Config[string, AddToCartCommand]{MaxBatch: maxAddBatch}, s.addBatch)
+	s.adding = combine.New(combine.Config[string, AddToCartCommand]{MaxBatch: maxAddBatch, Timeout: d.AddTimeout}, s.addBatch)
 	return s
 }
 

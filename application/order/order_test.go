@@ -19,6 +19,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -244,4 +245,38 @@ func TestGet_AnotherUsersOrderIsNotFoundButAnAdminSeesIt(t *testing.T) {
 	got, err := s.Orders.Get(context.Background(), apporder.GetQuery{OrderID: placed.OrderID, UserID: "admin", Admin: true})
 	require.NoError(t, err)
 	assert.Equal(t, placed, got)
+}
+
+// deadlineTx is a TxRunner that records the deadline of the context each transaction starts
+// with.
+type deadlineTx struct {
+	ports.TxRunner
+	deadlines chan time.Time // zero: started without one
+}
+
+func (d deadlineTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	deadline, _ := ctx.Deadline()
+	d.deadlines <- deadline
+	return d.TxRunner.InTx(ctx, fn)
+}
+
+// TestAddToCart_TheBatchRunsUntilTheAddsTimeoutFromItsArrival: an add's wait for its batch and
+// the batch's transaction are bounded together by AddTimeout from the add's arrival, so adds
+// queued behind a slow transaction answer within one timeout.
+func TestAddToCart_TheBatchRunsUntilTheAddsTimeoutFromItsArrival(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadline is read
+	s := newShop(t)
+	product := s.Product(100, 10)
+	tx := deadlineTx{TxRunner: s.Stores.Tx, deadlines: make(chan time.Time, 1)}
+	orders := apporder.NewService(apporder.Deps{Tx: tx, Products: s.Stores.Products, Carts: s.Stores.Carts,
+		Orders: s.Stores.Orders, UserCoupons: s.Stores.UserCoupons, Guard: s.Guard, Clock: s.Clock, IDs: system.UUIDs{},
+		AddTimeout: timeout})
+
+	before := time.Now()
+	_, err := orders.AddToCart(context.Background(), apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 1})
+	after := time.Now()
+	require.NoError(t, err)
+	d := <-tx.deadlines
+	assert.False(t, d.Before(before.Add(timeout)) || d.After(after.Add(timeout)),
+		"the batch's transaction ran until %v, want the add's arrival (%v–%v) + %v", d, before, after, timeout)
 }

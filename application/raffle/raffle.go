@@ -41,6 +41,10 @@ type Deps struct {
 	Entries ports.RaffleEntryRepository
 	Clock   ports.Clock
 	IDs     ports.IDGenerator
+	// EntryTimeout bounds an entry from its arrival: its wait for a batch and the batch's reads
+	// and writes together (the database's timeout), so entries queued behind a slow batch
+	// answer within it too. Zero: only the stores' own timeouts.
+	EntryTimeout time.Duration
 	// DrawHold holds each draw this long between ordering the entrants and writing the result,
 	// so that a fault test can kill the instance mid-draw; zero (no hold) outside such tests.
 	DrawHold time.Duration
@@ -66,7 +70,8 @@ func NewService(d Deps) *Service {
 		terms: &raffleCache{raffles: d.Raffles, byID: map[string]*raffle.Raffle{}}}
 	// Entry statements hold the raffle's row in share mode, so batches of one raffle run side by
 	// side.
-	s.entering = combine.New(combine.Config[string, string]{MaxBatch: enterBatchSize, InFlight: enterInFlight}, s.enterBatch)
+	s.entering = combine.New(combine.Config[string, string]{MaxBatch: enterBatchSize, InFlight: enterInFlight,
+		Timeout: d.EntryTimeout}, s.enterBatch)
 	return s
 }
 

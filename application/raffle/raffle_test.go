@@ -257,3 +257,61 @@ func TestPurchaseLimit_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
 		}
 	}
 }
+
+// deadlineRecorder is an entry repository that records the deadline of each call's context. Its
+// AddWhileOpen answers as Postgres's does, with the users it stored only, so a batch reads the
+// others' entries in a second call.
+type deadlineRecorder struct {
+	ports.RaffleEntryRepository
+	mu        sync.Mutex
+	deadlines map[string]time.Time // by method; zero: called without one
+}
+
+func (d *deadlineRecorder) record(ctx context.Context, method string) {
+	deadline, _ := ctx.Deadline()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deadlines[method] = deadline
+}
+
+func (d *deadlineRecorder) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, map[string]raffle.Entry, error) {
+	d.record(ctx, "AddWhileOpen")
+	stored, _, err := d.RaffleEntryRepository.AddWhileOpen(ctx, raffleID, at, userIDs)
+	return stored, nil, err
+}
+
+func (d *deadlineRecorder) Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error) {
+	d.record(ctx, "Existing")
+	return d.RaffleEntryRepository.Existing(ctx, raffleID, userIDs)
+}
+
+// TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival: an entry's wait for its
+// batch and every store call of the batch (here the insert and the read of an existing entry)
+// are bounded together by EntryTimeout from the entry's arrival, not by a timeout each, so a
+// slow database answers the entry within one timeout.
+func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	f := newFixture()
+	stores := memory.NewRaffleStores(f.db)
+	recorder := &deadlineRecorder{RaffleEntryRepository: stores.Entries, deadlines: map[string]time.Time{}}
+	svc := appraffle.NewService(appraffle.Deps{Tx: f.db, Raffles: stores.Raffles, Entries: recorder, Clock: f.clock,
+		IDs: system.UUIDs{}, EntryTimeout: timeout})
+	v := f.create(t, svc, 1, "")
+	if _, _, err := svc.Enter(context.Background(), v.ID, "returning"); err != nil {
+		t.Fatal(err)
+	}
+
+	before := time.Now()
+	if _, created, err := svc.Enter(context.Background(), v.ID, "returning"); err != nil || created {
+		t.Fatalf("the second entry: created %v, %v", created, err)
+	}
+	after := time.Now()
+	recorder.mu.Lock()
+	defer recorder.mu.Unlock()
+	for _, method := range []string{"AddWhileOpen", "Existing"} {
+		d := recorder.deadlines[method]
+		if d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
+			t.Errorf("%s ran until %v, want the entry's arrival (%v–%v) + %v", method, d, before, after, timeout)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/rushgate/rushgate/ports"
 )
@@ -55,6 +56,14 @@ type Config[K comparable, In any] struct {
 	// Queued, when set, hears each call joining key's line, which then holds length calls
 	// (those whose batch is out included).
 	Queued func(key K, length int)
+	// Timeout, when positive, bounds each call from its arrival: its wait in line, the gate and
+	// its batch together, as a dependency's timeout bounds one request. A turn's gate and batch
+	// run until the deadline of the call whose turn it is, the earliest of the batch; every batch
+	// ahead of a waiting call ends by the deadline of calls that arrived before it, so the
+	// waiting call needs no timer of its own. The batch function must end at its context's
+	// deadline (a store's calls do), answering with an error wrapping ports.ErrUnavailable,
+	// which then answers the calls waiting behind it too.
+	Timeout time.Duration
 }
 
 // Combiner lines calls up per key and serves them in batches.
@@ -101,10 +110,11 @@ const (
 
 // call is one Do. state and answer are guarded by Combiner.mu.
 type call[In, Out any] struct {
-	in     In
-	state  state
-	wake   chan struct{} // signalled when its turn comes or it is served
-	answer Answer[Out]
+	in       In
+	deadline time.Time // its arrival + Config.Timeout; zero without one
+	state    state
+	wake     chan struct{} // signalled when its turn comes or it is served
+	answer   Answer[Out]
 }
 
 func (c *call[In, Out]) signal() {
@@ -117,6 +127,9 @@ func (c *call[In, Out]) signal() {
 // Do lines in up behind key and returns its answer from the batch that served it.
 func (c *Combiner[K, In, Out]) Do(ctx context.Context, key K, in In) (Out, error) {
 	me := &call[In, Out]{in: in, wake: make(chan struct{}, 1)}
+	if c.cfg.Timeout > 0 {
+		me.deadline = time.Now().Add(c.cfg.Timeout)
+	}
 	c.mu.Lock()
 	l := c.lines[key]
 	if l == nil {
@@ -180,8 +193,11 @@ func (c *Combiner[K, In, Out]) leave(key K, l *line[In, Out], me *call[In, Out])
 func (c *Combiner[K, In, Out]) send(ctx context.Context, key K, l *line[In, Out], me *call[In, Out]) Answer[Out] {
 	release := func() error { return nil }
 	if c.cfg.Gate != nil {
+		// What the gate takes (a lock) may use its context until released.
+		gateCtx, cancel := me.bound(ctx)
+		defer cancel()
 		var err error
-		if release, err = c.cfg.Gate(ctx, key, me.in); err != nil {
+		if release, err = c.cfg.Gate(gateCtx, key, me.in); err != nil {
 			c.mu.Lock()
 			c.failWaitingLocked(key, l, err)
 			c.endTurnLocked(key, l, 1)
@@ -199,7 +215,9 @@ func (c *Combiner[K, In, Out]) send(ctx context.Context, key K, l *line[In, Out]
 	}
 	c.mu.Unlock()
 
-	answers, err := c.run(context.WithoutCancel(ctx), key, batch)
+	runCtx, cancel := me.bound(context.WithoutCancel(ctx))
+	answers, err := c.run(runCtx, key, batch)
+	cancel()
 	// The batch is answered before the gate is released, so no answer waits on the release.
 	c.mu.Lock()
 	for i, b := range batch[1:] {
@@ -215,6 +233,14 @@ func (c *Combiner[K, In, Out]) send(ctx context.Context, key K, l *line[In, Out]
 	c.endTurnLocked(key, l, len(batch))
 	c.mu.Unlock()
 	return answers[0]
+}
+
+// bound is ctx until the call's deadline, when it has one.
+func (c *call[In, Out]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, c.deadline)
 }
 
 // run calls the batch function for batch and returns one answer per call, and the function's

@@ -230,6 +230,85 @@ func TestCombiner_ABatchErrorAnswersItsCallsOnly(t *testing.T) {
 	}
 }
 
+// With a timeout, a batch runs until the deadline of its earliest call, counted from that
+// call's arrival, not from when its turn came: a call that waited behind a slow batch has only
+// what is left of its timeout. The test reads the deadlines the batches were given.
+func TestCombiner_ATimeoutBoundsEachCallFromItsArrivalWaitInLineIncluded(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	g := newGatedRun()
+	var mu sync.Mutex
+	var deadlines []time.Time
+	c := New(Config[string, int]{MaxBatch: 64, Timeout: timeout}, func(ctx context.Context, key string, batch []int) ([]Answer[string], error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			t.Errorf("batch %v ran without a deadline", batch)
+		}
+		mu.Lock()
+		deadlines = append(deadlines, d)
+		mu.Unlock()
+		return g.run(ctx, key, batch)
+	})
+	firstBefore := time.Now()
+	first := start(c, context.Background(), "e", 0)
+	waitFor(t, "the first batch runs", func() bool { return g.runs() == 1 })
+	secondBefore := time.Now()
+	second := start(c, context.Background(), "e", 1)
+	waitFor(t, "the second call waits", func() bool { return waitingOn(c, "e") == 1 })
+	secondAfter := time.Now()
+	// The second call's turn comes well after its arrival: a deadline counted from its turn
+	// would be later than its arrival's.
+	time.Sleep(20 * time.Millisecond)
+	close(g.release)
+	await(t, first)
+	await(t, second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deadlines) != 2 {
+		t.Fatalf("%d batches, want 2", len(deadlines))
+	}
+	if d := deadlines[0]; d.Before(firstBefore.Add(timeout)) || d.After(secondBefore.Add(timeout)) {
+		t.Errorf("first batch's deadline %v is not its call's arrival + %v", d, timeout)
+	}
+	if d := deadlines[1]; d.Before(secondBefore.Add(timeout)) || d.After(secondAfter.Add(timeout)) {
+		t.Errorf("second batch's deadline %v is not its call's arrival (%v–%v) + %v", d, secondBefore, secondAfter, timeout)
+	}
+}
+
+// A batch that outlives its timeout fails at its deadline, and so do the calls waiting behind
+// it: none of them waits past its own deadline for a turn.
+func TestCombiner_ABatchThatReachesItsDeadlineAnswersTheCallsWaitingBehindIt(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	g := newGatedRun()
+	firstRuns := make(chan struct{})
+	c := New(Config[string, int]{MaxBatch: 64, Timeout: timeout}, func(ctx context.Context, key string, batch []int) ([]Answer[string], error) {
+		if batch[0] == 0 {
+			close(firstRuns)
+			<-ctx.Done() // a store that does not answer in time
+			return nil, fmt.Errorf("store: %w: %w", ports.ErrUnavailable, ctx.Err())
+		}
+		return g.run(ctx, key, batch)
+	})
+	calls := []<-chan result{start(c, context.Background(), "e", 0)}
+	select {
+	case <-firstRuns:
+	case <-time.After(patience):
+		t.Fatal("the first batch did not run")
+	}
+	for i := 1; i <= 2; i++ {
+		calls = append(calls, start(c, context.Background(), "e", i))
+		waitFor(t, fmt.Sprintf("call %d waits", i), func() bool { return waitingOn(c, "e") == i })
+	}
+	for i, done := range calls {
+		if r := await(t, done); !errors.Is(r.err, ports.ErrUnavailable) || !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Errorf("call %d: %v, want the batch's deadline as unavailable", i, r.err)
+		}
+	}
+	if g.runs() != 0 {
+		t.Fatalf("batches %s ran after the timed-out one", g.recorded())
+	}
+}
+
 // With a dependency not answering, the calls waiting behind a failed batch are not sent after
 // it, each batch waiting its own timeout: they hear the batch's error at once.
 func TestCombiner_AnUnavailableDependencyAnswersTheCallsWaitingBehindTheBatch(t *testing.T) {
