@@ -140,7 +140,9 @@ func provideRouter(p routerParams) *gin.Engine {
 func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *listenAddress, broker *waiting.Broker,
 	log *slog.Logger) *Server {
 	server := &Server{}
+	requests, cutShort := context.WithCancelCause(context.Background())
 	httpServer := &stdhttp.Server{
+		BaseContext:       func(net.Listener) context.Context { return requests },
 		Handler:           router,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
@@ -168,8 +170,16 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
-			// In-flight requests finish (and release their locks) before this returns.
-			err := httpServer.Shutdown(ctx)
+			// In-flight requests finish (and release their locks) before this returns. Those
+			// still running when the stop's time is nearly up are cancelled, so they answer 503
+			// (rghttp.ErrShuttingDown) instead of losing their connection when the process exits.
+			finishing, cancel := leavingAnswerTime(ctx)
+			err := httpServer.Shutdown(finishing)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				cutShort(rghttp.ErrShuttingDown)
+				err = httpServer.Shutdown(ctx)
+			}
 			if broker != nil {
 				// SSE streams are taken over from net/http, whose Shutdown does not see them:
 				// the broker ends them, and their users have left when this returns.
@@ -179,6 +189,20 @@ func provideServer(lc fx.Lifecycle, cfg Config, router *gin.Engine, listening *l
 		},
 	})
 	return server
+}
+
+// answerTime is how long before a stop's deadline the requests still running are cancelled,
+// for them to answer and release what they hold: at most a second, half the time when less is
+// left.
+const answerTime = time.Second
+
+// leavingAnswerTime is ctx ending answerTime before its deadline, if it has one.
+func leavingAnswerTime(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-min(answerTime, time.Until(deadline)/2)))
 }
 
 func storageName(cfg Config) string {

@@ -93,6 +93,14 @@ const unavailableRetryAfter = time.Second
 // the client: a dependency failure answers 503, anything else 500, and both are logged with the
 // request id. A client that left is recorded as 499, not as a failure.
 func respondError(c *gin.Context, err error) {
+	if shuttingDown(c) {
+		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelWarn, "request cut short by the shutdown",
+			slog.String("error", err.Error()))
+		unavailable := *errUnavailable
+		unavailable.RetryAfter = unavailableRetryAfter
+		writeError(c, stdhttp.StatusServiceUnavailable, &unavailable)
+		return
+	}
 	if clientGone(c, err) {
 		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelInfo, "client closed the request",
 			slog.String("error", err.Error()))
@@ -105,6 +113,16 @@ func respondError(c *gin.Context, err error) {
 			slog.Int("status", status), slog.String("error", err.Error()))
 	}
 	writeError(c, status, de)
+}
+
+// ErrShuttingDown is the cause a server cancels its requests' contexts with when its shutdown
+// can wait for them no longer: they answer 503 UNAVAILABLE, which a client retries on another
+// instance, instead of losing their connection when the process exits.
+var ErrShuttingDown = errors.New("http: the server is shutting down")
+
+// shuttingDown reports a request the server's shutdown cancelled, whatever error that caused.
+func shuttingDown(c *gin.Context) bool {
+	return errors.Is(context.Cause(c.Request.Context()), ErrShuttingDown)
 }
 
 // clientGone reports a request its client abandoned: the connection closed (cancelling the

@@ -101,3 +101,43 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 		t.Fatalf("server not refusing after stop: %v", err)
 	}
 }
+
+// TestShutdown_ARequestStillRunningAtTheDeadlineAnswers503: a join waiting for a lock that is
+// never released when the server is told to stop within 2 s is cancelled shortly before the
+// stop's deadline, and answers 503 UNAVAILABLE with Retry-After instead of losing its
+// connection when the process exits.
+func TestShutdown_ARequestStillRunningAtTheDeadlineAnswers503(t *testing.T) {
+	var srv *bootstrap.Server
+	observed := &waitingLocker{waiting: make(chan struct{})}
+	cfg := testConfig(backend{name: "memory"})
+	app := fxtest.New(t, modules(t, cfg),
+		fx.Decorate(func(c ports.Coordination) ports.Coordination {
+			observed.Locker, c.Locker = c.Locker, observed
+			return c
+		}),
+		fx.Populate(&srv))
+	app.RequireStart()
+	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: newClient(cfg.Server.ReadHeaderTimeout)}
+	crewID := s.createCrew(3)
+	// testenv's lock budget is far longer than the stop's 2 s: the join is still waiting.
+	if _, err := observed.Locker.TryAcquire(context.Background(), "crew:"+crewID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan answer, 1)
+	go func() { answered <- s.joinFromAnyGoroutine(crewID, "late", "cut-short") }()
+	<-observed.waiting
+
+	const stopTime = 2 * time.Second
+	began := time.Now()
+	if err := stopWithin(app, stopTime); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	stopped := time.Since(began)
+	a := <-answered
+	if a.err != nil || a.status != http.StatusServiceUnavailable || a.code != "UNAVAILABLE" || a.retryAfter == "" {
+		t.Fatalf("the join cut short answered %d %q (Retry-After %q, %v), want 503 UNAVAILABLE with Retry-After", a.status, a.code, a.retryAfter, a.err)
+	}
+	if stopped > stopTime {
+		t.Fatalf("the stop took %v of its %v", stopped, stopTime)
+	}
+}
