@@ -34,9 +34,9 @@ func (l *waitingLocker) TryAcquire(ctx context.Context, key string, ttl time.Dur
 	return lock, err
 }
 
-// TestShutdown_FinishesInFlightRequests: a join waiting for its lock when the server is told
-// to stop still completes, and then the server refuses new connections.
-func TestShutdown_FinishesInFlightRequests(t *testing.T) {
+// startObservedServer starts a server on memory whose Locker tells when a request has reached
+// a held lock.
+func startObservedServer(t *testing.T) (*fxtest.App, *server, *waitingLocker) {
 	var srv *bootstrap.Server
 	observed := &waitingLocker{waiting: make(chan struct{})}
 	cfg := testConfig(backend{name: "memory"})
@@ -47,7 +47,13 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 		}),
 		fx.Populate(&srv))
 	app.RequireStart()
-	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: newClient(cfg.Server.ReadHeaderTimeout)}
+	return app, &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: newClient(cfg.Server.ReadHeaderTimeout)}, observed
+}
+
+// TestShutdown_FinishesInFlightRequests: a join waiting for its lock when the server is told
+// to stop still completes, and then the server refuses new connections.
+func TestShutdown_FinishesInFlightRequests(t *testing.T) {
+	app, s, observed := startObservedServer(t)
 	crewID := s.createCrew(3)
 
 	// Another holder keeps the crew's lock, so the join below backs off while shutdown begins.
@@ -107,17 +113,7 @@ func TestShutdown_FinishesInFlightRequests(t *testing.T) {
 // stop's deadline, and answers 503 UNAVAILABLE with Retry-After instead of losing its
 // connection when the process exits.
 func TestShutdown_ARequestStillRunningAtTheDeadlineAnswers503(t *testing.T) {
-	var srv *bootstrap.Server
-	observed := &waitingLocker{waiting: make(chan struct{})}
-	cfg := testConfig(backend{name: "memory"})
-	app := fxtest.New(t, modules(t, cfg),
-		fx.Decorate(func(c ports.Coordination) ports.Coordination {
-			observed.Locker, c.Locker = c.Locker, observed
-			return c
-		}),
-		fx.Populate(&srv))
-	app.RequireStart()
-	s := &server{t: t, url: srv.URL(), tokens: rghttp.NewTokens([]byte(jwtSecret)), http: newClient(cfg.Server.ReadHeaderTimeout)}
+	app, s, observed := startObservedServer(t)
 	crewID := s.createCrew(3)
 	// testenv's lock budget is far longer than the stop's 2 s: the join is still waiting.
 	if _, err := observed.Locker.TryAcquire(context.Background(), "crew:"+crewID, time.Minute); err != nil {
