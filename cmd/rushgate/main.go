@@ -146,8 +146,26 @@ func report(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rushgate: %s\nusage: %s\n", usage.problem, usage.synopsis)
 		return exitUsage
 	}
-	fmt.Fprintln(stderr, "rushgate:", err)
+	fmt.Fprintln(stderr, "rushgate:", oneLine(err.Error()))
 	return exitFailure
+}
+
+// oneLine joins the lines of an error's text, so that a failed start is one line on stderr
+// whatever a driver's error holds: pgx puts each address it tried on an indented line of its
+// own. A line ending in ':' runs on into the next; the others are separated by "; ".
+func oneLine(text string) string {
+	var b strings.Builder
+	for i, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		line = strings.TrimSpace(line)
+		if i > 0 && !strings.HasSuffix(b.String(), ":") {
+			b.WriteString(";")
+		}
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // run runs the command line args until it is done or ctx ends (serve stops gracefully then).

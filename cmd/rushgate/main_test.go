@@ -311,3 +311,33 @@ func TestRun_VersionWithoutBuildInfo(t *testing.T) {
 		t.Fatalf("got %q, %v; want %q", out, err, want)
 	}
 }
+
+// TestServe_UnreachablePostgresIsOneLine: pgx's connection error puts each address it tried on
+// a line of its own; the start still stops with one line on stderr naming the variable.
+func TestServe_UnreachablePostgresIsOneLine(t *testing.T) {
+	addr := closedAddr(t)
+	t.Setenv("RUSHGATE_DATABASE_URL", "postgres://nobody@"+addr+"/x")
+	_, _, err := runOnce(t, "serve")
+	if err == nil {
+		t.Fatal("serve started without its database")
+	}
+	var stderr bytes.Buffer
+	if code := report(err, &stderr); code != exitFailure {
+		t.Fatalf("exit code %d, want %d", code, exitFailure)
+	}
+	if line := stderr.String(); !strings.HasPrefix(line, "rushgate: RUSHGATE_DATABASE_URL: ") ||
+		strings.Count(line, "\n") != 1 || !strings.Contains(line, addr) {
+		t.Fatalf("stderr is not one line naming RUSHGATE_DATABASE_URL and %s: %q", addr, line)
+	}
+}
+
+func TestOneLine_JoinsAnErrorsLines(t *testing.T) {
+	for text, want := range map[string]string{
+		"RUSHGATE_X: bad":                        "RUSHGATE_X: bad",
+		"connect:\n\ta: refused\n\tb: refused\n": "connect: a: refused; b: refused",
+	} {
+		if got := oneLine(text); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", text, got, want)
+		}
+	}
+}
