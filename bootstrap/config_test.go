@@ -211,6 +211,16 @@ func TestReadme_ListsEverySettingWithItsDefault(t *testing.T) {
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
 		documented[m[1]] = m[2]
 	}
+	// | `RUSHGATE_X` (`serve --flag`) | … : every row names a variable rushgate reads.
+	read := map[string]bool{}
+	for _, field := range settingFields() {
+		read[field.Tag.Get("env")] = true
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `((?:RUSHGATE|OTEL)_[A-Z0-9_]+)`").FindAllStringSubmatch(string(readme), -1) {
+		if !read[m[1]] {
+			t.Errorf("README: the settings table lists %s, which no setting reads", m[1])
+		}
+	}
 	defaults := reflect.ValueOf(DefaultConfig())
 	for i := range defaults.NumField() {
 		group := defaults.Field(i)
