@@ -13,8 +13,8 @@
 // one (Capabilities.NewEmptyStores). Capabilities says what a backend can
 // do beyond what every implementation must; cases that need more are skipped.
 //
-// The package depends on the standard library, ports and domain only, so that importing it
-// puts nothing else into an adapter's tests.
+// The package depends on the standard library, ports, domain and test/testkit (itself the
+// standard library only), so that importing it puts nothing else into an adapter's tests.
 package porttest
 
 import (

@@ -47,3 +47,25 @@ func TestCoreImportsNoInfrastructure(t *testing.T) {
 		})
 	}
 }
+
+// TestPorttestImportsOnlyTheCore: an adapter's tests that import ports/porttest get nothing but
+// ports, domain, test/testkit and the standard library with it.
+func TestPorttestImportsOnlyTheCore(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
+		"github.com/rushgate/rushgate/ports/porttest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 {
+		t.Fatal("go list returned no packages")
+	}
+	for _, dep := range deps {
+		inner, ours := strings.CutPrefix(dep, "github.com/rushgate/rushgate/")
+		allowed := inner == "ports" || inner == "domain" || inner == "test/testkit" ||
+			strings.HasPrefix(inner, "ports/") || strings.HasPrefix(inner, "domain/")
+		if !ours || !allowed {
+			t.Errorf("ports/porttest reaches %s", dep)
+		}
+	}
+}
