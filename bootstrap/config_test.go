@@ -323,3 +323,23 @@ func TestReplicaURLs_ParsedAndCheckedAgainstThePrimary(t *testing.T) {
 		}
 	}
 }
+
+// TestReadme_RedisURLFormsAreAccepted: each form of RUSHGATE_REDIS_URL the settings table shows
+// (single, Cluster, Sentinel) passes the start's check.
+func TestReadme_RedisURLFormsAreAccepted(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `RUSHGATE_REDIS_URL` .*$").FindString(string(readme))
+	forms := regexp.MustCompile("`(rediss?://[^`]+)`").FindAllStringSubmatch(row, -1)
+	if len(forms) < 3 {
+		t.Fatalf("the RUSHGATE_REDIS_URL row shows %d URL forms: not read right", len(forms))
+	}
+	for _, form := range forms {
+		url := strings.Replace(form[1], "[:pass@]", ":pass@", 1)
+		if err := parseWith(t, "RUSHGATE_REDIS_URL", url).Validate(); err != nil {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+}
