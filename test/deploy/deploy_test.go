@@ -292,3 +292,32 @@ func serverMetrics(t *testing.T) map[string]struct{} {
 	}
 	return exported
 }
+
+// routeFilter is a dashboard query's selection of routes: route=~"…".
+var routeFilter = regexp.MustCompile(`route=~"([^"]+)"`)
+
+// TestDashboard_ShowsEveryFlowsRoutes: every route of openapi.yaml but the operational ones is
+// selected by some panel's route=~ filter, so a flow added without its dashboard row fails here.
+func TestDashboard_ShowsEveryFlowsRoutes(t *testing.T) {
+	var filters []*regexp.Regexp
+	for _, expr := range dashboardExprs(t) {
+		for _, m := range routeFilter.FindAllStringSubmatch(expr, -1) {
+			filters = append(filters, regexp.MustCompile("^(?:"+m[1]+")$")) // PromQL anchors its regexps
+		}
+	}
+	paths := regexp.MustCompile(`(?m)^  (/\S*):$`).FindAllStringSubmatch(readFile(t, "../../adapters/http/openapi.yaml"), -1)
+	if len(paths) < 30 {
+		t.Fatalf("openapi.yaml: %d paths read: not read right", len(paths))
+	}
+	operational := []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml"}
+	param := regexp.MustCompile(`\{(\w+)\}`)
+	for _, m := range paths {
+		route := param.ReplaceAllString(m[1], ":$1") // the route label is gin's template
+		if slices.Contains(operational, route) {
+			continue
+		}
+		if !slices.ContainsFunc(filters, func(f *regexp.Regexp) bool { return f.MatchString(route) }) {
+			t.Errorf("no dashboard panel selects route %s", route)
+		}
+	}
+}
