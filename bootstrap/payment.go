@@ -40,7 +40,7 @@ type OutboxConfig struct {
 	DataPlatformTimeout time.Duration `env:"RUSHGATE_DATAPLATFORM_TIMEOUT"`
 	// Interval is how often the relay sends the due messages.
 	Interval time.Duration `env:"RUSHGATE_OUTBOX_INTERVAL"`
-	// Backoff is the waits before retries 1, 2 and 3 (comma-separated, exactly three, SPEC §7); a
+	// Backoff is the waits before retries 1, 2 and 3 (comma-separated, exactly three); a
 	// message failing once more is FAILED.
 	Backoff []time.Duration `env:"RUSHGATE_OUTBOX_BACKOFF" envSeparator:","`
 	// AlertWebhookURL receives alerts as JSON POSTs. Unset: alerts go to the log.
@@ -65,7 +65,7 @@ func (c OutboxConfig) Validate() error {
 			return fmt.Errorf("%s: %q is not an http(s) URL", u.name, u.value)
 		}
 	}
-	// The server keeps SPEC §4's three retries; only their waits are settings.
+	// The server keeps three retries; only their waits are settings.
 	if len(c.Backoff) != len(relay.DefaultBackoff) {
 		return fmt.Errorf("RUSHGATE_OUTBOX_BACKOFF: lists %d waits, want %d (before retries 1, 2 and 3)",
 			len(c.Backoff), len(relay.DefaultBackoff))

@@ -46,7 +46,7 @@ type QueueConfig struct {
 	// connections) or "dispatcher" (promotion and routing). `rushgate serve --role` sets it.
 	Role string `env:"RUSHGATE_ROLE"`
 	// ReconnectGrace is how long a disconnected push user keeps the place or the admission;
-	// 0 applies the seed's disconnect rules at once.
+	// 0 applies the disconnect rules at once: waiting → out of the queue, admitted → slot back.
 	ReconnectGrace time.Duration `env:"RUSHGATE_RECONNECT_GRACE"`
 	// BrokerHeartbeatTimeout: a broker silent this long is dead, and its users' slots come
 	// back.

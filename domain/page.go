@@ -1,6 +1,6 @@
 package domain
 
-// Page bounds of every list (SPEC §0): ?limit= defaults to 50 and may not exceed 500.
+// Page bounds of every list: ?limit= defaults to 50 and may not exceed 500.
 const (
 	DefaultPageLimit = 50
 	MaxPageLimit     = 500

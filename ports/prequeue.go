@@ -8,7 +8,7 @@ import (
 // ErrPrequeueNotDue means the pre-queue's opensAt has not come yet by the store's clock.
 var ErrPrequeueNotDue = errors.New("pre-queue not due")
 
-// PrequeueRoom is the pre-queue of SPEC §8 on the very room of WaitingRoom, for a room opened
+// PrequeueRoom is the pre-queue on the very room of WaitingRoom, for a room opened
 // with RoomOpener.OpenGated. Before opensAt (the store's clock) an entering user joins the
 // pre-queue: no rank, and nobody is admitted (Enter, Position and Connect answer
 // QueuePlace.Prequeue, Claim answers a place with Prequeue, Promote promotes nobody, Snapshot

@@ -102,7 +102,7 @@ const (
 	Removed
 )
 
-// PushQueue is the push admission mode (SPEC §3 push) on the very queue of WaitingRoom: the same
+// PushQueue is the push admission mode on the very queue of WaitingRoom: the same
 // waiting users, slots and entry tokens, plus which broker connection holds each user, the
 // per-event entry stream the dispatchers consume as one consumer group, the per-broker dispatch
 // streams and the brokers' heartbeats. A broker and a dispatcher each see the part they call:
@@ -132,7 +132,7 @@ type PushQueue interface {
 // does not exist (it never read it, or it was reaped) is not told: the message would outlive
 // any reader.
 //
-// Disconnect applies the seed's rules to a user whose connection owner still is owner (or, for
+// Disconnect applies the disconnect rules to a user whose connection owner still is owner (or, for
 // an owner prefix, starts with it): admitted → slot back and token deleted (Released); waiting
 // → out of the queue (Removed). A user reconnected meanwhile is left alone (Stayed).
 //

@@ -55,9 +55,9 @@ type Stores struct {
 type Coordination struct {
 	Locker      Locker
 	Idempotency IdempotencyStore
-	// WaitingRoom is the events' queues and entry tokens (SPEC §3).
+	// WaitingRoom is the events' queues and entry tokens.
 	WaitingRoom WaitingRoom
 	// PushQueue is the push admission mode's view of the same rooms: connections, promotion
-	// and the entry and dispatch streams (SPEC §3 push).
+	// and the entry and dispatch streams.
 	PushQueue PushQueue
 }

@@ -31,7 +31,7 @@ type QueuePlace struct {
 	ExpiresAt time.Time
 	// Created is set by Enter when this call queued the user (a first entry).
 	Created bool
-	// Prequeue: the room's pre-queue is not placed yet, so the user has no rank (SPEC §8).
+	// Prequeue: the room's pre-queue is not placed yet, so the user has no rank.
 	Prequeue bool
 	// Replaced is set by PushQueue.Connect to the owner of the user's connection that the new
 	// one replaced ("" when none, or the same owner).
@@ -83,7 +83,7 @@ type RoomStats struct {
 	SoldOut bool
 }
 
-// WaitingRoom is the queue of SPEC §3 that both admission modes share: per event, the users
+// WaitingRoom is the queue that both admission modes share: per event, the users
 // waiting in order of first entry, the admitted users' entry tokens with their expiry, the
 // number of slots (users admitted at once), and the remaining-seat counter. It is every view
 // below, what an adapter implements and the contract suite checks; callers take the views they
@@ -110,7 +110,7 @@ type WaitingRoom interface {
 }
 
 // WaitPredictor keeps, per waiting user, the first wait estimate the user was given and when
-// (the store's clock), and turns it into a wait error when the user is admitted (SPEC §8):
+// (the store's clock), and turns it into a wait error when the user is admitted:
 // actual wait (admission − then) minus the estimate, signed.
 //
 // Predict records each user's estimate in seconds unless one is recorded already (the first
@@ -137,7 +137,7 @@ type RoomOpener interface {
 	OpenGated(ctx context.Context, eventID string, slots, seats int, opensAt time.Time) error
 }
 
-// PullQueue is what the pull mode's routes call (SPEC §3 pull).
+// PullQueue is what the pull mode's routes call.
 //
 // Enter queues the user at the back, after everyone who entered before (FIFO by a per-event
 // sequence, never by wall-clock time); a user already waiting keeps the original place, and an
@@ -161,7 +161,7 @@ type RoomOpener interface {
 // tokens are reconciled before every count of remaining slots, so an expired token never holds
 // a slot, and SeatCounter.Verify never accepts it.
 //
-// Leave takes a waiting or pre-queued user out of the line (SPEC §3 leaving a pull queue) and
+// Leave takes a waiting or pre-queued user out of the line (leaving a pull queue) and
 // forgets the user's wait estimate; everyone behind moves up. A user not in the line (never
 // entered, gone, or admitted: an admitted user gives the slot back with Release) is left as is.
 type PullQueue interface {

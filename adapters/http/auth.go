@@ -242,7 +242,7 @@ func (s *verifiedShard) putLocked(raw string, e *verifiedToken) {
 // sessionLabel separates the key of waiting-room sessions from the secret it is derived from.
 const sessionLabel = "rushgate waiting-room session\x00"
 
-// sessions returns the Tokens of eventID's waiting-room sessions (SPEC §8): their key is the
+// sessions returns the Tokens of eventID's waiting-room sessions: their key is the
 // HMAC of the event under the secret, so a session passes only as the session of its own event,
 // and neither a bearer token nor a session passes as the other.
 func (t *Tokens) sessions(eventID string) *Tokens {
@@ -415,7 +415,7 @@ func (c *verifiedClaims) read(dec *jsontext.Decoder, name string) error {
 // credentialKey holds the *verifiedToken authenticate accepted.
 const credentialKey = "rushgate.credential"
 
-// SessionCookie names the waiting-room session cookie (SPEC §8).
+// SessionCookie names the waiting-room session cookie.
 const SessionCookie = "rushgate_session"
 
 // credentials says where a group's routes take their caller's credential from, and what is
@@ -489,7 +489,7 @@ func requireRole(role Role) gin.HandlerFunc {
 }
 
 // checkClaimedUser refuses a userId a request names (in its body, as the seeds send it) that is
-// not the authenticated user: the acting user always comes from the token (SPEC §0).
+// not the authenticated user: the acting user always comes from the token.
 func checkClaimedUser(c *gin.Context, claimed *string) error {
 	if claimed != nil && *claimed != principal(c).UserID {
 		return errForbidden

@@ -8,7 +8,7 @@ import (
 	apporder "github.com/rushgate/rushgate/application/order"
 )
 
-// cartHandlers serves the cart routes (SPEC §4).
+// cartHandlers serves the cart routes.
 type cartHandlers struct {
 	orders *apporder.Service
 }

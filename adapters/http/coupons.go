@@ -9,7 +9,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 )
 
-// couponHandlers serves the coupon routes (SPEC §4, §7).
+// couponHandlers serves the coupon routes.
 type couponHandlers struct {
 	coupons *appcoupon.Service
 }

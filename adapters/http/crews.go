@@ -10,13 +10,13 @@ import (
 	"github.com/rushgate/rushgate/domain"
 )
 
-// Headers of the idempotency protocol (SPEC §0).
+// Headers of the idempotency protocol.
 const (
 	IdempotencyKeyHeader     = "Idempotency-Key"
 	IdempotentReplayedHeader = "Idempotent-Replayed"
 )
 
-// crewHandlers serves the crew routes (SPEC §1).
+// crewHandlers serves the crew routes.
 type crewHandlers struct {
 	crews *appcrew.Service
 }
@@ -105,7 +105,7 @@ func (h crewHandlers) leave(c *gin.Context) {
 	c.Status(stdhttp.StatusNoContent)
 }
 
-// CrewRoutes serves the crews (SPEC §1).
+// CrewRoutes serves the crews.
 func CrewRoutes(crews *appcrew.Service) Routes {
 	h := crewHandlers{crews: crews}
 	return func(g Groups) {

@@ -46,7 +46,7 @@ func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 	return nil
 }
 
-// unmarshalStrict reads data into dst by SPEC §0's rules for every JSON rushgate reads, request
+// unmarshalStrict reads data into dst by the rules for every JSON rushgate reads, request
 // bodies and token claims alike: exactly one JSON value and nothing after it, valid UTF-8
 // throughout (never patched to U+FFFD), no object member named twice, names matched exactly as
 // written (another letter case is another, unknown, name) and no unknown member. These are

@@ -9,10 +9,10 @@ import (
 	"github.com/rushgate/rushgate/domain"
 )
 
-// EntryTokenHeader carries the entry token of a seat reservation (SPEC §3).
+// EntryTokenHeader carries the entry token of a seat reservation.
 const EntryTokenHeader = "Entry-Token"
 
-// eventHandlers serves the waiting-room and seat routes (SPEC §3, §7).
+// eventHandlers serves the waiting-room and seat routes.
 type eventHandlers struct {
 	events *appwaiting.Service
 }

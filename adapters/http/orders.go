@@ -8,7 +8,7 @@ import (
 	apporder "github.com/rushgate/rushgate/application/order"
 )
 
-// orderHandlers serves the order routes (SPEC §4).
+// orderHandlers serves the order routes.
 type orderHandlers struct {
 	orders *apporder.Service
 }

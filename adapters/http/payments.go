@@ -10,7 +10,7 @@ import (
 	"github.com/rushgate/rushgate/application/relay"
 )
 
-// paymentHandlers serves the payment, outbox and top products routes (SPEC §4).
+// paymentHandlers serves the payment, outbox and top products routes.
 type paymentHandlers struct {
 	payments *payment.Service
 	relay    *relay.Service

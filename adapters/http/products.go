@@ -9,7 +9,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 )
 
-// productHandlers serves the product routes (SPEC §4, §7).
+// productHandlers serves the product routes.
 type productHandlers struct {
 	products *appcatalog.Service
 }

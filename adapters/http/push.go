@@ -24,7 +24,7 @@ var waitingRoomPage []byte
 // errNoBroker answers the SSE route on an instance that runs no broker (--role dispatcher).
 var errNoBroker = fmt.Errorf("this instance runs no broker: %w", ports.ErrUnavailable)
 
-// pushHandlers serves the push mode's SSE stream and the waiting page (SPEC §3).
+// pushHandlers serves the push mode's SSE stream and the waiting page.
 type pushHandlers struct {
 	broker       *appwaiting.Broker
 	tokens       *Tokens
@@ -44,7 +44,7 @@ func queryToken() gin.HandlerFunc {
 }
 
 // page answers GET /events/{eventId}/waiting-room, to anyone: the page reads the event from its
-// own URL and the token from its fragment, which it exchanges for a session (SPEC §8).
+// own URL and the token from its fragment, which it exchanges for a session.
 func (h pushHandlers) page(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Header("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'")

@@ -1,5 +1,5 @@
 // Package http is the driving HTTP adapter: a gin router that turns requests into use-case calls
-// and answers in the JSON shapes of SPEC §0. It owns authentication (HS256 JWT), request ids,
+// and answers in the API's JSON shapes. It owns authentication (HS256 JWT), request ids,
 // access logs, Prometheus metrics, panic recovery, body limits, the single table mapping error
 // codes to statuses, and the embedded OpenAPI document served at /openapi.yaml.
 package http

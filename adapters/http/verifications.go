@@ -11,7 +11,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 )
 
-// verificationHandlers serves the challenge verification routes (SPEC §2, §7) and, on the
+// verificationHandlers serves the challenge verification routes and, on the
 // embedded default, the signed upload route.
 type verificationHandlers struct {
 	service *verification.Service

@@ -13,7 +13,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce/wallet"
 )
 
-// walletHandlers serves the users and points routes (SPEC §4, §7).
+// walletHandlers serves the users and points routes.
 type walletHandlers struct {
 	wallets *appwallet.Service
 }
@@ -58,8 +58,8 @@ func (h walletHandlers) balance(c *gin.Context) {
 	writeJSON(c, stdhttp.StatusOK, wireBalance(b))
 }
 
-// chargeRequest holds the amount undecoded: a number that is not an integer in range is the
-// SPEC's INVALID_AMOUNT, while a missing amount or one of another JSON type is VALIDATION_FAILED.
+// chargeRequest holds the amount undecoded: a number that is not an integer in range is
+// INVALID_AMOUNT, while a missing amount or one of another JSON type is VALIDATION_FAILED.
 type chargeRequest struct {
 	Amount jsontext.Value `json:"amount"`
 }

@@ -21,7 +21,7 @@ type eventJSON struct {
 
 func wireEvent(v appwaiting.EventView) eventJSON { return eventJSON(v) }
 
-// publicEventJSON answers GET /events/{eventId} (SPEC §8).
+// publicEventJSON answers GET /events/{eventId}.
 type publicEventJSON struct {
 	ID       string     `json:"id"`
 	Name     string     `json:"name"`
@@ -46,7 +46,7 @@ type queueStatusJSON struct {
 }
 
 // prequeueStatusJSON answers entering and polling while the user is in a pre-queue: no rank
-// exists yet (SPEC §8).
+// exists yet.
 type prequeueStatusJSON struct {
 	Status                 string    `json:"status"`
 	Rank                   *int      `json:"rank"`
@@ -74,7 +74,7 @@ type prequeueJSON struct {
 
 func wirePrequeue(v appwaiting.PrequeueView) prequeueJSON { return prequeueJSON(v) }
 
-// soldOutJSON answers a status poll of a sold-out event (SPEC §8): the status alone.
+// soldOutJSON answers a status poll of a sold-out event: the status alone.
 type soldOutJSON struct {
 	Status string `json:"status"`
 }
@@ -103,7 +103,7 @@ type queueJSON struct {
 	SoldOut           bool             `json:"soldOut"`
 }
 
-// waitAccuracyJSON is SPEC §8's wait accuracy: null errors while there is no sample.
+// waitAccuracyJSON is the queue view's wait accuracy: null errors while there is no sample.
 type waitAccuracyJSON struct {
 	Samples            int      `json:"samples"`
 	MedianErrorSeconds *float64 `json:"medianErrorSeconds"`

@@ -40,7 +40,7 @@ type room struct {
 	owners map[string]string
 	entry  *stream
 	// opensAt gates a room with a pre-queue until opened; pre is its pre-queued users →
-	// arrival sequence number (SPEC §8, ports.PrequeueRoom).
+	// arrival sequence number (ports.PrequeueRoom).
 	opensAt time.Time
 	opened  bool
 	pre     map[string]int

@@ -39,7 +39,7 @@ func (w *WaitingRoom) dispatchKey(brokerID string) string {
 func (w *WaitingRoom) aliveKey(brokerID string) string { return w.prefix + "broker:{" + brokerID + "}" }
 func (w *WaitingRoom) brokersKey() string              { return w.prefix + "brokers" }
 
-// departLua applies the seed's disconnect rule to one user whose owner entry was just removed:
+// departLua applies the disconnect rule to one user whose owner entry was just removed:
 // admitted → slot back and token deleted (1), waiting → out of the queue (2).
 const departLua = `
 local owners, entry = KEYS[6], KEYS[7]

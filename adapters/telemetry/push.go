@@ -10,7 +10,7 @@ import (
 
 var _ waiting.PushObserver = (*PushMetrics)(nil)
 
-// PushMetrics are the push mode's collectors (the seed's monitoring list): promotions and the
+// PushMetrics are the push mode's collectors: promotions and the
 // promotion script's time, the promotion pool's backlog, this instance's SSE connections per
 // event, position broadcast latency and admissions delivered; and the stalls: broker lapses and
 // the streams they ended, brokers reaped, entries reclaimed from a stalled dispatcher, and

@@ -99,9 +99,9 @@ func (s *Service) Create(ctx context.Context, cmd CreateCommand) (View, error) {
 		IssuedQuantity: c.IssuedQuantity(), ExpiresAt: c.ExpiresAt()}, nil
 }
 
-// IssueCommand asks for one coupon of CouponID for UserID. IdempotencyKey is optional: SPEC §4
-// does not make issuing idempotent (the UNIQUE user coupon already keeps it once per user), but
-// a client that sends a key gets the seeds' replay of its first answer.
+// IssueCommand asks for one coupon of CouponID for UserID. IdempotencyKey is optional: issuing
+// is not required to be idempotent (the UNIQUE user coupon already keeps it once per user), but
+// a client that sends a key gets its first answer replayed.
 type IssueCommand struct {
 	CouponID       string
 	UserID         string
@@ -122,7 +122,7 @@ type issueInput struct {
 	couponID, userID string
 }
 
-// Issue gives the user one coupon (SPEC §4) under the lock coupon:{couponId}, whose holder
+// Issue gives the user one coupon under the lock coupon:{couponId}, whose holder
 // issues every request queued behind it in one transaction (issueBatch); with an
 // Idempotency-Key, through the guard's idempotency too. A coupon this instance saw sold out is
 // answered at once. Fails with coupon.ErrNotFound, coupon.ErrExpired, coupon.ErrSoldOut,

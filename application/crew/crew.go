@@ -210,7 +210,7 @@ type joinInput struct {
 	crewID, userID string
 }
 
-// Join seats the user in the crew (SPEC §1) through the guard: idempotency, an early CREW_FULL
+// Join seats the user in the crew through the guard: idempotency, an early CREW_FULL
 // for a crew this instance saw full, then the lock crew:{id}, whose holder seats every join
 // queued behind it in one transaction (joinBatch). Fails with crew.ErrNotFound, crew.ErrFull or
 // crew.ErrAlreadyMember.

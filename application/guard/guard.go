@@ -1,11 +1,11 @@
-// Package guard is the one implementation of the seeds' facade that every guarded flow takes. It
-// has two steps a flow may use together or apart:
+// Package guard is the one guarded path that every guarded flow takes. It has two steps a flow
+// may use together or apart:
 //
 //   - idempotency (Once, and Lane.Run): a request's key is taken atomically, a completed request
 //     is replayed instead of re-run, and every exit (success, rejection, failure, panic) stores or
 //     drops the record with a context the client cannot cancel;
 //   - the lock (Lane): requests for one lock key queue in process, the head of the queue takes
-//     the distributed lock with the seeds' backoff (woken early when the key is released
+//     the distributed lock with exponential backoff (woken early when the key is released
 //     anywhere) and serves every request queued behind it in one batch — combining — each
 //     request keeping its own answer.
 //
@@ -359,7 +359,7 @@ func (g *Guard) Backoff(attempt int) time.Duration {
 	return base + g.jitter(base/2)
 }
 
-// lockBudget is the longest a request waits for the lock before its 429: the seeds' whole
+// lockBudget is the longest a request waits for the lock before its 429: the whole
 // backoff schedule with the largest jitter, about 4.6 s at the defaults.
 func (g *Guard) lockBudget() time.Duration {
 	var total time.Duration

@@ -42,7 +42,7 @@ type LaneConfig struct {
 	// names one (a seat: wait up to 3 s, lease 5 s, then SEAT_BEING_SELECTED). LockTTL is the
 	// lock's expiry (Config.LockTTL when zero). LockWait is the longest a request waits for the
 	// lock from its arrival, retrying on the backoff schedule for as long as it lasts (when
-	// zero, the seeds' whole schedule of Config.MaxRetries backoffs). Busy is the error a request
+	// zero, the whole schedule of Config.MaxRetries backoffs). Busy is the error a request
 	// that waited in vain answers (ErrBusy when nil), with Retry-After set to the lock's TTL.
 	LockTTL  time.Duration
 	LockWait time.Duration
@@ -66,10 +66,10 @@ type LaneConfig struct {
 
 // Lane serialises one kind of guarded operation per lock key, and combines. Requests for the
 // same key wait in a FIFO queue in this process (a combine.Combiner whose gate is the lock);
-// only the head contends for the distributed lock, backing off on the seeds' schedule but retrying as soon as the key is released
+// only the head contends for the distributed lock, backing off on Config's schedule but retrying as soon as the key is released
 // anywhere. Holding it, the head serves up to MaxBatch queued requests in one call of the batch
 // function, answers them, releases the lock, and hands the queue to the next head. A head that
-// cannot get the key (held by another instance) answers ErrBusy once the seeds' whole schedule
+// cannot get the key (held by another instance) answers ErrBusy once the whole schedule
 // from its arrival is spent (Guard.lockBudget); requests behind it are served by the next holds.
 //
 // A dependency that does not answer ends the queue rather than each request in turn: when the

@@ -38,7 +38,7 @@ type CartItemView struct {
 // maxAddBatch bounds how many adds of one cart one transaction serves.
 const maxAddBatch = 64
 
-// AddToCart adds the units to the user's cart (SPEC §4), creating the cart on the first add. In
+// AddToCart adds the units to the user's cart, creating the cart on the first add. In
 // one transaction under the cart's row lock it reads the cart's lines, raises the product's line
 // or adds one, and checks that the stock covers the line's new quantity. Fails with
 // catalog.ErrProductNotFound, catalog.InsufficientStock, or VALIDATION_FAILED for a quantity

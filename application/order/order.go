@@ -100,7 +100,7 @@ type PlaceCommand struct {
 	IdempotencyKey string
 }
 
-// Place turns the user's cart into a PENDING order (SPEC §4) in one transaction under the cart's
+// Place turns the user's cart into a PENDING order in one transaction under the cart's
 // row lock: read the lines with their current prices and stock, check every line's permission
 // (counting the units the user's orders hold), then its stock, and the coupon, insert the order
 // with its items, empty the cart. Of concurrent orders of one cart one takes its lines and the
@@ -240,7 +240,7 @@ type CancelCommand struct {
 	Admin   bool
 }
 
-// Cancel turns a PENDING order CANCELLED (SPEC §4) and returns it. Cancelling a CANCELLED order
+// Cancel turns a PENDING order CANCELLED and returns it. Cancelling a CANCELLED order
 // again answers it unchanged. The order's row is locked for the whole decision, as a payment
 // locks it, so a cancel racing a payment of the order ends in exactly one of the two, and the
 // write is conditional on PENDING besides. The coupon an order names is left as it is: a PENDING

@@ -3,9 +3,9 @@
 // that announces the payment to the data platform all commit together or not at all. It
 // depends on ports only.
 //
-// Beyond the seed: the seed deducts points in one transaction and stock in another, refunding
-// the points when the stock fails, and writes the outbox row only after the async send failed.
-// Here nothing commits early, so there is nothing to compensate, and the message cannot be lost
+// A simpler design would deduct points in one transaction and stock in another, refunding the
+// points when the stock fails, and write the outbox row only after an async send failed. Here
+// nothing commits early, so there is nothing to compensate, and the message cannot be lost
 // between the payment and its send.
 package payment
 
@@ -127,7 +127,7 @@ type Result struct {
 	messageID string
 }
 
-// Delivered is what the data platform receives for a paid order (SPEC §4), encoded by
+// Delivered is what the data platform receives for a paid order, encoded by
 // Deps.Messages.
 type Delivered struct {
 	MessageID   string
@@ -153,7 +153,7 @@ type payInput struct {
 	origin          ports.SpanRef // the payment request's span
 }
 
-// Pay pays the order (SPEC §4) through the guard: idempotency, then the lock of the order's
+// Pay pays the order through the guard: idempotency, then the lock of the order's
 // scarcest contention point, its first product (stock:{productId}), whose holder applies every
 // payment queued behind it in one transaction (payBatch), so a herd paying for one product
 // costs one stock update per batch instead of a conflict per payment. Fails with
@@ -298,8 +298,8 @@ func (s *Service) read(ctx context.Context, batch []payInput) (*batchState, erro
 	return st, nil
 }
 
-// decide checks one payment against the batch's state (order, balance, stock, coupon, in the
-// seed's order) and, when all pass, applies it to that state and answers it. An error is a
+// decide checks one payment against the batch's state (order, balance, stock, coupon, in that
+// order) and, when all pass, applies it to that state and answers it. An error is a
 // failure of the attempt, not a refusal.
 func (s *Service) decide(ctx context.Context, st *batchState, in payInput, now time.Time) (guard.Answer[Result], error) {
 	refuse := func(err error) (guard.Answer[Result], error) { return guard.Answer[Result]{Err: err}, nil }

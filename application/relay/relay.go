@@ -29,7 +29,7 @@ const (
 	DefaultQueue       = 1024
 )
 
-// DefaultBackoff is the seed's schedule: retries after 1, 5 and 30 minutes.
+// DefaultBackoff is the default schedule: retries after 1, 5 and 30 minutes.
 var DefaultBackoff = outbox.Schedule{time.Minute, 5 * time.Minute, 30 * time.Minute}
 
 // Config tunes the relay. The zero value of a field takes its default.

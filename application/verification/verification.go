@@ -1,4 +1,4 @@
-// Package verification holds the challenge verification use cases (SPEC §2): create and read
+// Package verification holds the challenge verification use cases: create and read
 // challenges, open an upload session with a presigned upload, verify a session's image for a
 // challenge (guarded), list verifications, and expire abandoned sessions. It depends on ports
 // only, so another Go service can embed it with its own adapters.
@@ -19,7 +19,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// Defaults of Config's durations (SPEC §7).
+// Defaults of Config's durations.
 const (
 	DefaultUploadURLExpiry = 5 * time.Minute
 	DefaultSessionExpiry   = 30 * time.Minute
@@ -194,7 +194,7 @@ type verifyInput struct {
 	userID, sessionID, challengeID, imageKey string
 }
 
-// Verify records the user's verification of a challenge (SPEC §2) through the guard:
+// Verify records the user's verification of a challenge through the guard:
 // idempotency; then, before any lock or transaction, the same checks read without locks and the
 // object check — the object exists with the session's declared size and its first bytes are an
 // image of the declared type (challenge.ErrImageNotUploaded) — so storage round trips never
@@ -273,8 +273,8 @@ func (s *Service) checkObject(ctx context.Context, session challenge.UploadSessi
 	return session.CheckStoredHead(head)
 }
 
-// verifyBatch serves verifications of one (challenge, user) in one transaction, each in SPEC
-// §2's order: session FOR UPDATE (missing, another user's or expired: INVALID_SESSION;
+// verifyBatch serves verifications of one (challenge, user) in one transaction, each in this
+// order: session FOR UPDATE (missing, another user's or expired: INVALID_SESSION;
 // COMPLETED: SESSION_ALREADY_USED; imageKey not its key: INVALID_IMAGE_KEY), challenge FOR
 // UPDATE (unknown: CHALLENGE_NOT_FOUND; session requested at or after the deadline:
 // DEADLINE_PASSED), then INSERT the verification and complete the session. A request after a
@@ -323,7 +323,7 @@ func (s *Service) verifyBatch(ctx context.Context, batch []verifyInput) ([]guard
 	return answers, nil
 }
 
-// checkLocked locks and checks the session, then the challenge, in SPEC §2's order; a domain
+// checkLocked locks and checks the session, then the challenge, in that order; a domain
 // error is the request's rejection.
 func (s *Service) checkLocked(ctx context.Context, in verifyInput, now time.Time) (challenge.UploadSession, challenge.Challenge, error) {
 	session, err := s.d.Sessions.GetForUpdate(ctx, in.sessionID)

@@ -13,7 +13,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// PrequeueView is what a pre-queued user is told (SPEC §8): when the sale opens, and the
+// PrequeueView is what a pre-queued user is told: when the sale opens, and the
 // commitment their place will be drawn from.
 type PrequeueView struct {
 	OpensAt  time.Time
@@ -53,7 +53,7 @@ func (s *Service) schedulePrequeue(e *waiting.Event, cmd CreateEventCommand) err
 	return nil
 }
 
-// PublicEventView is an event as any user sees it (SPEC §8): a pre-queue's Seed (hex) is
+// PublicEventView is an event as any user sees it: a pre-queue's Seed (hex) is
 // published once the pre-queue is placed, never before. SoldOut: no seat remains.
 type PublicEventView struct {
 	ID       string
@@ -124,7 +124,7 @@ func (s *Service) prequeueOpened(ctx context.Context, eventID string) (bool, err
 	return opened, nil
 }
 
-// openPrequeue opens e's pre-queue once its opensAt has come (SPEC §8): the users still
+// openPrequeue opens e's pre-queue once its opensAt has come: the users still
 // pre-queued, read from the store, are ordered here (draw order from the seed, or arrival) and
 // placed in short steps of the store, then the store opens the room. Any number of instances
 // may do it at once, and one that dies part-way leaves the rest to the next: the order is the

@@ -33,12 +33,12 @@ const (
 	routeParallelism = 8
 )
 
-// BrokerConfig tunes a Broker (SPEC §3 push).
+// BrokerConfig tunes a Broker.
 type BrokerConfig struct {
 	// Tick is the position broadcast period, and how long a read of the dispatch stream waits.
 	Tick time.Duration
 	// ReconnectGrace is how long a disconnected user keeps the place or the admission; 0 applies
-	// the seed's rules at once.
+	// the disconnect rules (Disconnect) at once.
 	ReconnectGrace time.Duration
 	// HeartbeatTimeout is the lease of the broker's heartbeat: a broker silent this long is
 	// dead, and a dispatcher reaps it (its users' slots come back and its messages are
@@ -56,7 +56,7 @@ func (c BrokerConfig) withDefaults() BrokerConfig {
 	return c
 }
 
-// DispatcherConfig tunes a Dispatcher (SPEC §3 push).
+// DispatcherConfig tunes a Dispatcher.
 type DispatcherConfig struct {
 	// Tick is the promotion period.
 	Tick time.Duration
@@ -126,7 +126,7 @@ type DispatcherObserver interface {
 	DispatcherTicked()
 }
 
-// PositionView is a push `position` event (SPEC §3); AheadCount and EstimatedWaitSeconds
+// PositionView is a push `position` event; AheadCount and EstimatedWaitSeconds
 // follow StatusView's rules.
 type PositionView struct {
 	Rank                 int
@@ -158,8 +158,8 @@ type Stream interface {
 	Position(Position)
 	// Admitted is the entry token once admitted (again after a reconnect).
 	Admitted(Admission)
-	// Prequeue: the user waits in the pre-queue, without a rank, until the sale opens (SPEC
-	// §8); sent on joining and every tick until then.
+	// Prequeue: the user waits in the pre-queue, without a rank, until the sale opens;
+	// sent on joining and every tick until then.
 	Prequeue(PrequeueView)
 	// SoldOut: the event sold out. The adapter tells the client, then ends the connection as
 	// End does.
@@ -196,7 +196,7 @@ func (s *Subscription) soldOut() { s.closeOnce.Do(s.stream.SoldOut) }
 // of end, not after.
 func (s *Subscription) replaced() { s.closeOnce.Do(s.stream.Replaced) }
 
-// Broker holds this instance's SSE connections (SPEC §3 push): it enters their users, sends
+// Broker holds this instance's SSE connections: it enters their users, sends
 // their positions every tick from one snapshot per event, reads its own dispatch stream, issues
 // entry tokens to its users and applies the disconnect rules after the reconnect grace.
 //
@@ -625,7 +625,7 @@ func (b *Broker) broadcastPrequeue(ctx context.Context, eventID string) {
 	}
 }
 
-// predict records the first wait estimates this tick sent (SPEC §8 wait accuracy) in one store
+// predict records the first wait estimates this tick sent (for the wait accuracy) in one store
 // call; the connections are marked once it succeeded, so a failure is tried on the next tick.
 func (b *Broker) predict(ctx context.Context, eventID string, seconds map[string]int, subs []*Subscription) {
 	if len(subs) == 0 {

@@ -83,7 +83,7 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 }
 
 // AdmissionRates hold, per event, the admission rate this instance measures from the store's
-// claim counter at each reconciliation pass (SPEC §3: over the last waiting.RateWindow), for
+// claim counter at each reconciliation pass (over the last waiting.RateWindow), for
 // the wait estimates of the pull statuses and the push positions. One instance's Service and
 // Broker share one.
 type AdmissionRates struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/rushgate/rushgate/domain/waiting"
 )
 
-// The seat lock's policy (SPEC §3, the seed's tryLock(3, 5)): a request waits up to
+// The seat lock's policy: a request waits up to
 // SeatLockWait for the lock, whose lease is SeatLockTTL, then answers SEAT_BEING_SELECTED.
 const (
 	SeatLockWait = 3 * time.Second
@@ -42,7 +42,7 @@ type reserveInput struct {
 	userID  string
 }
 
-// Reserve books a seat (SPEC §3, both modes): the entry token of this user and event is
+// Reserve books a seat (both modes): the entry token of this user and event is
 // required (waiting.ErrTokenRequired); a sold-out event fails fast (waiting.ErrSoldOut); then,
 // under the lock seat:{eventId}:{seatId} (waiting.ErrSeatBeingSelected after 3 s), one
 // transaction locks the seat's row, inserts the reservation and marks the seat reserved

@@ -1,4 +1,4 @@
-// Package waiting holds the waiting-room use cases of SPEC §3: creating events with their
+// Package waiting holds the waiting-room use cases: creating events with their
 // seats, the pull-mode queue (enter, status, claim and return an entry token), the operators'
 // view and slot changes, seat listing and seat reservation, and the reconciliation pass the
 // background workers run. The push mode's Broker and Dispatcher (push.go) are types of their
@@ -203,7 +203,7 @@ func (s *Service) CreateEvent(ctx context.Context, cmd CreateEventCommand) (Even
 	return viewOf(e), nil
 }
 
-// SetSlots changes a live event's slots (SPEC §7 PATCH): the database first, then the room,
+// SetSlots changes a live event's slots: the database first, then the room,
 // whose remaining slots become max(0, slots − tokens alive) atomically.
 func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (EventView, error) {
 	if err := domain.ValidateUUID("eventId", eventID); err != nil {
@@ -244,7 +244,7 @@ func (s *Service) pullEvent(ctx context.Context, eventID, userID string) (*waiti
 	return e, nil
 }
 
-// Queue statuses (SPEC §3, §8).
+// Queue statuses.
 const (
 	StatusWaiting  = "waiting"
 	StatusReady    = "ready"
@@ -292,7 +292,7 @@ func (s *Service) statusOf(e *waiting.Event, p ports.QueuePlace) StatusView {
 // remaining slots free: max(0, rank − remaining + 1).
 func aheadCount(rank, remaining int) int { return max(0, rank-remaining+1) }
 
-// Enter queues the user (SPEC §3 pull). created is false when the user was already waiting
+// Enter queues the user (pull mode). created is false when the user was already waiting
 // (same place) or admitted. A sold-out event is waiting.ErrSoldOut.
 func (s *Service) Enter(ctx context.Context, eventID, userID string) (view StatusView, created bool, err error) {
 	e, err := s.pullEvent(ctx, eventID, userID)
@@ -349,7 +349,7 @@ func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusVie
 }
 
 // predictFirst records the estimate a waiting user is given, by an entry or a poll, as their
-// prediction (SPEC §8 wait accuracy: the first non-null one) in the store, once per user and
+// prediction (for the wait accuracy: the first non-null one) in the store, once per user and
 // instance, so a user's later polls cost no write; one that fails is tried on the next poll,
 // and the answer does not fail with it.
 func (s *Service) predictFirst(ctx context.Context, eventID, userID string, p ports.QueuePlace, v StatusView) {
@@ -367,7 +367,7 @@ type TokenView struct {
 	ExpiresAt time.Time
 }
 
-// Claim admits the user if their turn has come (SPEC §3 pull): created is false when the user
+// Claim admits the user if their turn has come (pull mode): created is false when the user
 // already held the token (same token, expiry extended). Fails with waiting.ErrNotReady carrying
 // rank and aheadCount, waiting.ErrNotInQueue, or waiting.ErrSoldOut.
 func (s *Service) Claim(ctx context.Context, eventID, userID string) (view TokenView, created bool, err error) {
@@ -424,7 +424,7 @@ func (s *Service) Return(ctx context.Context, eventID, userID string) error {
 	return nil
 }
 
-// Leave takes a waiting or pre-queued user out of a pull queue (SPEC §3): everyone behind moves
+// Leave takes a waiting or pre-queued user out of a pull queue: everyone behind moves
 // up, and the user's wait estimate is forgotten. A user not in the line, admitted included, is
 // not an error.
 func (s *Service) Leave(ctx context.Context, eventID, userID string) error {
@@ -442,7 +442,7 @@ func (s *Service) Leave(ctx context.Context, eventID, userID string) error {
 	return nil
 }
 
-// QueueView is the operators' view of an event's queue (SPEC §7), with the admission rate this
+// QueueView is the operators' view of an event's queue, with the admission rate this
 // instance measured over waiting.RateWindow (admissions per second, null before two
 // reconciliation passes within it).
 type QueueView struct {

@@ -16,7 +16,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// DefaultChargeMax is the largest single charge when Config.ChargeMax is zero (SPEC §7).
+// DefaultChargeMax is the largest single charge when Config.ChargeMax is zero.
 const DefaultChargeMax int64 = 10_000_000
 
 // Config tunes the wallet use cases.
@@ -127,7 +127,7 @@ type chargeInput struct {
 	key    string
 }
 
-// Charge adds the amount to the user's balance (SPEC §4) through the guard: amount check
+// Charge adds the amount to the user's balance through the guard: amount check
 // (wallet.ErrInvalidAmount), idempotency, then the lock balance:{userId}, whose holder applies
 // every charge queued behind it in one transaction (chargeBatch) and commits each one's
 // idempotency marker there, so a charge whose Complete was lost is answered from the database

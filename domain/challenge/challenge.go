@@ -1,4 +1,4 @@
-// Package challenge is the photo-verification flow's domain (SPEC §2): challenges with a
+// Package challenge is the photo-verification flow's domain: challenges with a
 // deadline, upload sessions that reserve an object key for one user's file, verifications that
 // consume a session, the rules an uploaded file must meet, and their errors.
 package challenge
@@ -155,7 +155,7 @@ func (s UploadSession) ExpiredAt(now time.Time, expiry time.Duration) bool {
 	return s.status == SessionExpired || s.status == SessionPending && now.Sub(s.requestedAt) > expiry
 }
 
-// CheckUse is the session's part of a verification, in SPEC §2's order: a session that is
+// CheckUse is the session's part of a verification, in this order: a session that is
 // missing (the caller passes ok=false), another user's or expired is ErrInvalidSession, a
 // completed one ErrSessionAlreadyUsed, and imageKey must be the session's object key.
 func (s UploadSession) CheckUse(userID, imageKey string, now time.Time, expiry time.Duration) error {
@@ -263,7 +263,7 @@ func (v Verification) Status() string          { return v.status }
 // RequestedAt is the session's requestedAt, which the deadline was judged by.
 func (v Verification) RequestedAt() time.Time { return v.requestedAt }
 
-// Default file bounds (SPEC §2).
+// Default file bounds.
 const (
 	DefaultMaxFileBytes = 10 << 20
 	MaxFileNameLength   = 255

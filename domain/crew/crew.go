@@ -8,7 +8,7 @@ import (
 	"github.com/rushgate/rushgate/domain/capacity"
 )
 
-// Capacity bounds from SPEC §1.
+// Capacity bounds of a crew.
 const (
 	MinMaxMembers = 1
 	MaxMaxMembers = 100000

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// WaitAccuracy summarises how far the wait estimates were off (SPEC §8): over the absolute
+// WaitAccuracy summarises how far the wait estimates were off: over the absolute
 // errors of Samples admissions, the median and the 90th percentile in seconds; both 0 with no
 // sample.
 type WaitAccuracy struct {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Bounds of the wait estimate (SPEC §3).
+// Bounds of the wait estimate.
 const (
 	// RateWindow is how far back the admission rate looks: with no admission in it the rate,
 	// and so the estimate, is unknown.

@@ -7,7 +7,7 @@ import (
 	"github.com/rushgate/rushgate/domain/draw"
 )
 
-// PrequeueOrder is how an event's pre-queue is placed at opensAt (SPEC §8).
+// PrequeueOrder is how an event's pre-queue is placed at opensAt.
 type PrequeueOrder string
 
 // Pre-queue orders.

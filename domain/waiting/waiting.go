@@ -1,4 +1,4 @@
-// Package waiting is the ticket waiting room of SPEC §3: events with numbered seats, the queue
+// Package waiting is the ticket waiting room: events with numbered seats, the queue
 // users wait in before they may pick one, and the reservations they make. It imports the
 // standard library and domain only.
 package waiting
@@ -10,7 +10,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 )
 
-// Bounds of an event (SPEC §3, §7).
+// Bounds of an event.
 const (
 	MaxNameLength   = 200
 	MaxSeats        = 100000
@@ -37,8 +37,8 @@ type Mode string
 
 // Admission modes.
 const (
-	ModePush Mode = "push" // a server-sent event stream (SPEC §3, push)
-	ModePull Mode = "pull" // the client polls its status and claims its token (SPEC §3, pull)
+	ModePush Mode = "push" // a server-sent event stream
+	ModePull Mode = "pull" // the client polls its status and claims its token
 )
 
 // Event is a sale of numbered seats, "1".."seats", behind a waiting room that admits at most

@@ -24,7 +24,7 @@ const pushRetry = 200 * time.Millisecond
 // slots' worth of users from the head, each once, into the entry stream in order; entries a
 // consumer left unacknowledged are reclaimed by another after the idle time, and the next read
 // acknowledges the ones routed; entries carry their users' newest connection owner; Issue
-// answers the same token again, for a batch at once; Disconnect applies the seed's rules only
+// answers the same token again, for a batch at once; Disconnect applies the disconnect rules only
 // for the current owner and forgets it; dispatch messages go to their owners' brokers and are
 // read again until acknowledged (by an Issue or by AckDispatch); a dead broker is reaped,
 // giving back its users' slots; a broker's heartbeat says whether its last one had lapsed.

@@ -9,7 +9,7 @@ import (
 	"github.com/rushgate/rushgate/ports"
 )
 
-// TestSoldOut checks the sold-out rules of ports.WaitingRoom and ports.PushQueue (SPEC §8): a
+// TestSoldOut checks the sold-out rules of ports.WaitingRoom and ports.PushQueue: a
 // seat counter at 0 admits nobody, by claim or by promotion, and no claim that starts after the
 // decrement that reached 0 slips past it; a repaired counter lets admission resume; a room
 // marked sold out empties its line and answers ErrSoldOut to every entry, poll, claim and

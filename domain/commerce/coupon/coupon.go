@@ -9,7 +9,7 @@ import (
 	"github.com/rushgate/rushgate/domain/capacity"
 )
 
-// Bounds of a coupon (SPEC §7).
+// Bounds of a coupon.
 const (
 	MinDiscountRate  = 1
 	MaxDiscountRate  = 100
