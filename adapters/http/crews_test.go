@@ -157,6 +157,8 @@ func TestJoin_RejectsInvalidRequests(t *testing.T) {
 		{"key with a control character", "", "key\twith-tab", "", "VALIDATION_FAILED", "Idempotency-Key"},
 		{"key with non-ASCII", "", "clé", "", "VALIDATION_FAILED", "Idempotency-Key"},
 		{"malformed JSON", "", "k1", `{"userId":`, "VALIDATION_FAILED", "body"},
+		{"a vertical tab, not JSON whitespace", "", "k1", "\v", "VALIDATION_FAILED", "body"},
+		{"a no-break space, not JSON whitespace", "", "k1", "\u00a0", "VALIDATION_FAILED", "body"},
 		{"unknown field", "", "k1", `{"seat":3}`, "VALIDATION_FAILED", "seat"},
 		{"wrong type", "", "k1", `{"userId":42}`, "VALIDATION_FAILED", "userId"},
 		{"bad crew id", "NOT-A-UUID", "k1", "", "VALIDATION_FAILED", "crewId"},

@@ -19,6 +19,9 @@ import (
 // bodyField names the request body in validation errors that are not about one field.
 const bodyField = "body"
 
+// jsonWhitespace is every byte JSON allows around a value (RFC 8259 §2).
+const jsonWhitespace = " \t\n\r"
+
 // decodeJSON reads the request body into dst with unmarshalStrict. An empty body is allowed only
 // when optional. Every failure is a VALIDATION_FAILED naming the field, or PAYLOAD_TOO_LARGE
 // past the body limit.
@@ -33,7 +36,9 @@ func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 			return bodyReadError(err)
 		}
 	}
-	if len(bytes.TrimSpace(raw)) == 0 {
+	// Only JSON's own whitespace makes a body empty: bytes.TrimSpace would also drop \v, \f,
+	// U+0085 and U+00A0, none of which JSON allows, and a body of them would pass as no body.
+	if len(bytes.Trim(raw, jsonWhitespace)) == 0 {
 		if optional {
 			return nil
 		}
