@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	stdhttp "net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -39,7 +40,8 @@ func (h walletHandlers) createUser(c *gin.Context) {
 		respondError(c, err)
 		return
 	}
-	c.Header("Location", "/api/users/"+user.ID+"/balance")
+	// A user id may hold '/', '?', '#' or '%': escaped, it stays one path segment.
+	c.Header("Location", "/api/users/"+url.PathEscape(user.ID)+"/balance")
 	writeJSON(c, stdhttp.StatusCreated, wireUser(user))
 }
 
