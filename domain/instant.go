@@ -28,11 +28,24 @@ func ValidateInstant(field string, t time.Time) error {
 }
 
 // ParseInstant reads a client-given RFC 3339 time, as the one way every route and command
-// reads one: Go's parser also takes a comma before the fraction, which RFC 3339 does not.
+// reads one: Go's parser also takes a comma before the fraction, which RFC 3339 does not, and
+// refuses the lower-case "t" and "z", which RFC 3339 allows (§5.6).
 func ParseInstant(field, value string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, value)
+	t, err := time.Parse(time.RFC3339Nano, strings.Map(upperTAndZ, value))
 	if err != nil || strings.ContainsRune(value, ',') {
 		return time.Time{}, Invalid(field, "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
 	}
 	return t, nil
+}
+
+// upperTAndZ writes RFC 3339's date-time separator and UTC designator in the upper case Go's
+// parser reads; no other letter can be part of a time.
+func upperTAndZ(r rune) rune {
+	switch r {
+	case 't':
+		return 'T'
+	case 'z':
+		return 'Z'
+	}
+	return r
 }

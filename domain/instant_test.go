@@ -47,6 +47,8 @@ func TestParseInstant_TakesRFC3339Only(t *testing.T) {
 		"2030-01-02T15:04:05Z":          true,
 		"2030-01-02T15:04:05.123+09:00": true,
 		"2030-01-02T15:04:05,123Z":      false, // Go's parser takes the comma, RFC 3339 does not
+		"2030-01-02t15:04:05z":          true,  // RFC 3339 §5.6 allows both in lower case, Go's parser does not
+		"2030-01-02t15:04:05.5+09:00":   true,
 		"2030-01-02 15:04:05Z":          false,
 		"2030-01-02":                    false,
 		"":                              false,
