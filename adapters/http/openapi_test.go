@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -88,5 +89,52 @@ func TestOpenAPI_OperationalAnswersMatchTheDocument(t *testing.T) {
 			})
 			assert.NoError(t, err, "%s answered %s", path, rec.Body.String())
 		})
+	}
+}
+
+// TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer sends a body over the limit to
+// every route taking a JSON body or none ({} at most) — every POST and PATCH; the signed upload
+// reads its own — and requires the 413 PAYLOAD_TOO_LARGE it answers to be one the document
+// gives that route.
+func TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{maxBodyBytes: 64})
+	doc, err := openapi3.NewLoader().LoadFromData(h.do(call{method: "GET", path: "/openapi.yaml"}).Body.Bytes())
+	require.NoError(t, err)
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	require.NoError(t, err)
+	pathParam := regexp.MustCompile(`\{([A-Za-z]+)\}`)
+	valueOf := map[string]string{"userId": "admin-1", "seatId": "1"} // an admin acting as itself
+	tooLarge := `{"name":"` + strings.Repeat("x", 128) + `"}`
+
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			if method != stdhttp.MethodPost && method != stdhttp.MethodPatch {
+				continue
+			}
+			target := pathParam.ReplaceAllStringFunc(path, func(p string) string {
+				if v, ok := valueOf[p[1:len(p)-1]]; ok {
+					return v
+				}
+				return "00000000-0000-4000-8000-000000000000"
+			})
+			t.Run(method+" "+path, func(t *testing.T) {
+				rec := h.do(call{method: method, path: target, token: h.admin(), idempotencyKey: "k1", body: tooLarge})
+				assertError(t, rec, stdhttp.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+
+				req := httptest.NewRequest(method, target, nil)
+				route, params, err := router.FindRoute(req)
+				require.NoError(t, err)
+				err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+					RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+					Status:                 rec.Code,
+					Header:                 rec.Header(),
+					Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+					Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+				})
+				assert.NoError(t, err, "the document gives %s %s no 413", method, path)
+			})
+		}
 	}
 }
