@@ -148,3 +148,78 @@ func TestJoin_AStampedeOverManyCrewsFillsEachExactly(t *testing.T) {
 		})
 	}
 }
+
+// TestJoin_RacingLeavesKeepTheCountExact: members of full crews leave (with a double click: one
+// leave answers 204, the other NOT_MEMBER) and, right after their own leave, join again, while newcomers join the same crews; the crews' joins share transactions.
+// A leave frees exactly one seat: every leave answers 204, every join 201 or CREW_FULL — a
+// member who has just left is no longer a member, so never ALREADY_MEMBER — and each crew ends
+// with currentMembers == count(members) <= maxMembers, its members exactly the ones who did
+// not leave plus the ones who heard 201.
+func TestJoin_RacingLeavesKeepTheCountExact(t *testing.T) {
+	const crews, capacity, newcomers = 6, 5, 8
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b)
+			crewIDs := make([]string, crews)
+			for c := range crewIDs {
+				crewIDs[c] = s.createCrew(capacity)
+				for m := range capacity {
+					if a := s.join(crewIDs[c], fmt.Sprintf("churn-member-%d-%d", c, m), "first"); a.status != http.StatusCreated {
+						t.Fatalf("fill crew %d: %d %s", c, a.status, a.raw)
+					}
+				}
+			}
+			// Per crew: the members (each leaves, then joins again), then the newcomers.
+			const perCrew = capacity + newcomers
+			user := func(i int) string {
+				c, n := i%crews, i/crews
+				if n < capacity {
+					return fmt.Sprintf("churn-member-%d-%d", c, n)
+				}
+				return fmt.Sprintf("churn-newcomer-%d-%d", c, n)
+			}
+			joined := make([]bool, crews*perCrew)
+			_, answers := fire(len(joined), func(i int) response {
+				crewID, u := crewIDs[i%crews], user(i)
+				if i/crews < capacity {
+					// A double click: both leaves at once, one frees the seat.
+					var twice [2]response
+					testkit.StartTogether(2, func(k int) { twice[k] = s.do("DELETE", "/crews/"+crewID+"/members/me", s.token(u), "") })
+					if twice[0].status == http.StatusNoContent {
+						twice[0], twice[1] = twice[1], twice[0]
+					}
+					if twice[0].status != http.StatusNotFound || twice[0].str("error") != "NOT_MEMBER" || twice[1].status != http.StatusNoContent {
+						return twice[0]
+					}
+				}
+				a := s.join(crewID, u, "again")
+				joined[i] = a.status == http.StatusCreated
+				return a
+			})
+			for i, a := range answers {
+				if a.status != http.StatusCreated && (a.status != http.StatusBadRequest || a.str("error") != "CREW_FULL") {
+					t.Errorf("%s in crew %d: %d %s", user(i), i%crews, a.status, a.raw)
+				}
+			}
+			for c, crewID := range crewIDs {
+				want := map[string]bool{}
+				for i := c; i < len(joined); i += crews {
+					if joined[i] {
+						want[user(i)] = true
+					}
+				}
+				st := s.stored(crewID)
+				if st.currentMembers != len(want) || st.members != len(want) || st.distinctUsers != len(want) || st.members > capacity {
+					t.Errorf("crew %d: stored %+v, want %d members", c, st, len(want))
+				}
+				page := s.do("GET", "/crews/"+crewID+"/members?limit=500", s.token("reader"), "")
+				items, _ := page.body["items"].([]any)
+				for _, it := range items {
+					if u := it.(map[string]any)["userId"].(string); !want[u] {
+						t.Errorf("crew %d: %s is a member but did not hear 201", c, u)
+					}
+				}
+			}
+		})
+	}
+}
