@@ -499,3 +499,76 @@ func TestRaffle_DatabaseStoppedAnswers503ThenServesAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestRaffle_EntriesRacingTheCloseAreDrawnOrRefused: a stampede of entries through two
+// instances (one on memory) while the clock reaches closesAt in its midst and both instances'
+// draw workers close and draw: every entry answers 201 or RAFFLE_CLOSED, none is lost and none
+// slips in after the close — the drawn raffle counts exactly the entries that heard 201, each of
+// them reads as won or lost, each refused user as NOT_ENTERED — and exactly min(winners,
+// entries) win.
+func TestRaffle_EntriesRacingTheCloseAreDrawnOrRefused(t *testing.T) {
+	const users, winners = 150, 10
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			clock, instances := raffleServers(t, b)
+			first := instances[0]
+			admin := first.adminToken()
+			closesAt := clock.Now().Add(time.Hour)
+			created := first.do("POST", "/admin/raffles", admin, fmt.Sprintf(`{"name":"closing","winners":%d,"closesAt":%q}`,
+				winners, closesAt.Format(time.RFC3339Nano)))
+			if created.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", created.status, created.raw)
+			}
+			raffleID := created.str("id")
+			user := func(u int) string { return fmt.Sprintf("closing-%03d", u) }
+			// The entries are sent stagger apart, and the close comes from one more goroutine of
+			// the stampede, half way through them.
+			const stagger = 2 * time.Millisecond
+			answers := make([]response, users)
+			testkit.StartTogether(users+1, func(i int) {
+				if i == users {
+					time.Sleep(users / 2 * stagger) // the stagger under test, not a wait for something
+					clock.advanceTo(closesAt)
+					return
+				}
+				time.Sleep(time.Duration(i) * stagger)
+				answers[i] = instances[i%len(instances)].do("POST", "/raffles/"+raffleID+"/entries", first.token(user(i)), "")
+			})
+			entered := map[string]bool{}
+			for i, a := range answers {
+				switch {
+				case a.status == http.StatusCreated:
+					entered[user(i)] = true
+				case a.status == http.StatusConflict && a.str("error") == "RAFFLE_CLOSED":
+				default:
+					t.Fatalf("%s: %d %s", user(i), a.status, a.raw)
+				}
+			}
+			t.Logf("%d of %d entered before the close", len(entered), users)
+
+			var drawn response
+			testkit.Eventually(t, 200*drawInterval, "the draw", func() error {
+				drawn = first.do("GET", "/raffles/"+raffleID, admin, "")
+				return drawn.hasStatus("DRAWN")
+			})
+			if drawn.num("entries") != len(entered) {
+				t.Fatalf("drawn with %d entries, %d heard 201: %s", drawn.num("entries"), len(entered), drawn.raw)
+			}
+			won := 0
+			for u := range users {
+				standing := instances[u%len(instances)].do("GET", "/raffles/"+raffleID+"/entries/me", first.token(user(u)), "")
+				switch {
+				case !entered[user(u)]:
+					assertError(t, standing, http.StatusNotFound, "NOT_ENTERED")
+				case standing.status == http.StatusOK && standing.str("status") == "won":
+					won++
+				case standing.status != http.StatusOK || standing.str("status") != "lost":
+					t.Fatalf("%s entered: %d %s", user(u), standing.status, standing.raw)
+				}
+			}
+			if want := min(winners, len(entered)); won != want {
+				t.Fatalf("%d won, want %d", won, want)
+			}
+		})
+	}
+}
