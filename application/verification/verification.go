@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -286,6 +287,9 @@ func (s *Service) verifyBatch(ctx context.Context, batch []verifyInput) ([]guard
 	answers := make([]guard.Answer[View], len(batch))
 	err := s.d.Tx.InTx(ctx, func(ctx context.Context) error {
 		clear(answers)
+		if err := s.lockSessions(ctx, batch); err != nil {
+			return err
+		}
 		now := s.d.Clock.Now()
 		verified := false
 		for i, in := range batch {
@@ -321,6 +325,31 @@ func (s *Service) verifyBatch(ctx context.Context, batch []verifyInput) ([]guard
 		return nil, err
 	}
 	return answers, nil
+}
+
+// lockSessions locks the sessions of a batch that holds more than one, in id order, before the
+// challenge. Each request locks its session and then the challenge, so the batch's later
+// sessions would be locked after the challenge and in order of arrival: the batch of another of
+// the user's challenges, holding some of the same sessions in another order, would wait for this
+// one while this one waits for it, a deadlock that fails both lanes' queues once the
+// transaction's retries are spent. In one global order, sessions by id and then the challenge,
+// two batches never wait for each other in a cycle. A missing session is left to checkLocked
+// to answer.
+func (s *Service) lockSessions(ctx context.Context, batch []verifyInput) error {
+	ids := make([]string, len(batch))
+	for i, in := range batch {
+		ids[i] = in.sessionID
+	}
+	slices.Sort(ids)
+	if ids = slices.Compact(ids); len(ids) < 2 {
+		return nil
+	}
+	for _, id := range ids {
+		if _, err := s.d.Sessions.GetForUpdate(ctx, id); err != nil && !errors.Is(err, challenge.ErrInvalidSession) {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkLocked locks and checks the session, then the challenge, in that order; a domain

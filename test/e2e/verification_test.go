@@ -478,3 +478,53 @@ func TestVerification_StorageDownAnswers503(t *testing.T) {
 		t.Fatalf("stored %+v", c)
 	}
 }
+
+// TestVerification_CrossedSubmissionsUseEachSessionAndChallengeOnce: one user submits each of
+// several uploaded sessions to each of as many challenges, all at once, each submission with its
+// own key, so the lanes of different challenges lock the same sessions. Each session verifies at
+// most one challenge and each challenge is verified at most once; every other submission hears
+// SESSION_ALREADY_USED or ALREADY_VERIFIED; and the database agrees.
+func TestVerification_CrossedSubmissionsUseEachSessionAndChallengeOnce(t *testing.T) {
+	const n = 12
+	for _, vb := range verificationBackends() {
+		t.Run(vb.name(), func(t *testing.T) {
+			s := startVerificationServer(t, vb)
+			challenges, sessions := make([]string, n), make([]session, n)
+			for i := range n {
+				challenges[i] = s.createChallenge(time.Now().Add(time.Hour))
+				sessions[i] = s.uploadedSession("crosser")
+			}
+			// Submission i is session i%n to challenge (i/n + i%n)%n, so each lane's batch takes
+			// the sessions in another order.
+			submission := func(i int) (session, string) { return sessions[i%n], challenges[(i/n+i%n)%n] }
+			counts, answers := fire(n*n, func(i int) response {
+				sess, challengeID := submission(i)
+				return s.verify("crosser", sess.ID, challengeID, sess.Key, fmt.Sprintf("cross-%d", i))
+			})
+			t.Logf("statuses: %v", counts)
+			usedSessions, verifiedChallenges := map[string]int{}, map[string]int{}
+			for i, a := range answers {
+				sess, challengeID := submission(i)
+				switch {
+				case a.status == http.StatusCreated:
+					usedSessions[sess.ID]++
+					verifiedChallenges[challengeID]++
+				case a.status == http.StatusConflict && (a.str("error") == "SESSION_ALREADY_USED" || a.str("error") == "ALREADY_VERIFIED"):
+				default:
+					t.Errorf("session %d to challenge %s: %d %s", i%n, challengeID, a.status, a.raw)
+				}
+			}
+			for id, used := range usedSessions {
+				if used > 1 {
+					t.Errorf("session %s verified %d challenges", id, used)
+				}
+			}
+			for _, id := range challenges {
+				if c := s.verificationCounts(id); verifiedChallenges[id] > 1 || c.verifications != verifiedChallenges[id] ||
+					s.db != nil && c.completed != c.verifications {
+					t.Errorf("challenge %s: %d answered 201, stored %+v", id, verifiedChallenges[id], c)
+				}
+			}
+		})
+	}
+}
