@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	appwaiting "github.com/rushgate/rushgate/application/waiting"
+	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/ports"
 )
 
@@ -60,6 +61,12 @@ func (h pushHandlers) startSession(c *gin.Context) {
 		return
 	}
 	eventID := c.Param("eventId")
+	// No event is read (the page's next call, GET /events/{eventId}, says whether it exists), but
+	// a cookie is never set for a path no event can have.
+	if err := domain.ValidateUUID("eventId", eventID); err != nil {
+		respondError(c, err)
+		return
+	}
 	expires := expiry(c)
 	maxAge := int(time.Until(expires) / time.Second)
 	if maxAge < 1 { // the cookie would outlive the token by up to a second

@@ -79,6 +79,10 @@ func TestWaitingRoomSession_RefusesAMissingOrInvalidToken(t *testing.T) {
 	rec := h.do(call{method: "POST", path: path, token: h.token("u1", rhttp.RoleUser), body: `{"userId":"u1"}`})
 	assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
 	assert.Empty(t, rec.Result().Cookies())
+	// An event id that is no UUID is no event's: no cookie for its path.
+	rec = h.do(call{method: "POST", path: "/events/bad/waiting-room/session", token: h.token("u1", rhttp.RoleUser)})
+	assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+	assert.Empty(t, rec.Result().Cookies())
 }
 
 // The cookie authenticates its user on the event's pull routes and seat reservation, as the
