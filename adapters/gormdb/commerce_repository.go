@@ -247,8 +247,10 @@ func (r *OrderRepository) Get(ctx context.Context, id string) (*order.Order, err
 	return r.read(ctx, errorMeanings{op: "get order", notFound: order.ErrNotFound}, r.getSQL, id)
 }
 
-// read reads the order's row with query, then its items.
+// read reads the order's row with query, then its items, both within one TxTimeout.
 func (r *OrderRepository) read(ctx context.Context, m errorMeanings, query, id string) (*order.Order, error) {
+	ctx, cancel := r.db.bounded(ctx)
+	defer cancel()
 	var (
 		userID                    string
 		couponID                  sql.NullString

@@ -82,8 +82,11 @@ func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, e
 	return e, nil
 }
 
-// SaveSlots writes the event's slots.
+// SaveSlots writes the event's slots, and reads the event when that changed nothing, both
+// within one TxTimeout.
 func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) error {
+	ctx, cancel := r.db.bounded(ctx)
+	defer cancel()
 	updated, err := r.db.exec(ctx, errorMeanings{op: "save event slots"}, r.slotsSQL, slots, id)
 	if err != nil {
 		return err

@@ -177,8 +177,10 @@ func (r *OutboxRepository) List(ctx context.Context, status outbox.Status, curso
 }
 
 // Retry is one conditional UPDATE; when it updates nothing, a read tells an unknown message from
-// one that is not FAILED.
+// one that is not FAILED; both within one TxTimeout.
 func (r *OutboxRepository) Retry(ctx context.Context, id string, now time.Time) error {
+	ctx, cancel := r.db.bounded(ctx)
+	defer cancel()
 	updated, err := r.db.exec(ctx, errorMeanings{op: "retry outbox message"}, r.retrySQL, now.UTC(), id)
 	if err != nil || updated == 1 {
 		return err

@@ -125,6 +125,16 @@ func (db *DB) transaction(ctx context.Context) (*gorm.DB, bool) {
 	return tx, ok
 }
 
+// bounded returns ctx bounded by one TxTimeout unless it carries a transaction of db (which
+// bounds it already), for a repository call of several statements: alone, each statement would
+// take a TxTimeout of its own, and a slow database would hold the caller for their sum.
+func (db *DB) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := db.transaction(ctx); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, db.opts.TxTimeout)
+}
+
 // session returns the handle a repository call runs on: the transaction ctx carries, or else
 // the pool with the call bounded by TxTimeout, since a lone statement is a transaction too; the
 // replicas' handle for a read a replica may serve (see readsReplica). Call the returned function
