@@ -138,7 +138,7 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
-			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled})
+			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled, &o.DisableIdentity})
 		return func() goredis.UniversalClient { return goredis.NewFailoverClient(o) }, nil
 	case query.Has("addr"):
 		o, err := goredis.ParseClusterURL(redisURL)
@@ -147,7 +147,7 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
-			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled})
+			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled, &o.DisableIdentity})
 		return func() goredis.UniversalClient { return goredis.NewClusterClient(o) }, nil
 	default:
 		o, err := goredis.ParseURL(redisURL)
@@ -156,7 +156,7 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
-			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled})
+			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled, &o.DisableIdentity})
 		return func() goredis.UniversalClient { return goredis.NewClient(o) }, nil
 	}
 }
@@ -167,18 +167,22 @@ type shared struct {
 	poolSize, minIdleConns, maxRetries, dialerRetries   *int
 	readBuffer, writeBuffer                             *int
 	pipelineReadBuffer, pipelineWriteBuffer             *int
-	contextTimeoutEnabled                               *bool
+	contextTimeoutEnabled, disableIdentity              *bool
 }
 
 // apply sets o's timeouts and pool, a warm half-pool, no command retries, one dial attempt and
-// small buffers; a request's deadline bounds its Redis calls too.
+// small buffers; a request's deadline bounds its Redis calls too. A new connection's handshake,
+// which go-redis sends within the connection's first call and so within that call's timeout, is
+// HELLO alone: CLIENT SETINFO, which only labels the connection in CLIENT LIST, would cost that
+// call a second round trip (on a Redis answering in 150 ms, a lock attempt's 500 ms held 450 ms
+// of handshake and SET).
 func (o Options) apply(s shared) {
 	*s.dialTimeout, *s.readTimeout, *s.writeTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
 	*s.poolSize, *s.poolTimeout, *s.minIdleConns = o.PoolSize, o.ReadTimeout, o.PoolSize/2
 	*s.maxRetries, *s.dialerRetries = noCommandRetries, dialAttempts
 	*s.readBuffer, *s.writeBuffer = connBufferSize, connBufferSize
 	*s.pipelineReadBuffer, *s.pipelineWriteBuffer = pipelineBufferSize, pipelineBufferSize
-	*s.contextTimeoutEnabled = true
+	*s.contextTimeoutEnabled, *s.disableIdentity = true, true
 }
 
 // bounded caps every call c makes, but for blocking reads, at callTimeout in all.

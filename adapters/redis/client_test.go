@@ -17,6 +17,7 @@ import (
 	rgredis "github.com/rushgate/rushgate/adapters/redis"
 	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 func TestNewClient_SingleServerAppliesURLAndDefaults(t *testing.T) {
@@ -36,6 +37,7 @@ func TestNewClient_SingleServerAppliesURLAndDefaults(t *testing.T) {
 	assert.Equal(t, rgredis.DefaultWriteTimeout, opts.WriteTimeout)
 	assert.Equal(t, max(64, 10*runtime.GOMAXPROCS(0)), opts.PoolSize)
 	assert.True(t, opts.ContextTimeoutEnabled)
+	assert.True(t, opts.DisableIdentity, "a new connection's handshake is HELLO alone")
 }
 
 func TestNewClient_OptionsOverrideDefaults(t *testing.T) {
@@ -219,4 +221,33 @@ func TestNewClient_ACallToAFrozenServerCostsOneTimeout(t *testing.T) {
 		// A quarter of a timeout for scheduling; half a timeout more would exceed it.
 		assert.LessOrEqual(t, took[i], timeout+timeout/4, "call %d", i)
 	}
+}
+
+// A new connection's handshake is one round trip (HELLO), not two (HELLO, then CLIENT SETINFO
+// naming the library): go-redis runs it inside the connection's first call, so on a Redis that
+// answers each round trip in 150 ms a lock attempt (half a 1 s lock TTL) on a fresh connection
+// spent 450 of its 500 ms before its SET could answer. A call on a new connection costs two
+// round trips. (The client's very first connection also probes maintenance notifications once.)
+func TestNewClient_ANewConnectionCostsOneRoundTripBeforeItsCall(t *testing.T) {
+	t.Parallel()
+	const roundTrip = 150 * time.Millisecond
+	ctx := context.Background()
+	proxy := testkit.StartSlowProxy(t, testenv.RedisAddr(t))
+	client, err := rgredis.NewClient("redis://"+proxy.Addr(), rgredis.Options{
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 2,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	// The pool's first connection, held: the call below needs a new one.
+	held := client.(*goredis.Client).Conn()
+	t.Cleanup(func() { _ = held.Close() })
+	require.NoError(t, held.Ping(ctx).Err())
+
+	proxy.SetDelay(roundTrip)
+	started := time.Now()
+	require.NoError(t, rgredis.Ping(ctx, client))
+	took := time.Since(started)
+
+	// Half a round trip for scheduling; a third round trip would exceed it.
+	assert.Less(t, took, 2*roundTrip+roundTrip/2, "a call on a new connection")
 }

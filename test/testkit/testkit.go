@@ -1,7 +1,8 @@
 // Package testkit holds the two waits every concurrent test needs, in plain Go so that any test
 // can use it, application tests included: StartTogether releases goroutines at one instant, and
 // Eventually polls a condition until it holds or a deadline passes, failing with the last state
-// it saw (Poll is the same wait for setup code that reports an error instead).
+// it saw (Poll is the same wait for setup code that reports an error instead). SlowProxy puts a
+// slow network in front of a dependency: every round trip answered, late.
 package testkit
 
 import (
