@@ -45,7 +45,7 @@ func (c RaffleConfig) Validate() error {
 
 func provideRaffleService(cfg Config, tx ports.TxRunner, stores ports.RaffleStores, clock ports.Clock, ids ports.IDGenerator) *raffle.Service {
 	return raffle.NewService(raffle.Deps{Tx: tx, Raffles: stores.Raffles, Entries: stores.Entries, Clock: clock, IDs: ids,
-		EntryTimeout: cfg.Database.Timeout, DrawHold: cfg.Raffle.DrawHold})
+		Timeout: cfg.Database.Timeout, DrawHold: cfg.Raffle.DrawHold})
 }
 
 // runRaffleDrawer draws raffles at their closesAt on every instance: the draw's row lock and

@@ -41,13 +41,15 @@ type Deps struct {
 	Entries ports.RaffleEntryRepository
 	Clock   ports.Clock
 	IDs     ports.IDGenerator
-	// EntryTimeout bounds an entry from its arrival: its wait for a batch and the batch's reads
-	// and writes together (the database's timeout), so entries queued behind a slow batch
-	// answer within it too. Zero: only the stores' own timeouts.
-	EntryTimeout time.Duration
 	// DrawHold holds each draw this long between ordering the entrants and writing the result,
 	// so that a fault test can kill the instance mid-draw; zero (no hold) outside such tests.
 	DrawHold time.Duration
+	// Timeout, the database's timeout, bounds each call as a whole: an entry from its arrival
+	// (its wait for a batch and the batch's reads and writes), a view's two reads (Get and
+	// Standing read the raffle, then its count or the user's entry) together. Each store call is
+	// bounded by the store alone, so a slow database would otherwise hold a call for their sum.
+	// Zero: only the stores' own timeouts.
+	Timeout time.Duration
 }
 
 // Service runs the raffle use cases.
@@ -58,6 +60,7 @@ type Service struct {
 	clock    ports.Clock
 	ids      ports.IDGenerator
 	drawHold time.Duration
+	timeout  time.Duration
 	terms    *raffleCache
 	entering *combine.Combiner[string, string, entered] // by raffle id
 }
@@ -67,11 +70,11 @@ var _ ports.PurchasePermissions = (*Service)(nil)
 // NewService wires the raffle use cases to their ports.
 func NewService(d Deps) *Service {
 	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs, drawHold: d.DrawHold,
-		terms: &raffleCache{raffles: d.Raffles, byID: map[string]*raffle.Raffle{}}}
+		timeout: d.Timeout, terms: &raffleCache{raffles: d.Raffles, byID: map[string]*raffle.Raffle{}}}
 	// Entry statements hold the raffle's row in share mode, so batches of one raffle run side by
 	// side.
 	s.entering = combine.New(combine.Config[string, string]{MaxBatch: enterBatchSize, InFlight: enterInFlight,
-		Timeout: d.EntryTimeout}, s.enterBatch)
+		Timeout: d.Timeout}, s.enterBatch)
 	return s
 }
 
@@ -173,6 +176,8 @@ func (s *Service) Get(ctx context.Context, raffleID string) (View, error) {
 	if err := validateRaffleID(raffleID); err != nil {
 		return View{}, err
 	}
+	ctx, cancel := s.boundReads(ctx)
+	defer cancel()
 	r, err := s.raffles.Get(ctx, raffleID)
 	if err != nil {
 		return View{}, err
@@ -282,6 +287,14 @@ func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []str
 	return answers, nil
 }
 
+// boundReads bounds the reads of one view made with the returned context by Deps.Timeout.
+func (s *Service) boundReads(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
 // StandingView is a user's standing: Ticket is nil until the draw has run.
 type StandingView struct {
 	Status string
@@ -293,6 +306,8 @@ func (s *Service) Standing(ctx context.Context, raffleID, userID string) (Standi
 	if err := validateRaffleID(raffleID); err != nil {
 		return StandingView{}, err
 	}
+	ctx, cancel := s.boundReads(ctx)
+	defer cancel()
 	r, err := s.raffles.Get(ctx, raffleID)
 	if err != nil {
 		return StandingView{}, err

@@ -287,7 +287,7 @@ func (d *deadlineRecorder) Existing(ctx context.Context, raffleID string, userID
 
 // TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival: an entry's wait for its
 // batch and every store call of the batch (here the insert and the read of an existing entry)
-// are bounded together by EntryTimeout from the entry's arrival, not by a timeout each, so a
+// are bounded together by Timeout from the entry's arrival, not by a timeout each, so a
 // slow database answers the entry within one timeout.
 func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testing.T) {
 	const timeout = time.Hour // never reached: only the deadlines are read
@@ -295,7 +295,7 @@ func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testin
 	stores := memory.NewRaffleStores(f.db)
 	recorder := &deadlineRecorder{RaffleEntryRepository: stores.Entries, deadlines: map[string]time.Time{}}
 	svc := appraffle.NewService(appraffle.Deps{Tx: f.db, Raffles: stores.Raffles, Entries: recorder, Clock: f.clock,
-		IDs: system.UUIDs{}, EntryTimeout: timeout})
+		IDs: system.UUIDs{}, Timeout: timeout})
 	v := f.create(t, svc, 1, "")
 	if _, _, err := svc.Enter(context.Background(), v.ID, "returning"); err != nil {
 		t.Fatal(err)

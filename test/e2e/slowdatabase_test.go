@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testenv"
+	"github.com/rushgate/rushgate/test/testkit"
+)
+
+// TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout: a raffle's view reads the raffle
+// then counts its entries, a standing reads the raffle then the user's entry; on a warm
+// connection each read is one round trip. On a database that answers every round trip in 0.8
+// RUSHGATE_DB_TIMEOUT, each read fits its own timeout but the two do not fit one: the view
+// answers within the timeout + 0.5 s of its arrival (503 UNAVAILABLE), not after both reads.
+func TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout(t *testing.T) {
+	for _, db := range testenv.Databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			proxy := testkit.StartSlowProxy(t, hostOf(t, db.URL))
+			var cfg bootstrap.Config
+			s := startServer(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, productionTimeouts,
+				func(c *bootstrap.Config) {
+					// One connection, on which the views below prepare their statements first.
+					c.Database.MaxOpenConns = 1
+					c.Raffle.DrawInterval = time.Hour
+					cfg = *c
+				})
+			created := s.do("POST", "/admin/raffles", s.adminToken(),
+				fmt.Sprintf(`{"name":"slow","winners":1,"closesAt":%q}`, time.Now().Add(time.Hour).Format(time.RFC3339)))
+			if created.status != http.StatusCreated {
+				t.Fatalf("create raffle: %d %s", created.status, created.raw)
+			}
+			raffleID, user := created.str("id"), s.run+"entrant"
+			if res := s.do("POST", "/raffles/"+raffleID+"/entries", s.token(user), ""); res.status != http.StatusCreated {
+				t.Fatalf("enter: %d %s", res.status, res.raw)
+			}
+			views := map[string]string{"view": "/raffles/" + raffleID, "standing": "/raffles/" + raffleID + "/entries/me"}
+			for name, path := range views {
+				if res := s.do("GET", path, s.token(user), ""); res.status != http.StatusOK {
+					t.Fatalf("%s with the database fast: %d %s", name, res.status, res.raw)
+				}
+			}
+
+			proxy.SetDelay(cfg.Database.Timeout * 8 / 10)
+			for name, path := range views {
+				sent := time.Now()
+				res := s.do("GET", path, s.token(user), "")
+				took := time.Since(sent)
+				t.Logf("%s with the database slow: %d after %v", name, res.status, took.Round(time.Millisecond))
+				if res.status != http.StatusOK && res.status != http.StatusServiceUnavailable {
+					t.Errorf("%s: %d %s, want 200 or 503", name, res.status, res.raw)
+				}
+				if bound := cfg.Database.Timeout + stallAllowance; took > bound {
+					t.Errorf("%s answered %d after %v, want within %v", name, res.status, took.Round(time.Millisecond), bound)
+				}
+			}
+		})
+	}
+}
+
+// behind returns rawURL with its host:port replaced by the proxy's.
+func behind(t *testing.T, p *testkit.SlowProxy, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.Addr()
+	return u.String()
+}
+
+// hostOf returns the host:port of rawURL.
+func hostOf(t *testing.T, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		t.Fatalf("no host in %s: %v", rawURL, err)
+	}
+	return u.Host
+}
