@@ -190,10 +190,17 @@ func (l *Lane[In, Out]) queue(ctx context.Context, req Request, w *waiter[In, Ou
 	w.answer(r, err)
 }
 
-// Do answers in under the lock lockKey alone, without idempotency.
+// Do answers in under the lock lockKey alone, without idempotency. As Run's, its answer is
+// handed over as soon as its batch has run: the request that leads the batch (alone, the usual
+// case) goes on its own goroutine, which releases the lock after the answer, not before it.
 func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, in In) (Out, error) {
-	r, err := l.do(ctx, lockKey, l.newWaiter(ctx, in, admittedAlready))
-	return r.value, err
+	w := l.newWaiter(ctx, in, admittedAlready)
+	go func() {
+		r, err := combine.Safely(func() (reply[Out], error) { return l.do(ctx, lockKey, w) })
+		w.answer(r, err)
+	}()
+	<-w.answered
+	return w.reply.value, w.err
 }
 
 // admittedAlready is the admission of a request without idempotency: nothing to wait for.

@@ -823,6 +823,29 @@ func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T
 	})
 }
 
+// Do's answer does not wait for the lock's release either, a lone request's (its batch's head)
+// included: seat reservations and coupon issues mostly lead a batch of one, and on a slow lock
+// store each answer took the release's round trip on top of its own.
+func TestLane_DoAnswersBeforeTheLockIsReleased(t *testing.T) {
+	f := newFixture(t)
+	locker := newStallingLocker(f.locker)
+	locker.stallRelease = true
+	deps := f.deps()
+	deps.Locker = locker
+	r := &recorder{}
+	lane := guard.NewLane(newGuard(deps, guard.Config{}), guard.LaneConfig{}, r.serve)
+	t.Cleanup(func() { close(locker.gate) })
+
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := lane.Do(context.Background(), lockKey, 7)
+		done <- outcome{guard.Result[answer]{Value: v}, err}
+	}()
+	if o := await(t, done); o.err != nil || o.res.Value.N != 7 {
+		t.Fatalf("Do while the release stalls: %+v, %v", o.res, o.err)
+	}
+}
+
 // heldSleeper sleeps until it is released (closed) or its context ends, moving no clock.
 type heldSleeper <-chan struct{}
 
