@@ -35,6 +35,10 @@ type Config struct {
 	UploadURLExpiry time.Duration       // DefaultUploadURLExpiry: how long a presigned URL works
 	SessionExpiry   time.Duration       // DefaultSessionExpiry: a session older than this is refused and expired
 	MaxBatch        int                 // guard.DefaultMaxBatch: verifications of one lock key per transaction
+	// ReadTimeout, the database's timeout, bounds a verification's precheck reads together (its
+	// session, then its challenge): each read is bounded by the store alone, so a slow database
+	// would hold the request for their sum before its transaction. Zero: no bound of its own.
+	ReadTimeout time.Duration
 }
 
 // Deps are the ports and the guard the use cases run on.
@@ -232,16 +236,23 @@ func (s *Service) validate(cmd VerifyCommand) error {
 }
 
 // precheck runs the checks of verifyBatch on committed state without locks, in the same order,
-// then checks the object. A request it passes is checked again under the locks.
+// its reads within one Config.ReadTimeout, then checks the object. A request it passes is
+// checked again under the locks.
 func (s *Service) precheck(ctx context.Context, cmd VerifyCommand) error {
-	session, err := s.d.Sessions.Get(ctx, cmd.SessionID)
+	readCtx := ctx
+	if s.cfg.ReadTimeout > 0 {
+		var cancel context.CancelFunc
+		readCtx, cancel = context.WithTimeout(ctx, s.cfg.ReadTimeout)
+		defer cancel()
+	}
+	session, err := s.d.Sessions.Get(readCtx, cmd.SessionID)
 	if err != nil {
 		return err
 	}
 	if err := session.CheckUse(cmd.UserID, cmd.ImageKey, s.d.Clock.Now(), s.cfg.SessionExpiry); err != nil {
 		return err
 	}
-	c, err := s.d.Challenges.Get(ctx, cmd.ChallengeID)
+	c, err := s.d.Challenges.Get(readCtx, cmd.ChallengeID)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,44 @@ func TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout(t *testing.T) {
 	}
 }
 
+// TestSlowDatabase_AVerificationsPrecheckCostsOneDatabaseTimeout: before its lock and
+// transaction, a verification reads its upload session, then its challenge, and checks the
+// uploaded object; on a warm connection each read is one round trip. On a database that answers
+// every round trip in 0.8 RUSHGATE_DB_TIMEOUT, each read fits its own timeout but the two do not
+// fit one: the verification answers 503 UNAVAILABLE within the timeout + 0.5 s of its arrival,
+// not after both reads and a transaction that could not finish either.
+func TestSlowDatabase_AVerificationsPrecheckCostsOneDatabaseTimeout(t *testing.T) {
+	for _, db := range testenv.Databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			proxy := testkit.StartSlowProxy(t, hostOf(t, db.URL))
+			var cfg bootstrap.Config
+			s := startServer(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, productionTimeouts,
+				func(c *bootstrap.Config) {
+					// One connection, on which the first verification prepares the statements.
+					c.Database.MaxOpenConns = 1
+					cfg = *c
+				})
+			challengeID := s.createChallenge(time.Now().Add(time.Hour))
+			first, second := s.uploadedSession(s.run+"first"), s.uploadedSession(s.run+"second")
+			if res := s.verify(s.run+"first", first.ID, challengeID, first.Key, "first"); res.status != http.StatusCreated {
+				t.Fatalf("verification with the database fast: %d %s", res.status, res.raw)
+			}
+
+			proxy.SetDelay(cfg.Database.Timeout * 8 / 10)
+			sent := time.Now()
+			res := s.verify(s.run+"second", second.ID, challengeID, second.Key, "second")
+			took := time.Since(sent)
+			t.Logf("verification with the database slow: %d after %v", res.status, took.Round(time.Millisecond))
+			if res.status != http.StatusCreated && res.status != http.StatusServiceUnavailable {
+				t.Errorf("%d %s, want 201 or 503", res.status, res.raw)
+			}
+			if bound := cfg.Database.Timeout + stallAllowance; took > bound {
+				t.Errorf("answered %d after %v, want within %v", res.status, took.Round(time.Millisecond), bound)
+			}
+		})
+	}
+}
+
 // behind returns rawURL with its host:port replaced by the proxy's.
 func behind(t *testing.T, p *testkit.SlowProxy, rawURL string) string {
 	t.Helper()
