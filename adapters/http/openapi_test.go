@@ -14,6 +14,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,6 +63,22 @@ func TestOpenAPI_DocumentsEveryErrorCode(t *testing.T) {
 	assert.ElementsMatch(t, slices.Collect(maps.Keys(errorCodesInSource(t, moduleRoot(t)))), documented)
 }
 
+// documented checks rec, the answer to method target, against the document's route for it: its
+// status must be listed, and its headers and body match that answer's schema.
+func documented(t *testing.T, router routers.Router, method, target string, rec *httptest.ResponseRecorder) error {
+	t.Helper()
+	req := httptest.NewRequest(method, target, nil)
+	route, params, err := router.FindRoute(req)
+	require.NoError(t, err)
+	return openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 rec.Code,
+		Header:                 rec.Header(),
+		Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+	})
+}
+
 // TestOpenAPI_OperationalAnswersMatchTheDocument: /healthz (with the build it names) and
 // /readyz answer what the document's schemas allow, and nothing more.
 func TestOpenAPI_OperationalAnswersMatchTheDocument(t *testing.T) {
@@ -77,17 +94,7 @@ func TestOpenAPI_OperationalAnswersMatchTheDocument(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			rec := h.do(call{method: "GET", path: path})
 			require.Equal(t, stdhttp.StatusOK, rec.Code, rec.Body.String())
-			req := httptest.NewRequest("GET", path, nil)
-			route, params, err := router.FindRoute(req)
-			require.NoError(t, err)
-			err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
-				RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-				Status:                 rec.Code,
-				Header:                 rec.Header(),
-				Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
-				Options:                &openapi3filter.Options{IncludeResponseStatus: true},
-			})
-			assert.NoError(t, err, "%s answered %s", path, rec.Body.String())
+			assert.NoError(t, documented(t, router, "GET", path, rec), "%s answered %s", path, rec.Body.String())
 		})
 	}
 }
@@ -123,17 +130,7 @@ func TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer(t *testing.T) 
 				rec := h.do(call{method: method, path: target, token: h.admin(), idempotencyKey: "k1", body: tooLarge})
 				assertError(t, rec, stdhttp.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
 
-				req := httptest.NewRequest(method, target, nil)
-				route, params, err := router.FindRoute(req)
-				require.NoError(t, err)
-				err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
-					RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-					Status:                 rec.Code,
-					Header:                 rec.Header(),
-					Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
-					Options:                &openapi3filter.Options{IncludeResponseStatus: true},
-				})
-				assert.NoError(t, err, "the document gives %s %s no 413", method, path)
+				assert.NoError(t, documented(t, router, method, target, rec), "the document gives %s %s no 413", method, path)
 			})
 		}
 	}

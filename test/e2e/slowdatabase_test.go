@@ -20,15 +20,8 @@ import (
 func TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
-			proxy := testkit.StartSlowProxy(t, hostOf(t, db.URL))
-			var cfg bootstrap.Config
-			s := startServer(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, productionTimeouts,
-				func(c *bootstrap.Config) {
-					// One connection, on which the views below prepare their statements first.
-					c.Database.MaxOpenConns = 1
-					c.Raffle.DrawInterval = time.Hour
-					cfg = *c
-				})
+			// One connection, on which the views below prepare their statements first.
+			s, proxy, cfg := startBehindSlowProxy(t, db, func(c *bootstrap.Config) { c.Raffle.DrawInterval = time.Hour })
 			created := s.do("POST", "/admin/raffles", s.adminToken(),
 				fmt.Sprintf(`{"name":"slow","winners":1,"closesAt":%q}`, time.Now().Add(time.Hour).Format(time.RFC3339)))
 			if created.status != http.StatusCreated {
@@ -71,14 +64,8 @@ func TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout(t *testing.T) {
 func TestSlowDatabase_AVerificationsPrecheckCostsOneDatabaseTimeout(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
-			proxy := testkit.StartSlowProxy(t, hostOf(t, db.URL))
-			var cfg bootstrap.Config
-			s := startServer(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, productionTimeouts,
-				func(c *bootstrap.Config) {
-					// One connection, on which the first verification prepares the statements.
-					c.Database.MaxOpenConns = 1
-					cfg = *c
-				})
+			// One connection, on which the first verification prepares the statements.
+			s, proxy, cfg := startBehindSlowProxy(t, db, func(*bootstrap.Config) {})
 			challengeID := s.createChallenge(time.Now().Add(time.Hour))
 			first, second := s.uploadedSession(s.run+"first"), s.uploadedSession(s.run+"second")
 			if res := s.verify(s.run+"first", first.ID, challengeID, first.Key, "first"); res.status != http.StatusCreated {
@@ -98,6 +85,21 @@ func TestSlowDatabase_AVerificationsPrecheckCostsOneDatabaseTimeout(t *testing.T
 			}
 		})
 	}
+}
+
+// startBehindSlowProxy starts a server on production timeouts whose database is db behind a
+// slow proxy (fast until told otherwise), on one connection, with configure's changes; it
+// returns the server, the proxy and the server's settings.
+func startBehindSlowProxy(t *testing.T, db testenv.Database, configure func(*bootstrap.Config)) (*server, *testkit.SlowProxy, bootstrap.Config) {
+	proxy := testkit.StartSlowProxy(t, hostOf(t, db.URL))
+	var cfg bootstrap.Config
+	s := startServer(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, productionTimeouts,
+		func(c *bootstrap.Config) {
+			c.Database.MaxOpenConns = 1
+			configure(c)
+			cfg = *c
+		})
+	return s, proxy, cfg
 }
 
 // behind returns rawURL with its host:port replaced by the proxy's.
