@@ -2,9 +2,10 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -178,7 +179,6 @@ func startPrivatePostgres(t *testing.T) privateDatabase {
 	bin := filepath.Dir(bins[len(bins)-1])
 	dir := privateDir(t, "rushgate-pg-", "postgres")
 	data := filepath.Join(dir, "data")
-	port := freePort(t)
 	run := func(t *testing.T, name string, args ...string) {
 		t.Helper()
 		cmd := asUser("postgres", filepath.Join(bin, name), args...)
@@ -187,6 +187,9 @@ func startPrivatePostgres(t *testing.T) privateDatabase {
 		}
 	}
 	run(t, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+	// Chosen only now, just before the server binds it: initdb takes seconds on a loaded
+	// machine, during which another process (another run's test) can take a port freed early.
+	port := freePort(t)
 	start := func(t *testing.T) {
 		run(t, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "server.log"), "-w", "start",
 			"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir))
@@ -274,7 +277,6 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 	}
 	dir := privateDir(t, "rushgate-mariadb-", "")
 	data := filepath.Join(dir, "data")
-	port := freePort(t)
 	asRoot := []string{}
 	if os.Geteuid() == 0 {
 		asRoot = []string{"--user=root"}
@@ -290,6 +292,10 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 	if out, err := exec.Command(install, installArgs...).CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
+	// Chosen only now, just before the server binds it: mariadb-install-db takes seconds on a
+	// loaded machine, during which another process (another run's test) can take a port freed
+	// early.
+	port := freePort(t)
 	var process *os.Process
 	start := func(t *testing.T) {
 		args := append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + filepath.Join(dir, "sock"),
@@ -305,15 +311,25 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		go func() { _ = cmd.Wait() }()
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
 		process = cmd.Process
-		testkit.Eventually(t, 30*time.Second, "the private MariaDB accepts connections", func() error {
-			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 100*time.Millisecond)
-			if err == nil {
-				_ = conn.Close()
+		// Whatever listens on the port answers a dial: another process may have taken it, and
+		// then this server, unable to bind, exits. Only this server, by its data directory,
+		// counts as started.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := testkit.Poll(30*time.Second, func() error {
+			select {
+			case <-exited:
+				return errStartFailed
+			default:
 			}
-			return err
-		})
+			return isPrivateMariaDB(ctx, port, data)
+		}); err != nil {
+			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			t.Fatalf("the private MariaDB on port %d is not up within 30s: %v\n%s", port, err, log)
+		}
 	}
 	stop := func(t *testing.T) {
 		if err := process.Kill(); err != nil {
@@ -329,6 +345,26 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 		start:  start,
 		signal: func(sig syscall.Signal) error { return process.Signal(sig) },
 	}
+}
+
+// errStartFailed is a private server's exit while the test waits for it to start.
+var errStartFailed = errors.New("the server exited")
+
+// isPrivateMariaDB checks that the MariaDB answering on port is the one serving datadir.
+func isPrivateMariaDB(ctx context.Context, port int, datadir string) error {
+	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/mysql?timeout=1s&readTimeout=1s", port))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var got string
+	if err := db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&got); err != nil {
+		return err
+	}
+	if filepath.Clean(got) != filepath.Clean(datadir) {
+		return fmt.Errorf("port %d is served from %s, not this test's %s", port, got, datadir)
+	}
+	return nil
 }
 
 // privateDir makes a temporary directory removed after the test, owned by owner when the test

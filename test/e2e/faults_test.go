@@ -1,8 +1,8 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/fx/fxtest"
@@ -27,8 +28,8 @@ type redisProcess struct {
 	stop    func()
 }
 
-// startPrivateRedis starts a redis-server of the test's own on a free port and waits until it
-// accepts connections.
+// startPrivateRedis starts a redis-server of the test's own on a free port and waits until it,
+// not whatever else took the port meanwhile, answers.
 func startPrivateRedis(t *testing.T) redisProcess {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
@@ -51,12 +52,19 @@ func startPrivateRedis(t *testing.T) redisProcess {
 	}
 	t.Cleanup(stop)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// Whatever listens on the port answers a dial: another process may have taken it since it
+	// was chosen, and then this redis-server, unable to bind, exits. Only this process counts.
+	client := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+	defer client.Close()
 	testkit.Eventually(t, 5*time.Second, "the private redis-server accepts connections", func() error {
-		conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			_ = conn.Close()
+		info, err := client.Info(context.Background(), "server").Result()
+		if err != nil {
+			return err
 		}
-		return err
+		if want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid); !strings.Contains(info, want) {
+			return fmt.Errorf("%s is not this test's redis-server (pid %d)", addr, cmd.Process.Pid)
+		}
+		return nil
 	})
 	return redisProcess{url: "redis://" + addr + "/0", process: cmd.Process, stop: stop}
 }
