@@ -3,11 +3,13 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -93,6 +95,12 @@ func startProcess(t *testing.T, env []string, name, role string) *process {
 	p := &process{url: "http://" + addr, cmd: cmd}
 	t.Cleanup(p.kill)
 	testkit.Eventually(t, 30*time.Second, name+" answers /healthz", func() error {
+		// The port was free when chosen, but the process binds it only once its database is
+		// open: meanwhile another server (another test's, bound to port 0) can take it, and
+		// would answer /healthz while this process, unable to bind, exits.
+		if err := listensOn(cmd.Process.Pid, addr); err != nil {
+			return err
+		}
 		res, err := http.Get(p.url + "/healthz")
 		if err != nil {
 			return err
@@ -104,6 +112,44 @@ func startProcess(t *testing.T, env []string, name, role string) *process {
 		return nil
 	})
 	return p
+}
+
+// listensOn reports whether process pid holds the listening TCP socket of addr (127.0.0.1:port),
+// from /proc: the socket's inode in /proc/net/tcp among the process's open files.
+func listensOn(pid int, addr string) error {
+	_, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return err
+	}
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return err
+	}
+	local := fmt.Sprintf("0100007F:%04X", port) // 127.0.0.1 as the kernel writes it
+	inode := ""
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+		if f := strings.Fields(line); len(f) > 9 && f[1] == local && f[3] == "0A" { // 0A: LISTEN
+			inode = f[9]
+		}
+	}
+	if inode == "" {
+		return fmt.Errorf("nothing listens on %s yet", addr)
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return fmt.Errorf("process %d: %w", pid, err)
+	}
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); target == "socket:["+inode+"]" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is held by another process than %d", addr, pid)
 }
 
 // processHeartbeatTimeout is RUSHGATE_BROKER_HEARTBEAT_TIMEOUT of the processes' tests.
