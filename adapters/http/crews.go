@@ -97,6 +97,9 @@ func (h crewHandlers) join(c *gin.Context) {
 
 // leave answers DELETE /crews/{crewId}/members/me.
 func (h crewHandlers) leave(c *gin.Context) {
+	if !noBody(c) {
+		return
+	}
 	err := h.crews.Leave(c.Request.Context(), appcrew.LeaveCommand{CrewID: c.Param("crewId"), UserID: principal(c).UserID})
 	if err != nil {
 		respondError(c, err)

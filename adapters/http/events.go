@@ -182,6 +182,9 @@ func (h eventHandlers) claim(c *gin.Context) {
 
 // giveBack answers DELETE /events/{eventId}/queue/token: 204, also when no token is held.
 func (h eventHandlers) giveBack(c *gin.Context) {
+	if !noBody(c) {
+		return
+	}
 	if err := h.events.Return(c.Request.Context(), c.Param("eventId"), principal(c).UserID); err != nil {
 		respondError(c, err)
 		return
@@ -191,6 +194,9 @@ func (h eventHandlers) giveBack(c *gin.Context) {
 
 // leave answers DELETE /events/{eventId}/queue: 204, also when the user was not in the line.
 func (h eventHandlers) leave(c *gin.Context) {
+	if !noBody(c) {
+		return
+	}
 	if err := h.events.Leave(c.Request.Context(), c.Param("eventId"), principal(c).UserID); err != nil {
 		respondError(c, err)
 		return

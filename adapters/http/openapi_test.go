@@ -100,8 +100,8 @@ func TestOpenAPI_OperationalAnswersMatchTheDocument(t *testing.T) {
 }
 
 // TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer sends a body over the limit to
-// every route taking a JSON body or none ({} at most) — every POST and PATCH; the signed upload
-// reads its own — and requires the 413 PAYLOAD_TOO_LARGE it answers to be one the document
+// every route taking a JSON body or none ({} at most) — every POST, PATCH and DELETE; the signed
+// upload reads its own — and requires the 413 PAYLOAD_TOO_LARGE it answers to be one the document
 // gives that route.
 func TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer(t *testing.T) {
 	t.Parallel()
@@ -117,7 +117,7 @@ func TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer(t *testing.T) 
 
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
-			if method != stdhttp.MethodPost && method != stdhttp.MethodPatch {
+			if method != stdhttp.MethodPost && method != stdhttp.MethodPatch && method != stdhttp.MethodDelete {
 				continue
 			}
 			target := pathParam.ReplaceAllStringFunc(path, func(p string) string {

@@ -41,12 +41,9 @@ var badJSONBodies = []badJSON{
 
 func same(p string) string { return p }
 
-// bodilessRoutes are the write routes that read no body at all (the signed upload reads the
-// image's bytes); every other write route reads JSON and is walked.
+// bodilessRoutes are the write routes that read no JSON body at all (the signed upload reads
+// the image's bytes); every other write route reads JSON, or refuses any but {}, and is walked.
 var bodilessRoutes = []string{
-	"DELETE /crews/{crewId}/members/me",
-	"DELETE /events/{eventId}/queue",
-	"DELETE /events/{eventId}/queue/token",
 	"PUT /uploads/{key}",
 }
 
