@@ -49,7 +49,7 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_CHARGE_MAX", "9007199254740993"},
 		{"RUSHGATE_OUTBOX_BACKOFF", "0s,5m,30m"},
 		{"RUSHGATE_OUTBOX_BACKOFF", "1m,-5m,30m"},
-		{"RUSHGATE_OUTBOX_BACKOFF", "1m,5m"}, // SPEC §4: three retries, so three waits
+		{"RUSHGATE_OUTBOX_BACKOFF", "1m,5m"}, // three retries, so three waits
 		{"RUSHGATE_OUTBOX_BACKOFF", "1m,5m,30m,2h"},
 		{"RUSHGATE_INSTANCE_ID", "web|1"},  // owners are "<brokerID>|<conn>|"
 		{"RUSHGATE_INSTANCE_ID", "web{1}"}, // a brace would move the {brokerId} hash tag

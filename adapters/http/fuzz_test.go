@@ -24,8 +24,8 @@ var fuzzRoutes = []struct {
 }
 
 // FuzzRouter sends arbitrary ids, query strings, bodies, idempotency keys and tokens to every
-// crew route. Whatever arrives, the answer is never a 500, every error is the JSON shape of
-// SPEC §0, and the crew's invariant holds afterwards. `go test -fuzz FuzzRouter
+// crew route. Whatever arrives, the answer is never a 500, every error is the JSON shape
+// every route answers, and the crew's invariant holds afterwards. `go test -fuzz FuzzRouter
 // ./adapters/http/` explores further; the seeds below run with every `make test`.
 func FuzzRouter(f *testing.F) {
 	seeds := []struct {

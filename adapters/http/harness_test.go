@@ -217,7 +217,7 @@ func (h *harness) assertSeats(crewID string, want int) {
 	assert.Equal(h.t, want, count, "member rows")
 }
 
-// errorBody is the JSON error shape of SPEC §0.
+// errorBody is the JSON error shape every route answers.
 type errorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`

@@ -10,7 +10,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 )
 
-// The ceiling is what the database alone can do: SPEC §1's join transaction issued directly
+// The ceiling is what the database alone can do: the crew join transaction issued directly
 // through database/sql, with no HTTP, JSON, JWT, idempotency store or Redis lock in front of it,
 // on crews of the same shape as the rushgate run's, at the same concurrency. It uses the gormdb
 // default pool (the server's default too), so with one instance both runs reach the database
@@ -41,7 +41,7 @@ func newJoinStatements(d gormdb.Dialect) joinStatements {
 	}
 }
 
-// joinTx takes a seat in crewID for userID the way SPEC §1 does: BEGIN, lock the crew row
+// joinTx takes a seat in crewID for userID as the server does: BEGIN, lock the crew row
 // (SELECT … FOR UPDATE), check capacity, INSERT the member, UPDATE the count, COMMIT.
 func joinTx(ctx context.Context, db *sql.DB, stmts joinStatements, crewID, userID string) error {
 	tx, err := db.BeginTx(ctx, nil)

@@ -99,7 +99,7 @@ func (s *couponHerd) run(e *env) work {
 	}}
 }
 
-// The coupon's invariant, SPEC §4: issued == count(user_coupons) <= total, no user twice; the
+// The coupon's invariant: issued == count(user_coupons) <= total, no user twice; the
 // holders are exactly the users answered 201, give or take those whose outcome the run cannot
 // know (5xx, no response); COUPON_SOLD_OUT only once every coupon is issued.
 const (

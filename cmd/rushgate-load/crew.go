@@ -17,7 +17,7 @@ import (
 // The crew scenarios: users join crews round-robin, one POST /crews/{id}/join each. They differ
 // in shape and in how they are judged.
 
-// maxCapacity is the largest maxMembers SPEC §1 allows.
+// maxCapacity is the largest maxMembers a crew may have.
 const maxCapacity = 100000
 
 // tokenTTL outlives any run: tokens are minted before timing starts.

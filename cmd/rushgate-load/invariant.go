@@ -25,7 +25,7 @@ type invariantRow struct {
 // holds reports whether nothing broke.
 func (r invariantResult) holds() bool { return len(r.violations) == 0 }
 
-// The crews' invariant, SPEC §1: currentMembers == count(crew_members) <= maxMembers, no user
+// The crews' invariant: currentMembers == count(crew_members) <= maxMembers, no user
 // twice; and the members are exactly the users the server answered 201, give or take those whose
 // outcome the run cannot know (5xx, no response). A user answered 429 was shed, not seated: it
 // must not be a member, and it is not a violation.

@@ -21,7 +21,7 @@ import (
 // --capacity in stock, all at once: every payment deducts the same stock row, a hot key the
 // lane stock:{productId} combines. Judged on how fast the stock is sold (payments per second
 // until the last one, against the bare one-transaction payment through database/sql), p99 and
-// 429s; its invariant is SPEC §4's: stock never negative, Σ history OUT == units sold == 200s,
+// 429s; its invariant: stock never negative, Σ history OUT == units sold == 200s,
 // balance == Σ ledger for every payer, no negative balance, one outbox message per paid order.
 
 const (

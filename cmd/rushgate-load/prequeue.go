@@ -15,7 +15,7 @@ import (
 	"github.com/rushgate/rushgate/domain/draw"
 )
 
-// prequeue-open: the pre-queue of SPEC §8 at its opening. --users users enter ONE pull event of
+// prequeue-open: the pre-queue at its opening. --users users enter ONE pull event of
 // --capacity slots before its opensAt (the timed run: each must be answered prequeue, without a
 // rank); the event opens a window after it is created that the run fits in, assuming at least
 // prequeueMinEntryRate entries/s. Then prequeueLateUsers users arrive after opensAt, one after

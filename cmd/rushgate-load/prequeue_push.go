@@ -10,7 +10,7 @@ import (
 	"github.com/rushgate/rushgate/domain/draw"
 )
 
-// prequeue-open-push: the pre-queue of SPEC §8 in push mode at its opening. --users SSE streams
+// prequeue-open-push: the pre-queue in push mode at its opening. --users SSE streams
 // (GET /events/{id}/tickets/waiting, held by stream client processes as queue-push's are) wait
 // in ONE push event of --capacity slots before its opensAt: the timed run opens them, each must
 // be answered 200. The event opens a window after it is created that the run fits in, assuming

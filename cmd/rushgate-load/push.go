@@ -16,7 +16,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 )
 
-// queue-push: the waiting room's push mode (SPEC §3) under a crowd of SSE clients. The timed
+// queue-push: the waiting room's push mode under a crowd of SSE clients. The timed
 // run opens --users streams (GET /events/{id}/tickets/waiting) and holds them, in client
 // processes of their own (push_clients.go) so that no process runs out of descriptors; the first
 // --capacity users are admitted at once and hold their slot until everyone is connected. Then

@@ -17,7 +17,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 )
 
-// queue-pull: the waiting room's pull mode (SPEC §3) under a crowd. The timed run is the
+// queue-pull: the waiting room's pull mode under a crowd. The timed run is the
 // entries: every user POSTs /events/{id}/queue once. Then every user polls their status once,
 // at the same concurrency: the crowd waiting and polling, timed as the entries are. The
 // admission phase follows: users in order of their place poll their status, claim a token when

@@ -16,7 +16,7 @@ import (
 )
 
 // seat-herd: --users admitted users race for --capacity seats of one event, user i for seat
-// i mod seats + 1, so each seat is wanted by users/seats users at once (SPEC §3's reservation:
+// i mod seats + 1, so each seat is wanted by users/seats users at once (the reservation's
 // sold-out fast path, the seat's lock, the seat's row FOR UPDATE, UNIQUE per seat). Judged on
 // the time until the last seat is taken, against the same reservation transactions issued
 // directly through database/sql on an event of the same shape.
@@ -156,7 +156,7 @@ func (s *seatHerd) invariant(ctx context.Context, e *env, attempts []attempt) (i
 	return res, nil
 }
 
-// The reservation transaction of the ceiling, SPEC §3 without HTTP, token, counter or lock.
+// The reservation transaction of the ceiling, the server's without HTTP, token, counter or lock.
 const (
 	insertEventSQL       = `INSERT INTO events (id, name, seats, slots, mode, token_ttl_ms, created_at) VALUES (?, ?, ?, ?, 'pull', 300000, ?)`
 	insertSeatSQL        = `INSERT INTO seats (event_id, seat_no) VALUES (?, ?)`
@@ -196,7 +196,7 @@ func (s *seatHerd) ceiling(ctx context.Context, e *env) (work, error) {
 	}}, nil
 }
 
-// reserveTx reserves a seat the way SPEC §3 does: BEGIN, lock the seat's row, check it, INSERT
+// reserveTx reserves a seat as the server does: BEGIN, lock the seat's row, check it, INSERT
 // the reservation, mark the seat, COMMIT.
 func reserveTx(ctx context.Context, db *sql.DB, lock, insert, mark, eventID string, seat int, userID string) error {
 	tx, err := db.BeginTx(ctx, nil)

@@ -15,7 +15,7 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
 
-// soldout: SPEC §8's sold-out aware admission under a crowd. --users users enter ONE pull event
+// soldout: sold-out aware admission under a crowd. --users users enter ONE pull event
 // of --capacity seats (slots = seats): the timed run, each entry answered 201. Then the sale, in
 // passes: every user still in it polls its status once per pass, at the run's concurrency (the
 // pass is as short as the servers allow, so the time to tell is the servers', not a poll

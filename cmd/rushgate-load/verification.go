@@ -19,7 +19,7 @@ import (
 	rghttp "github.com/rushgate/rushgate/adapters/http"
 )
 
-// The verification flow (SPEC §2): each of --users users opens an upload session, PUTs a small
+// The verification flow: each of --users users opens an upload session, PUTs a small
 // real PNG to the presigned URL (rushgate's own signed route, or S3) and verifies one challenge
 // with it. One unit of work is a user's whole flow; the table's latency and statuses are the
 // verification's, and the steps' own rates and latencies are reported beside the invariant.
@@ -279,7 +279,7 @@ func (s *verificationFlow) readAPI(ctx context.Context, e *env) (verifications, 
 	}
 }
 
-// The ceiling: the verification transaction of SPEC §2 through database/sql, on sessions
+// The ceiling: the verification transaction through database/sql, on sessions
 // inserted directly: session FOR UPDATE, challenge FOR UPDATE, INSERT verification, UPDATE
 // session COMPLETED.
 const (

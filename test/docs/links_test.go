@@ -71,12 +71,41 @@ func TestMarkdown_CitesNothingOutsideTheRepository(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, file)
 		for n, line := range strings.Split(string(raw), "\n") {
-			if leavesRepository(root, file, line) || strings.Contains(line, "SPEC §") {
+			if leavesRepository(root, file, line) || strings.Contains(line, specSection) {
 				t.Errorf("%s:%d names a document the repository does not ship: %s", rel, n+1, strings.TrimSpace(line))
 			}
 		}
 	}
 }
+
+// TestSource_CitesNoSpecificationTheRepositoryDoesNotShip: a comment in the Go source pointing
+// to a numbered section of a specification the module does not ship tells a reader of the code
+// nothing; it says what it means instead.
+func TestSource_CitesNoSpecificationTheRepositoryDoesNotShip(t *testing.T) {
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range filesEndingIn(t, root, ".go") {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, file)
+		for n, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, specSection) || strings.Contains(line, specFile) {
+				t.Errorf("%s:%d cites a specification the repository does not ship: %s", rel, n+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// specSection and specFile are how a citation of the project's design specification, which the
+// repository does not ship, reads; spelled in two parts so that this file does not cite it.
+const (
+	specSection = "SP" + "EC §"
+	specFile    = "SP" + "EC.md"
+)
 
 // parentPath matches a path that starts by climbing, "../name" or "../../name".
 var parentPath = regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.-]+`)
@@ -154,6 +183,13 @@ func TestCheckLink(t *testing.T) {
 // markdownFiles lists the repository's Markdown files, leaving out .git and test output.
 func markdownFiles(t *testing.T, root string) []string {
 	t.Helper()
+	return filesEndingIn(t, root, ".md")
+}
+
+// filesEndingIn returns every file under root whose name ends in ext (in any letter case),
+// outside .git, node_modules and output.
+func filesEndingIn(t *testing.T, root, ext string) []string {
+	t.Helper()
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -162,7 +198,7 @@ func markdownFiles(t *testing.T, root string) []string {
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "output") {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".md") {
+		if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ext) {
 			files = append(files, path)
 		}
 		return nil

@@ -29,7 +29,7 @@ var screenSizes = []struct {
 }{{"phone", 390, 844}, {"desktop", 1280, 800}}
 
 var (
-	// waitInWords is every wording of the page's wait estimate (SPEC §8).
+	// waitInWords is every wording of the page's wait estimate.
 	waitInWords = regexp.MustCompile(`^(estimating…|less than a minute|about 1 minute|about [1-9][0-9]* minutes|about 1 hour|about [1-9][0-9]* hours)$`)
 	// nonsense is what no page a person reads may show: a negative number (a minus that is
 	// not inside a word or an id), or a number that is none.
@@ -246,7 +246,7 @@ func (p *tab) reserved(seat string, limit time.Duration) {
 // TestPush_WaitingPageInChromium: in headless Chromium a person waits on the page behind two
 // others through a sold-out minute, and the test reads what the page says, as that person
 // would: how many are ahead and a wait in words while an admission is recent; "estimating…"
-// once every slot stayed held for the rate's minute (SPEC §3); "You're next" at the front; then
+// once every slot stayed held for the rate's minute; "You're next" at the front; then
 // the countdown and the seat map and the confirmation. No reading on the way may show a
 // negative number. The rule's minute is real time here, so the test runs beside the others.
 func TestPush_WaitingPageInChromium(t *testing.T) {

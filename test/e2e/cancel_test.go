@@ -79,7 +79,7 @@ func TestPayment_CouponExpiredSinceTheOrderIsRefused(t *testing.T) {
 	}
 }
 
-// TestOrderCancel_EveryStatus walks SPEC §4's cancel: two PENDING orders name one coupon, the
+// TestOrderCancel_EveryStatus walks an order's cancel: two PENDING orders name one coupon, the
 // first paid uses it, the second answers INVALID_COUPON and is cancelled (200, the order
 // CANCELLED; again the same 200), after which paying it is ORDER_NOT_PAYABLE; another user is
 // answered as reading the order answers them (404); an admin may cancel; a paid order is

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestCrew_EveryStatus walks every answer of SPEC §1 on every backend.
+// TestCrew_EveryStatus walks every crew answer on every backend.
 func TestCrew_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {

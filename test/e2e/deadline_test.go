@@ -15,12 +15,12 @@ import (
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
-// stallAllowance is SPEC §0's margin over a dependency's configured timeout: a request that
+// stallAllowance is the margin over a dependency's configured timeout: a request that
 // needs a stalled dependency answers within the timeout plus this, counted from the later of its
 // arrival and the start of the stall.
 const stallAllowance = 500 * time.Millisecond
 
-// stallBound bounds an answer that needed a stalled dependency: SPEC §0's timeout +
+// stallBound bounds an answer that needed a stalled dependency: the dependency's timeout +
 // stallAllowance, plus the measurement slack — what the server itself took to answer healthy
 // requests of the same kind on this machine (CPU, scheduling, under -race on a loaded runner),
 // which is no wait on the dependency. The slack is capped at stallAllowance, so the bound stays

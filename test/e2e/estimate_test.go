@@ -12,7 +12,7 @@ import (
 )
 
 // estimateOf reads estimatedWaitSeconds from an answer's data, which must carry the field: nil
-// for null, and otherwise a whole number within SPEC §3's bounds.
+// for null, and otherwise a whole number within the estimate's bounds.
 func estimateOf(t *testing.T, what string, data map[string]any) *int {
 	t.Helper()
 	raw, ok := data["estimatedWaitSeconds"]
@@ -123,7 +123,7 @@ func TestWaiting_EstimateIsNullAMinuteAfterTheLastAdmission(t *testing.T) {
 }
 
 // TestPush_WaitAccuracyCountsPushAdmissions: a push user who was shown an estimate and is then
-// admitted is a sample of the operators' wait accuracy (SPEC §8), with its errors, on every
+// admitted is a sample of the operators' wait accuracy, with its errors, on every
 // backend; the application tests check the numbers on a controlled clock.
 func TestPush_WaitAccuracyCountsPushAdmissions(t *testing.T) {
 	for _, b := range backends(t) {

@@ -98,7 +98,7 @@ func (s *server) shopSnapshot(user string, productIDs ...string) string {
 	return strings.Join(append(parts, s.shopRows(user)), "\n")
 }
 
-// TestCommerce_EveryStatus walks every answer of SPEC §4 for products, the cart and orders on
+// TestCommerce_EveryStatus walks every answer for products, the cart and orders on
 // every backend.
 func TestCommerce_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {

@@ -83,7 +83,7 @@ func (s *server) outboxOrders() map[string]int {
 	}
 }
 
-// TestPayment_EveryStatus walks every answer of SPEC §4's payment on every backend.
+// TestPayment_EveryStatus walks every answer of the payment on every backend.
 func TestPayment_EveryStatus(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {

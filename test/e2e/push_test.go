@@ -423,7 +423,7 @@ func TestPush_HeartbeatsKeepTheStreamAlive(t *testing.T) {
 	}
 }
 
-// Bad requests to the SSE route answer the SPEC's JSON errors and queue nobody.
+// Bad requests to the SSE route answer the JSON errors of every route and queue nobody.
 func TestPush_BadRequests(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
@@ -446,7 +446,7 @@ func TestPush_BadRequests(t *testing.T) {
 }
 
 // The waiting page is served by rushgate as HTML to anyone: the token it needs comes in its
-// fragment, which never reaches the server (SPEC §8).
+// fragment, which never reaches the server.
 func TestPush_WaitingPageIsServed(t *testing.T) {
 	s := startServer(t, backends(t)[0], pushConfig(0))
 	eventID := s.createEvent(`{"name":"page","seats":1,"mode":"push"}`)

@@ -88,7 +88,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	go func() { answers <- s.joinFromAnyGoroutine(crews[0], "arrived-frozen", "late") }()
 
 	// Waiting for the lock: one lock attempt, half the TTL; the record's deletion goes on in the
-	// background. Arriving while frozen: the idempotency step's timeout. Both within SPEC §0's
+	// background. Arriving while frozen: the idempotency step's timeout. Both within the stall
 	// bound.
 	bound := stallBound(redisTimeout, healthy.at.Sub(healthy.sent))
 	for range joins + 1 {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// badJSON is one body SPEC §0 refuses whatever the route: body writes the route's field p
+// badJSON is one body strict JSON refuses whatever the route: body writes the route's field p
 // with value (a JSON value) after the members others (each followed by a comma), and the answer
 // must name want(p) with a message containing says.
 type badJSON struct {

@@ -230,7 +230,7 @@ func TestVerification_Flow(t *testing.T) {
 	}
 }
 
-// TestVerification_EveryStatus walks the answers of SPEC §2 on every storage.
+// TestVerification_EveryStatus walks the verification's answers on every storage.
 func TestVerification_EveryStatus(t *testing.T) {
 	for _, vb := range verificationBackends() {
 		t.Run(vb.name(), func(t *testing.T) {

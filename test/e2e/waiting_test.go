@@ -99,7 +99,7 @@ func assertPlace(t *testing.T, res response, status int, state string, rank, ahe
 	}
 }
 
-// pullFlow walks the pull mode of SPEC §3 with one slot.
+// pullFlow walks the pull mode with one slot.
 func pullFlow(t *testing.T, s *server) {
 	eventID := s.createEvent(`{"name":"pull","seats":3,"slots":1,"mode":"pull"}`)
 	assertPlace(t, s.enter(eventID, "alice"), http.StatusCreated, "ready", 0, 0)
