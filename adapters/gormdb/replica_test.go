@@ -66,11 +66,14 @@ func TestReplica_UnreachableReplicaFallsBackToTheDatabase(t *testing.T) {
 	}
 }
 
-// TestReplica_OfAnotherDialectIsRefused: a replica must speak the database's dialect.
+// TestReplica_OfAnotherDialectIsRefused: a replica must speak the database's dialect, even one
+// that answers: a database of TEST_MYSQL_DSN's server, the MySQL the tests are given.
 func TestReplica_OfAnotherDialectIsRefused(t *testing.T) {
+	replica, err := url.Parse(testenv.MySQL(t).URL)
+	require.NoError(t, err)
 	opts := testenv.DBOptions()
-	opts.ReplicaURLs = []string{"mysql://root@127.0.0.1:3306/test"}
-	_, err := gormdb.Open(context.Background(), testenv.Postgres(t).URL, opts)
+	opts.ReplicaURLs = []string{replica.String()}
+	_, err = gormdb.Open(context.Background(), testenv.Postgres(t).URL, opts)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "replica at 127.0.0.1:3306 is mysql, the primary postgres")
+	assert.Contains(t, err.Error(), "replica at "+replica.Host+" is mysql, the primary postgres")
 }
