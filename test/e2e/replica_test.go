@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,15 +47,15 @@ var replicatedDatabases = []struct {
 
 // startPair runs script start on a private directory owned by owner and opens both servers;
 // the script prints the URLs on lines starting urlPrefix + "PRIMARY_URL=" and "REPLICA_URL=".
+// The script chooses the ports: it does so only once each server's data is ready, just before
+// the server binds, and starts a server again on another port when another process took its
+// port first - ports chosen here would stay free for seconds of initdb or mariadb-install-db,
+// long enough for another run's test to take one.
 func startPair(t *testing.T, name, script, owner, urlPrefix string) replicatedDatabase {
 	t.Helper()
-	ports, err := testenv.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pair := replicatedDatabase{name: name, script: script, dir: filepath.Join(privateDir(t, "rushgate-replica-", owner), "pair")}
 	t.Cleanup(func() { _ = exec.Command(pair.script, "stop", pair.dir).Run() })
-	out, err := exec.Command(script, "start", pair.dir, strconv.Itoa(ports[0]), strconv.Itoa(ports[1])).CombinedOutput()
+	out, err := exec.Command(script, "start", pair.dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s start: %v\n%s", script, err, out)
 	}
