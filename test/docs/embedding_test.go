@@ -33,9 +33,6 @@ func snippet(ctx context.Context, db *gormdb.DB, rdb goredis.UniversalClient, id
 // a function declaring what it names, so that an embedder who pastes it gets a build: a
 // constructor whose signature changed fails here first.
 func TestReadme_EmbeddingSnippetCompiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a package")
-	}
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
