@@ -26,18 +26,24 @@ var forbidden = []string{
 	"github.com/rushgate/rushgate/bootstrap",
 }
 
+// deps is what `go list -deps` prints for args, one package a line; none fails the test.
+func deps(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	packages := strings.Fields(string(out))
+	if len(packages) == 0 {
+		t.Fatal("go list returned no packages")
+	}
+	return packages
+}
+
 func TestCoreImportsNoInfrastructure(t *testing.T) {
 	for _, core := range []string{"domain", "ports", "application"} {
 		t.Run(core, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "-deps", "github.com/rushgate/rushgate/"+core+"/...").CombinedOutput()
-			if err != nil {
-				t.Fatalf("go list: %v\n%s", err, out)
-			}
-			deps := strings.Fields(string(out))
-			if len(deps) == 0 {
-				t.Fatal("go list returned no packages")
-			}
-			for _, dep := range deps {
+			for _, dep := range deps(t, "github.com/rushgate/rushgate/"+core+"/...") {
 				for _, bad := range forbidden {
 					if strings.HasPrefix(dep, bad) {
 						t.Errorf("%s reaches %s", core, dep)
@@ -51,16 +57,7 @@ func TestCoreImportsNoInfrastructure(t *testing.T) {
 // TestPorttestImportsOnlyTheCore: an adapter's tests that import ports/porttest get nothing but
 // ports, domain, test/testkit and the standard library with it.
 func TestPorttestImportsOnlyTheCore(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-		"github.com/rushgate/rushgate/ports/porttest").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) == 0 {
-		t.Fatal("go list returned no packages")
-	}
-	for _, dep := range deps {
+	for _, dep := range deps(t, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/rushgate/rushgate/ports/porttest") {
 		inner, ours := strings.CutPrefix(dep, "github.com/rushgate/rushgate/")
 		allowed := inner == "ports" || inner == "domain" || inner == "test/testkit" ||
 			strings.HasPrefix(inner, "ports/") || strings.HasPrefix(inner, "domain/")
