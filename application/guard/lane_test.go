@@ -709,8 +709,13 @@ type stallingLocker struct {
 	acquires                   atomic.Int32
 }
 
-func newStallingLocker(inner ports.Locker) *stallingLocker {
-	return &stallingLocker{Locker: inner, gate: make(chan struct{})}
+// stallingDeps is the fixture's deps with its locker wrapped in a stallingLocker, which the
+// test tells what to stall.
+func (f *fixture) stallingDeps() (guard.Deps, *stallingLocker) {
+	locker := &stallingLocker{Locker: f.locker, gate: make(chan struct{})}
+	deps := f.deps()
+	deps.Locker = locker
+	return deps, locker
 }
 
 func (l *stallingLocker) stall(op string) error {
@@ -747,10 +752,8 @@ func (k stallingLock) Release(ctx context.Context) error {
 // (in the same store) are deleted in the background rather than before the answers.
 func TestLane_LockRetriesStopWhenTheLockStoreIsUnavailable(t *testing.T) {
 	f := newFixture(t)
-	locker := newStallingLocker(f.locker)
+	deps, locker := f.stallingDeps()
 	locker.stallAcquire = true
-	deps := f.deps()
-	deps.Locker = locker
 	r := &recorder{}
 	lane := guard.NewLane(newGuard(deps, guard.Config{}, guard.WithObserver(f.queues)), guard.LaneConfig{}, r.serve)
 
@@ -782,10 +785,8 @@ func TestLane_LockRetriesStopWhenTheLockStoreIsUnavailable(t *testing.T) {
 // the requests queued behind the batch hear the error at once.
 func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T) {
 	f := newFixture(t)
-	locker := newStallingLocker(f.locker)
+	deps, locker := f.stallingDeps()
 	locker.stallRelease = true
-	deps := f.deps()
-	deps.Locker = locker
 	deps.Sleeper = guardtest.Parked{}
 	r := &recorder{}
 	lane := guard.NewLane(newGuard(deps, guard.Config{}, guard.WithObserver(f.queues)), guard.LaneConfig{MaxBatch: 2, Markers: true}, r.serve)
@@ -828,10 +829,8 @@ func TestLane_AReleaseTheStoreDoesNotAnswerFailsTheQueueNotTheBatch(t *testing.T
 // store each answer took the release's round trip on top of its own.
 func TestLane_DoAnswersBeforeTheLockIsReleased(t *testing.T) {
 	f := newFixture(t)
-	locker := newStallingLocker(f.locker)
+	deps, locker := f.stallingDeps()
 	locker.stallRelease = true
-	deps := f.deps()
-	deps.Locker = locker
 	r := &recorder{}
 	lane := guard.NewLane(newGuard(deps, guard.Config{}), guard.LaneConfig{}, r.serve)
 	t.Cleanup(func() { close(locker.gate) })
