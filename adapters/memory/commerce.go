@@ -46,6 +46,19 @@ func orderKeyOf(o order.Order) string { return o.ID() }
 
 var ordersTable = declareTable("orders", orderKeyOf)
 
+// userOrderKey is a row of the index of orders by user: what a query for one user's orders
+// reads instead of the whole orders table.
+type userOrderKey struct {
+	userID, orderID string
+}
+
+func userOrderKeyOf(k userOrderKey) userOrderKey { return k }
+
+// user partitions the index by user, for UnitsOrdered.
+func (k userOrderKey) user() string { return k.userID }
+
+var userOrdersTable = declarePartitionedTable("orders_by_user", userOrderKeyOf, userOrderKey.user)
+
 // cloneOrder copies o's items, so that neither the caller nor the store can change the other's.
 func cloneOrder(o *order.Order) order.Order {
 	return *order.Rebuild(o.ID(), o.UserID(), o.CouponID(), o.Items(), o.Subtotal(), o.Discount(), o.Total(),
@@ -201,7 +214,10 @@ func (r *OrderRepository) Create(ctx context.Context, o *order.Order) error {
 				return fmt.Errorf("memory: create order: foreign key product %q: %w", item.ProductID, catalog.ErrProductNotFound)
 			}
 		}
-		return ordersTable.in(r.db).insert(ctx, t, cloneOrder(o))
+		if err := ordersTable.in(r.db).insert(ctx, t, cloneOrder(o)); err != nil {
+			return err
+		}
+		return userOrdersTable.in(r.db).insert(ctx, t, userOrderKey{o.UserID(), o.ID()})
 	})
 }
 
@@ -241,15 +257,17 @@ func (r *OrderRepository) MarkCancelled(ctx context.Context, id string) error {
 	})
 }
 
-// UnitsOrdered scans the orders, as a query without an index would, summing the units of
-// productID in the user's PENDING and COMPLETED ones.
+// UnitsOrdered sums the units of productID in the user's PENDING and COMPLETED orders, found
+// through the index of orders by user: a scan of the whole table would hold up every commit
+// for as long as it takes.
 func (r *OrderRepository) UnitsOrdered(ctx context.Context, userID, productID string) (int, error) {
 	units := 0
 	err := r.db.run(ctx, func(t *tx) error {
-		held := ordersTable.in(r.db).filter(t, func(o order.Order) bool {
-			return o.UserID() == userID && (o.Status() == order.StatusPending || o.Status() == order.StatusCompleted)
-		})
-		for _, o := range held {
+		for _, k := range userOrdersTable.in(r.db).rowsIn(t, userID) {
+			o, ok := ordersTable.in(r.db).get(t, k.orderID)
+			if !ok || (o.Status() != order.StatusPending && o.Status() != order.StatusCompleted) {
+				continue
+			}
 			for _, item := range o.Items() {
 				if item.ProductID == productID {
 					units += item.Quantity
