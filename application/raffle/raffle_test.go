@@ -18,6 +18,7 @@ import (
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // fixture is one database and clock shared by every instance of the service a test starts, as
@@ -263,25 +264,17 @@ func TestPurchaseLimit_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
 // others' entries in a second call.
 type deadlineRecorder struct {
 	ports.RaffleEntryRepository
-	mu        sync.Mutex
-	deadlines map[string]time.Time // by method; zero: called without one
-}
-
-func (d *deadlineRecorder) record(ctx context.Context, method string) {
-	deadline, _ := ctx.Deadline()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.deadlines[method] = deadline
+	testkit.Deadlines
 }
 
 func (d *deadlineRecorder) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, map[string]raffle.Entry, error) {
-	d.record(ctx, "AddWhileOpen")
+	d.Record(ctx, "AddWhileOpen")
 	stored, _, err := d.RaffleEntryRepository.AddWhileOpen(ctx, raffleID, at, userIDs)
 	return stored, nil, err
 }
 
 func (d *deadlineRecorder) Existing(ctx context.Context, raffleID string, userIDs []string) (map[string]raffle.Entry, error) {
-	d.record(ctx, "Existing")
+	d.Record(ctx, "Existing")
 	return d.RaffleEntryRepository.Existing(ctx, raffleID, userIDs)
 }
 
@@ -293,7 +286,7 @@ func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testin
 	const timeout = time.Hour // never reached: only the deadlines are read
 	f := newFixture()
 	stores := memory.NewRaffleStores(f.db)
-	recorder := &deadlineRecorder{RaffleEntryRepository: stores.Entries, deadlines: map[string]time.Time{}}
+	recorder := &deadlineRecorder{RaffleEntryRepository: stores.Entries}
 	svc := appraffle.NewService(appraffle.Deps{Tx: f.db, Raffles: stores.Raffles, Entries: recorder, Clock: f.clock,
 		IDs: system.UUIDs{}, Timeout: timeout})
 	v := f.create(t, svc, 1, "")
@@ -306,10 +299,8 @@ func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testin
 		t.Fatalf("the second entry: created %v, %v", created, err)
 	}
 	after := time.Now()
-	recorder.mu.Lock()
-	defer recorder.mu.Unlock()
 	for _, method := range []string{"AddWhileOpen", "Existing"} {
-		d := recorder.deadlines[method]
+		d, _ := recorder.Of(method)
 		if d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
 			t.Errorf("%s ran until %v, want the entry's arrival (%v–%v) + %v", method, d, before, after, timeout)
 		}

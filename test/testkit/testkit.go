@@ -2,7 +2,8 @@
 // can use it, application tests included: StartTogether releases goroutines at one instant, and
 // Eventually polls a condition until it holds or a deadline passes, failing with the last state
 // it saw (Poll is the same wait for setup code that reports an error instead). SlowProxy puts a
-// slow network in front of a dependency: every round trip answered, late.
+// slow network in front of a dependency: every round trip answered, late. Deadlines records the
+// deadline each call of a wrapped port received.
 package testkit
 
 import (
