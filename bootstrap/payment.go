@@ -125,7 +125,7 @@ func providePaymentService(cfg Config, tx ports.TxRunner, stores ports.CommerceS
 		Clock:       clock,
 		IDs:         ids,
 		Tracer:      tracing.Tracer,
-	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch})
+	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch, Timeout: cfg.Database.Timeout})
 }
 
 func provideRanking(cfg Config, stores ports.CommerceStores, clock ports.Clock, log *slog.Logger) *ranking.Service {

@@ -216,7 +216,7 @@ func provideVerificationService(cfg Config, tx ports.TxRunner, stores ports.Veri
 		UploadURLExpiry: cfg.Upload.URLExpiry,
 		SessionExpiry:   cfg.Upload.SessionExpiry,
 		MaxBatch:        cfg.Guard.LockMaxBatch,
-		ReadTimeout:     cfg.Database.Timeout,
+		Timeout:         cfg.Database.Timeout,
 	})
 }
 

@@ -161,6 +161,10 @@ type Request struct {
 	// still replayed: Once runs it after taking the record, Lane.Run while taking it (it may then
 	// run for a request that is replayed). The use case must re-check under its own locks.
 	Precheck func(ctx context.Context) error
+	// Budget, when set, is the request's time on the database, which its reads before Run (or
+	// in Precheck) have spent from: Lane.Run's batch transaction has what is left, from when the
+	// batch starts under the lock. Once ignores it.
+	Budget *Budget
 }
 
 // Result is a guarded call's answer.

@@ -86,9 +86,13 @@ type Lane[In, Out any] struct {
 	shared *combine.Combiner[struct{}, sharedRun, struct{}]
 }
 
-// sharedRun is one batch's part of a shared transaction: it runs the batch in the transaction
-// its context carries and keeps the answers.
-type sharedRun func(ctx context.Context) error
+// sharedRun is one batch's part of a shared transaction: run runs the batch in the transaction
+// its context carries and keeps the answers; deadline is the batch's (withinBudgets), zero
+// when it has none.
+type sharedRun struct {
+	run      func(ctx context.Context) error
+	deadline time.Time
+}
 
 // maxSharedBatches bounds how many batches one shared transaction serves: a transaction holds
 // its row locks until it commits, so a longer one makes every batch in it wait for the last.
@@ -144,6 +148,7 @@ func (l *Lane[In, Out]) Run(ctx context.Context, req Request, in In) (Result[Out
 		return Result[Out]{}, err
 	}
 	w := l.newWaiter(ctx, in, make(chan struct{}))
+	w.budget = req.Budget
 	queueCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	go l.queue(queueCtx, req, w)
@@ -249,6 +254,7 @@ type waiter[In, Out any] struct {
 	ref      ports.SpanRef
 	wait     ports.Span // the span of its wait in line; nil once ended
 	enqueued time.Time
+	budget   *Budget // Request.Budget; nil: none
 	// answered is closed once reply or err holds the request's answer: from its batch, before
 	// the lock is released, or from its line (a lock not taken, a queue failed, a line left).
 	answered chan struct{}
@@ -457,6 +463,8 @@ func (l *Lane[In, Out]) serve(ctx context.Context, lockKey string, batch []*wait
 func (l *Lane[In, Out]) serveAdmitted(ctx context.Context, lockKey string, batch []*waiter[In, Out], links []ports.SpanRef) (_ served[Out], err error) {
 	defer l.g.observer.BatchServed(lockKey, len(batch))
 	// ctx is the leader's, without its cancellation.
+	ctx, cancel := withinBudgets(ctx, batch)
+	defer cancel()
 	ctx, span := l.g.tracer.Start(ctx, spanBatch, links...)
 	span.SetInt(attrBatchSize, len(batch))
 	defer func() { span.End(err) }()
@@ -484,6 +492,40 @@ func (l *Lane[In, Out]) serveAdmitted(ctx context.Context, lockKey string, batch
 		answers[i] = one[0]
 	}
 	return answers, nil
+}
+
+// withinBudgets bounds a batch starting now, its re-runs included, by the earliest deadline of
+// its requests' budgets (see Budget), as a combined call runs until the earliest deadline of its
+// batch: every request then answers within its own budget. The other way, answering the
+// requests with less left 503 before the batch so the rest run longer, needs a threshold to
+// guess, and gains little: a request whose reads spent most of its budget met a slow database,
+// which the batch would meet too; with the database fast, reads cost milliseconds and every
+// request has nearly its whole budget left.
+func withinBudgets[In, Out any](ctx context.Context, batch []*waiter[In, Out]) (context.Context, context.CancelFunc) {
+	start := time.Now()
+	var earliest time.Time
+	for _, w := range batch {
+		if w.budget != nil {
+			earliest = earlier(earliest, w.budget.deadline(start))
+		}
+	}
+	return until(ctx, earliest)
+}
+
+// earlier is the earlier of two deadlines, zero meaning none.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// until bounds ctx by deadline, unless it is zero.
+func until(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
 }
 
 // failFrom answers every request of answers from the i-th on with err.
@@ -541,11 +583,17 @@ func (l *Lane[In, Out]) attempt(ctx context.Context, batch []*waiter[In, Out], f
 // of other keys (LaneConfig.SharedTransactions).
 func (l *Lane[In, Out]) attemptShared(ctx context.Context, batch []*waiter[In, Out]) (served[Out], error) {
 	var answers served[Out]
-	_, err := l.shared.Do(ctx, struct{}{}, func(ctx context.Context) error {
+	deadline, _ := ctx.Deadline()
+	_, err := l.shared.Do(ctx, struct{}{}, sharedRun{deadline: deadline, run: func(ctx context.Context) error {
 		var err error
 		answers, err = l.runMarked(ctx, batch, false)
 		return err
-	})
+	}})
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ports.ErrUnavailable) {
+		// Its budget ran out in the line for a shared transaction: the database, busy with the
+		// transactions ahead, did not serve it in time.
+		return nil, fmt.Errorf("guard: waiting for a shared transaction: %w: %w", ports.ErrUnavailable, err)
+	}
 	return answers, err
 }
 
@@ -554,9 +602,16 @@ func (l *Lane[In, Out]) attemptShared(ctx context.Context, batch []*waiter[In, O
 // shared it sends each batch to run again on its own, unless it wraps ports.ErrUnavailable: a
 // database that did not answer would only be waited for once more.
 func (l *Lane[In, Out]) serveShared(ctx context.Context, _ struct{}, runs []sharedRun) ([]Answer[struct{}], error) {
+	// The transaction ends by the earliest deadline of its batches, as a batch by its requests'.
+	var earliest time.Time
+	for _, run := range runs {
+		earliest = earlier(earliest, run.deadline)
+	}
+	ctx, cancel := until(ctx, earliest)
+	defer cancel()
 	err := l.g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
 		for _, run := range runs {
-			if _, err := combine.Safely(func() (struct{}, error) { return struct{}{}, run(ctx) }); err != nil {
+			if _, err := combine.Safely(func() (struct{}, error) { return struct{}{}, run.run(ctx) }); err != nil {
 				return err
 			}
 		}

@@ -58,6 +58,11 @@ type Config struct {
 	// ConflictRetries bounds the re-runs of a batch whose optimistic stock deduction conflicted
 	// before its payments hear STOCK_DEDUCTION_FAILED; DefaultConflictRetries when zero.
 	ConflictRetries int
+	// Timeout, the database's timeout, bounds a payment's database work in all: its read of the
+	// order, then its batch's transaction with the transaction's retries, but not its wait for
+	// the lock (guard.Budget). Alone, each would take a timeout of its own, and a slow database
+	// would hold the payment for their sum. Zero: no bound of its own.
+	Timeout time.Duration
 }
 
 // Deps are the ports and the guard payments run on. The guard needs Deps.Tx and Deps.Markers:
@@ -84,6 +89,7 @@ type Deps struct {
 // Service runs payments.
 type Service struct {
 	d        Deps
+	timeout  time.Duration
 	payments *guard.Lane[payInput, Result]
 }
 
@@ -102,7 +108,7 @@ func NewService(d Deps, cfg Config) *Service {
 	if d.Tracer == nil {
 		d.Tracer = ports.NoTracer{}
 	}
-	s := &Service{d: d}
+	s := &Service{d: d, timeout: cfg.Timeout}
 	s.payments = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, Markers: true,
 		ConflictRetries: cfg.ConflictRetries}, s.payBatch)
 	return s
@@ -172,7 +178,10 @@ func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result]
 	if err := guard.ValidateKey(cmd.IdempotencyKey); err != nil {
 		return guard.Result[Result]{}, err
 	}
-	o, err := s.d.Orders.Get(ctx, cmd.OrderID)
+	budget := guard.NewBudget(s.timeout)
+	readCtx, spent := budget.Spend(ctx)
+	o, err := s.d.Orders.Get(readCtx, cmd.OrderID)
+	spent()
 	if err != nil {
 		return guard.Result[Result]{}, err
 	}
@@ -185,6 +194,7 @@ func (s *Service) Pay(ctx context.Context, cmd PayCommand) (guard.Result[Result]
 		Fingerprint:    guard.Fingerprint("order.pay", []string{cmd.OrderID}, nil),
 		LockKey:        LockKey(o),
 		Outcome:        guard.OutcomeDone,
+		Budget:         budget,
 	}, payInput{orderID: cmd.OrderID, userID: cmd.UserID, origin: s.d.Tracer.Ref(ctx)})
 	if err == nil && res.Value.messageID != "" && s.d.Delivery != nil {
 		s.d.Delivery.SendSoon(res.Value.messageID)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rushgate/rushgate/adapters/dataplatform"
 	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/application/guard"
@@ -18,6 +19,7 @@ import (
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce/coupon"
 	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -278,4 +280,47 @@ func (s *shop) outboxTotal() int {
 		total += n
 	}
 	return total
+}
+
+// deadlineOrders is an order repository that records the deadline each read received.
+type deadlineOrders struct {
+	ports.OrderRepository
+	testkit.Deadlines
+}
+
+func (d *deadlineOrders) Get(ctx context.Context, id string) (*order.Order, error) {
+	d.Record(ctx, "Get")
+	return d.OrderRepository.Get(ctx, id)
+}
+
+func (d *deadlineOrders) GetForUpdate(ctx context.Context, id string) (*order.Order, error) {
+	d.Record(ctx, "GetForUpdate")
+	return d.OrderRepository.GetForUpdate(ctx, id)
+}
+
+// TestPay_TheOrderReadAndTheTransactionShareOneDatabaseTimeout: a payment reads its order for
+// its lock key, then pays in its batch's transaction; both run until one Config.Timeout after the
+// payment's arrival (its wait for the lock, none here, aside), not one timeout each.
+func TestPay_TheOrderReadAndTheTransactionShareOneDatabaseTimeout(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	s := newShop(t)
+	product := s.Product(100, 5)
+	s.User("payer", 1000)
+	o := s.Order("payer", product, 1, "")
+	orders := &deadlineOrders{OrderRepository: s.Stores.Orders}
+	svc := payment.NewService(payment.Deps{Tx: s.Stores.Tx, Orders: orders, Products: s.Stores.Products,
+		Stock: s.Stores.Stock, Wallets: s.Stores.Wallets, UserCoupons: s.Stores.UserCoupons, Outbox: s.Stores.Outbox,
+		Messages: dataplatform.Encoder{}, Guard: s.Guard, Clock: s.Clock, IDs: system.UUIDs{}}, payment.Config{Timeout: timeout})
+
+	before := time.Now()
+	if _, err := svc.Pay(context.Background(), payment.PayCommand{OrderID: o.OrderID, UserID: "payer", IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	for _, call := range []string{"Get", "GetForUpdate"} {
+		d, called := orders.Of(call)
+		if !called || d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
+			t.Errorf("%s (called %v) ran until %v, want the payment's arrival (%v–%v) + %v", call, called, d, before, after, timeout)
+		}
+	}
 }

@@ -35,10 +35,12 @@ type Config struct {
 	UploadURLExpiry time.Duration       // DefaultUploadURLExpiry: how long a presigned URL works
 	SessionExpiry   time.Duration       // DefaultSessionExpiry: a session older than this is refused and expired
 	MaxBatch        int                 // guard.DefaultMaxBatch: verifications of one lock key per transaction
-	// ReadTimeout, the database's timeout, bounds a verification's precheck reads together (its
-	// session, then its challenge): each read is bounded by the store alone, so a slow database
-	// would hold the request for their sum before its transaction. Zero: no bound of its own.
-	ReadTimeout time.Duration
+	// Timeout, the database's timeout, bounds a verification's database work in all: its
+	// precheck's reads (its session, then its challenge), then its batch's transaction, but not
+	// its wait for the lock nor its storage check (guard.Budget). Alone, each would take a
+	// timeout of its own, and a slow database would hold the request for their sum. Zero: no
+	// bound of its own.
+	Timeout time.Duration
 }
 
 // Deps are the ports and the guard the use cases run on.
@@ -211,13 +213,15 @@ func (s *Service) Verify(ctx context.Context, cmd VerifyCommand) (guard.Result[V
 	if err := s.validate(cmd); err != nil {
 		return guard.Result[View]{}, err
 	}
+	budget := guard.NewBudget(s.cfg.Timeout)
 	req := guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
 		Fingerprint:    guard.Fingerprint("verification.submit", []string{cmd.ChallengeID, cmd.SessionID, cmd.ImageKey}, nil),
 		LockKey:        "verification:" + cmd.ChallengeID + ":" + cmd.UserID,
 		Outcome:        guard.OutcomeCreated,
-		Precheck:       func(ctx context.Context) error { return s.precheck(ctx, cmd) },
+		Precheck:       func(ctx context.Context) error { return s.precheck(ctx, cmd, budget) },
+		Budget:         budget,
 	}
 	return s.verifies.Run(ctx, req, verifyInput{userID: cmd.UserID, sessionID: cmd.SessionID, challengeID: cmd.ChallengeID, imageKey: cmd.ImageKey})
 }
@@ -236,30 +240,35 @@ func (s *Service) validate(cmd VerifyCommand) error {
 }
 
 // precheck runs the checks of verifyBatch on committed state without locks, in the same order,
-// its reads within one Config.ReadTimeout, then checks the object. A request it passes is
-// checked again under the locks.
-func (s *Service) precheck(ctx context.Context, cmd VerifyCommand) error {
-	readCtx := ctx
-	if s.cfg.ReadTimeout > 0 {
-		var cancel context.CancelFunc
-		readCtx, cancel = context.WithTimeout(ctx, s.cfg.ReadTimeout)
-		defer cancel()
-	}
-	session, err := s.d.Sessions.Get(readCtx, cmd.SessionID)
+// its reads spending budget, then checks the object. A request it passes is checked again under
+// the locks.
+func (s *Service) precheck(ctx context.Context, cmd VerifyCommand, budget *guard.Budget) error {
+	session, err := s.readChecked(ctx, cmd, budget)
 	if err != nil {
 		return err
-	}
-	if err := session.CheckUse(cmd.UserID, cmd.ImageKey, s.d.Clock.Now(), s.cfg.SessionExpiry); err != nil {
-		return err
-	}
-	c, err := s.d.Challenges.Get(readCtx, cmd.ChallengeID)
-	if err != nil {
-		return err
-	}
-	if !c.Accepts(session.RequestedAt()) {
-		return challenge.ErrDeadlinePassed
 	}
 	return s.checkObject(ctx, session)
+}
+
+// readChecked reads cmd's session and challenge within budget and checks them.
+func (s *Service) readChecked(ctx context.Context, cmd VerifyCommand, budget *guard.Budget) (challenge.UploadSession, error) {
+	ctx, spent := budget.Spend(ctx)
+	defer spent()
+	session, err := s.d.Sessions.Get(ctx, cmd.SessionID)
+	if err != nil {
+		return challenge.UploadSession{}, err
+	}
+	if err := session.CheckUse(cmd.UserID, cmd.ImageKey, s.d.Clock.Now(), s.cfg.SessionExpiry); err != nil {
+		return challenge.UploadSession{}, err
+	}
+	c, err := s.d.Challenges.Get(ctx, cmd.ChallengeID)
+	if err != nil {
+		return challenge.UploadSession{}, err
+	}
+	if !c.Accepts(session.RequestedAt()) {
+		return challenge.UploadSession{}, challenge.ErrDeadlinePassed
+	}
+	return session, nil
 }
 
 // checkObject makes sure the session's object was uploaded as declared: present, of the

@@ -37,6 +37,7 @@ type fixture struct {
 	blobs   *localblob.Store
 	blobDir string // where blobs keeps its objects
 	storage ports.ObjectStorage
+	guard   *guard.Guard
 	svc     *verification.Service
 	keys    atomic.Int64
 }
@@ -50,7 +51,7 @@ func newFixture(t *testing.T, wrap func(ports.ObjectStorage) ports.ObjectStorage
 		t.Fatal(err)
 	}
 	stores := env.Stores
-	f := &fixture{t: t, clock: env.FakeClock, stores: stores, blobs: blobs, blobDir: blobDir, storage: blobs}
+	f := &fixture{t: t, clock: env.FakeClock, stores: stores, blobs: blobs, blobDir: blobDir, storage: blobs, guard: env.Guard}
 	if wrap != nil {
 		f.storage = wrap(blobs)
 	}
@@ -325,5 +326,52 @@ func TestVerify_ConcurrentSubmissionsOfOneSessionVerifyOnce(t *testing.T) {
 	page, err := f.svc.ListVerifications(context.Background(), verification.ListCommand{ChallengeID: challengeID, Admin: true})
 	if ok != 1 || err != nil || len(page.Items) != 1 {
 		t.Fatalf("%d succeeded, %d stored (%v), want 1", ok, len(page.Items), err)
+	}
+}
+
+// deadlineSessions is an upload session repository that records the deadline each read
+// received.
+type deadlineSessions struct {
+	ports.UploadSessionRepository
+	testkit.Deadlines
+}
+
+func (d *deadlineSessions) Get(ctx context.Context, id string) (challenge.UploadSession, error) {
+	d.Record(ctx, "Get")
+	return d.UploadSessionRepository.Get(ctx, id)
+}
+
+func (d *deadlineSessions) GetForUpdate(ctx context.Context, id string) (challenge.UploadSession, error) {
+	d.Record(ctx, "GetForUpdate")
+	return d.UploadSessionRepository.GetForUpdate(ctx, id)
+}
+
+// TestVerify_ThePrecheckAndTheTransactionShareOneDatabaseTimeout: a verification reads its
+// session (and challenge) before its lock, then locks them in its batch's transaction; both run
+// until one Config.Timeout after the verification's arrival (its wait for the lock, none here,
+// and its storage check aside), not one timeout each.
+func TestVerify_ThePrecheckAndTheTransactionShareOneDatabaseTimeout(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	f := newFixture(t, nil)
+	challengeID := f.challenge(f.clock.Now().Add(time.Hour))
+	s := f.uploaded("u1")
+	sessions := &deadlineSessions{UploadSessionRepository: f.stores.UploadSessions}
+	svc := verification.NewService(verification.Deps{
+		Tx: f.stores.Tx, Challenges: f.stores.Challenges, Sessions: sessions, Verifications: f.stores.Verifications,
+		Crews: f.stores.Crews, Storage: f.storage, Guard: f.guard, Clock: f.clock, IDs: system.UUIDs{},
+	}, verification.Config{Timeout: timeout})
+
+	before := time.Now()
+	_, err := svc.Verify(context.Background(), verification.VerifyCommand{UserID: "u1", SessionID: s.SessionID,
+		ChallengeID: challengeID, ImageKey: s.ObjectKey, IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	for _, call := range []string{"Get", "GetForUpdate"} {
+		d, called := sessions.Of(call)
+		if !called || d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
+			t.Errorf("%s (called %v) ran until %v, want the verification's arrival (%v–%v) + %v", call, called, d, before, after, timeout)
+		}
 	}
 }

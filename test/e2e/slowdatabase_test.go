@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/domain/outbox"
 	"github.com/rushgate/rushgate/test/testenv"
 	"github.com/rushgate/rushgate/test/testkit"
 )
@@ -55,33 +56,79 @@ func TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout(t *testing.T) {
 	}
 }
 
-// TestSlowDatabase_AVerificationsPrecheckCostsOneDatabaseTimeout: before its lock and
-// transaction, a verification reads its upload session, then its challenge, and checks the
-// uploaded object; on a warm connection each read is one round trip. On a database that answers
-// every round trip in 0.8 RUSHGATE_DB_TIMEOUT, each read fits its own timeout but the two do not
-// fit one: the verification answers 503 UNAVAILABLE within the timeout + 0.5 s of its arrival,
-// not after both reads and a transaction that could not finish either.
-func TestSlowDatabase_AVerificationsPrecheckCostsOneDatabaseTimeout(t *testing.T) {
+// slowRoundTrips are the delays, as fractions of RUSHGATE_DB_TIMEOUT, that a slow database
+// puts on every round trip in the tests of a request that reads before its lane's transaction:
+// at 0.4 its two reads fit one timeout and its transaction finds the rest; at 0.8 the reads do
+// not fit one.
+var slowRoundTrips = []int{4, 8} // tenths
+
+// answersWithinOneDatabaseTimeout checks that guarded, sent on a database whose every round trip
+// costs tenths/10 of the timeout, answered 503 UNAVAILABLE within one timeout (+ 0.5 s) of its
+// sending: its reads before the lane and its transaction share one timeout, rather than each
+// taking its own.
+func answersWithinOneDatabaseTimeout(t *testing.T, proxy *testkit.SlowProxy, cfg bootstrap.Config, tenths int, guarded func() response) {
+	t.Helper()
+	proxy.SetDelay(cfg.Database.Timeout * time.Duration(tenths) / 10)
+	defer proxy.SetDelay(0)
+	sent := time.Now()
+	res := guarded()
+	took := time.Since(sent)
+	t.Logf("round trips of %d/10 the timeout: %d after %v", tenths, res.status, took.Round(time.Millisecond))
+	assertError(t, res, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if bound := cfg.Database.Timeout + stallAllowance; took > bound {
+		t.Errorf("answered %d after %v, want within %v", res.status, took.Round(time.Millisecond), bound)
+	}
+}
+
+// TestSlowDatabase_AVerificationCostsOneDatabaseTimeout: before its lock and transaction, a
+// verification reads its upload session, then its challenge, and checks the uploaded object;
+// on a warm connection each read is one round trip. On a slow database it answers 503
+// UNAVAILABLE within one RUSHGATE_DB_TIMEOUT (+ 0.5 s) of its arrival, whether its reads fit
+// the timeout or not: not after its reads and then a transaction of its own timeout.
+func TestSlowDatabase_AVerificationCostsOneDatabaseTimeout(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
-			// One connection, on which the first verification prepares the statements.
+			// One connection, on which a verification with the database fast prepares the statements.
 			s, proxy, cfg := startBehindSlowProxy(t, db, func(*bootstrap.Config) {})
 			challengeID := s.createChallenge(time.Now().Add(time.Hour))
-			first, second := s.uploadedSession(s.run+"first"), s.uploadedSession(s.run+"second")
-			if res := s.verify(s.run+"first", first.ID, challengeID, first.Key, "first"); res.status != http.StatusCreated {
-				t.Fatalf("verification with the database fast: %d %s", res.status, res.raw)
+			for _, tenths := range slowRoundTrips {
+				warm, slow := s.run+fmt.Sprint("warm", tenths), s.run+fmt.Sprint("slow", tenths)
+				first, second := s.uploadedSession(warm), s.uploadedSession(slow)
+				if res := s.verify(warm, first.ID, challengeID, first.Key, warm); res.status != http.StatusCreated {
+					t.Fatalf("verification with the database fast: %d %s", res.status, res.raw)
+				}
+				answersWithinOneDatabaseTimeout(t, proxy, cfg, tenths, func() response {
+					return s.verify(slow, second.ID, challengeID, second.Key, slow)
+				})
 			}
+		})
+	}
+}
 
-			proxy.SetDelay(cfg.Database.Timeout * 8 / 10)
-			sent := time.Now()
-			res := s.verify(s.run+"second", second.ID, challengeID, second.Key, "second")
-			took := time.Since(sent)
-			t.Logf("verification with the database slow: %d after %v", res.status, took.Round(time.Millisecond))
-			if res.status != http.StatusCreated && res.status != http.StatusServiceUnavailable {
-				t.Errorf("%d %s, want 201 or 503", res.status, res.raw)
-			}
-			if bound := cfg.Database.Timeout + stallAllowance; took > bound {
-				t.Errorf("answered %d after %v, want within %v", res.status, took.Round(time.Millisecond), bound)
+// TestSlowDatabase_APaymentCostsOneDatabaseTimeout: before its lock and transaction, a payment
+// reads its order (the row, then its items: two round trips on a warm connection) for its lock
+// key. On a slow database it answers 503 UNAVAILABLE within one RUSHGATE_DB_TIMEOUT (+ 0.5 s)
+// of its arrival, whether its read fits the timeout or not: not after its read and then a
+// transaction of its own timeout.
+func TestSlowDatabase_APaymentCostsOneDatabaseTimeout(t *testing.T) {
+	for _, db := range testenv.Databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			// One connection, on which a payment with the database fast prepares the statements.
+			s, proxy, cfg := startBehindSlowProxy(t, db, func(*bootstrap.Config) {})
+			product := s.createProduct("slowly paid", 100, 10)
+			payer := s.run + "payer"
+			s.createUser(payer, 1000)
+			for _, tenths := range slowRoundTrips {
+				warm, slow := s.placeOrder(payer, product, 1, ""), s.placeOrder(payer, product, 1, "")
+				if res := s.pay(payer, warm, fmt.Sprint("warm", tenths)); res.status != http.StatusOK {
+					t.Fatalf("payment with the database fast: %d %s", res.status, res.raw)
+				}
+				// The paid order's message is sent on the one connection too; the slow payment
+				// must not queue behind that.
+				s.outboxDelivered()
+				answersWithinOneDatabaseTimeout(t, proxy, cfg, tenths, func() response {
+					return s.pay(payer, slow, fmt.Sprint("slow", tenths))
+				})
 			}
 		})
 	}
@@ -121,4 +168,15 @@ func hostOf(t *testing.T, rawURL string) string {
 		t.Fatalf("no host in %s: %v", rawURL, err)
 	}
 	return u.Host
+}
+
+// outboxDelivered returns once no outbox message is pending.
+func (s *server) outboxDelivered() {
+	s.t.Helper()
+	testkit.Eventually(s.t, 10*time.Second, "the outbox delivered", func() error {
+		if pending := s.outboxStatusCounts()[outbox.Pending]; pending > 0 {
+			return fmt.Errorf("%d messages pending", pending)
+		}
+		return nil
+	})
 }
