@@ -123,6 +123,7 @@ func provideWaitingService(cfg Config, tx ports.TxRunner, stores ports.WaitingSt
 		IdleTimeout:  cfg.Queue.IdleTimeout,
 		PollInterval: cfg.Queue.PollInterval,
 		MaxBatch:     cfg.Guard.LockMaxBatch,
+		Timeout:      cfg.Database.Timeout,
 	})
 }
 

@@ -141,7 +141,7 @@ func (s *Service) Issue(ctx context.Context, cmd IssueCommand) (guard.Result[Iss
 		if err := s.rejectEarly(ctx, cmd.CouponID, cmd.UserID); err != nil {
 			return guard.Result[IssueResult]{}, err
 		}
-		value, err := s.issues.Do(ctx, lockKey, in)
+		value, err := s.issues.Do(ctx, lockKey, nil, in)
 		return guard.Result[IssueResult]{Value: value, Outcome: guard.OutcomeCreated}, err
 	}
 	req := guard.Request{

@@ -574,7 +574,7 @@ func TestLane_ALaneWithItsOwnLockPolicyWaitsItsWaitThenAnswersItsBusyError(t *te
 	f := newFixture(t)
 	held := f.hold(t, lockKey)
 	lane := guard.NewLane(f.guard(guard.Config{LockTTL: time.Second}), cfg, batch)
-	_, err := lane.Do(context.Background(), lockKey, struct{}{})
+	_, err := lane.Do(context.Background(), lockKey, nil, struct{}{})
 	de, ok := domain.AsError(err)
 	if !errors.Is(err, errSeatBusy) || !ok || de.RetryAfter != 5*time.Second {
 		t.Fatalf("err %v (%+v), want the lane's busy error with Retry-After 5s", err, de)
@@ -594,7 +594,7 @@ func TestLane_ALaneWithItsOwnLockPolicyWaitsItsWaitThenAnswersItsBusyError(t *te
 			}
 			return batch(ctx, in)
 		})
-	if _, err := lane.Do(context.Background(), lockKey, struct{}{}); err != nil {
+	if _, err := lane.Do(context.Background(), lockKey, nil, struct{}{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -195,11 +195,13 @@ func (l *Lane[In, Out]) queue(ctx context.Context, req Request, w *waiter[In, Ou
 	w.answer(r, err)
 }
 
-// Do answers in under the lock lockKey alone, without idempotency. As Run's, its answer is
-// handed over as soon as its batch has run: the request that leads the batch (alone, the usual
-// case) goes on its own goroutine, which releases the lock after the answer, not before it.
-func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, in In) (Out, error) {
+// Do answers in under the lock lockKey alone, without idempotency; budget is as
+// Request.Budget. As Run's, its answer is handed over as soon as its batch has run: the request
+// that leads the batch (alone, the usual case) goes on its own goroutine, which releases the
+// lock after the answer, not before it.
+func (l *Lane[In, Out]) Do(ctx context.Context, lockKey string, budget *Budget, in In) (Out, error) {
 	w := l.newWaiter(ctx, in, admittedAlready)
+	w.budget = budget
 	go func() {
 		r, err := combine.Safely(func() (reply[Out], error) { return l.do(ctx, lockKey, w) })
 		w.answer(r, err)

@@ -528,7 +528,7 @@ func TestLane_AHeadWakesWhenTheKeyIsReleasedBeforeItsBackoffEnds(t *testing.T) {
 	})
 	otherDone := make(chan error, 1)
 	go func() {
-		_, err := other.Do(context.Background(), lockKey, 0)
+		_, err := other.Do(context.Background(), lockKey, nil, 0)
 		otherDone <- err
 	}()
 	<-holding
@@ -537,7 +537,7 @@ func TestLane_AHeadWakesWhenTheKeyIsReleasedBeforeItsBackoffEnds(t *testing.T) {
 	lane := guard.NewLane(instance(sleeper), guard.LaneConfig{}, (&recorder{}).serve)
 	done := make(chan outcome, 1)
 	go func() {
-		v, err := lane.Do(context.Background(), lockKey, 1)
+		v, err := lane.Do(context.Background(), lockKey, nil, 1)
 		done <- outcome{guard.Result[answer]{Value: v}, err}
 	}()
 	select {
@@ -598,7 +598,7 @@ func TestLane_TwoInstancesSharingALockKeyServeInTurn(t *testing.T) {
 	const requests = 200
 	errs := make([]error, requests)
 	testkit.StartTogether(requests, func(in int) {
-		got, err := lanes[in%2].Do(context.Background(), lockKey, in)
+		got, err := lanes[in%2].Do(context.Background(), lockKey, nil, in)
 		if err == nil && got.N != in {
 			err = fmt.Errorf("request %d answered %d", in, got.N)
 		}
@@ -837,7 +837,7 @@ func TestLane_DoAnswersBeforeTheLockIsReleased(t *testing.T) {
 
 	done := make(chan outcome, 1)
 	go func() {
-		v, err := lane.Do(context.Background(), lockKey, 7)
+		v, err := lane.Do(context.Background(), lockKey, nil, 7)
 		done <- outcome{guard.Result[answer]{Value: v}, err}
 	}()
 	if o := await(t, done); o.err != nil || o.res.Value.N != 7 {

@@ -52,7 +52,10 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return ReservationView{}, err
 	}
-	e, err := s.rooms.event(ctx, cmd.EventID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	readCtx, spent := budget.Spend(ctx)
+	e, err := s.rooms.event(readCtx, cmd.EventID)
+	spent()
 	if err != nil {
 		return ReservationView{}, err
 	}
@@ -64,10 +67,13 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err != nil || number > e.Seats() {
 		return ReservationView{}, waiting.ErrSeatNotFound
 	}
-	if err := s.rejectSoldOut(ctx, e, seatsLeft); err != nil {
+	readCtx, spent = budget.Spend(ctx)
+	err = s.rejectSoldOut(readCtx, e, seatsLeft)
+	spent()
+	if err != nil {
 		return ReservationView{}, err
 	}
-	return s.reserves.Do(ctx, "seat:"+e.ID()+":"+cmd.SeatID, reserveInput{eventID: e.ID(), seat: number, userID: cmd.UserID})
+	return s.reserves.Do(ctx, "seat:"+e.ID()+":"+cmd.SeatID, budget, reserveInput{eventID: e.ID(), seat: number, userID: cmd.UserID})
 }
 
 // checkToken refuses a missing token, or one that is not this user's live token of this

@@ -46,6 +46,11 @@ type Config struct {
 	// MaxBatch bounds how many reservations of one seat a lock hold serves in one transaction;
 	// guard.DefaultMaxBatch when zero.
 	MaxBatch int
+	// Timeout, the database's timeout, bounds a reservation's database work in all: its reads
+	// before the lock (the event, on its first reservation here; the free seats, when the seat
+	// counter is at 0), then its batch's transaction, but not its wait for the lock
+	// (guard.Budget). Zero: no bound of its own.
+	Timeout time.Duration
 }
 
 // Observer receives each event's numbers after every reconciliation pass, for metrics. It must

@@ -13,6 +13,7 @@ import (
 	"github.com/rushgate/rushgate/application/waiting"
 	domainwaiting "github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
+	"github.com/rushgate/rushgate/test/testkit"
 )
 
 // rooms is the waiting-room use cases on in-memory adapters, and the Deps of a push broker and
@@ -137,5 +138,67 @@ func TestReconcile_DropsAPullUserIdleForTheTimeoutNeverBefore(t *testing.T) {
 	}
 	if err := status("poller"); !errors.Is(err, domainwaiting.ErrNotInQueue) {
 		t.Fatalf("silent for the idle timeout and a step: %v, want %v", err, domainwaiting.ErrNotInQueue)
+	}
+}
+
+// deadlineEvents and deadlineSeats record the deadline each read of an event and each seat lock
+// received.
+type deadlineEvents struct {
+	ports.EventRepository
+	*testkit.Deadlines
+}
+
+func (d deadlineEvents) Get(ctx context.Context, id string) (*domainwaiting.Event, error) {
+	d.Record(ctx, "Events.Get")
+	return d.EventRepository.Get(ctx, id)
+}
+
+type deadlineSeats struct {
+	ports.SeatRepository
+	*testkit.Deadlines
+}
+
+func (d deadlineSeats) GetForUpdate(ctx context.Context, eventID string, number int) (*domainwaiting.Seat, error) {
+	d.Record(ctx, "Seats.GetForUpdate")
+	return d.SeatRepository.GetForUpdate(ctx, eventID, number)
+}
+
+// TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout: an instance's first
+// reservation of an event reads the event before the seat's lock, then locks the seat in its
+// batch's transaction; both run until one Config.Timeout after the reservation's arrival (its
+// wait for the lock, none here, aside), not one timeout each.
+func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "budget", Seats: 2, Slots: 2, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.svc.Enter(ctx, event.ID, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := r.svc.Claim(ctx, event.ID, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadlines := &testkit.Deadlines{}
+	deps := r.deps
+	deps.Events = deadlineEvents{EventRepository: deps.Events, Deadlines: deadlines}
+	deps.Seats = deadlineSeats{SeatRepository: deps.Seats, Deadlines: deadlines}
+	// Another instance: it has not read the event yet.
+	svc := waiting.NewService(deps, waiting.Config{Timeout: timeout})
+
+	before := time.Now()
+	if _, err := svc.Reserve(ctx, waiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	for _, call := range []string{"Events.Get", "Seats.GetForUpdate"} {
+		d, called := deadlines.Of(call)
+		if !called || d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
+			t.Errorf("%s (called %v) ran until %v, want the reservation's arrival (%v–%v) + %v", call, called, d, before, after, timeout)
+		}
 	}
 }
