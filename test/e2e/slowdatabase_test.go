@@ -1,14 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
+
 	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/domain/outbox"
+	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
 	"github.com/rushgate/rushgate/test/testkit"
 )
@@ -134,13 +138,53 @@ func TestSlowDatabase_APaymentCostsOneDatabaseTimeout(t *testing.T) {
 	}
 }
 
+// TestSlowDatabase_ContentionOnAPaymentsLockStillAnswers429: waiting for the lock spends none
+// of a payment's database budget. A payment whose order read took most of RUSHGATE_DB_TIMEOUT
+// (round trips of 0.4 of it) and whose lock another holder keeps past the whole backoff schedule
+// answers 429 TOO_MANY_REQUESTS, as contention does, not 503.
+func TestSlowDatabase_ContentionOnAPaymentsLockStillAnswers429(t *testing.T) {
+	for _, db := range testenv.Databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			var coord ports.Coordination
+			s, proxy, cfg := startBehindSlowProxyWith(t, db, fx.Populate(&coord), func(*bootstrap.Config) {})
+			product := s.createProduct("contended", 100, 10)
+			payer := s.run + "payer"
+			s.createUser(payer, 1000)
+			warm, contended := s.placeOrder(payer, product, 1, ""), s.placeOrder(payer, product, 1, "")
+			if res := s.pay(payer, warm, "warm"); res.status != http.StatusOK {
+				t.Fatalf("payment with the database fast: %d %s", res.status, res.raw)
+			}
+			s.outboxDelivered()
+			// A payment's lock is its order's (smallest) product's.
+			held, err := coord.Locker.TryAcquire(context.Background(), "stock:"+product, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = held.Release(context.Background()) }()
+
+			proxy.SetDelay(cfg.Database.Timeout * 4 / 10)
+			defer proxy.SetDelay(0)
+			sent := time.Now()
+			res := s.pay(payer, contended, "contended")
+			t.Logf("with the lock held: %d after %v", res.status, time.Since(sent).Round(time.Millisecond))
+			assertError(t, res, http.StatusTooManyRequests, "TOO_MANY_REQUESTS")
+		})
+	}
+}
+
 // startBehindSlowProxy starts a server on production timeouts whose database is db behind a
 // slow proxy (fast until told otherwise), on one connection, with configure's changes; it
 // returns the server, the proxy and the server's settings.
 func startBehindSlowProxy(t *testing.T, db testenv.Database, configure func(*bootstrap.Config)) (*server, *testkit.SlowProxy, bootstrap.Config) {
+	return startBehindSlowProxyWith(t, db, fx.Options(), configure)
+}
+
+// startBehindSlowProxyWith is startBehindSlowProxy with extra fx options, such as a port
+// populated for the test.
+func startBehindSlowProxyWith(t *testing.T, db testenv.Database, extra fx.Option, configure func(*bootstrap.Config)) (*server, *testkit.SlowProxy, bootstrap.Config) {
 	proxy := testkit.StartSlowProxy(t, hostOf(t, db.URL))
 	var cfg bootstrap.Config
-	s := startServer(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, productionTimeouts,
+	s := startServerWith(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, extra, productionTimeouts,
 		func(c *bootstrap.Config) {
 			c.Database.MaxOpenConns = 1
 			configure(c)
