@@ -214,6 +214,62 @@ func ValidateKey(key string) error {
 // rejection) or any failure drops the record so the client may retry; success stores the
 // answer for replays.
 func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context.Context) (T, error)) (Result[T], error) {
+	return once(ctx, g, req, func(ctx context.Context, _ *ticket) (T, *ports.StoredResponse, error) {
+		value, err := fn(ctx)
+		return value, nil, err
+	})
+}
+
+// OnceMarked is Once for a use case whose write is one transaction: fn runs in a transaction of
+// Deps.Tx that also commits its answer as an idempotency marker, so a retry whose record the
+// IdempotencyStore lost (a crash between commit and Complete, a Redis restarted empty) is
+// answered from the database instead of running fn again on what the data holds by then. It
+// panics on a Guard without Deps.Tx and Deps.Markers.
+func OnceMarked[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context.Context) (T, error)) (Result[T], error) {
+	if g.deps.Tx == nil || g.deps.Markers == nil {
+		panic("guard: OnceMarked needs a Guard with Deps.Tx and Deps.Markers")
+	}
+	return once(ctx, g, req, func(ctx context.Context, t *ticket) (value T, stored *ports.StoredResponse, err error) {
+		err = g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
+			var zero T
+			value, stored = zero, nil // a transaction run again starts afresh
+			found, err := g.deps.Markers.Find(ctx, []ports.IdempotencyKey{t.key})
+			if err != nil {
+				return fmt.Errorf("guard: find idempotency marker: %w", err)
+			}
+			if m, ok := found[t.key]; ok {
+				if m.Fingerprint != t.fingerprint {
+					return ErrKeyReused
+				}
+				stored = &m.Response
+				return nil
+			}
+			if value, err = fn(ctx); err != nil {
+				return err
+			}
+			body, err := json.Marshal(value)
+			if err != nil {
+				return fmt.Errorf("guard: encode response: %w", err)
+			}
+			marker := ports.IdempotencyMarker{Key: t.key, Fingerprint: t.fingerprint,
+				Response: ports.StoredResponse{Outcome: string(t.outcome), Body: body}, CreatedAt: g.deps.Clock.Now()}
+			if err := g.deps.Markers.Save(ctx, []ports.IdempotencyMarker{marker}); err != nil {
+				return fmt.Errorf("guard: save idempotency marker: %w", err)
+			}
+			return nil
+		})
+		if errors.Is(err, ports.ErrMarkerExists) {
+			// A request with the same key committed meanwhile; its retry will be replayed.
+			err = ErrInProgress
+		}
+		return value, stored, err
+	})
+}
+
+// once takes req's key, runs run, and completes the record with the answer: the value run
+// produced, or the stored answer it found instead, which is replayed.
+func once[T any](ctx context.Context, g *Guard, req Request,
+	run func(ctx context.Context, t *ticket) (T, *ports.StoredResponse, error)) (Result[T], error) {
 	t, replay, err := g.begin(ctx, req)
 	if err != nil || replay != nil {
 		return replayed[T](g, replay, err)
@@ -224,9 +280,13 @@ func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context
 			return Result[T]{}, err
 		}
 	}
-	value, err := fn(ctx)
+	value, stored, err := run(ctx, t)
 	if err != nil {
 		return Result[T]{}, err
+	}
+	if stored != nil {
+		t.complete(*stored, false)
+		return replayed[T](g, stored, nil)
 	}
 	// The record keeps the plain value (Go field names), not the answer's wire form: the edge
 	// encodes a replayed value as it encodes a fresh one.

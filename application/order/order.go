@@ -19,9 +19,10 @@ type Deps struct {
 	Carts       ports.CartRepository
 	Orders      ports.OrderRepository
 	UserCoupons ports.UserCouponRepository
-	Guard       *guard.Guard
-	Clock       ports.Clock
-	IDs         ports.IDGenerator
+	// Guard needs Deps.Tx and Deps.Markers: an order placed with a key commits its marker.
+	Guard *guard.Guard
+	Clock ports.Clock
+	IDs   ports.IDGenerator
 	// Permissions decides who may buy a restricted product (a raffle's prize); nil restricts
 	// none.
 	Permissions ports.PurchasePermissions
@@ -93,7 +94,8 @@ func viewOf(o *order.Order) View {
 
 // PlaceCommand places an order of the user's cart. CouponID, when not nil, is the id of a
 // coupon the user holds AVAILABLE and unexpired. IdempotencyKey is optional: with one, a retry
-// of a placed order replays its answer instead of answering EMPTY_CART.
+// of a placed order replays its answer instead of answering EMPTY_CART, from the idempotency
+// marker committed with the order when the record is lost, so it never places a second order.
 type PlaceCommand struct {
 	UserID         string
 	CouponID       *string
@@ -125,7 +127,7 @@ func (s *Service) Place(ctx context.Context, cmd PlaceCommand) (guard.Result[Vie
 	if cmd.CouponID != nil {
 		ids = []string{*cmd.CouponID}
 	}
-	return guard.Once(ctx, s.guard, guard.Request{
+	return guard.OnceMarked(ctx, s.guard, guard.Request{
 		UserID:         cmd.UserID,
 		IdempotencyKey: cmd.IdempotencyKey,
 		Fingerprint:    guard.Fingerprint("order.place", ids, nil),

@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
+	"github.com/rushgate/rushgate/application/guard/guardtest"
 	apporder "github.com/rushgate/rushgate/application/order"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/commerce"
@@ -130,6 +132,35 @@ func TestPlace_WithAKeyReplaysInsteadOfPlacingAgain(t *testing.T) {
 	cmd.IdempotencyKey = "k2"
 	_, err = s.Orders.Place(context.Background(), cmd)
 	assert.ErrorIs(t, err, order.ErrEmptyCart)
+}
+
+// The order and its idempotency marker commit together: a retry whose record the store lost (a
+// Complete lost to a Redis blip, the lease over; or Redis restarted empty) is answered with the
+// first order from the database, not placed again from what the cart holds by then.
+func TestPlace_ARetryAfterALostCompleteReplaysTheOrderFromTheDatabase(t *testing.T) {
+	clock := memory.NewClock(memorytest.Start)
+	var store *guardtest.LostCompletes
+	s := &shop{Shop: memorytest.NewShop(t, memorytest.WithClock(clock, system.Sleeper{}),
+		memorytest.WithIdempotency(func(inner ports.IdempotencyStore) ports.IdempotencyStore {
+			store = &guardtest.LostCompletes{IdempotencyStore: inner}
+			return store
+		})), t: t}
+	p := s.Product(100, 10)
+	_, err := s.add("u1", p, 1)
+	require.NoError(t, err)
+	cmd := apporder.PlaceCommand{UserID: "u1", IdempotencyKey: "lost"}
+	first, err := s.Orders.Place(context.Background(), cmd)
+	require.NoError(t, err)
+	require.Equal(t, 1, store.Lost())
+	clock.Advance(31 * time.Second) // the lease of the never-completed record ends
+	_, err = s.add("u1", p, 2)      // the cart is filled again meanwhile
+	require.NoError(t, err)
+
+	again, err := s.Orders.Place(context.Background(), cmd)
+	require.NoError(t, err)
+	assert.True(t, again.Replayed)
+	assert.Equal(t, first.Value, again.Value)
+	assert.Len(t, s.cart("u1").Items, 1, "the retry must not take the new cart")
 }
 
 func TestAddToCart_RefusesWhatTheStockOrTheLimitsDoNotCover(t *testing.T) {
