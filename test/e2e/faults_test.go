@@ -20,53 +20,66 @@ import (
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
-// redisProcess is a private redis-server: its URL, its process (to signal it) and a stop that
-// kills it, also run at cleanup.
+// redisProcess is a private redis-server: its URL, its process (to signal it), a stop that
+// kills it, also run at cleanup, and a restart that starts a new one, empty, on the same port.
 type redisProcess struct {
 	url     string
 	process *os.Process
 	stop    func()
+	restart func()
 }
 
 // startPrivateRedis starts a redis-server of the test's own on a free port and waits until it,
-// not whatever else took the port meanwhile, answers.
-func startPrivateRedis(t *testing.T) redisProcess {
+// not whatever else took the port meanwhile, answers. Like the machine's, it keeps nothing on
+// disk: a restart comes back empty.
+func startPrivateRedis(t *testing.T) *redisProcess {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		testenv.Unreachable(t, "redis-server binary", err)
 	}
 	port := freePort(t)
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd.Stdout = testenv.LogWriter(t)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	// Whatever listens on the port answers a dial: another process may have taken it since it
-	// was chosen, and then this redis-server, unable to bind, exits. Only this process counts.
-	client := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
-	defer client.Close()
-	testkit.Eventually(t, 5*time.Second, "the private redis-server accepts connections", func() error {
-		info, err := client.Info(context.Background(), "server").Result()
-		if err != nil {
-			return err
+	r := &redisProcess{url: "redis://" + addr + "/0"}
+	var stopped bool
+	start := func() {
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		cmd.Stdout = testenv.LogWriter(t)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid); !strings.Contains(info, want) {
-			return fmt.Errorf("%s is not this test's redis-server (pid %d)", addr, cmd.Process.Pid)
+		stopped = false
+		r.process = cmd.Process
+		r.stop = func() {
+			if !stopped {
+				stopped = true
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
 		}
-		return nil
-	})
-	return redisProcess{url: "redis://" + addr + "/0", process: cmd.Process, stop: stop}
+		// Whatever listens on the port answers a dial: another process may have taken it since
+		// it was chosen, and then this redis-server, unable to bind, exits. Only this process
+		// counts.
+		client := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+		defer client.Close()
+		testkit.Eventually(t, 5*time.Second, "the private redis-server accepts connections", func() error {
+			info, err := client.Info(context.Background(), "server").Result()
+			if err != nil {
+				return err
+			}
+			if want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid); !strings.Contains(info, want) {
+				return fmt.Errorf("%s is not this test's redis-server (pid %d)", addr, cmd.Process.Pid)
+			}
+			return nil
+		})
+	}
+	start()
+	t.Cleanup(func() { r.stop() })
+	r.restart = func() {
+		r.stop()
+		start()
+	}
+	return r
 }
 
 // TestFaults_RedisStoppedMidTestAnswers503Fast: joins answer 503 UNAVAILABLE within about a
