@@ -61,10 +61,12 @@ func NewService(d Deps, cfg Config) *Service {
 		cfg.IssueRetries = DefaultIssueRetries
 	}
 	s := &Service{tx: d.Tx, coupons: d.Coupons, userCoupons: d.UserCoupons, clock: d.Clock, ids: d.IDs}
-	// Without markers: the UNIQUE index already keeps a re-run from issuing twice, and each
-	// issueBatch is a transaction of its own, as a retry after a conflict needs (on MySQL a
-	// conflict is only seen anew from a fresh snapshot).
-	s.issues = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, ConflictRetries: cfg.IssueRetries}, s.issueBatch)
+	// Markers: the UNIQUE index keeps a re-run from issuing twice, but only a marker committed
+	// with the coupon answers a keyed retry whose record Redis lost with the first 201 rather
+	// than ALREADY_ISSUED. The lane runs each attempt in a fresh transaction, as a retry after a
+	// conflict needs (on MySQL a conflict is only seen anew from a fresh snapshot).
+	s.issues = guard.NewLane(d.Guard, guard.LaneConfig{MaxBatch: cfg.MaxBatch, Markers: true,
+		ConflictRetries: cfg.IssueRetries}, s.issueBatch)
 	return s
 }
 

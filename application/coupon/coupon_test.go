@@ -29,26 +29,50 @@ type fixture struct {
 	svc         *appcoupon.Service
 }
 
-type option func(*fixture)
+// options are what a test changes of the fixture: wrappers of its repositories and of the
+// guard's idempotency store.
+type options struct {
+	coupons     func(ports.CouponRepository) ports.CouponRepository
+	userCoupons func(ports.UserCouponRepository) ports.UserCouponRepository
+	idempotency func(ports.IdempotencyStore) ports.IdempotencyStore
+}
+
+type option func(*options)
 
 // withCoupons replaces the coupon repository the service uses.
 func withCoupons(wrap func(ports.CouponRepository) ports.CouponRepository) option {
-	return func(f *fixture) { f.coupons = wrap(f.coupons) }
+	return func(o *options) { o.coupons = wrap }
 }
 
 // withUserCoupons replaces the user coupon repository the service uses.
 func withUserCoupons(wrap func(ports.UserCouponRepository) ports.UserCouponRepository) option {
-	return func(f *fixture) { f.userCoupons = wrap(f.userCoupons) }
+	return func(o *options) { o.userCoupons = wrap }
+}
+
+// withIdempotency replaces the idempotency store the guard uses.
+func withIdempotency(wrap func(ports.IdempotencyStore) ports.IdempotencyStore) option {
+	return func(o *options) { o.idempotency = wrap }
 }
 
 func newFixture(t *testing.T, opts ...option) *fixture {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// Backoff really waits (and briefly), so contention does not move the clock coupons expire by.
-	env := memorytest.New(memorytest.WithClock(memory.NewClock(memorytest.Start), system.Sleeper{}),
-		memorytest.WithGuard(guard.Config{BaseDelay: time.Millisecond, MaxRetries: 3}))
+	envOpts := []memorytest.Option{memorytest.WithClock(memory.NewClock(memorytest.Start), system.Sleeper{}),
+		memorytest.WithGuard(guard.Config{BaseDelay: time.Millisecond, MaxRetries: 3})}
+	if o.idempotency != nil {
+		envOpts = append(envOpts, memorytest.WithIdempotency(o.idempotency))
+	}
+	env := memorytest.New(envOpts...)
 	f := &fixture{Env: env, coupons: env.Stores.Coupons, userCoupons: env.Stores.UserCoupons}
-	for _, o := range opts {
-		o(f)
+	if o.coupons != nil {
+		f.coupons = o.coupons(f.coupons)
+	}
+	if o.userCoupons != nil {
+		f.userCoupons = o.userCoupons(f.userCoupons)
 	}
 	f.svc = appcoupon.NewService(appcoupon.Deps{Tx: env.Stores.Tx, Coupons: f.coupons, UserCoupons: f.userCoupons,
 		Guard: env.Guard, Clock: env.Clock, IDs: system.UUIDs{}}, appcoupon.Config{})
@@ -163,6 +187,29 @@ func TestIssue_AKeyedIssueIsReplayed(t *testing.T) {
 	again, err := f.svc.Issue(context.Background(), cmd)
 	if err != nil || !again.Replayed || again.Value != first.Value {
 		t.Fatalf("replay: %+v, %v", again, err)
+	}
+	f.assertIssued(t, c.ID, 1)
+}
+
+// The coupon and its idempotency marker commit together: a retry whose record the store lost
+// (its Complete lost to a Redis blip, the lease over; or Redis restarted empty) replays the
+// first 201 from the database, not ALREADY_ISSUED.
+func TestIssue_AKeyedRetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing.T) {
+	var store *guardtest.LostCompletes
+	f := newFixture(t, withIdempotency(func(inner ports.IdempotencyStore) ports.IdempotencyStore {
+		store = &guardtest.LostCompletes{IdempotencyStore: inner}
+		return store
+	}))
+	c := f.create(t, 5)
+	cmd := appcoupon.IssueCommand{CouponID: c.ID, UserID: "alice", IdempotencyKey: "lost"}
+	first, err := f.svc.Issue(context.Background(), cmd)
+	if err != nil || store.Lost() != 1 {
+		t.Fatalf("first: %+v, %v, %d lost", first, err, store.Lost())
+	}
+	f.FakeClock.Advance(31 * time.Second) // the lease of the never-completed record ends
+	again, err := f.svc.Issue(context.Background(), cmd)
+	if err != nil || !again.Replayed || again.Value != first.Value {
+		t.Fatalf("retry: %+v, %v; want the replay of %+v", again, err, first.Value)
 	}
 	f.assertIssued(t, c.ID, 1)
 }

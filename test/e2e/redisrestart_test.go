@@ -13,9 +13,9 @@ import (
 // TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers restarts a private Redis, which keeps
 // nothing on disk, so it comes back empty: every lock, idempotency record and waiting room is
 // gone. The server serves again without a restart of its own, and what the database holds
-// answers for what Redis lost: a charge, a payment and an order placed before the restart, sent
-// again with their keys, replay their first answers (the balance moves once; the order is not
-// placed a second time from the cart filled since); a sold-out event stays sold out; a room is
+// answers for what Redis lost: a charge, a payment, a coupon issue and an order placed before
+// the restart, sent again with their keys, replay their first answers (the balance moves once;
+// the order is not placed a second time from the cart filled since); a sold-out event stays sold out; a room is
 // opened again from the database with its free seats and slots.
 func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
@@ -29,9 +29,12 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 			s.createUser("payer", 1000)
 			product := s.createProduct("kept", 10, 10)
 			paidOrder := s.placeOrder("payer", product, 1, "")
-			charged, paid := s.charge("payer", "100", "charge"), s.pay("payer", paidOrder, "pay")
-			if charged.status != http.StatusOK || paid.status != http.StatusOK {
-				t.Fatalf("charge: %d %s; pay: %d %s", charged.status, charged.raw, paid.status, paid.raw)
+			couponID := s.createCoupon(10)
+			issueWithKey := func() response { return s.issue(couponID, "payer", "Idempotency-Key", s.run+"issue") }
+			charged, paid, issued := s.charge("payer", "100", "charge"), s.pay("payer", paidOrder, "pay"), issueWithKey()
+			if charged.status != http.StatusOK || paid.status != http.StatusOK || issued.status != http.StatusCreated {
+				t.Fatalf("charge: %d %s; pay: %d %s; issue: %d %s", charged.status, charged.raw, paid.status, paid.raw,
+					issued.status, issued.raw)
 			}
 			if res := s.addToCart("payer", product, 1); res.status != http.StatusCreated {
 				t.Fatalf("add to cart: %d %s", res.status, res.raw)
@@ -69,6 +72,7 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 			for name, replay := range map[string]struct{ first, again response }{
 				"charge":  {charged, s.charge("payer", "100", "charge")},
 				"payment": {paid, s.pay("payer", paidOrder, "pay")},
+				"coupon":  {issued, issueWithKey()},
 			} {
 				if replay.again.status != replay.first.status || string(replay.again.raw) != string(replay.first.raw) ||
 					replay.again.header.Get("Idempotent-Replayed") != "true" {
@@ -77,6 +81,7 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 				}
 			}
 			s.assertWallet("payer", 1000+100-10, 3)
+			s.assertIssued(couponID, 1)
 
 			if res := s.addToCart("payer", product, 2); res.status != http.StatusCreated {
 				t.Fatalf("add to cart after the restart: %d %s", res.status, res.raw)
