@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
 	"github.com/rushgate/rushgate/test/testkit"
 )
@@ -53,6 +54,24 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 			open := s.createEvent(`{"name":"open","seats":3,"slots":1,"mode":"pull"}`)
 			s.admit(open, "admitted-before")
 
+			// Down long enough for joins to open the client's dial circuit (a failed dial per
+			// pooled connection), which then probes Redis once a second.
+			redis.stop()
+			stopped := time.Now()
+			var firstRefusal time.Duration
+			for i := 0; time.Since(stopped) < 2*time.Second; i++ {
+				sent := time.Now()
+				res := s.join(crewID, fmt.Sprint("down-", i), fmt.Sprint("down-", i))
+				if res.status != http.StatusServiceUnavailable || res.str("error") != "UNAVAILABLE" || res.header.Get("Retry-After") == "" {
+					t.Fatalf("join with Redis down: %d %s, want 503 UNAVAILABLE with Retry-After", res.status, res.raw)
+				}
+				if took := time.Since(sent); took > stallBound(bootstrap.DefaultConfig().Redis.Timeout, 0) {
+					t.Fatalf("a 503 with Redis down took %v", took)
+				}
+				if i == 0 {
+					firstRefusal = time.Since(stopped)
+				}
+			}
 			redis.restart()
 			restarted := time.Now()
 			refused := 0
@@ -67,7 +86,8 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 				}
 				return fmt.Errorf("join: %d %s", res.status, res.raw)
 			})
-			t.Logf("first join 201 %v after Redis answered again, %d refused before it", time.Since(restarted).Round(time.Millisecond), refused)
+			t.Logf("first 503 %v after Redis stopped; first join 201 %v after it answered again, %d refused before it",
+				firstRefusal.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond), refused)
 
 			for name, replay := range map[string]struct{ first, again response }{
 				"charge":  {charged, s.charge("payer", "100", "charge")},
@@ -139,6 +159,18 @@ func TestPush_RedisRestartedEmptyEndsEveryStreamAndAdmitsWithinSlots(t *testing.
 	}
 	t.Logf("every stream ended within %v of Redis stopping", slowest.Round(time.Millisecond))
 	redis.restart()
+	back := time.Now()
+	refused := 0
+	testkit.Eventually(t, 10*time.Second, "a stream opens once Redis is back", func() error {
+		status, c := openStream(t, s.url, eventID, "probe", s.token("probe"))
+		if status == http.StatusOK {
+			c.close()
+			return nil
+		}
+		refused++
+		return fmt.Errorf("status %d", status)
+	})
+	t.Logf("the first stream opened %v after Redis was back, %d refused before it", time.Since(back).Round(time.Millisecond), refused)
 
 	again := make([]*sseClient, users)
 	for i := range again {
