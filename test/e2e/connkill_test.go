@@ -19,80 +19,117 @@ import (
 // server holds to a private Postgres (pg_terminate_backend) and MariaDB (KILL CONNECTION) while
 // herds of every guarded flow, cart adds, raffle entries and seat reservations are mid-flight,
 // twice: the database stays up, so only the transactions on those connections die. Every answer
-// is a success or 503 UNAVAILABLE with Retry-After (never a 500), the next requests succeed on
-// new connections without a restart, and what the flows stored is consistent, every success
-// included.
+// is a success or 503 UNAVAILABLE with Retry-After (never a 500), the next request of each flow
+// succeeds on a new connection without a restart, and what the flows stored is consistent,
+// every success included.
 func TestDatabaseConnectionsKilled_EveryFlowAnswersThenServesAgain(t *testing.T) {
 	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
 		db := newDatabase(t)
 		t.Run(db.name, func(t *testing.T) {
-			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: startPrivateRedis(t).url}, productionTimeouts,
-				func(c *bootstrap.Config) { c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries })
-			flows, consistent := guardedFlows(s)
-			cart, cartConsistent := cartAddFlow(s)
-			entry, entriesConsistent := raffleEntryFlow(s)
-			seat, seatsConsistent := seatReservationFlow(s)
-			flows = append(flows, cart, entry, seat)
-			killer, err := s.db.Conn(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer killer.Close()
-			killAll := func() int {
-				n, err := killConnections(killer, s.dialect)
+			herdThroughAFault(t, db, func(t *testing.T, s *server) func() {
+				killer, err := s.db.Conn(context.Background())
 				if err != nil {
-					t.Fatalf("kill the server's connections: %v", err)
+					t.Fatal(err)
 				}
-				return n
-			}
-
-			testkit.Eventually(t, 30*time.Second, "a healthy herd of every flow", func() error {
-				for name, answers := range herd(flows, func() {})() {
-					for _, a := range answers {
-						if a.err != nil || a.status >= 300 {
-							return fmt.Errorf("%s before the kill: %v", name, a)
+				t.Cleanup(func() { _ = killer.Close() })
+				return func() {
+					var killed []int
+					for range 2 { // the second kill lands on the transactions that replaced the first
+						n, err := killConnections(killer, s.dialect)
+						if err != nil {
+							t.Fatalf("kill the server's connections: %v", err)
 						}
+						killed = append(killed, n)
+						time.Sleep(20 * time.Millisecond)
 					}
+					t.Logf("killed %v connections mid-herd", killed)
 				}
-				return nil
-			})
-
-			var (
-				once   sync.Once
-				first  = make(chan struct{})
-				killed []int
-			)
-			caught := herd(flows, func() { once.Do(func() { close(first) }) })
-			<-first
-			killed = append(killed, killAll())
-			time.Sleep(20 * time.Millisecond) // a second kill lands on the transactions that replaced the first
-			killed = append(killed, killAll())
-			refused := 0
-			for name, answers := range caught() {
-				for _, a := range answers {
-					unavailable := a.err == nil && a.status == http.StatusServiceUnavailable && a.code == "UNAVAILABLE" && a.retryAfter != ""
-					if unavailable {
-						refused++
-					} else if a.err != nil || a.status >= 300 {
-						t.Errorf("%s caught by the kill: want a success or 503 UNAVAILABLE with Retry-After, got %v", name, a)
-					}
-				}
-			}
-			t.Logf("killed %v connections mid-herd; %d of %d answers were 503", killed, refused, len(flows)*herdSize)
-
-			recovered := time.Now()
-			for _, f := range flows {
-				if a := f.send(); a.err != nil || a.status >= 300 {
-					t.Errorf("%s after the kill: %v, want a success on a new connection", f.name, a)
-				}
-			}
-			t.Logf("one request of each flow after the kill answered within %v", time.Since(recovered).Round(time.Millisecond))
-			consistent()
-			cartConsistent()
-			entriesConsistent()
-			seatsConsistent()
+			}, func(*testing.T) {})
 		})
 	}
+}
+
+// TestDatabaseRestartedMidHerd_EveryFlowAnswersThenServesAgain stops a private Postgres
+// (immediate) and MariaDB (SIGKILL) while herds of every flow are mid-flight and starts it
+// again: every answer is a success or 503 with Retry-After, each flow succeeds again without a
+// restart of the server, and no success was lost.
+func TestDatabaseRestartedMidHerd_EveryFlowAnswersThenServesAgain(t *testing.T) {
+	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
+		db := newDatabase(t)
+		t.Run(db.name, func(t *testing.T) {
+			herdThroughAFault(t, db, func(t *testing.T, _ *server) func() {
+				return func() { db.stop(t) }
+			}, db.start)
+		})
+	}
+}
+
+// herdThroughAFault runs herds of every guarded flow, cart adds, raffle entries and seat
+// reservations on a server of db: one healthy, then one during which fault (built once the
+// server runs) strikes at the first answer. Every answer of that herd must be a success or 503
+// UNAVAILABLE with Retry-After; after recover, one request of each flow must succeed within
+// 30 s, and what the flows stored must be consistent, every success included.
+func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testing.T, s *server) func(), recover func(t *testing.T)) {
+	s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: startPrivateRedis(t).url}, productionTimeouts,
+		func(c *bootstrap.Config) { c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries })
+	flows, consistent := guardedFlows(s)
+	cart, cartConsistent := cartAddFlow(s)
+	entry, entriesConsistent := raffleEntryFlow(s)
+	seat, seatsConsistent := seatReservationFlow(s)
+	flows = append(flows, cart, entry, seat)
+	fault := newFault(t, s)
+
+	testkit.Eventually(t, 30*time.Second, "a healthy herd of every flow", func() error {
+		for name, answers := range herd(flows, func() {})() {
+			for _, a := range answers {
+				if a.err != nil || a.status >= 300 {
+					return fmt.Errorf("%s before the fault: %v", name, a)
+				}
+			}
+		}
+		return nil
+	})
+
+	var once sync.Once
+	first := make(chan struct{})
+	caught := herd(flows, func() { once.Do(func() { close(first) }) })
+	<-first
+	struck := time.Now()
+	fault()
+	refused := 0
+	var firstRefusal time.Time
+	for name, answers := range caught() {
+		for _, a := range answers {
+			unavailable := a.err == nil && a.status == http.StatusServiceUnavailable && a.code == "UNAVAILABLE" && a.retryAfter != ""
+			switch {
+			case unavailable:
+				refused++
+				if firstRefusal.IsZero() || a.at.Before(firstRefusal) {
+					firstRefusal = a.at
+				}
+			case a.err != nil || a.status >= 300:
+				t.Errorf("%s caught by the fault: want a success or 503 UNAVAILABLE with Retry-After, got %v", name, a)
+			}
+		}
+	}
+	t.Logf("%d of %d answers were 503, the first %v after the fault struck", refused, len(flows)*herdSize,
+		firstRefusal.Sub(struck).Round(time.Millisecond))
+
+	recover(t)
+	recovering := time.Now()
+	for _, f := range flows {
+		testkit.Eventually(t, 30*time.Second, f.name+" succeeds again", func() error {
+			if a := f.send(); a.err != nil || a.status >= 300 {
+				return fmt.Errorf("answered %v", a)
+			}
+			return nil
+		})
+	}
+	t.Logf("every flow succeeded again within %v of the database being back", time.Since(recovering).Round(time.Millisecond))
+	consistent()
+	cartConsistent()
+	entriesConsistent()
+	seatsConsistent()
 }
 
 // killConnections ends every connection to the database but conn's own, as an operator's

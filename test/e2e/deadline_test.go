@@ -209,19 +209,31 @@ func raffleEntryFlow(s *server) (guardedFlow, func()) {
 		s.t.Fatalf("create raffle: %d %s", created.status, created.raw)
 	}
 	raffleID := created.str("id")
-	var sent, entered atomic.Int64
+	var (
+		sent, entered atomic.Int64
+		mu            sync.Mutex
+		acknowledged  []string // the users whose entry was answered 201
+	)
 	consistent := func() {
 		s.t.Helper()
 		counted := s.do("GET", "/raffles/"+raffleID, admin, "").num("entries")
 		if int64(counted) < entered.Load() || int64(counted) > sent.Load() {
 			s.t.Errorf("raffle inconsistent: %d entries counted, %d answered 201 of %d sent", counted, entered.Load(), sent.Load())
 		}
+		for _, user := range acknowledged {
+			if standing := s.do("GET", "/raffles/"+raffleID+"/entries/me", s.token(user), ""); standing.str("status") != "entered" {
+				s.t.Errorf("%s heard 201 but is not entered: %d %s", user, standing.status, standing.raw)
+			}
+		}
 	}
 	return guardedFlow{"raffle entry", func() answer {
-		n := sent.Add(1)
-		a := s.postFromAnyGoroutine("/raffles/"+raffleID+"/entries", fmt.Sprint(s.run, "entrant-", n), "", "")
+		user := fmt.Sprint(s.run, "entrant-", sent.Add(1))
+		a := s.postFromAnyGoroutine("/raffles/"+raffleID+"/entries", user, "", "")
 		if a.err == nil && a.status == http.StatusCreated {
 			entered.Add(1)
+			mu.Lock()
+			acknowledged = append(acknowledged, user)
+			mu.Unlock()
 		}
 		return a
 	}}, consistent
