@@ -760,3 +760,29 @@ func TestGuard_PruneMarkersDeletesOnlyExpiredMarkersInRounds(t *testing.T) {
 		t.Fatalf("markers left %v, want only the young one", left)
 	}
 }
+
+// OnceMarked commits its answer with the write: after the store lost every record (Redis
+// restarted empty), the key replays the first answer without running the write again, and the
+// key reused for another request is refused by the marker's fingerprint.
+func TestOnceMarked_TheMarkerAnswersWhatTheStoreLost(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var runs atomic.Int32
+	write := func(context.Context) (string, error) { return fmt.Sprint("order-", runs.Add(1)), nil }
+	req := guard.Request{UserID: "u1", IdempotencyKey: "k", Fingerprint: "place", Outcome: guard.OutcomeCreated}
+	first, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write)
+	if err != nil || first.Value != "order-1" || first.Replayed {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+
+	f.store.IdempotencyStore = memory.NewIdempotencyStore(f.clock) // every record lost
+	again, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write)
+	if err != nil || again.Value != "order-1" || !again.Replayed || runs.Load() != 1 {
+		t.Fatalf("after the loss: %+v, %v, %d runs; want the replay of order-1", again, err, runs.Load())
+	}
+	f.store.IdempotencyStore = memory.NewIdempotencyStore(f.clock)
+	req.Fingerprint = "another"
+	if _, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write); !errors.Is(err, guard.ErrKeyReused) || runs.Load() != 1 {
+		t.Fatalf("the key reused after the loss: %v, %d runs; want ErrKeyReused", err, runs.Load())
+	}
+}
