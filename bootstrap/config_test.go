@@ -65,6 +65,7 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_DATAPLATFORM_URL", "not a url"},
 		{"RUSHGATE_ALERT_WEBHOOK_URL", "example.com/hook"},
 		{"RUSHGATE_RECONNECT_GRACE", "-1s"},
+		{"RUSHGATE_LOCK_RETRIES", "-1"},
 		{"RUSHGATE_UPLOAD_URL_EXPIRY", "500ms"},
 		{"RUSHGATE_UPLOAD_URL_EXPIRY", "169h"}, // an S3 signature lasts at most a week
 		{"RUSHGATE_QUEUE_POLL_INTERVAL", "1h"},
@@ -128,7 +129,7 @@ func TestRedisKeyPrefix_DefaultsToTheWaitingRoomPrefix(t *testing.T) {
 // TestValidate_RefusesZeroNamingTheVariable: every numeric setting but those where zero means
 // something must be positive, so a new one is checked without being listed here.
 func TestValidate_RefusesZeroNamingTheVariable(t *testing.T) {
-	zeroMeansNone := map[string]bool{"RUSHGATE_RECONNECT_GRACE": true, "RUSHGATE_RAFFLE_DRAW_HOLD": true}
+	zeroMeansNone := map[string]bool{"RUSHGATE_RECONNECT_GRACE": true, "RUSHGATE_RAFFLE_DRAW_HOLD": true, "RUSHGATE_LOCK_RETRIES": true}
 	groups := reflect.TypeFor[Config]()
 	for i := range groups.NumField() {
 		group := groups.Field(i).Type
@@ -340,6 +341,15 @@ func TestReadme_RedisURLFormsAreAccepted(t *testing.T) {
 		url := strings.Replace(form[1], "[:pass@]", ":pass@", 1)
 		if err := parseWith(t, "RUSHGATE_REDIS_URL", url).Validate(); err != nil {
 			t.Errorf("%s: %v", url, err)
+		}
+	}
+}
+
+// RUSHGATE_LOCK_RETRIES=0 reaches the guard as no retries, not as the guard's default schedule.
+func TestGuardRetries_ZeroIsNoneForTheGuard(t *testing.T) {
+	for retries, want := range map[int]int{0: -1, 1: 1, 5: 5} {
+		if got := guardRetries(retries); got != want {
+			t.Errorf("guardRetries(%d) = %d, want %d", retries, got, want)
 		}
 	}
 }

@@ -27,7 +27,7 @@ type GuardConfig struct {
 	LockTTL time.Duration `env:"RUSHGATE_LOCK_TTL"`
 	// LockBaseDelay is the backoff base: base × 2^attempt plus jitter.
 	LockBaseDelay time.Duration `env:"RUSHGATE_LOCK_BASE_DELAY"`
-	// LockRetries is how many lock attempts follow the first.
+	// LockRetries is how many lock attempts follow the first; 0 fails fast after one.
 	LockRetries int `env:"RUSHGATE_LOCK_RETRIES"`
 	// LockMaxBatch is the most requests one lock hold serves in one transaction; 1 turns
 	// combining off.
@@ -57,13 +57,15 @@ func (c GuardConfig) Validate() error {
 	if err := allPositive(
 		positive{"RUSHGATE_LOCK_TTL", c.LockTTL > 0},
 		positive{"RUSHGATE_LOCK_BASE_DELAY", c.LockBaseDelay > 0},
-		positive{"RUSHGATE_LOCK_RETRIES", c.LockRetries > 0},
 		positive{"RUSHGATE_LOCK_MAX_BATCH", c.LockMaxBatch > 0},
 		positive{"RUSHGATE_IDEMPOTENCY_TTL", c.IdempotencyTTL > 0},
 		positive{"RUSHGATE_IDEMPOTENCY_LEASE", c.IdempotencyLease > 0},
 		positive{"RUSHGATE_MARKER_PRUNE_INTERVAL", c.MarkerPruneInterval > 0},
 	); err != nil {
 		return err
+	}
+	if c.LockRetries < 0 {
+		return fmt.Errorf("RUSHGATE_LOCK_RETRIES: must not be negative")
 	}
 	if c.IdempotencyLease > c.IdempotencyTTL {
 		return fmt.Errorf("RUSHGATE_IDEMPOTENCY_LEASE: %v is longer than RUSHGATE_IDEMPOTENCY_TTL %v", c.IdempotencyLease, c.IdempotencyTTL)
@@ -85,8 +87,17 @@ func provideGuard(cfg Config, tx ports.TxRunner, markers ports.IdempotencyMarker
 		Lease:          cfg.Guard.IdempotencyLease,
 		LockTTL:        cfg.Guard.LockTTL,
 		BaseDelay:      cfg.Guard.LockBaseDelay,
-		MaxRetries:     cfg.Guard.LockRetries,
+		MaxRetries:     guardRetries(cfg.Guard.LockRetries),
 	}, guard.WithObserver(metrics), guard.WithTracer(tracing.Tracer))
+}
+
+// guardRetries is RUSHGATE_LOCK_RETRIES as guard.Config takes it, where zero means the default
+// and a negative count means none.
+func guardRetries(retries int) int {
+	if retries == 0 {
+		return -1
+	}
+	return retries
 }
 
 // runMarkerPruner prunes every RUSHGATE_MARKER_PRUNE_INTERVAL until the application stops.

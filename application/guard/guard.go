@@ -56,7 +56,7 @@ type Config struct {
 	Lease          time.Duration // 30s: how long an IN_PROGRESS record blocks its key
 	LockTTL        time.Duration // 1s: the distributed lock's expiry
 	BaseDelay      time.Duration // 100ms: backoff before retry n is BaseDelay × 2^n plus jitter
-	MaxRetries     int           // 5: lock attempts after the first
+	MaxRetries     int           // 5: lock attempts after the first; negative: none (one attempt, then busy)
 	ReleaseTimeout time.Duration // 1s: bound on unlock/record writes after the request is done
 }
 
@@ -71,8 +71,11 @@ func (c Config) withDefaults() Config {
 	def(&c.LockTTL, time.Second)
 	def(&c.BaseDelay, 100*time.Millisecond)
 	def(&c.ReleaseTimeout, time.Second)
-	if c.MaxRetries <= 0 {
+	switch {
+	case c.MaxRetries == 0:
 		c.MaxRetries = 5
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
 	}
 	return c
 }

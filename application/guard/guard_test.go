@@ -613,6 +613,22 @@ func TestLane_BackoffIsConfigurableAndJittered(t *testing.T) {
 	assertDelays(t, maxes, ms(5, 10))
 }
 
+// A negative MaxRetries is none: one lock attempt, no backoff, then busy (zero is the default
+// schedule, so "none" needs its own value).
+func TestLane_NegativeMaxRetriesMakesOneAttempt(t *testing.T) {
+	f := newFixture(t)
+	f.hold(t, lockKey)
+	calls := 0
+	_, err := laneEntries[0].run(context.Background(), f.guard(guard.Config{MaxRetries: -1}), request("k1"), succeed(&calls))
+	if !errors.Is(err, guard.ErrBusy) {
+		t.Fatalf("err %v, want guard.ErrBusy", err)
+	}
+	if waits := f.sleeper.Waits(); len(waits) != 0 || calls != 0 {
+		t.Fatalf("backoffs %v and %d calls, want neither", waits, calls)
+	}
+	assertKeyFree(t, f, request("k1"))
+}
+
 func TestBackoff_DefaultJitterStaysBelowHalfTheBase(t *testing.T) {
 	g := guard.New(guard.Deps{}, guard.Config{})
 	for attempt := range 5 {
