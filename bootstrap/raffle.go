@@ -43,8 +43,10 @@ func (c RaffleConfig) Validate() error {
 	return allPositive(positive{"RUSHGATE_RAFFLE_DRAW_INTERVAL", c.DrawInterval > 0})
 }
 
-func provideRaffleService(cfg Config, tx ports.TxRunner, stores ports.RaffleStores, clock ports.Clock, ids ports.IDGenerator) *raffle.Service {
-	return raffle.NewService(raffle.Deps{Tx: tx, Raffles: stores.Raffles, Entries: stores.Entries, Clock: clock, IDs: ids,
+func provideRaffleService(cfg Config, tx ports.TxRunner, stores ports.RaffleStores, commerce ports.CommerceStores, clock ports.Clock,
+	ids ports.IDGenerator) *raffle.Service {
+	return raffle.NewService(raffle.Deps{Tx: tx, Raffles: stores.Raffles, Entries: stores.Entries, Products: commerce.Products,
+		Clock: clock, IDs: ids,
 		Timeout: cfg.Database.Timeout, DrawHold: cfg.Raffle.DrawHold})
 }
 

@@ -39,8 +39,10 @@ type Deps struct {
 	Tx      ports.TxRunner
 	Raffles ports.RaffleRepository
 	Entries ports.RaffleEntryRepository
-	Clock   ports.Clock
-	IDs     ports.IDGenerator
+	// Products is read to refuse a raffle for a product that does not exist.
+	Products ports.ProductRepository
+	Clock    ports.Clock
+	IDs      ports.IDGenerator
 	// DrawHold holds each draw this long between ordering the entrants and writing the result,
 	// so that a fault test can kill the instance mid-draw; zero (no hold) outside such tests.
 	DrawHold time.Duration
@@ -57,6 +59,7 @@ type Service struct {
 	tx       ports.TxRunner
 	raffles  ports.RaffleRepository
 	entries  ports.RaffleEntryRepository
+	products ports.ProductRepository
 	clock    ports.Clock
 	ids      ports.IDGenerator
 	drawHold time.Duration
@@ -69,7 +72,7 @@ var _ ports.PurchasePermissions = (*Service)(nil)
 
 // NewService wires the raffle use cases to their ports.
 func NewService(d Deps) *Service {
-	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, clock: d.Clock, ids: d.IDs, drawHold: d.DrawHold,
+	s := &Service{tx: d.Tx, raffles: d.Raffles, entries: d.Entries, products: d.Products, clock: d.Clock, ids: d.IDs, drawHold: d.DrawHold,
 		timeout: d.Timeout, terms: &raffleCache{raffles: d.Raffles, byID: map[string]*raffle.Raffle{}}}
 	// Entry statements hold the raffle's row in share mode, so batches of one raffle run side by
 	// side.
@@ -150,11 +153,15 @@ type CreateCommand struct {
 }
 
 // Create validates and stores a new OPEN raffle with a fresh secret seed, of which only the
-// hash is shown.
+// hash is shown. A product it names must exist (catalog.ErrProductNotFound); products are never
+// deleted, so one read settles it.
 func (s *Service) Create(ctx context.Context, cmd CreateCommand) (View, error) {
 	if cmd.ProductID != "" {
 		if err := domain.ValidateUUID("productId", cmd.ProductID); err != nil {
 			return View{}, err
+		}
+		if _, _, err := s.products.Get(ctx, cmd.ProductID); err != nil {
+			return View{}, fmt.Errorf("raffle product: %w", err)
 		}
 	}
 	seed, err := draw.RandomSeed()

@@ -15,6 +15,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/memory"
 	"github.com/rushgate/rushgate/adapters/system"
 	appraffle "github.com/rushgate/rushgate/application/raffle"
+	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
 	"github.com/rushgate/rushgate/ports"
@@ -39,8 +40,42 @@ func (f fixture) instance(wrap func(ports.RaffleRepository) ports.RaffleReposito
 	if wrap != nil {
 		stores.Raffles = wrap(stores.Raffles)
 	}
-	return appraffle.NewService(appraffle.Deps{Tx: f.db, Raffles: stores.Raffles, Entries: stores.Entries, Clock: f.clock,
-		IDs: system.UUIDs{}})
+	return appraffle.NewService(appraffle.Deps{Tx: f.db, Raffles: stores.Raffles, Entries: stores.Entries,
+		Products: memory.NewCommerceStores(f.db).Products, Clock: f.clock, IDs: system.UUIDs{}})
+}
+
+// product stores a product for raffles to name and returns its id.
+func (f fixture) product(t *testing.T) string {
+	t.Helper()
+	id := uuid.NewString()
+	p, err := catalog.NewProduct(id, "limited sneaker", 1000, f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock, err := catalog.NewStock(id, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := memory.NewCommerceStores(f.db).Products.Create(context.Background(), p, stock); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCreate_RefusesAProductThatDoesNotExist: a raffle is the permission to buy its product, so
+// one naming no stored product is refused as PRODUCT_NOT_FOUND and nothing is stored.
+func TestCreate_RefusesAProductThatDoesNotExist(t *testing.T) {
+	f := newFixture()
+	svc := f.instance(nil)
+	_, err := svc.Create(context.Background(), appraffle.CreateCommand{Name: "ghost", Winners: 1,
+		ClosesAt: f.clock.Now().Add(time.Hour), ProductID: uuid.NewString()})
+	if !errors.Is(err, catalog.ErrProductNotFound) {
+		t.Fatalf("create for an unknown product: %v, want catalog.ErrProductNotFound", err)
+	}
+	if due, err := memory.NewRaffleStores(f.db).Raffles.Due(context.Background(), f.clock.Now().Add(2*time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("raffles stored: %v, %v", due, err)
+	}
+	f.create(t, svc, 1, f.product(t))
 }
 
 func (f fixture) create(t *testing.T, svc *appraffle.Service, winners int, productID string) appraffle.View {
@@ -228,7 +263,7 @@ func TestPurchaseLimit_AProductOnlyItsRafflesWinnersBuy(t *testing.T) {
 	f := newFixture()
 	svc := f.instance(nil)
 	ctx := context.Background()
-	product, free := uuid.NewString(), uuid.NewString()
+	product, free := f.product(t), uuid.NewString()
 	v := f.create(t, svc, 1, product)
 	for _, u := range []string{"a", "b"} {
 		if _, _, err := svc.Enter(ctx, v.ID, u); err != nil {

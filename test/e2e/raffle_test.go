@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/fx"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
@@ -46,7 +47,7 @@ func raffleServers(t *testing.T, b backend) (*shiftedClock, []*server) {
 // cannot share) take a stampede of entries with duplicates, refuse every entry after closesAt,
 // both run the draw worker and the raffle is drawn once with exactly `winners` winners whose
 // tickets anyone can recompute from the published seed; then only a winner may buy the
-// raffle's product, one unit.
+// raffle's product, one unit. A raffle for a product that does not exist is refused.
 func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
@@ -55,6 +56,8 @@ func TestRaffle_StampedeDrawAndPurchase(t *testing.T) {
 			first := instances[0]
 			admin := first.adminToken()
 
+			assertError(t, first.do("POST", "/admin/raffles", admin, fmt.Sprintf(`{"name":"ghost","winners":1,"closesAt":%q,"productId":%q}`,
+				clock.Now().Add(time.Hour).Format(time.RFC3339Nano), uuid.NewString())), http.StatusNotFound, "PRODUCT_NOT_FOUND")
 			product := first.do("POST", "/admin/products", admin, `{"name":"sneaker","price":100,"stock":50}`)
 			if product.status != http.StatusCreated {
 				t.Fatalf("product: %d %s", product.status, product.raw)
