@@ -64,8 +64,11 @@ type Reconciled struct {
 // RoomStats are an event's waiting-room numbers. Counters (Claims, Expired, Dropped, Released)
 // only grow.
 type RoomStats struct {
+	// Waiting counts the users in the queue: later arrivals while a pre-queue is closed, everyone
+	// waiting once it opened.
 	Waiting int
-	// Prequeued counts the users in a pre-queue not placed yet.
+	// Prequeued counts the users in a pre-queue that has not opened yet (placed or not), none of
+	// them in Waiting: the two together are everyone in line and not admitted.
 	Prequeued      int
 	Admitted       int
 	Slots          int
@@ -82,6 +85,9 @@ type RoomStats struct {
 	// SoldOut: the room was marked sold out (SeatCounter.MarkSoldOut).
 	SoldOut bool
 }
+
+// InLine is everyone in line and not admitted: the queue and the pre-queue.
+func (s RoomStats) InLine() int { return s.Waiting + s.Prequeued }
 
 // WaitingRoom is the queue that both admission modes share: per event, the users
 // waiting in order of first entry, the admitted users' entry tokens with their expiry, the

@@ -89,6 +89,7 @@ func wireEntryToken(v appwaiting.TokenView) entryTokenJSON { return entryTokenJS
 
 type queueJSON struct {
 	Waiting           int              `json:"waiting"`
+	Prequeued         int              `json:"prequeued"`
 	Admitted          int              `json:"admitted"`
 	Slots             int              `json:"slots"`
 	RemainingSlots    int              `json:"remainingSlots"`
@@ -115,7 +116,7 @@ func wireQueue(v appwaiting.QueueView) queueJSON {
 	if a.Samples > 0 {
 		a.MedianErrorSeconds, a.P90ErrorSeconds = &v.WaitAccuracy.MedianErrorSeconds, &v.WaitAccuracy.P90ErrorSeconds
 	}
-	return queueJSON{Waiting: v.Waiting, Admitted: v.Admitted, Slots: v.Slots, RemainingSlots: v.RemainingSlots,
+	return queueJSON{Waiting: v.Waiting, Prequeued: v.Prequeued, Admitted: v.Admitted, Slots: v.Slots, RemainingSlots: v.RemainingSlots,
 		RemainingSeats: v.RemainingSeats, Claims: v.Claims, ExpiredReconciled: v.ExpiredReconciled, DroppedIdle: v.DroppedIdle,
 		Returned: v.Returned, AdmissionRate: v.AdmissionRate, WaitAccuracy: a, Connections: v.Connections, SoldOut: v.SoldOut}
 }

@@ -93,6 +93,16 @@ func TestMetrics_NamesFollowPrometheusConventions(t *testing.T) {
 	}
 }
 
+// The waiting gauge counts a pre-queue's users with the queue's: both are the line.
+func TestRoomObserved_WaitingCountsThePrequeue(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := telemetry.NewMetrics(reg)
+	m.RoomObserved("sale", ports.RoomStats{Waiting: 2, Prequeued: 5})
+	want := "# HELP rushgate_queue_waiting Users waiting in an event's queue or pre-queue.\n" +
+		"# TYPE rushgate_queue_waiting gauge\n" + `rushgate_queue_waiting{event="sale"} 7` + "\n"
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "rushgate_queue_waiting"))
+}
+
 func TestRoomsInUse_DropsTheSeriesOfEventsNoLongerInUse(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := telemetry.NewMetrics(reg)

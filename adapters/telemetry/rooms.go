@@ -25,7 +25,7 @@ func newRoomCollector() *roomCollector {
 		return prometheus.NewDesc(prometheus.BuildFQName("rushgate", "", name), help, []string{"event"}, nil)
 	}
 	return &roomCollector{
-		waiting:  desc("queue_waiting", "Users waiting in an event's queue."),
+		waiting:  desc("queue_waiting", "Users waiting in an event's queue or pre-queue."),
 		admitted: desc("queue_admitted", "Users holding a live entry token of an event."),
 		claims:   desc("queue_claims_total", "Entry tokens claimed for an event since its room opened (admissions)."),
 		expired:  desc("queue_expired_reconciled_total", "Entry tokens of an event that expired and gave their slot back, since its room opened."),
@@ -44,7 +44,7 @@ func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, s := range c.events {
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(s.Waiting), id)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(s.InLine()), id)
 		ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(s.Admitted), id)
 		ch <- prometheus.MustNewConstMetric(c.claims, prometheus.CounterValue, float64(s.Claims), id)
 		ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(s.Expired), id)

@@ -116,6 +116,10 @@ func TestPrequeue_NobodyHasARankOrIsAdmittedBeforeOpening(t *testing.T) {
 	if _, err := r.svc.Status(ctx, event.ID, "stranger"); !errors.Is(err, domainwaiting.ErrNotInQueue) {
 		t.Fatalf("a user outside the pre-queue: %v", err)
 	}
+	// The operators' queue view counts the pre-queued users as waiting: they are the line.
+	if q, err := r.svc.Queue(ctx, event.ID); err != nil || q.Waiting != 5 || q.Prequeued != 5 || q.Admitted != 0 {
+		t.Fatalf("the queue view before opening: %+v, %v; want 5 waiting, all pre-queued", q, err)
+	}
 }
 
 func TestPrequeue_ShuffleAtOpensAtPlacesTheDrawOrderAheadOfLaterArrivals(t *testing.T) {

@@ -451,7 +451,10 @@ func (s *Service) Leave(ctx context.Context, eventID, userID string) error {
 // instance measured over waiting.RateWindow (admissions per second, null before two
 // reconciliation passes within it).
 type QueueView struct {
-	Waiting           int
+	// Waiting counts everyone in line and not admitted, pre-queued users included.
+	Waiting int
+	// Prequeued counts those of Waiting in a pre-queue that has not opened yet.
+	Prequeued         int
 	Admitted          int
 	Slots             int
 	RemainingSlots    int
@@ -490,7 +493,7 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 	if err != nil {
 		return QueueView{}, fmt.Errorf("read wait errors: %w", err)
 	}
-	return QueueView{Waiting: st.Waiting, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
+	return QueueView{Waiting: st.InLine(), Prequeued: st.Prequeued, Admitted: st.Admitted, Slots: st.Slots, RemainingSlots: st.RemainingSlots,
 		RemainingSeats: free, Claims: st.Claims, ExpiredReconciled: st.Expired, DroppedIdle: st.Dropped,
 		Returned: st.Released, AdmissionRate: s.d.Rates.perSecond(eventID, s.d.Clock.Now()), Connections: st.Connected,
 		WaitAccuracy: waiting.SummarizeWaitErrors(waits),

@@ -111,6 +111,7 @@ func testPrequeueClosed(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, opened, false, "opened before opensAt")
 	st := stats(t, e.impl, eventID)
 	expectEqual(t, st.Prequeued, 2, "pre-queued")
+	expectEqual(t, st.Waiting, 0, "waiting beside the pre-queue")
 	expectEqual(t, st.Admitted, 0, "admitted")
 	events, err := e.impl.Events(ctx)
 	must(t, err, "events")
@@ -142,6 +143,7 @@ func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
 	must(t, err, "place a first step")
 	expectEqual(t, placed, 4, "placed by the first step")
 	expectClosed(t, e.impl, eventID, order[0], len(early))
+	expectEqual(t, stats(t, e.impl, eventID).Waiting, 2, "waiting part-way: the later arrivals, not the placed")
 	remaining, _, err := e.impl.Prequeued(ctx, eventID)
 	must(t, err, "read the pre-queue part-way")
 	expectEqual(t, fmt.Sprint(remaining), fmt.Sprint(early[:6]), "the users not placed yet, by arrival")
@@ -167,6 +169,8 @@ func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
 	must(t, err, "read after placing")
 	expectEqual(t, alreadyOpened, true, "read after placing")
 
+	st := stats(t, e.impl, eventID)
+	expectEqual(t, [2]int{st.Waiting, st.Prequeued}, [2]int{len(early) + 2, 0}, "waiting and pre-queued once opened")
 	want := append(order, "late-1", "late-0")
 	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
 	if !enter(t, e.impl, eventID, "late-2").Created {
