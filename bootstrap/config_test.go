@@ -68,6 +68,7 @@ func TestValidate_NamesTheVariable(t *testing.T) {
 		{"RUSHGATE_LOCK_RETRIES", "-1"},
 		{"RUSHGATE_UPLOAD_URL_EXPIRY", "500ms"},
 		{"RUSHGATE_UPLOAD_URL_EXPIRY", "169h"}, // an S3 signature lasts at most a week
+		{"RUSHGATE_UPLOAD_URL_EXPIRY", "168h"}, // … a second of which the S3 store keeps for rounding
 		{"RUSHGATE_QUEUE_POLL_INTERVAL", "1h"},
 		{"RUSHGATE_READ_HEADER_TIMEOUT", "11s"},
 		{"RUSHGATE_IDEMPOTENCY_LEASE", "2h"},

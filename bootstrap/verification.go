@@ -117,14 +117,12 @@ func (c *UploadConfig) setDefaults() {
 	c.ExpiryInterval = time.Minute
 }
 
-// maxUploadURLExpiry is the longest an S3 presigned URL can be valid.
-const maxUploadURLExpiry = 7 * 24 * time.Hour
-
 // Validate checks the upload settings.
 func (c UploadConfig) Validate() error {
-	// S3's signatures (SigV4) last at most a week; the local store keeps the same bound.
-	if c.URLExpiry > maxUploadURLExpiry {
-		return fmt.Errorf("RUSHGATE_UPLOAD_URL_EXPIRY: %v is longer than an S3 signature lasts (%v)", c.URLExpiry, maxUploadURLExpiry)
+	// S3's signatures (SigV4) last at most a week, a second of which the S3 store keeps for
+	// rounding; the local store keeps the same bound.
+	if c.URLExpiry > s3.MaxURLExpiry {
+		return fmt.Errorf("RUSHGATE_UPLOAD_URL_EXPIRY: %v is longer than an S3 signature lasts (%v)", c.URLExpiry, s3.MaxURLExpiry)
 	}
 	return allPositive(
 		positive{"RUSHGATE_UPLOAD_MAX_BYTES", c.MaxBytes > 0},

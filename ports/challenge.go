@@ -53,7 +53,8 @@ type VerificationRepository interface {
 var ErrObjectNotFound = errors.New("object not found")
 
 // UploadGrant asks for a signed upload: a PUT of exactly ContentLength bytes of ContentType to
-// Key, valid for Expiry.
+// Key, valid for Expiry at least (clients are told Expiry, so a URL that counts whole seconds
+// rounds up, never down).
 type UploadGrant struct {
 	Key           string
 	ContentType   string

@@ -67,12 +67,18 @@ func New(dir string, publicURL func() string, secret []byte, clock ports.Clock) 
 }
 
 // PresignPut signs a PUT of grant's exact content type and length to grant's key, valid until
-// now + grant.Expiry. It touches no file.
+// now + grant.Expiry rounded up to a whole second (the URL carries whole seconds, and rounding
+// down would end it before the expiry the client was told). It touches no file.
 func (s *Store) PresignPut(_ context.Context, grant ports.UploadGrant) (ports.PresignedUpload, error) {
 	if err := ValidateKey(grant.Key); err != nil {
 		return ports.PresignedUpload{}, err
 	}
-	expires := strconv.FormatInt(s.clock.Now().Add(grant.Expiry).Unix(), 10)
+	until := s.clock.Now().Add(grant.Expiry)
+	expiresAt := until.Unix()
+	if until.After(time.Unix(expiresAt, 0)) {
+		expiresAt++
+	}
+	expires := strconv.FormatInt(expiresAt, 10)
 	length := strconv.FormatInt(grant.ContentLength, 10)
 	query := url.Values{"expires": {expires}, "signature": {s.sign(grant.Key, grant.ContentType, length, expires)}}
 	return ports.PresignedUpload{

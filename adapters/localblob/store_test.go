@@ -243,6 +243,26 @@ func TestReceive_RefusesAnExpiredURL(t *testing.T) {
 	f.assertAbsent(t, "late.png")
 }
 
+// The URL carries whole seconds, rounded up: signed part-way through a second, it still works
+// at signing time + the expiry (the end the client was told), and is expired a second later.
+func TestReceive_AURLSignedMidSecondWorksForTheWholeExpiry(t *testing.T) {
+	f := newFixture(t, t.TempDir())
+	f.clock.Advance(700 * time.Millisecond)
+	g := grant("mid.png", pngBytes)
+	inTime := f.upload(t, g, pngBytes)
+	late := f.upload(t, grant("late.png", pngBytes), pngBytes)
+	f.clock.Advance(g.Expiry)
+	if err := f.store.Receive(inTime); err != nil {
+		t.Fatalf("at signing time + the expiry: %v", err)
+	}
+	f.clock.Advance(time.Second)
+	if err := f.store.Receive(late); !errors.Is(err, localblob.ErrURLExpired) {
+		t.Fatalf("a second past it: %v, want UPLOAD_URL_EXPIRED", err)
+	}
+	f.assertStored(t, "mid.png", pngBytes)
+	f.assertAbsent(t, "late.png")
+}
+
 // The body is exactly the signed length: a shorter one fails as cut short and leaves nothing;
 // bytes past the length are not stored; a request with no declared length (chunked) is refused
 // VALIDATION_FAILED before anything is read.

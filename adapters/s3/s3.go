@@ -67,10 +67,25 @@ func optional(s string) *string {
 	return &s
 }
 
+// MaxURLExpiry is the longest grant.Expiry PresignPut signs: SigV4 signatures last at most a
+// week, and PresignPut signs a second more than it is asked (see signedExpiry).
+const MaxURLExpiry = 7*24*time.Hour - time.Second
+
+// signedExpiry is how long a URL granted for expiry is signed for. SigV4 counts the expiry from
+// the signing time truncated to the second, so a URL signed for exactly expiry would end up to a
+// second before now + expiry, the end the client was told; whole seconds rounded up, plus one,
+// always last until then.
+func signedExpiry(expiry time.Duration) time.Duration {
+	return (expiry + time.Second - 1).Truncate(time.Second) + time.Second
+}
+
 // PresignPut signs a PUT of grant's key, content type and length, only if the key holds no
-// object yet, locally (no call to storage); the signed headers other than Host are what the
-// client must send.
+// object yet, locally (no call to storage), valid at least until now + grant.Expiry (at most
+// MaxURLExpiry); the signed headers other than Host are what the client must send.
 func (s *Store) PresignPut(ctx context.Context, grant ports.UploadGrant) (ports.PresignedUpload, error) {
+	if grant.Expiry > MaxURLExpiry {
+		return ports.PresignedUpload{}, fmt.Errorf("s3: presign put %s: an expiry of %v is longer than %v", grant.Key, grant.Expiry, MaxURLExpiry)
+	}
 	req, err := s.presign.PresignPutObject(ctx, &awss3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           &grant.Key,
@@ -79,7 +94,7 @@ func (s *Store) PresignPut(ctx context.Context, grant ports.UploadGrant) (ports.
 		// A conditional write: storage refuses a PUT to a key that already holds an object, so a
 		// checked upload cannot be replaced while its URL still works.
 		IfNoneMatch: aws.String("*"),
-	}, awss3.WithPresignExpires(grant.Expiry))
+	}, awss3.WithPresignExpires(signedExpiry(grant.Expiry)))
 	if err != nil {
 		return ports.PresignedUpload{}, fmt.Errorf("s3: presign put %s: %w", grant.Key, err)
 	}

@@ -3,6 +3,7 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -99,5 +100,42 @@ func TestStore_AFrozenServerIsUnavailableWithinTheTimeout(t *testing.T) {
 				t.Fatalf("answered after %v, want the timeout %v (+ at most %v)", took, pingTimeout, slack)
 			}
 		})
+	}
+}
+
+// A presigned URL lasts at least until the expiry the client is told, counted from before it was
+// signed: SigV4 counts X-Amz-Expires from X-Amz-Date, the signing time truncated to the second,
+// so the URL is signed for longer than the grant. Read from the URL, no clock is waited on.
+func TestPresignPut_TheURLLastsAtLeastTheGrantedExpiry(t *testing.T) {
+	t.Parallel()
+	store := storeAt("http://127.0.0.1:1", "rushgate", testenv.S3{Region: "us-east-1", AccessKey: "a", SecretKey: "b"})
+	for _, expiry := range []time.Duration{time.Second, 1500 * time.Millisecond, 5 * time.Minute, s3.MaxURLExpiry} {
+		before := time.Now()
+		signed, err := store.PresignPut(context.Background(), ports.UploadGrant{Key: "k", ContentType: "image/png", ContentLength: 4, Expiry: expiry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(signed.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signedAt, err := time.Parse("20060102T150405Z", u.Query().Get("X-Amz-Date"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seconds, err := strconv.Atoi(u.Query().Get("X-Amz-Expires"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if until := signedAt.Add(time.Duration(seconds) * time.Second); until.Before(before.Add(expiry)) {
+			t.Errorf("expiry %v: the URL ends at %v, before %v", expiry, until, before.Add(expiry))
+		}
+		if seconds > 7*24*3600 {
+			t.Errorf("expiry %v: X-Amz-Expires %d is past S3's week", expiry, seconds)
+		}
+	}
+	if _, err := store.PresignPut(context.Background(), ports.UploadGrant{Key: "k", ContentType: "image/png", ContentLength: 4,
+		Expiry: s3.MaxURLExpiry + time.Millisecond}); err == nil {
+		t.Error("an expiry past MaxURLExpiry was signed")
 	}
 }
