@@ -150,8 +150,17 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
+// accessHint is what a refusal (403) needs from the operator. A HEAD's answer has no body, so
+// S3's 403 for a missing object to a caller without s3:ListBucket cannot be told from a refusal
+// of the credentials themselves: rushgate takes neither as "not uploaded", and HeadBucket, the
+// readiness check, needs s3:ListBucket too, so a bucket policy without it fails readiness
+// rather than every verification.
+const accessHint = "storage refused access: the credentials need s3:ListBucket on the bucket and " +
+	"s3:PutObject and s3:GetObject on its objects"
+
 // translate maps a missing object to ports.ErrObjectNotFound, an answer from storage to an
-// error naming it, and anything else (no answer, a timeout, a 5xx) to ports.ErrUnavailable.
+// error naming it (a refusal with what access rushgate needs), and anything else (no answer, a
+// timeout, a 5xx) to ports.ErrUnavailable.
 func translate(op string, err error) error {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
@@ -160,6 +169,9 @@ func translate(op string, err error) error {
 			return ports.ErrObjectNotFound
 		}
 		var status interface{ HTTPStatusCode() int }
+		if errors.As(err, &status) && status.HTTPStatusCode() == http.StatusForbidden {
+			return fmt.Errorf("s3: %s: %s: %w", op, accessHint, err)
+		}
 		if errors.As(err, &status) && status.HTTPStatusCode() < 500 {
 			return fmt.Errorf("s3: %s: %w", op, err)
 		}

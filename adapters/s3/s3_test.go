@@ -3,8 +3,11 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +140,44 @@ func TestPresignPut_TheURLLastsAtLeastTheGrantedExpiry(t *testing.T) {
 	if _, err := store.PresignPut(context.Background(), ports.UploadGrant{Key: "k", ContentType: "image/png", ContentLength: 4,
 		Expiry: s3.MaxURLExpiry + time.Millisecond}); err == nil {
 		t.Error("an expiry past MaxURLExpiry was signed")
+	}
+}
+
+// AWS answers a HEAD of a missing object with 403 when the caller lacks s3:ListBucket, exactly as
+// it answers credentials it refuses (a HEAD's answer has no body to tell them apart). Neither is
+// taken as "no object" (IMAGE_NOT_UPLOADED would hide a misconfigured server behind the
+// client's fault): each call fails as storage's refusal, not unavailable, naming the access
+// rushgate needs, and so does the readiness check.
+func TestStore_ARefusalIsNeitherAMissingObjectNorUnavailableAndNamesTheAccessNeeded(t *testing.T) {
+	t.Parallel()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
+		}
+	}))
+	t.Cleanup(refusing.Close)
+	store := storeAt(refusing.URL, "rushgate", testenv.S3{Region: "us-east-1", AccessKey: "a", SecretKey: "b"})
+	calls := map[string]func(ctx context.Context) error{
+		"Stat": func(ctx context.Context) error {
+			_, err := store.Stat(ctx, "uploads/u/missing.png")
+			return err
+		},
+		"ReadHead": func(ctx context.Context) error {
+			_, err := store.ReadHead(ctx, "uploads/u/missing.png", 16)
+			return err
+		},
+		"Ping": store.Ping,
+	}
+	for name, call := range calls {
+		err := call(context.Background())
+		if err == nil || errors.Is(err, ports.ErrObjectNotFound) || errors.Is(err, ports.ErrUnavailable) {
+			t.Errorf("%s on a 403: %v, want storage's refusal", name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "s3:ListBucket") || !strings.Contains(err.Error(), "s3:GetObject") {
+			t.Errorf("%s on a 403: %q does not name the access rushgate needs", name, err)
+		}
 	}
 }
