@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/golang-jwt/jwt/v5"
@@ -402,5 +403,77 @@ func TestWaitingPage_PushInASecondTab(t *testing.T) {
 				t.Fatalf("after the turn moved between the tabs: %s", v.raw)
 			}
 		})
+	}
+}
+
+// TestWaitingPage_ATakenOverTurnStopsLoadingSeats: a buyer's turn comes while the page is
+// loading the seat map, and the buyer opens the page in a second tab before the seats arrive;
+// the seat load then fails as a busy server's would. The first tab says in words that the place
+// is kept in the other tab, and stays so: it shows no problem and does not load the seats again.
+// Its seat request is held in the browser (the Fetch domain) until the tab says it was taken
+// over, so the failure lands after the take-over every run.
+func TestWaitingPage_ATakenOverTurnStopsLoadingSeats(t *testing.T) {
+	s := startServer(t, backends(t)[0], pageConfig)
+	eventID := s.createEvent(`{"name":"Taken over","seats":3,"slots":1,"mode":"push"}`)
+	head := s.openStream(eventID, "takeover-head") // holds the only slot until the page waits
+	testkit.Eventually(t, pageBound, "the head admitted", head.isAdmitted)
+	browser := newBrowser(t, pageLimit, "UTC", "en_GB")
+	token := s.token("takeover-buyer")
+	first := browser.open(s.pageURL(eventID, token))
+	first.until("place", "You're next", pageBound, nil)
+
+	seatLoads := make(chan fetch.RequestID, 8)
+	if err := chromedp.Listen(first.ctx, func(ev any) {
+		if paused, ok := ev.(*fetch.EventRequestPaused); ok {
+			seatLoads <- paused.RequestID
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first.call(func(ctx context.Context, target *chromedp.Target) error {
+		_, err := cdp.Call(ctx, target, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+			{URLPattern: `*/seats\?limit=*`, RequestStage: fetch.RequestStageRequest}}})
+		return err
+	})
+	head.close() // the turn goes to the page, which asks for the seats
+	var held fetch.RequestID
+	select {
+	case held = <-seatLoads:
+	case <-time.After(pageBound):
+		t.Fatalf("the admitted page never asked for the seats; it says:\n%s", first.read("body"))
+	}
+
+	second := browser.open(s.pageURL(eventID, token))
+	second.countsDown(pageBound, 5*time.Minute)
+	first.until("elsewhere", elsewhereText, pageBound, nil)
+
+	// The seat request fails as a busy server answers: 503, try again in a second.
+	first.call(func(ctx context.Context, target *chromedp.Target) error {
+		_, err := cdp.Call(ctx, target, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: held,
+			ResponseCode: http.StatusServiceUnavailable, Body: []byte(`{"error":"UNAVAILABLE","message":"busy"}`),
+			ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}, {Name: "Retry-After", Value: "1"}}})
+		return err
+	})
+	// A page that went on would show the busy problem at once and ask again within its shortest
+	// retry wait (2 s); nothing the page does afterwards can be awaited, so it is watched for
+	// three such waits.
+	for watched := time.Now(); time.Since(watched) < 3*2*time.Second; {
+		select {
+		case <-seatLoads:
+			t.Fatalf("the taken-over tab asked for the seats again; it says:\n%s", first.read("body"))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if problem, text := first.read("problem"), first.read("elsewhere"); problem != "" || text != elsewhereText {
+			t.Fatalf("after the failed seat load the taken-over tab shows problem %q and %q", problem, text)
+		}
+	}
+	first.screenshots("push-taken-over-while-loading-seats")
+}
+
+// call runs f on the tab's target, as a DevTools command needs.
+func (p *tab) call(f func(ctx context.Context, target *chromedp.Target) error) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, chromedp.Func(f)); err != nil {
+		p.t.Fatal(err)
 	}
 }
