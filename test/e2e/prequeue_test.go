@@ -116,6 +116,9 @@ func TestPrequeue_ConcurrentEntriesTwoInstancesOneOpening(t *testing.T) {
 			if res := instances[len(instances)-1].claim(eventID, early[1]); res.status != http.StatusConflict || res.str("error") != "NOT_READY" {
 				t.Fatalf("a claim before opensAt: %d %s", res.status, res.raw)
 			}
+			if v := first.queueView(eventID); v.num("waiting") != users || v.num("prequeued") != users || v.num("admitted") != 0 {
+				t.Fatalf("queue before opensAt: %s, want every pre-queued user waiting", v.raw)
+			}
 			if res := first.do("GET", "/events/"+eventID, first.token("anyone"), ""); res.status != http.StatusOK ||
 				res.body["seed"] != nil || res.str("seedHash") == "" || res.body["soldOut"] != false {
 				t.Fatalf("GET /events before opensAt: %d %s", res.status, res.raw)
