@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -385,7 +386,15 @@ func TestUpload_RefusesBadInputAndWritesNothing(t *testing.T) {
 	})
 	img := pngImage()
 	expiring, _ := short.openSession("u1", "photo.png", "image/png", len(img))
-	expiringSince := time.Now()
+	expiringURL, err := url.Parse(expiring.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The URL carries its end in whole seconds, at least shortExpiry after it was signed.
+	expiresUnix, err := strconv.ParseInt(expiringURL.Query().Get("expires"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sess, _ := s.openSession("u1", "photo.png", "image/png", len(img))
 	other, _ := s.openSession("u1", "other.png", "image/png", len(img))
 
@@ -413,7 +422,7 @@ func TestUpload_RefusesBadInputAndWritesNothing(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, status, body, tc.status, tc.code)
 		}
 	}
-	time.Sleep(time.Until(expiringSince.Add(shortExpiry))) // the condition: the URL's expiry has passed
+	time.Sleep(time.Until(time.Unix(expiresUnix, 0))) // the condition: the URL's expiry has passed
 	if status, body := short.put(expiring.URL, expiring.Headers, img, nil); status != http.StatusForbidden || !strings.Contains(body, "UPLOAD_URL_EXPIRED") {
 		t.Errorf("expired URL: %d %s", status, body)
 	}
