@@ -2,12 +2,10 @@ package http
 
 import (
 	stdhttp "net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
 	appcrew "github.com/rushgate/rushgate/application/crew"
-	"github.com/rushgate/rushgate/domain"
 )
 
 // Headers of the idempotency protocol.
@@ -54,30 +52,17 @@ func (h crewHandlers) get(c *gin.Context) {
 
 // listMembers answers GET /crews/{crewId}/members?limit=&cursor=.
 func (h crewHandlers) listMembers(c *gin.Context) {
-	limit, err := pageLimit(c)
+	query, err := pageQuery(c)
 	if err != nil {
 		respondError(c, err)
 		return
 	}
-	page, err := h.crews.ListMembers(c.Request.Context(), c.Param("crewId"), limit, c.Query("cursor"))
+	page, err := h.crews.ListMembers(c.Request.Context(), c.Param("crewId"), query.limit, query.cursor)
 	if err != nil {
 		respondError(c, err)
 		return
 	}
 	writeJSON(c, stdhttp.StatusOK, wireMemberPage(page))
-}
-
-// pageLimit reads the optional ?limit= of a paged list: 0 (the service's default) when absent.
-func pageLimit(c *gin.Context) (int, error) {
-	raw, present := c.GetQuery("limit")
-	if !present {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < 1 {
-		return 0, domain.Invalid("limit", "must be an integer between 1 and %d", domain.MaxPageLimit)
-	}
-	return n, nil
 }
 
 // join answers POST /crews/{crewId}/join, guarded by the Idempotency-Key header.

@@ -116,12 +116,12 @@ func (h eventHandlers) queue(c *gin.Context) {
 
 // seats answers GET /events/{eventId}/seats?limit=&cursor=.
 func (h eventHandlers) seats(c *gin.Context) {
-	limit, err := pageLimit(c)
+	query, err := pageQuery(c)
 	if err != nil {
 		respondError(c, err)
 		return
 	}
-	page, err := h.events.ListSeats(c.Request.Context(), c.Param("eventId"), limit, c.Query("cursor"))
+	page, err := h.events.ListSeats(c.Request.Context(), c.Param("eventId"), query.limit, query.cursor)
 	if err != nil {
 		respondError(c, err)
 		return

@@ -38,12 +38,17 @@ func (h paymentHandlers) pay(c *gin.Context) {
 
 // listOutbox answers GET /admin/outbox?status= (admin).
 func (h paymentHandlers) listOutbox(c *gin.Context) {
-	limit, err := pageLimit(c)
+	query, err := pageQuery(c)
 	if err != nil {
 		respondError(c, err)
 		return
 	}
-	page, err := h.relay.List(c.Request.Context(), c.Query("status"), limit, c.Query("cursor"))
+	status, err := optionalQuery(c, "status")
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	page, err := h.relay.List(c.Request.Context(), status, query.limit, query.cursor)
 	if err != nil {
 		respondError(c, err)
 		return

@@ -66,7 +66,7 @@ func (h verificationHandlers) getChallenge(c *gin.Context) {
 // listVerifications answers GET /challenges/{challengeId}/verifications?limit=&cursor=: the
 // caller's own, or everyone's for an admin.
 func (h verificationHandlers) listVerifications(c *gin.Context) {
-	limit, err := pageLimit(c)
+	query, err := pageQuery(c)
 	if err != nil {
 		respondError(c, err)
 		return
@@ -74,7 +74,7 @@ func (h verificationHandlers) listVerifications(c *gin.Context) {
 	p := principal(c)
 	page, err := h.service.ListVerifications(c.Request.Context(), verification.ListCommand{
 		ChallengeID: c.Param("challengeId"), UserID: p.UserID, Admin: p.Role == RoleAdmin,
-		Limit: limit, Cursor: c.Query("cursor"),
+		Limit: query.limit, Cursor: query.cursor,
 	})
 	if err != nil {
 		respondError(c, err)
