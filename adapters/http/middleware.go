@@ -3,9 +3,11 @@ package http
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	stdhttp "net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -146,12 +148,22 @@ func recovery() gin.HandlerFunc {
 
 // validateQuery refuses a query string that does not parse, such as a bad %-escape or a
 // semicolon separator: net/http passes it on, and reading it would silently drop the broken
-// pair, so "?limit=%zz" would be served with the default limit.
+// pair, so "?limit=%zz" would be served with the default limit. It refuses a parameter given
+// more than once too, which reading would answer with its first value and ignore the others
+// ("?limit=5&limit=50"); no route takes a list in its query.
 func validateQuery() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if _, err := url.ParseQuery(c.Request.URL.RawQuery); err != nil {
+		query, err := url.ParseQuery(c.Request.URL.RawQuery)
+		if err != nil {
 			respondError(c, domain.Invalid("query", "is not a valid query string"))
 			return
+		}
+		// Sorted, so a query repeating several names is always answered about the same one.
+		for _, name := range slices.Sorted(maps.Keys(query)) {
+			if len(query[name]) > 1 {
+				respondError(c, domain.Invalid(name, "is given more than once"))
+				return
+			}
 		}
 		c.Next()
 	}

@@ -4,6 +4,7 @@ import (
 	stdhttp "net/http"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -62,4 +63,42 @@ func TestOutboxList_RefusesAnEmptyStatus(t *testing.T) {
 
 	body := assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
 	assert.Equal(t, "status", body.Field)
+}
+
+// A parameter given twice was answered with its first value, the other ignored. It is refused
+// on every route, before authentication and before anything is written.
+func TestQuery_AParameterGivenTwiceIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	tok, user := h.userToken()
+	type refused struct {
+		call
+		field string // the parameter the answer names
+	}
+	calls := []refused{
+		{call{method: "GET", path: "/admin/outbox?status=FAILED&status=SENT", token: h.admin()}, "status"},
+		{call{method: "GET", path: "/api/cart?userId=" + user + "&userId=someone-else", token: tok}, "userId"},
+		{call{method: "GET", path: "/healthz?probe=1&probe=2"}, "probe"},
+		{call{method: "GET", path: "/events/" + uuid.NewString() + "/tickets/waiting?access_token=" + tok + "&access_token=" + tok}, "access_token"},
+		{call{method: "PUT", path: "/uploads/some-key?expires=1&signature=a&expires=2"}, "expires"},
+		// Several names repeated: always the same one, the first in name order.
+		{call{method: "GET", path: "/healthz?b=1&a=1&b=2&a=2"}, "a"},
+	}
+	for path, tok := range pagedLists(t, h) {
+		calls = append(calls,
+			refused{call{method: "GET", path: path + "?limit=5&limit=50", token: tok}, "limit"},
+			refused{call{method: "GET", path: path + "?cursor=a&cursor=b", token: tok}, "cursor"})
+	}
+	for _, c := range calls {
+		rec := h.do(c.call)
+		body := assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+		assert.Equal(t, c.field, body.Field, c.path)
+	}
+
+	crewID := h.createCrew(3)
+	rec := h.do(call{method: "POST", path: "/crews/" + crewID + "/join?via=a&via=b", token: tok, idempotencyKey: "k1"})
+	assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+	joined := h.join(crewID, tok, "k1")
+	require.Equal(t, stdhttp.StatusCreated, joined.Code, "the refused request kept the key or the seat: %s", joined.Body.String())
+	assert.EqualValues(t, 1, answer(t, joined)["currentMembers"])
 }
