@@ -38,11 +38,18 @@ func decodeJSON(r *stdhttp.Request, dst any, optional bool) error {
 	}
 	// Only JSON's own whitespace makes a body empty: bytes.TrimSpace would also drop \v, \f,
 	// U+0085 and U+00A0, none of which JSON allows, and a body of them would pass as no body.
-	if len(bytes.Trim(raw, jsonWhitespace)) == 0 {
+	value := jsontext.Value(bytes.Trim(raw, jsonWhitespace))
+	if len(value) == 0 {
 		if optional {
 			return nil
 		}
 		return domain.Invalid(bodyField, "a JSON object is required")
+	}
+	// go-json-experiment/json reads null into a struct as an object with no member, so a body
+	// of null would pass, on a route whose members are all optional, for {}. A null member is
+	// what it should be: that member absent.
+	if value.Kind() == 'n' {
+		return domain.Invalid(bodyField, "must be a JSON object, not null")
 	}
 
 	if err := unmarshalStrict(raw, dst); err != nil {

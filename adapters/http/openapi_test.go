@@ -135,3 +135,27 @@ func TestOpenAPI_EveryRouteReadingABodyDocumentsItsTooLargeAnswer(t *testing.T) 
 		}
 	}
 }
+
+// A null member of a request body is that member absent: the document says so of every
+// optional member (nullable) and of no required one.
+func TestOpenAPI_OptionalRequestMembersAreNullable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	doc, err := openapi3.NewLoader().LoadFromData(h.do(call{method: "GET", path: "/openapi.yaml"}).Body.Bytes())
+	require.NoError(t, err)
+	checked := 0
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value.Content.Get("application/json") == nil {
+				continue
+			}
+			schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
+			for name, prop := range schema.Properties {
+				checked++
+				optional := !slices.Contains(schema.Required, name)
+				assert.Equal(t, optional, prop.Value.Nullable, "%s %s: member %s (optional: %v)", method, path, name, optional)
+			}
+		}
+	}
+	assert.NotZero(t, checked)
+}
