@@ -128,8 +128,8 @@ func providePaymentService(cfg Config, tx ports.TxRunner, stores ports.CommerceS
 	}, payment.Config{MaxBatch: cfg.Guard.LockMaxBatch, Timeout: cfg.Database.Timeout})
 }
 
-func provideRanking(cfg Config, stores ports.CommerceStores, clock ports.Clock, log *slog.Logger) *ranking.Service {
-	return ranking.NewService(ranking.Deps{Orders: stores.Orders, Clock: clock, Logger: log},
+func provideRanking(cfg Config, stores ports.CommerceStores, clock ports.Clock) *ranking.Service {
+	return ranking.NewService(ranking.Deps{Orders: stores.Orders, Clock: clock},
 		ranking.Config{FreshFor: cfg.Commerce.TopProductsFreshFor, Timeout: cfg.Commerce.TopProductsTimeout})
 }
 

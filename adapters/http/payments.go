@@ -1,6 +1,7 @@
 package http
 
 import (
+	"log/slog"
 	stdhttp "net/http"
 
 	"github.com/gin-gonic/gin"
@@ -18,9 +19,14 @@ type paymentHandlers struct {
 }
 
 // topProducts answers GET /api/products/top: always 200, with an empty list when the read
-// failed.
+// failed, which is logged at error level as a failed request is.
 func (h paymentHandlers) topProducts(c *gin.Context) {
-	writeJSON(c, stdhttp.StatusOK, wireTopProducts(h.ranking.TopProducts(c.Request.Context())))
+	top, err := h.ranking.TopProducts(c.Request.Context())
+	if err != nil {
+		requestLogger(c).LogAttrs(c.Request.Context(), slog.LevelError, "failed to query popular products; answering an empty list",
+			slog.String("error", err.Error()))
+	}
+	writeJSON(c, stdhttp.StatusOK, wireTopProducts(top))
 }
 
 // pay answers POST /api/orders/{orderId}/payment, guarded by the Idempotency-Key header.

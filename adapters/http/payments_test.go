@@ -1,16 +1,23 @@
 package http_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	stdhttp "net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	rhttp "github.com/rushgate/rushgate/adapters/http"
+	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // A payment without a usable Idempotency-Key is refused for it before the order is looked up,
@@ -70,4 +77,39 @@ func TestPayment_PaysAndShowsTheOutboxAndRefusesAShortBalance(t *testing.T) {
 	assert.Equal(t, orderID, listed.Items[0].Payload.OrderID)
 	assertError(t, h.do(call{method: "GET", path: "/admin/outbox", token: payer}), stdhttp.StatusForbidden, "FORBIDDEN")
 	assertError(t, h.do(call{method: "GET", path: "/admin/outbox?status=LOST", token: h.admin()}), stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+}
+
+// failingTopSelling fails the top products' read, as a database that is down does.
+type failingTopSelling struct{ ports.OrderRepository }
+
+func (failingTopSelling) TopSelling(context.Context, time.Time, int) ([]order.Sales, error) {
+	return nil, errors.New("connection refused")
+}
+
+// The failed read of the top products is logged, at error level, with the request id of the
+// request it answered, as every other line logged for a request is.
+func TestTopProducts_AFailedReadIsLoggedWithTheRequestID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{options: []fx.Option{
+		fx.Decorate(func(stores ports.CommerceStores) ports.CommerceStores {
+			stores.Orders = failingTopSelling{stores.Orders}
+			return stores
+		}),
+	}})
+	tok, _ := h.userToken()
+
+	rec := h.do(call{method: "GET", path: "/api/products/top", token: tok, header: map[string]string{rhttp.RequestIDHeader: "top-1"}})
+
+	require.Equal(t, stdhttp.StatusOK, rec.Code, rec.Body.String())
+	assert.JSONEq(t, `{"period":"3days","products":[]}`, rec.Body.String())
+	var failure map[string]any
+	for _, line := range h.logs.lines(t) {
+		if line["msg"] == "failed to query popular products; answering an empty list" {
+			failure = line
+		}
+	}
+	require.NotNil(t, failure, "the failed read is logged")
+	assert.Equal(t, "top-1", failure["requestId"])
+	assert.Equal(t, "ERROR", failure["level"])
+	assert.Contains(t, failure["error"], "connection refused")
 }

@@ -1,12 +1,12 @@
 // Package ranking answers the best sellers: the top products by units sold in completed orders
 // of a recent period, read live from the orders. A failing or slow read answers an empty list,
-// never an error: the ranking is decoration, not a reason for a page to fail. It depends on
-// ports only.
+// with its error for the caller to log: the ranking is decoration, not a reason for a page to
+// fail. It depends on ports only.
 package ranking
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 	"sync"
 	"time"
 
@@ -35,11 +35,10 @@ type Config struct {
 	FreshFor time.Duration
 }
 
-// Deps are the ports the ranking reads. Logger may be nil.
+// Deps are the ports the ranking reads.
 type Deps struct {
 	Orders ports.OrderRepository
 	Clock  ports.Clock
-	Logger *slog.Logger
 }
 
 // Service answers the top products. Concurrent callers share one read (combining), and a
@@ -53,11 +52,11 @@ type Service struct {
 	last     *read // the last successful read
 }
 
-// read is one aggregate and its answer; done is closed once top is set.
+// read is one aggregate and its answer; done is closed once top and err are set.
 type read struct {
 	at   time.Time
 	top  Top
-	ok   bool
+	err  error
 	done chan struct{}
 }
 
@@ -68,9 +67,6 @@ func NewService(d Deps, cfg Config) *Service {
 	}
 	if cfg.FreshFor <= 0 {
 		cfg.FreshFor = DefaultFreshFor
-	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
 	}
 	return &Service{d: d, cfg: cfg}
 }
@@ -92,9 +88,12 @@ type Top struct {
 
 // TopProducts returns the DefaultLimit products sold most (units) in COMPLETED orders paid in
 // the last DefaultPeriod, with their revenue; ties go to the smaller product id. A read that
-// fails or outlasts the timeout is logged and answers an empty list. A caller arriving while a
-// read runs waits for it; one within FreshFor of a successful read gets its answer.
-func (s *Service) TopProducts(ctx context.Context) Top {
+// fails or outlasts the timeout answers an empty list and its error, to every caller that
+// waited for it, so that each logs the failure as its own (with its own request id): the list
+// is usable either way. A caller arriving while a read runs waits for it; one within FreshFor of
+// a successful read gets its answer. A caller that leaves before the read ends gets the empty
+// list and no error: nothing failed that it could report.
+func (s *Service) TopProducts(ctx context.Context) (Top, error) {
 	now := s.d.Clock.Now()
 	s.mu.Lock()
 	// A read stamped after now (the wall clock was stepped back) is not fresh: counted as such,
@@ -102,7 +101,7 @@ func (s *Service) TopProducts(ctx context.Context) Top {
 	if s.last != nil && !s.last.at.After(now) && now.Sub(s.last.at) < s.cfg.FreshFor {
 		top := s.last.top
 		s.mu.Unlock()
-		return top
+		return top, nil
 	}
 	r := s.inFlight
 	if r == nil {
@@ -110,28 +109,28 @@ func (s *Service) TopProducts(ctx context.Context) Top {
 		s.inFlight = r
 		s.mu.Unlock()
 		// The read serves every waiter, so no single caller's cancellation ends it.
-		r.top, r.ok = s.aggregate(context.WithoutCancel(ctx), now)
+		r.top, r.err = s.aggregate(context.WithoutCancel(ctx), now)
 		s.mu.Lock()
 		s.inFlight = nil
-		if r.ok {
+		if r.err == nil {
 			s.last = r
 		}
 		s.mu.Unlock()
 		close(r.done)
-		return r.top
+		return r.top, r.err
 	}
 	s.mu.Unlock()
 	select {
 	case <-r.done:
-		return r.top
+		return r.top, r.err
 	case <-ctx.Done():
-		return Top{Period: PeriodName, Products: []Ranked{}}
+		return Top{Period: PeriodName, Products: []Ranked{}}, nil
 	}
 }
 
-// aggregate reads the ranking as of now, or logs the failure and answers an empty list. A read
-// that panics fails as any other: it answers its waiters, and the next caller reads again.
-func (s *Service) aggregate(ctx context.Context, now time.Time) (Top, bool) {
+// aggregate reads the ranking as of now, or answers an empty list and why. A read that panics
+// fails as any other: it answers its waiters, and the next caller reads again.
+func (s *Service) aggregate(ctx context.Context, now time.Time) (Top, error) {
 	top := Top{Period: PeriodName, Products: []Ranked{}}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -139,12 +138,11 @@ func (s *Service) aggregate(ctx context.Context, now time.Time) (Top, bool) {
 		return s.d.Orders.TopSelling(ports.AllowStale(ctx), now.Add(-DefaultPeriod), DefaultLimit)
 	})
 	if err != nil {
-		s.d.Logger.ErrorContext(ctx, "failed to query popular products; answering an empty list", "error", err)
-		return top, false
+		return top, fmt.Errorf("ranking: read the top products: %w", err)
 	}
 	for i, sale := range sales {
 		top.Products = append(top.Products, Ranked{Rank: i + 1, ProductID: sale.ProductID, Name: sale.Name,
 			SalesCount: sale.Units, Revenue: sale.Revenue})
 	}
-	return top, true
+	return top, nil
 }
