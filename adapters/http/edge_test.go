@@ -38,6 +38,28 @@ func TestWrongMethod_IsJSONMethodNotAllowed(t *testing.T) {
 	assert.Equal(t, "POST", rec.Header().Get("Allow"))
 }
 
+// HEAD and OPTIONS are served by no route: HEAD as GET would run a GET's effects for a client
+// that reads no answer (the push stream enters the queue, a status poll refreshes the entry
+// token), and no cross-origin client needs a preflight. Each is 405 METHOD_NOT_ALLOWED with
+// Allow naming exactly the path's methods, on every path of the router, before authentication.
+func TestHeadAndOptions_AreMethodNotAllowedWithAllow(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	methods := map[string][]string{} // each path template's methods
+	for _, r := range h.router.Routes() {
+		methods[r.Path] = append(methods[r.Path], r.Method)
+	}
+	for template, allowed := range methods {
+		path := uuidPath(template, "admin-1")
+		for _, method := range []string{stdhttp.MethodHead, stdhttp.MethodOptions} {
+			rec := h.do(call{method: method, path: path})
+			assertError(t, rec, stdhttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+			assert.ElementsMatch(t, allowed, strings.Split(rec.Header().Get("Allow"), ", "), "%s %s", method, template)
+		}
+	}
+	assertError(t, h.do(call{method: stdhttp.MethodHead, path: "/nope"}), stdhttp.StatusNotFound, "NOT_FOUND")
+}
+
 func TestHugeBody_IsPayloadTooLarge(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessConfig{})

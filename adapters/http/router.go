@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"log/slog"
 	stdhttp "net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/trace"
@@ -96,7 +97,6 @@ func NewRouter(d Deps) *gin.Engine {
 	}
 	r.Use(requestID(logger), observe(d.Metrics, d.AccessLog), recovery(), validateQuery())
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
-	r.NoMethod(func(c *gin.Context) { respondError(c, errMethodNotAllowed) })
 
 	r.GET("/healthz", healthz(system.ReadBuild()))
 	r.GET("/readyz", readyz(d.Readiness))
@@ -115,5 +115,64 @@ func NewRouter(d Deps) *gin.Engine {
 	for _, register := range d.Routes {
 		register(groups)
 	}
+	// HEAD and OPTIONS are no exception: no route serves them, so they are 405 too.
+	r.NoMethod(methodNotAllowed(newRouteIndex(r.Routes())))
 	return r
+}
+
+// methodNotAllowed answers 405 METHOD_NOT_ALLOWED with the Allow header gin set, less the
+// methods whose routes do not match the path. gin's lookup reuses one request's backtracking
+// state from one method's routes to the next (gin 1.12), so a path that a static route matched
+// next to a parameter route lists methods it lacks: PUT /api/products/top was told "GET, POST".
+func methodNotAllowed(routes routeIndex) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		path := c.Request.URL.EscapedPath() // what the router matches (UseEscapedPath)
+		var allowed []string
+		for method := range strings.SplitSeq(c.Writer.Header().Get("Allow"), ", ") {
+			if routes.serves(method, path) {
+				allowed = append(allowed, method)
+			}
+		}
+		if len(allowed) > 0 {
+			c.Header("Allow", strings.Join(allowed, ", "))
+		}
+		respondError(c, errMethodNotAllowed)
+	}
+}
+
+// routeIndex holds the router's route templates by method, split into path segments.
+type routeIndex map[string][][]string
+
+func newRouteIndex(routes gin.RoutesInfo) routeIndex {
+	index := routeIndex{}
+	for _, r := range routes {
+		index[r.Method] = append(index[r.Method], strings.Split(r.Path, "/"))
+	}
+	return index
+}
+
+// serves reports whether a route of method matches path: segment by segment, a parameter
+// (":id") matching any one segment and a catch-all ("*rest") the rest.
+func (index routeIndex) serves(method, path string) bool {
+	segments := strings.Split(path, "/")
+	for _, template := range index[method] {
+		if templateMatches(template, segments) {
+			return true
+		}
+	}
+	return false
+}
+
+func templateMatches(template, segments []string) bool {
+	for i, t := range template {
+		switch {
+		case strings.HasPrefix(t, "*"):
+			return true
+		case i >= len(segments):
+			return false
+		case !strings.HasPrefix(t, ":") && t != segments[i]:
+			return false
+		}
+	}
+	return len(template) == len(segments)
 }
