@@ -70,7 +70,7 @@ func TestDatabaseRestartedMidHerd_EveryFlowAnswersThenServesAgain(t *testing.T) 
 // UNAVAILABLE with Retry-After; after recover, one request of each flow must succeed within
 // 30 s, and what the flows stored must be consistent, every success included.
 func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testing.T, s *server) func(), recover func(t *testing.T)) {
-	s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: startPrivateRedis(t).url}, productionTimeouts,
+	s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: testenv.StartPrivateRedis(t).URL}, productionTimeouts,
 		func(c *bootstrap.Config) { c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries })
 	flows, consistent := guardedFlows(s)
 	cart, cartConsistent := cartAddFlow(s)

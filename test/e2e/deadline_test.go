@@ -45,7 +45,7 @@ func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T
 			// The database's production timeout is under test. Redis is private too: on the
 			// shared one, other jobs' load (and their runs' locks on the same keys) would add
 			// waits that are not the database's. The lock keeps testenv's roomy budget.
-			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: startPrivateRedis(t).url},
+			s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: testenv.StartPrivateRedis(t).URL},
 				productionTimeouts, func(c *bootstrap.Config) {
 					c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries
 					cfg = *c
@@ -67,12 +67,12 @@ func TestDatabaseFrozen_EveryRequestAnswersWithinTheDatabaseTimeout(t *testing.T
 // TestRedisFrozen_EveryRequestAnswersWithinTheRedisTimeout is the same with a private Redis
 // frozen: within RUSHGATE_REDIS_TIMEOUT + 0.5 s, however many requests queue on the key.
 func TestRedisFrozen_EveryRequestAnswersWithinTheRedisTimeout(t *testing.T) {
-	redis := startPrivateRedis(t)
+	redis := testenv.StartPrivateRedis(t)
 	var cfg bootstrap.Config
-	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, productionTimeouts, func(c *bootstrap.Config) { cfg = *c })
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, productionTimeouts, func(c *bootstrap.Config) { cfg = *c })
 	flows, consistent := guardedFlows(s)
 	seat, seatsConsistent := seatReservationFlow(s)
-	answersWithinTheStallBound(t, s, "Redis", cfg.Redis.Timeout, func(sig syscall.Signal) error { return redis.process.Signal(sig) },
+	answersWithinTheStallBound(t, s, "Redis", cfg.Redis.Timeout, func(sig syscall.Signal) error { return redis.Process.Signal(sig) },
 		append(flows, seat), func() {
 			consistent()
 			seatsConsistent()

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rushgate/rushgate/bootstrap"
+	"github.com/rushgate/rushgate/test/testenv"
 	"github.com/rushgate/rushgate/test/testkit"
 )
 
@@ -30,13 +31,13 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	)
 	// The Redis timeout and the lock TTL (half of which bounds one lock attempt) are the defaults.
 	redisTimeout := bootstrap.DefaultConfig().Redis.Timeout
-	redis := startPrivateRedis(t)
-	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, productionTimeouts, func(c *bootstrap.Config) {
+	redis := testenv.StartPrivateRedis(t)
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, productionTimeouts, func(c *bootstrap.Config) {
 		c.Guard.IdempotencyLease = lease
 		// Short backoff steps, so Redis freezes between two quick lock attempts.
 		c.Guard.LockBaseDelay = 20 * time.Millisecond
 	})
-	opts, err := goredis.ParseURL(redis.url)
+	opts, err := goredis.ParseURL(redis.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 		return nil
 	})
 
-	if err := redis.process.Signal(syscall.SIGSTOP); err != nil {
+	if err := redis.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
@@ -79,7 +80,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 	resume := func() {
 		if !resumed {
 			resumed = true
-			if err := redis.process.Signal(syscall.SIGCONT); err != nil {
+			if err := redis.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Error(err)
 			}
 		}

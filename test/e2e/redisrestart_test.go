@@ -21,8 +21,8 @@ import (
 func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
-			redis := startPrivateRedis(t)
-			s := startServer(t, backend{name: string(db.Dialect), databaseURL: db.URL, redisURL: redis.url}, productionTimeouts)
+			redis := testenv.StartPrivateRedis(t)
+			s := startServer(t, backend{name: string(db.Dialect), databaseURL: db.URL, redisURL: redis.URL}, productionTimeouts)
 			crewID := s.createCrew(100)
 			if res := s.join(crewID, "before", "k"); res.status != http.StatusCreated {
 				t.Fatalf("join: %d %s", res.status, res.raw)
@@ -56,7 +56,7 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 
 			// Down long enough for joins to open the client's dial circuit (a failed dial per
 			// pooled connection), which then probes Redis once a second.
-			redis.stop()
+			redis.Stop()
 			stopped := time.Now()
 			var firstRefusal time.Duration
 			for i := 0; time.Since(stopped) < 2*time.Second; i++ {
@@ -72,7 +72,7 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 					firstRefusal = time.Since(stopped)
 				}
 			}
-			redis.restart()
+			redis.Restart()
 			restarted := time.Now()
 			refused := 0
 			testkit.Eventually(t, 10*time.Second, "a join after the restart", func() error {
@@ -135,8 +135,8 @@ func TestRedisRestartedEmpty_ServesAgainAndTheDatabaseAnswers(t *testing.T) {
 // FIFO by reconnection.
 func TestPush_RedisRestartedEmptyEndsEveryStreamAndAdmitsWithinSlots(t *testing.T) {
 	const users, slots = 6, 2
-	redis := startPrivateRedis(t)
-	s := startServer(t, backend{name: "memory+redis", redisURL: redis.url}, productionTimeouts, pushConfig(2*time.Second))
+	redis := testenv.StartPrivateRedis(t)
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, productionTimeouts, pushConfig(2*time.Second))
 	eventID := s.createEvent(fmt.Sprintf(`{"name":"push","seats":%d,"slots":%d,"mode":"push"}`, users, slots))
 	clients := make([]*sseClient, users)
 	for i := range clients {
@@ -146,7 +146,7 @@ func TestPush_RedisRestartedEmptyEndsEveryStreamAndAdmitsWithinSlots(t *testing.
 		testkit.Eventually(t, 5*time.Second, c.user+" admitted", c.isAdmitted)
 	}
 
-	redis.stop()
+	redis.Stop()
 	stopped := time.Now()
 	var slowest time.Duration
 	for _, c := range clients {
@@ -158,7 +158,7 @@ func TestPush_RedisRestartedEmptyEndsEveryStreamAndAdmitsWithinSlots(t *testing.
 		}
 	}
 	t.Logf("every stream ended within %v of Redis stopping", slowest.Round(time.Millisecond))
-	redis.restart()
+	redis.Restart()
 	back := time.Now()
 	refused := 0
 	testkit.Eventually(t, 10*time.Second, "a stream opens once Redis is back", func() error {
