@@ -38,8 +38,8 @@ var (
 
 // Locker is a ports.Locker on one Redis (or one Sentinel/Cluster deployment) via go-redsync.
 // A failed TryAcquire flags the key as waited for, and the release of a flagged key is announced
-// on Redis Pub/Sub; each Locker holds one pattern subscription, opened by its first Released
-// call, that wakes this process's waiters. Uncontended keys, the common case, cost no Pub/Sub
+// on Redis Pub/Sub; each Locker holds one pattern subscription, opened in the background when
+// it is made, that wakes this process's waiters. Uncontended keys, the common case, cost no Pub/Sub
 // traffic. Close ends the subscription. It is safe for concurrent use.
 type Locker struct {
 	client goredis.UniversalClient
@@ -74,9 +74,8 @@ func callTimeoutOf(c goredis.UniversalClient) time.Duration {
 
 // Released returns a channel closed once key is released after the call, by this Locker, or by
 // any other on the same Redis once a TryAcquire of the key failed; call stop when no longer
-// interested. The first call waits (at most a second) for Redis to confirm the subscription. A
-// notice can be lost, when the subscription is down or after Close, so waiters bound their
-// waits. See ports.Locker.
+// interested. It never waits on Redis. A notice can be lost, when the subscription is down or
+// after Close, so waiters bound their waits. See ports.Locker.
 func (l *Locker) Released(key string) (released <-chan struct{}, stop func()) {
 	return l.notices.listen(key)
 }
@@ -140,10 +139,12 @@ redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
 return redis.call('EXISTS', KEYS[1])
 `)
 
-// flagWaiting asks for the next release of key to be announced. When the lock was released
-// between the failed attempt and the flag, this process's waiters are woken at once instead.
-// Notices are hints: a failure here only leaves waiters to their backoff.
+// flagWaiting asks for the next release of key to be announced, once the subscription that
+// hears it is confirmed (within the attempt's budget). When the lock was released between the
+// failed attempt and the flag, this process's waiters are woken at once instead. Notices are
+// hints: a failure here only leaves waiters to their backoff.
 func (l *Locker) flagWaiting(ctx context.Context, key string, ttl time.Duration) {
+	l.notices.awaitSubscribed(ctx)
 	held, err := flagWaitingScript.Run(ctx, l.client, []string{lockKey(key), waitingKey(key)}, ttl.Milliseconds()).Int()
 	if err == nil && held == 0 {
 		l.notices.notify(key)

@@ -3,10 +3,8 @@ package redis
 import (
 	"context"
 	"crypto/rand"
-	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -15,45 +13,45 @@ import (
 // "rushgate:lock-released:<key>". The message is the releasing Locker's origin id.
 const releaseChannelPrefix = "rushgate:lock-released:"
 
-// subscribeTimeout bounds how long the first Released call of a Locker waits for Redis to
-// confirm the subscription, so that a release published right after that call is heard. When
-// Redis does not confirm in time, go-redis keeps trying in the background.
-const subscribeTimeout = time.Second
-
 // releaseNotices fans one pattern subscription per Locker out to this process's listeners,
-// however many keys they wait on.
+// however many keys they wait on. The subscription is opened in the background when the Locker
+// is made: nothing waits on Redis while holding mu, and a listener never waits for it (see
+// awaitSubscribed).
 type releaseNotices struct {
-	client goredis.UniversalClient
 	// origin tells this Locker's own notices apart when they come back from Redis: its
 	// listeners were already told when the release returned.
 	origin string
+	pubsub *goredis.PubSub
+	// subscribed is closed once Redis first confirms the subscription; done when dispatch ends.
+	subscribed, done chan struct{}
 
 	mu        sync.Mutex
 	listeners map[string]map[chan struct{}]struct{} // key → channels to close on its release
-	pubsub    *goredis.PubSub                       // nil until the first listener
-	done      chan struct{}                         // closed when dispatch ends
 	closed    bool
 }
 
+// newReleaseNotices starts subscribing at once, in the background. go-redis keeps the
+// subscription: it resubscribes when its connection is lost, or could not be opened.
 func newReleaseNotices(c goredis.UniversalClient) *releaseNotices {
-	return &releaseNotices{
-		client:    c,
-		origin:    rand.Text(),
-		listeners: map[string]map[chan struct{}]struct{}{},
+	n := &releaseNotices{
+		origin:     rand.Text(),
+		pubsub:     c.PSubscribe(context.Background()), // no pattern yet: opens nothing
+		subscribed: make(chan struct{}),
+		done:       make(chan struct{}),
+		listeners:  map[string]map[chan struct{}]struct{}{},
 	}
+	go n.dispatch()
+	return n
 }
 
-// listen registers a channel closed on the next notice for key, subscribing first if this is
-// the first listener. After close it returns a channel that never closes: waiters bound their
-// waits anyway, and a closed one would have them spin.
+// listen registers a channel closed on the next notice for key. After close it returns a
+// channel that never closes: waiters bound their waits anyway, and a closed one would have them
+// spin.
 func (n *releaseNotices) listen(key string) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return make(chan struct{}), func() {}
-	}
-	if n.pubsub == nil {
-		n.subscribe()
 	}
 	released := make(chan struct{})
 	if n.listeners[key] == nil {
@@ -71,25 +69,37 @@ func (n *releaseNotices) listen(key string) (<-chan struct{}, func()) {
 	return released, stop
 }
 
-// subscribe starts the one pattern subscription and its dispatch goroutine. n.mu is held.
-func (n *releaseNotices) subscribe() {
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	defer cancel()
-	n.pubsub = n.client.PSubscribe(ctx, releaseChannelPrefix+"*")
-	if _, err := n.pubsub.Receive(ctx); err != nil {
-		// Notices are hints: carry on, go-redis resubscribes when it reconnects.
-		slog.Debug("lock release notices: subscription not confirmed", "error", err)
+// awaitSubscribed waits, at most until ctx ends, for Redis to have confirmed the subscription
+// once. A caller that asks for a release to be announced waits for it first, so that the
+// announcement is heard; it costs nothing once confirmed, which a Locker made at start is long
+// before its first contended key. Unconfirmed (Redis slow or down at start), the caller carries
+// on: notices are hints, and waiters poll on their backoff.
+func (n *releaseNotices) awaitSubscribed(ctx context.Context) {
+	select {
+	case <-n.subscribed:
+	case <-ctx.Done():
 	}
-	n.done = make(chan struct{})
-	go n.dispatch(n.pubsub.Channel())
 }
 
-// dispatch wakes the listeners of every key released elsewhere, until the subscription closes.
-func (n *releaseNotices) dispatch(messages <-chan *goredis.Message) {
+// dispatch subscribes, then wakes the listeners of every key released elsewhere, until the
+// subscription closes.
+func (n *releaseNotices) dispatch() {
 	defer close(n.done)
-	for msg := range messages {
-		if msg.Payload != n.origin {
-			n.notify(strings.TrimPrefix(msg.Channel, releaseChannelPrefix))
+	// An error leaves the pattern registered: the receiving loop below opens the connection
+	// and subscribes again.
+	_ = n.pubsub.PSubscribe(context.Background(), releaseChannelPrefix+"*")
+	confirmed := false
+	for msg := range n.pubsub.ChannelWithSubscriptions() {
+		switch msg := msg.(type) {
+		case *goredis.Subscription:
+			if !confirmed {
+				confirmed = true
+				close(n.subscribed)
+			}
+		case *goredis.Message:
+			if msg.Payload != n.origin {
+				n.notify(strings.TrimPrefix(msg.Channel, releaseChannelPrefix))
+			}
 		}
 	}
 }
@@ -109,13 +119,12 @@ func (n *releaseNotices) close() error {
 	n.mu.Lock()
 	alreadyClosed := n.closed
 	n.closed = true
-	pubsub, done := n.pubsub, n.done
 	n.mu.Unlock()
-	if alreadyClosed || pubsub == nil {
+	if alreadyClosed {
 		return nil
 	}
-	err := pubsub.Close()
-	<-done
+	err := n.pubsub.Close()
+	<-n.done
 	if err != nil {
 		return unavailable("close lock release subscription", err)
 	}
