@@ -117,6 +117,9 @@ func provideStorage(lc fx.Lifecycle, cfg Config, fill PoolFill, log *slog.Logger
 	}, nil
 }
 
+// warmUpRoundTrips is how many Redis timeouts the start gives redis.WarmUp: its round trips.
+const warmUpRoundTrips = 5
+
 func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger, tracing Tracing) (coordination, error) {
 	if cfg.Redis.URL == "" {
 		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
@@ -130,6 +133,14 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 	})
 	if err != nil {
 		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
+	}
+	// Open the pool and load the scripts before any request needs them: up to five round trips,
+	// each within the timeout. A warm-up that fails leaves calls to do that work themselves; the
+	// ping decides whether Redis answers.
+	warmCtx, cancelWarm := context.WithTimeout(context.Background(), warmUpRoundTrips*cfg.Redis.Timeout)
+	defer cancelWarm()
+	if err := redis.WarmUp(warmCtx, client); err != nil {
+		log.Warn("redis warm-up incomplete: calls open connections and load scripts themselves", "error", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	defer cancel()

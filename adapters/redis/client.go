@@ -28,14 +28,11 @@ const (
 	minPoolSize         = 64
 )
 
-// Per-connection buffer sizes, well under go-redis's defaults (32 KiB for a pooled connection,
-// 128 KiB for a pipeline's): rushgate's commands and replies are a few hundred bytes, a combined
-// batch a few KiB, and a bigger reply only takes more reads. At the defaults a full pool held
-// about 6 MiB of buffers, which an SSE broker's resident memory counts against its streams.
-const (
-	connBufferSize     = 4 << 10
-	pipelineBufferSize = 16 << 10
-)
+// connBufferSize is each connection's read and write buffer, well under go-redis's default
+// (32 KiB): rushgate's commands and replies are a few hundred bytes, a combined batch a few KiB,
+// and a bigger reply only takes more reads. At the defaults a full pool held about 6 MiB of
+// buffers, which an SSE broker's resident memory counts against its streams.
+const connBufferSize = 4 << 10
 
 // Options tunes the client built by NewClient. A zero field takes its default. Options, and the
 // no-retry policy below, override the same settings given in the URL's query string.
@@ -49,9 +46,10 @@ type Options struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds sending one command. Default 500ms.
 	WriteTimeout time.Duration
-	// PoolSize is the number of connections per Redis node. Default max(64, 10×GOMAXPROCS),
-	// so 64 concurrent requests never queue for a connection. Half of them are kept open, so a
-	// stampede on a quiet server does not wait on dozens of dials at once.
+	// PoolSize is the number of connections per Redis node, pipelines' included. Default
+	// max(64, 10×GOMAXPROCS), so 64 concurrent requests never queue for a connection. WarmUp
+	// opens them all; an idle connection stays open, and half the pool is kept open anyway, so
+	// a stampede on a quiet server does not wait on dozens of dials at once.
 	PoolSize int
 	// Tracing, when set, records every command as an OpenTelemetry span (see tracing.go).
 	Tracing trace.TracerProvider
@@ -82,6 +80,12 @@ const (
 	dialAttempts     = 1
 )
 
+// go-redis's values for "pipelines use the main pool" and "an idle connection stays open".
+const (
+	pipelinesOnTheMainPool = -1
+	neverIdleOut           = -1
+)
+
 // NewClient builds a Redis client from a URL without contacting the server (call Ping for that):
 //
 //	redis://[user:password@]host:port[/db]            one server
@@ -90,7 +94,7 @@ const (
 //	redis://host:port?addr=h2:p&addr=h3:p             Cluster: the hosts are seed nodes
 //
 // The query string may also carry go-redis's other URL options (client_name=…, protocol=…);
-// timeouts, pool size and retries come from Options.
+// timeouts, pool size and retries come from Options. Call WarmUp before the first call.
 // The error names what is wrong and never repeats the password.
 func NewClient(redisURL string, opts Options) (goredis.UniversalClient, error) {
 	opts = opts.withDefaults()
@@ -137,8 +141,8 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 			return nil, fmt.Errorf("redis URL (sentinel): %w", err)
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
-			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled, &o.DisableIdentity})
+			&o.PoolSize, &o.MinIdleConns, &o.PipelinePoolSize, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize,
+			&o.WriteBufferSize, &o.ConnMaxIdleTime, &o.ContextTimeoutEnabled, &o.DisableIdentity})
 		return func() goredis.UniversalClient { return goredis.NewFailoverClient(o) }, nil
 	case query.Has("addr"):
 		o, err := goredis.ParseClusterURL(redisURL)
@@ -146,8 +150,8 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 			return nil, fmt.Errorf("redis URL (cluster): %w", err)
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
-			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled, &o.DisableIdentity})
+			&o.PoolSize, &o.MinIdleConns, &o.PipelinePoolSize, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize,
+			&o.WriteBufferSize, &o.ConnMaxIdleTime, &o.ContextTimeoutEnabled, &o.DisableIdentity})
 		return func() goredis.UniversalClient { return goredis.NewClusterClient(o) }, nil
 	default:
 		o, err := goredis.ParseURL(redisURL)
@@ -155,33 +159,35 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.PoolSize, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize, &o.WriteBufferSize,
-			&o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ContextTimeoutEnabled, &o.DisableIdentity})
+			&o.PoolSize, &o.MinIdleConns, &o.PipelinePoolSize, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize,
+			&o.WriteBufferSize, &o.ConnMaxIdleTime, &o.ContextTimeoutEnabled, &o.DisableIdentity})
 		return func() goredis.UniversalClient { return goredis.NewClient(o) }, nil
 	}
 }
 
 // shared points at the settings every go-redis client type has, so one function tunes them all.
 type shared struct {
-	dialTimeout, readTimeout, writeTimeout, poolTimeout *time.Duration
-	poolSize, minIdleConns, maxRetries, dialerRetries   *int
-	readBuffer, writeBuffer                             *int
-	pipelineReadBuffer, pipelineWriteBuffer             *int
-	contextTimeoutEnabled, disableIdentity              *bool
+	dialTimeout, readTimeout, writeTimeout, poolTimeout                 *time.Duration
+	poolSize, minIdleConns, pipelinePoolSize, maxRetries, dialerRetries *int
+	readBuffer, writeBuffer                                             *int
+	connMaxIdleTime                                                     *time.Duration
+	contextTimeoutEnabled, disableIdentity                              *bool
 }
 
-// apply sets o's timeouts and pool, a warm half-pool, no command retries, one dial attempt and
-// small buffers; a request's deadline bounds its Redis calls too. A new connection's handshake,
-// which go-redis sends within the connection's first call and so within that call's timeout, is
-// HELLO alone: CLIENT SETINFO, which only labels the connection in CLIENT LIST, would cost that
-// call a second round trip (on a Redis answering in 150 ms, a lock attempt's 500 ms held 450 ms
-// of handshake and SET).
+// apply sets o's timeouts and pool, no command retries, one dial attempt and small buffers; a
+// request's deadline bounds its Redis calls too. The pool is one for commands and pipelines
+// (go-redis's separate pipeline pool would open its connections in the pipelines' calls), and
+// no connection closes for being idle: WarmUp opens them all, handshake included, so that calls
+// find them ready. A new connection's handshake, which go-redis sends within the connection's
+// first call and so within that call's timeout, is HELLO alone: CLIENT SETINFO, which only
+// labels the connection in CLIENT LIST, would cost that call a second round trip (on a Redis
+// answering in 150 ms, a lock attempt's 500 ms held 450 ms of handshake and SET).
 func (o Options) apply(s shared) {
 	*s.dialTimeout, *s.readTimeout, *s.writeTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
 	*s.poolSize, *s.poolTimeout, *s.minIdleConns = o.PoolSize, o.ReadTimeout, o.PoolSize/2
+	*s.pipelinePoolSize, *s.connMaxIdleTime = pipelinesOnTheMainPool, neverIdleOut
 	*s.maxRetries, *s.dialerRetries = noCommandRetries, dialAttempts
 	*s.readBuffer, *s.writeBuffer = connBufferSize, connBufferSize
-	*s.pipelineReadBuffer, *s.pipelineWriteBuffer = pipelineBufferSize, pipelineBufferSize
 	*s.contextTimeoutEnabled, *s.disableIdentity = true, true
 }
 
@@ -194,8 +200,14 @@ func bounded(c goredis.UniversalClient, callTimeout time.Duration) goredis.Unive
 // callBound is a go-redis hook giving each call one deadline. go-redis bounds each step of a
 // call on its own — the wait for a pooled connection, the dial of a new one, the connection's
 // handshake, the reply — so with Redis frozen a call could wait several timeouts in a row, and a
-// request several times its timeout.
+// request several times its timeout. WarmUp's calls, which set connections up, keep their
+// context's deadline.
 type callBound struct{ timeout time.Duration }
+
+// unbounded reports a call callBound leaves alone: a blocking read, or a WarmUp call.
+func unbounded(ctx context.Context, cmd goredis.Cmder) bool {
+	return blockingCommands[cmd.Name()] || ctx.Value(setUpCall{}) != nil
+}
 
 // blockingCommands wait for data by design, for a block time of their own.
 var blockingCommands = map[string]bool{
@@ -208,7 +220,7 @@ func (b callBound) DialHook(next goredis.DialHook) goredis.DialHook { return nex
 
 func (b callBound) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if blockingCommands[cmd.Name()] {
+		if unbounded(ctx, cmd) {
 			return next(ctx, cmd)
 		}
 		ctx, cancel := context.WithTimeout(ctx, b.timeout)
@@ -220,7 +232,7 @@ func (b callBound) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 func (b callBound) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
-			if blockingCommands[cmd.Name()] {
+			if unbounded(ctx, cmd) {
 				return next(ctx, cmds)
 			}
 		}

@@ -37,7 +37,7 @@ func NewIdempotencyStore(c goredis.UniversalClient, prefix string) *IdempotencyS
 // fingerprint may take over: another payload is a reused key, whatever the lease says.
 //
 // KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms.
-var beginScript = goredis.NewScript(`
+var beginScript = newScript(`
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local rec = redis.call('HMGET', KEYS[1], 'status', 'fingerprint', 'lease_until', 'response_outcome', 'response_body')
@@ -57,7 +57,7 @@ return {'COMPLETED', rec[2], rec[4], rec[5]}
 // completeScript stores the response if ARGV[1] still owns the record; 0 means it did not.
 //
 // KEYS[1] record; ARGV token, response outcome, response body, ttl ms.
-var completeScript = goredis.NewScript(`
+var completeScript = newScript(`
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end
@@ -69,7 +69,7 @@ return 1
 // deleteScript removes the record if ARGV[1] still owns it; 0 means it did not.
 //
 // KEYS[1] record; ARGV token.
-var deleteScript = goredis.NewScript(`
+var deleteScript = newScript(`
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end

@@ -134,7 +134,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // answers whether the lock is still held.
 //
 // KEYS[1] lock, KEYS[2] waiting flag; ARGV ttl ms.
-var flagWaitingScript = goredis.NewScript(`
+var flagWaitingScript = newScript(`
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
 return redis.call('EXISTS', KEYS[1])
 `)
@@ -164,7 +164,7 @@ type lock struct {
 //
 // KEYS[1] lock, KEYS[2] waiting flag; ARGV owner's value, release channel, releasing Locker's
 // origin id.
-var releaseScript = goredis.NewScript(`
+var releaseScript = newScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end

@@ -282,7 +282,7 @@ end
 
 // readGroupScript runs readGroup on stream KEYS[1] (and owners hash KEYS[2], when given). ARGV
 // group, consumer, count, idle ms, then the messages done.
-var readGroupScript = goredis.NewScript(readGroupLua + `
+var readGroupScript = newScript(readGroupLua + `
 return readGroup(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, KEYS[2])
 `)
 
@@ -290,7 +290,7 @@ return readGroup(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 // the first. One script, so no message is left acknowledged but not deleted; in chunks, since
 // Lua unpacks at most about 8,000 values at once and a broker whose acknowledgements failed
 // for a while has more.
-var ackScript = goredis.NewScript(`
+var ackScript = newScript(`
 for first = 2, #ARGV, ` + strconv.Itoa(ackChunk) + ` do
   local last = math.min(first + ` + strconv.Itoa(ackChunk-1) + `, #ARGV)
   redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, first, last))

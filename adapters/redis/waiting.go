@@ -126,11 +126,11 @@ local function waited(user)
 end
 `
 
-func newWaitingScript(body string) *goredis.Script { return goredis.NewScript(scriptPrelude + body) }
+func newWaitingScript(body string) *goredis.Script { return newScript(scriptPrelude + body) }
 
 // openScript creates the room unless it exists, sold out when it has no seat. KEYS meta; ARGV
 // slots, seats, and the pre-queue's opensAt in ms of the Redis clock for a gated room.
-var openScript = goredis.NewScript(`
+var openScript = newScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'slots', ARGV[1], 'seats', ARGV[2])
 if tonumber(ARGV[2]) <= 0 then redis.call('HSET', KEYS[1], 'soldout', 1) end
