@@ -38,6 +38,8 @@ func TestNewClient_SingleServerAppliesURLAndDefaults(t *testing.T) {
 	assert.Equal(t, max(64, 10*runtime.GOMAXPROCS(0)), opts.PoolSize)
 	assert.True(t, opts.ContextTimeoutEnabled)
 	assert.True(t, opts.DisableIdentity, "a new connection's handshake is HELLO alone")
+	assert.Negative(t, opts.PipelinePoolSize, "pipelines share the pool WarmUp opens")
+	assert.Negative(t, opts.ConnMaxIdleTime, "a connection WarmUp opened stays open however long idle")
 }
 
 func TestNewClient_OptionsOverrideDefaults(t *testing.T) {
