@@ -155,3 +155,32 @@ func TestLocker_AnAttemptOnAFrozenServerCostsOneCallTimeout(t *testing.T) {
 	// Half a timeout for scheduling; the cleanup's timeout on top would exceed it.
 	assert.Less(t, took, timeout+timeout/2)
 }
+
+// A Locker whose release-notice subscription Redis refuses (its user may use no channel) waits
+// for the subscription in one contended attempt, within that attempt's budget, and not in every
+// contended attempt after it: those go on at once, their waiters left to their backoff.
+func TestLocker_ARefusedSubscriptionCostsOneAttemptItsWait(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second // an attempt's budget is half of it
+	ctx := context.Background()
+	client, err := rgredis.NewClient(testenv.StartPrivateRedis(t).URL, rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	require.NoError(t, client.Do(ctx, "ACL", "SETUSER", "default", "resetchannels").Err())
+	owner, waiter := rgredis.NewLocker(client), rgredis.NewLocker(client)
+	t.Cleanup(func() { _ = owner.Close(); _ = waiter.Close() })
+	key := "test:" + rand.Text()
+	_, err = owner.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+
+	attempt := func() time.Duration {
+		started := time.Now()
+		_, err := waiter.TryAcquire(ctx, key, ttl)
+		require.ErrorIs(t, err, ports.ErrLockNotAcquired)
+		return time.Since(started)
+	}
+	first, second := attempt(), attempt()
+	t.Logf("contended attempts with the subscription refused: %v, then %v", first, second)
+	assert.Less(t, first, ttl/2+ttl/4, "the first attempt waits its budget at most")
+	assert.Less(t, second, ttl/4, "the next attempt does not wait for the subscription")
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -24,6 +25,8 @@ type releaseNotices struct {
 	pubsub *goredis.PubSub
 	// subscribed is closed once Redis first confirms the subscription; done when dispatch ends.
 	subscribed, done chan struct{}
+	// unconfirmed is set once a caller waited for the confirmation in vain: later ones do not.
+	unconfirmed atomic.Bool
 
 	mu        sync.Mutex
 	listeners map[string]map[chan struct{}]struct{} // key → channels to close on its release
@@ -72,12 +75,17 @@ func (n *releaseNotices) listen(key string) (<-chan struct{}, func()) {
 // awaitSubscribed waits, at most until ctx ends, for Redis to have confirmed the subscription
 // once. A caller that asks for a release to be announced waits for it first, so that the
 // announcement is heard; it costs nothing once confirmed, which a Locker made at start is long
-// before its first contended key. Unconfirmed (Redis slow or down at start), the caller carries
-// on: notices are hints, and waiters poll on their backoff.
+// before its first contended key. Unconfirmed (Redis slow at start, or refusing the
+// subscription), the caller carries on, and so do later callers at once until it is confirmed:
+// notices are hints, and waiters poll on their backoff.
 func (n *releaseNotices) awaitSubscribed(ctx context.Context) {
+	if n.unconfirmed.Load() {
+		return
+	}
 	select {
 	case <-n.subscribed:
 	case <-ctx.Done():
+		n.unconfirmed.Store(true)
 	}
 }
 
