@@ -17,21 +17,6 @@ func newScript(src string) *goredis.Script {
 	return goredis.NewScript(src)
 }
 
-// redsync's cleanup after a failed attempt, the release of the value it tried to set, is a
-// script of its own that it runs by hash, falling back to its source: loaded with the others
-// (its source is copied here byte for byte, the hash being the source's), the first contended
-// lock does not pay the fallback.
-var _ = newScript(`
-	local val = redis.call("GET", KEYS[1])
-	if val == ARGV[1] then
-		return redis.call("DEL", KEYS[1])
-	elseif val == false then
-		return -1
-	else
-		return 0
-	end
-`)
-
 // setUpCall marks a context whose calls set connections up on purpose (WarmUp's): callBound
 // leaves them to the context's own deadline.
 type setUpCall struct{}
