@@ -153,7 +153,14 @@ func (s *Service) Issue(ctx context.Context, cmd IssueCommand) (guard.Result[Iss
 		LockKey:        lockKey,
 		Outcome:        guard.OutcomeCreated,
 		Precheck: func(ctx context.Context) error {
-			return s.rejectEarly(ctx, cmd.CouponID, cmd.UserID)
+			err := s.rejectEarly(ctx, cmd.CouponID, cmd.UserID)
+			if errors.Is(err, coupon.ErrAlreadyIssued) {
+				// The holder's keyed retry may be the issue itself, its answer lost with the
+				// idempotency store's record: the lane answers it from the marker committed
+				// with the coupon, or ALREADY_ISSUED.
+				return nil
+			}
+			return err
 		},
 	}
 	return s.issues.Run(ctx, req, in)

@@ -193,25 +193,30 @@ func TestIssue_AKeyedIssueIsReplayed(t *testing.T) {
 
 // The coupon and its idempotency marker commit together: a retry whose record the store lost
 // (its Complete lost to a Redis blip, the lease over; or Redis restarted empty) replays the
-// first 201 from the database, not ALREADY_ISSUED.
+// first 201 from the database, not ALREADY_ISSUED — also when that issue took the last coupon,
+// which an instance otherwise answers without the lock.
 func TestIssue_AKeyedRetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing.T) {
-	var store *guardtest.LostCompletes
-	f := newFixture(t, withIdempotency(func(inner ports.IdempotencyStore) ports.IdempotencyStore {
-		store = &guardtest.LostCompletes{IdempotencyStore: inner}
-		return store
-	}))
-	c := f.create(t, 5)
-	cmd := appcoupon.IssueCommand{CouponID: c.ID, UserID: "alice", IdempotencyKey: "lost"}
-	first, err := f.svc.Issue(context.Background(), cmd)
-	if err != nil || store.Lost() != 1 {
-		t.Fatalf("first: %+v, %v, %d lost", first, err, store.Lost())
+	for name, quantity := range map[string]int{"coupons left": 5, "the last coupon": 1} {
+		t.Run(name, func(t *testing.T) {
+			var store *guardtest.LostCompletes
+			f := newFixture(t, withIdempotency(func(inner ports.IdempotencyStore) ports.IdempotencyStore {
+				store = &guardtest.LostCompletes{IdempotencyStore: inner}
+				return store
+			}))
+			c := f.create(t, quantity)
+			cmd := appcoupon.IssueCommand{CouponID: c.ID, UserID: "alice", IdempotencyKey: "lost"}
+			first, err := f.svc.Issue(context.Background(), cmd)
+			if err != nil || store.Lost() != 1 {
+				t.Fatalf("first: %+v, %v, %d lost", first, err, store.Lost())
+			}
+			f.FakeClock.Advance(31 * time.Second) // the lease of the never-completed record ends
+			again, err := f.svc.Issue(context.Background(), cmd)
+			if err != nil || !again.Replayed || again.Value != first.Value {
+				t.Fatalf("retry: %+v, %v; want the replay of %+v", again, err, first.Value)
+			}
+			f.assertIssued(t, c.ID, 1)
+		})
 	}
-	f.FakeClock.Advance(31 * time.Second) // the lease of the never-completed record ends
-	again, err := f.svc.Issue(context.Background(), cmd)
-	if err != nil || !again.Replayed || again.Value != first.Value {
-		t.Fatalf("retry: %+v, %v; want the replay of %+v", again, err, first.Value)
-	}
-	f.assertIssued(t, c.ID, 1)
 }
 
 // stampede fires the issues of users at once and counts the answers by code.
