@@ -185,6 +185,31 @@ func isUnavailable(err error) bool {
 	return hasMySQLNumber(err, myLockWaitTimeout, myTooManyConnections, myServerShutdown, mariaDBConnectionKilled)
 }
 
+// isConnectionLost reports the error of a connection that was open and died under the call:
+// closed or reset by the server or the network, or ended by the server (an operator's
+// pg_terminate_backend or KILL CONNECTION, a pooler or proxy restarting, a shutdown). A
+// connection that could not be opened is not one: nothing was lost, and a new one would most
+// likely be refused too.
+func isConnectionLost(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, pgConnectionException) ||
+			pgErr.Code == pgAdminShutdown || pgErr.Code == pgCrashShutdown) ||
+		hasMySQLNumber(err, myServerShutdown, mariaDBConnectionKilled)
+}
+
 // hasPgCode reports whether err wraps a Postgres error with one of codes.
 func hasPgCode(err error, codes ...string) bool {
 	var pgErr *pgconn.PgError

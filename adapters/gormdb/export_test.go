@@ -53,3 +53,17 @@ func MigrateTo(ctx context.Context, db *DB, version int64) error {
 func (r *OutboxRepository) InClaimTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return r.inClaimTx(ctx, fn)
 }
+
+// ConnectionID answers the server's id of the connection the transaction ctx carries runs on:
+// its backend pid on Postgres, CONNECTION_ID() on MySQL.
+func ConnectionID(ctx context.Context, db *DB) (int64, error) {
+	s, done := db.session(ctx)
+	defer done()
+	query := "SELECT pg_backend_pid()"
+	if db.dialect == MySQL {
+		query = "SELECT CONNECTION_ID()"
+	}
+	var id int64
+	err := s.Raw(query).Scan(&id).Error
+	return id, translate(err, errorMeanings{op: "read the connection id"})
+}

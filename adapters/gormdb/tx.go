@@ -3,6 +3,7 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"math/rand/v2"
 	"time"
@@ -29,6 +30,10 @@ func conflictPause(attempt int) time.Duration {
 	return base + rand.N(base)
 }
 
+// errCommitNotSent marks a commit that failed before its COMMIT went out, sending the writes
+// held back for it (writeBuffer): the transaction certainly did not commit.
+var errCommitNotSent = errors.New("gormdb: failed before the COMMIT was sent")
+
 // txKey keys the open transaction in a context. It names its DB, so a context carrying a
 // transaction of another database is never mistaken for one of this database.
 type txKey struct{ db *DB }
@@ -46,10 +51,16 @@ func NewTxRunner(db *DB) *TxRunner { return &TxRunner{db: db} }
 // returned. A context that already carries a transaction of this database joins it.
 //
 // When the database aborts the transaction to break a deadlock or a serialization conflict, InTx
-// runs fn again in a new transaction, up to Options.TxAttempts runs in all and never once the
-// TxTimeout deadline (or the caller's) has passed; fn must therefore have no effect outside the
-// transaction that a rerun would repeat. Repositories report a conflict wrapping
-// ports.ErrUnavailable, so one that outlasts the attempts answers 503.
+// runs fn again in a new transaction, up to Options.TxAttempts runs in all. When the
+// transaction's connection is lost before its COMMIT went out (an operator's
+// pg_terminate_backend or KILL CONNECTION, a pooler, proxy or failover dropping connections), it
+// runs fn again on another connection, up to once for each connection of the pool
+// (Options.MaxOpenConns), as every one may have died. It never reruns once the TxTimeout
+// deadline (or the caller's) has passed; fn must therefore have no effect outside the
+// transaction that a rerun would repeat. A connection lost during the COMMIT leaves the outcome
+// unknown: the transaction may have committed, so it is not run again. Repositories report a
+// conflict and a lost connection wrapping ports.ErrUnavailable, so one that outlasts the reruns
+// answers 503.
 func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return r.inTx(ctx, nil, fn)
 }
@@ -68,27 +79,45 @@ func (r *TxRunner) inTx(ctx context.Context, opts *sql.TxOptions, fn func(ctx co
 	// One deadline for every attempt, so retries never stretch the caller's wait.
 	ctx, cancel := context.WithTimeout(ctx, r.db.opts.TxTimeout)
 	defer cancel()
-	for attempt := 1; ; attempt++ {
-		err := r.attempt(ctx, opts, fn)
-		if err == nil || !isTxConflict(err) || attempt >= r.db.opts.TxAttempts {
+	for conflicts, lost := 0, 0; ; {
+		mayHaveCommitted, err := r.attempt(ctx, opts, fn)
+		switch {
+		case err == nil || ctx.Err() != nil:
 			return err
-		}
-		// A rerun that starts at once can take the first row again before the transaction that
-		// won is granted it (Postgres does not queue row locks fairly across transactions) and
-		// deadlock once more; a short random pause lets the winner finish first.
-		select {
-		case <-ctx.Done():
+		case !mayHaveCommitted && isConnectionLost(err):
+			// The pool discarded the dead connection; the rerun takes another at once. When the
+			// database ended them all, the pool may hand out its other dead ones first: up to
+			// one rerun for each gets past them to a new connection.
+			if lost++; lost > r.db.opts.MaxOpenConns {
+				return err
+			}
+		case isTxConflict(err):
+			if conflicts++; conflicts >= r.db.opts.TxAttempts {
+				return err
+			}
+			// A rerun that starts at once can take the first row again before the transaction
+			// that won is granted it (Postgres does not queue row locks fairly across
+			// transactions) and deadlock once more; a short random pause lets the winner
+			// finish first.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(conflictPause(conflicts)):
+			}
+		default:
 			return err
-		case <-time.After(conflictPause(attempt)):
 		}
 	}
 }
 
-// attempt runs fn in one transaction begun with opts under ctx's deadline.
-func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context) error) error {
+// attempt runs fn in one transaction begun with opts under ctx's deadline. mayHaveCommitted
+// reports a failure once the COMMIT may have reached the database: a failure before it (in
+// begin, in fn, in the writes the commit sends first) or one the driver knows sent nothing
+// (driver.ErrBadConn) left nothing committed.
+func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context) error) (mayHaveCommitted bool, err error) {
 	tx, err := r.db.begin(ctx, opts)
 	if err != nil {
-		return translate(err, errorMeanings{op: "begin transaction"})
+		return false, translate(err, errorMeanings{op: "begin transaction"})
 	}
 	committed := false
 	defer func() {
@@ -100,23 +129,27 @@ func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx
 	}()
 
 	if err := fn(context.WithValue(ctx, txKey{r.db}, tx)); err != nil {
-		return err
+		return false, err
 	}
 	// A transaction that outlived its deadline is not committed, even when database/sql has not
 	// yet noticed the deadline and would still let the COMMIT through.
 	if err := ctx.Err(); err != nil {
-		return translate(err, errorMeanings{op: "commit"})
+		return false, translate(err, errorMeanings{op: "commit"})
 	}
 	if err := tx.Commit().Error; err != nil {
+		// go-sql-driver answers driver.ErrBadConn only when it wrote nothing. pgx's
+		// pgconn.SafeToRetry cannot say so here: a connection that breaks while the COMMIT's
+		// answer is read is then closed, and its next read reports "conn closed", safe to retry.
+		sent := !errors.Is(err, errCommitNotSent) && !errors.Is(err, driver.ErrBadConn)
 		if ctx.Err() != nil {
 			// The transaction outlived TxTimeout and was rolled back (by database/sql, or on
 			// MySQL with its connection closed); report the timeout rather than its symptom.
 			err = errors.Join(ctx.Err(), err)
 		}
-		return translate(err, errorMeanings{op: "commit"})
+		return sent, translate(err, errorMeanings{op: "commit"})
 	}
 	committed = true
-	return nil
+	return false, nil
 }
 
 // transaction returns the transaction of this database that ctx carries, if any.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,9 +116,11 @@ func TestInTx_RetriesTheDeadlockVictimAndBothCommit(t *testing.T) {
 	}
 }
 
-// TestInTx_RetryBounds: a conflict is retried up to TxAttempts runs, and the last run's error
-// comes back unchanged (translate makes it unavailable, see TestTranslate); other errors, and a
-// conflict once the caller's context has ended, are not retried.
+// TestInTx_RetryBounds: a conflict is retried up to TxAttempts runs, a connection lost before
+// the commit once for each connection of the pool, and the last run's error comes back unchanged
+// (translate makes it unavailable, see TestTranslate); other errors (a connection that could not
+// be opened among them), and a rerunnable failure once the caller's context has ended, are not
+// retried.
 func TestInTx_RetryBounds(t *testing.T) {
 	deadlock := &pgconn.PgError{Code: "40P01"}
 	cases := []struct {
@@ -130,13 +133,20 @@ func TestInTx_RetryBounds(t *testing.T) {
 		{"postgres serialization failure", &pgconn.PgError{Code: "40001"}, false, 4},
 		{"mysql deadlock", &mysql.MySQLError{Number: 1213}, false, 4},
 		{"caller's context ended", deadlock, true, 1},
+		{"postgres connection terminated", &pgconn.PgError{Code: "57P01", Severity: "FATAL"}, false, 6},
+		{"mariadb connection killed", &mysql.MySQLError{Number: 1927}, false, 6},
+		{"mysql connection lost", mysql.ErrInvalidConn, false, 6},
+		{"connection reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, false, 6},
+		{"connection lost, caller's context ended", mysql.ErrInvalidConn, true, 1},
+		{"connection refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, false, 1},
+		{"statement timeout", &pgconn.PgError{Code: "57014"}, false, 1},
 		{"not a conflict", errors.New("boom"), false, 1},
 		{"duplicate key", &pgconn.PgError{Code: "23505"}, false, 1},
 	}
 	for name, fresh := range dialects {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			db := openMigrated(t, fresh, gormdb.Options{TxAttempts: 4})
+			db := openMigrated(t, fresh, gormdb.Options{TxAttempts: 4, MaxOpenConns: 5})
 			runner := gormdb.NewTxRunner(db)
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {

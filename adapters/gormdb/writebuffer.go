@@ -408,15 +408,16 @@ func (b *writeBuffer) QueryRowContext(ctx context.Context, query string, args ..
 }
 
 // Commit sends the pending writes, then commits: on MySQL in one multi-statement.
+// A failure before the COMMIT went out wraps errCommitNotSent.
 func (b *writeBuffer) Commit() error {
 	if b.failed != nil {
-		return b.failed
+		return fmt.Errorf("%w: %w", errCommitNotSent, b.failed)
 	}
 	if b.db.dialect == MySQL {
 		return b.commitMySQL()
 	}
 	if err := b.flush(b.ctx); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errCommitNotSent, err)
 	}
 	return b.tx.Commit()
 }
@@ -444,7 +445,7 @@ func (b *writeBuffer) commitMySQL() error {
 			return err
 		}
 		if err := b.resendAlone(b.ctx, writes, m); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errCommitNotSent, err)
 		}
 		if _, err := b.db.execOn(b.ctx, b.conn, errorMeanings{op: "commit"}, "COMMIT"); err != nil {
 			return err
