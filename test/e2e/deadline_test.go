@@ -88,8 +88,9 @@ type guardedFlow struct {
 
 // guardedFlows creates a crew, a wallet and a coupon with room for every request the test
 // sends (healthy herds sent again included), and returns the three flows that queue on their
-// keys, and a check that what they stored is consistent (a 503 does not say whether its write
-// committed, so counts are not known, but each invariant holds).
+// keys, and a check that what they stored is consistent: each invariant holds, and each flow
+// stored at least its successes and at most what it sent, every request being a new user or
+// idempotency key (a 503 does not say whether its write committed, so counts are not known).
 func guardedFlows(s *server) ([]guardedFlow, func()) {
 	crewID := s.createCrew(100 * herdSize)
 	// The payer is this server's own, as the crew and the coupon are: its lock key
@@ -100,15 +101,20 @@ func guardedFlows(s *server) ([]guardedFlow, func()) {
 	couponID := s.createCoupon(100 * herdSize)
 	var sent atomic.Int64
 	next := func() int64 { return sent.Add(1) }
+	var joins, charges, issues sentAndServed
 	consistent := func() {
 		s.t.Helper()
-		if st := s.stored(crewID); st.currentMembers != st.members || st.members != st.distinctUsers {
+		st := s.stored(crewID)
+		if st.currentMembers != st.members || st.members != st.distinctUsers {
 			s.t.Errorf("crew inconsistent: %+v", st)
 		}
+		joins.check(s.t, "crew members", int64(st.members))
 		// Charges of 1 from a balance of 0: one ledger entry per point, after the opening one.
-		if w := s.wallet(payer); w.balance != w.ledgerSum || int64(w.entries) != w.balance+1 {
+		w := s.wallet(payer)
+		if w.balance != w.ledgerSum || int64(w.entries) != w.balance+1 {
 			s.t.Errorf("wallet inconsistent: %+v", w)
 		}
+		charges.check(s.t, "balance charged", w.balance)
 		ctx := context.Background()
 		c, err := s.stores.Coupons.Get(ctx, couponID)
 		if err != nil {
@@ -117,19 +123,44 @@ func guardedFlows(s *server) ([]guardedFlow, func()) {
 		if n, err := s.stores.UserCoupons.Count(ctx, couponID); err != nil || n != c.IssuedQuantity() {
 			s.t.Errorf("coupon issued %d, user coupons %d (%v)", c.IssuedQuantity(), n, err)
 		}
+		issues.check(s.t, "coupons issued", int64(c.IssuedQuantity()))
 	}
 	return []guardedFlow{
-		{"crew join", func() answer {
+		{"crew join", joins.counted(func() answer {
 			n := next()
 			return s.joinFromAnyGoroutine(crewID, fmt.Sprint("joiner-", n), fmt.Sprint("join-", n))
-		}},
-		{"balance charge", func() answer {
+		})},
+		{"balance charge", charges.counted(func() answer {
 			return s.postFromAnyGoroutine("/api/users/"+payer+"/balance/charge", payer, `{"amount":1}`, fmt.Sprint("charge-", next()))
-		}},
-		{"coupon issue", func() answer {
+		})},
+		{"coupon issue", issues.counted(func() answer {
 			return s.postFromAnyGoroutine("/api/coupons/"+couponID+"/issue", fmt.Sprint("holder-", next()), "", "")
-		}},
+		})},
 	}, consistent
+}
+
+// sentAndServed counts a flow's requests and its successes, each of which stores one thing.
+type sentAndServed struct{ sent, served atomic.Int64 }
+
+// counted is send, counted.
+func (c *sentAndServed) counted(send func() answer) func() answer {
+	return func() answer {
+		c.sent.Add(1)
+		a := send()
+		if a.err == nil && a.status < 300 {
+			c.served.Add(1)
+		}
+		return a
+	}
+}
+
+// check fails t unless stored things are at least the successes and at most the requests sent:
+// fewer lost a success, more stored a request twice.
+func (c *sentAndServed) check(t *testing.T, what string, stored int64) {
+	t.Helper()
+	if stored < c.served.Load() || stored > c.sent.Load() {
+		t.Errorf("%s: %d stored, %d requests answered with success of %d sent", what, stored, c.served.Load(), c.sent.Load())
+	}
 }
 
 // cartAddFlow adds one unit of one product to one user's cart per request: adds to one cart
