@@ -145,10 +145,13 @@ func isTxConflict(err error) bool {
 	return hasPgCode(err, pgDeadlockDetected, pgSerializationFailure) || hasMySQLNumber(err, myDeadlock)
 }
 
-// isUnavailable reports a database that cannot be reached, went away mid-call (connection
-// closed or reset, server shutting down), or did not answer in time, including a row lock that
-// was not granted within the deadline.
+// isUnavailable reports a database that cannot be reached, went away mid-call (a lost
+// connection, see isConnectionLost), or did not answer in time, including a row lock that was
+// not granted within the deadline.
 func isUnavailable(err error) bool {
+	if isConnectionLost(err) {
+		return true
+	}
 	var (
 		netErr     net.Error
 		connectErr *pgconn.ConnectError
@@ -156,17 +159,8 @@ func isUnavailable(err error) bool {
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, driver.ErrBadConn),
 		errors.Is(err, sql.ErrConnDone),
-		errors.Is(err, mysql.ErrInvalidConn),
-		errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, net.ErrClosed),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EPIPE),
 		errors.As(err, &netErr),
 		errors.As(err, &connectErr),
 		pgconn.Timeout(err):
@@ -178,11 +172,9 @@ func isUnavailable(err error) bool {
 			severity = pgErr.Severity
 		}
 		return severity == "FATAL" || severity == "PANIC" ||
-			strings.HasPrefix(pgErr.Code, pgConnectionException) ||
-			slices.Contains([]string{pgLockNotAvailable, pgQueryCanceled, pgTooManyConnections,
-				pgAdminShutdown, pgCrashShutdown, pgCannotConnectNow}, pgErr.Code)
+			slices.Contains([]string{pgLockNotAvailable, pgQueryCanceled, pgTooManyConnections, pgCannotConnectNow}, pgErr.Code)
 	}
-	return hasMySQLNumber(err, myLockWaitTimeout, myTooManyConnections, myServerShutdown, mariaDBConnectionKilled)
+	return hasMySQLNumber(err, myLockWaitTimeout, myTooManyConnections)
 }
 
 // isConnectionLost reports the error of a connection that was open and died under the call:
