@@ -20,10 +20,28 @@ const noticeBound = testenv.DependencyTimeout
 
 func newTestClient(t *testing.T) goredis.UniversalClient {
 	t.Helper()
-	client, err := rgredis.NewClient("redis://"+testenv.RedisAddr(t), rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
+	return newTestClientOf(t, "redis://"+testenv.RedisAddr(t))
+}
+
+// newTestClientOf is a client of the Redis at redisURL, closed when the test ends.
+func newTestClientOf(t *testing.T, redisURL string) goredis.UniversalClient {
+	t.Helper()
+	client, err := rgredis.NewClient(redisURL, rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	return client
+}
+
+// heldByAnother answers a Locker of client and a fresh key that another Locker of client holds
+// for a minute, with that lock; both Lockers close when the test ends.
+func heldByAnother(t *testing.T, client goredis.UniversalClient) (*rgredis.Locker, string, ports.Lock) {
+	t.Helper()
+	owner, waiter := rgredis.NewLocker(client), rgredis.NewLocker(client)
+	t.Cleanup(func() { _ = owner.Close(); _ = waiter.Close() })
+	key := "test:" + rand.Text()
+	held, err := owner.TryAcquire(context.Background(), key, time.Minute)
+	require.NoError(t, err)
+	return waiter, key, held
 }
 
 // TestLockerClose_EndsReleaseNotices: after Close a Locker's listeners, old and new, hear no
@@ -163,15 +181,9 @@ func TestLocker_ARefusedSubscriptionCostsOneAttemptItsWait(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second // an attempt's budget is half of it
 	ctx := context.Background()
-	client, err := rgredis.NewClient(testenv.StartPrivateRedis(t).URL, rgredis.Options{DialTimeout: testenv.DependencyTimeout, ReadTimeout: testenv.DependencyTimeout, WriteTimeout: testenv.DependencyTimeout})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
+	client := newTestClientOf(t, testenv.StartPrivateRedis(t).URL)
 	require.NoError(t, client.Do(ctx, "ACL", "SETUSER", "default", "resetchannels").Err())
-	owner, waiter := rgredis.NewLocker(client), rgredis.NewLocker(client)
-	t.Cleanup(func() { _ = owner.Close(); _ = waiter.Close() })
-	key := "test:" + rand.Text()
-	_, err = owner.TryAcquire(ctx, key, time.Minute)
-	require.NoError(t, err)
+	waiter, key, _ := heldByAnother(t, client)
 
 	attempt := func() time.Duration {
 		started := time.Now()

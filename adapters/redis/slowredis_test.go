@@ -93,12 +93,7 @@ func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 	t.Parallel()
 	const roundTrip = 200 * time.Millisecond
 	ctx := context.Background()
-	client := slowRedis(t, roundTrip, 2*time.Second, 4)
-	owner, waiter := rgredis.NewLocker(client), rgredis.NewLocker(client)
-	t.Cleanup(func() { _ = owner.Close(); _ = waiter.Close() })
-	key := "test:" + rand.Text()
-	held, err := owner.TryAcquire(ctx, key, time.Minute)
-	require.NoError(t, err)
+	waiter, key, held := heldByAnother(t, slowRedis(t, roundTrip, 2*time.Second, 4))
 
 	started := time.Now()
 	released, stop := waiter.Released(key)
@@ -107,7 +102,7 @@ func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 	t.Logf("Released: %v, round trip %v", listening, roundTrip)
 	assert.Less(t, listening, roundTrip/2, "Released waits for no round trip")
 
-	_, err = waiter.TryAcquire(ctx, key, time.Minute)
+	_, err := waiter.TryAcquire(ctx, key, time.Minute)
 	require.ErrorIs(t, err, ports.ErrLockNotAcquired)
 	require.NoError(t, held.Release(ctx))
 	select {
@@ -126,16 +121,12 @@ func TestWarmUp_TheFirstContendedLockIsFourRoundTrips(t *testing.T) {
 	const roundTrip = 200 * time.Millisecond
 	ctx := context.Background()
 	client := slowRedis(t, roundTrip, 2*time.Second, 4)
-	owner, waiter := rgredis.NewLocker(client), rgredis.NewLocker(client)
-	t.Cleanup(func() { _ = owner.Close(); _ = waiter.Close() })
-	key := "test:" + rand.Text()
-	held, err := owner.TryAcquire(ctx, key, time.Minute)
-	require.NoError(t, err)
+	waiter, key, held := heldByAnother(t, client)
 	t.Cleanup(func() { _ = held.Release(ctx) })
 	evals := countCommands(client)
 
 	started := time.Now()
-	_, err = waiter.TryAcquire(ctx, key, time.Minute)
+	_, err := waiter.TryAcquire(ctx, key, time.Minute)
 	took := time.Since(started)
 
 	require.ErrorIs(t, err, ports.ErrLockNotAcquired)

@@ -316,11 +316,5 @@ func TestPay_TheOrderReadAndTheTransactionShareOneDatabaseTimeout(t *testing.T) 
 	if _, err := svc.Pay(context.Background(), payment.PayCommand{OrderID: o.OrderID, UserID: "payer", IdempotencyKey: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	after := time.Now()
-	for _, call := range []string{"Get", "GetForUpdate"} {
-		d, called := orders.Of(call)
-		if !called || d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
-			t.Errorf("%s (called %v) ran until %v, want the payment's arrival (%v–%v) + %v", call, called, d, before, after, timeout)
-		}
-	}
+	orders.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Get", "GetForUpdate")
 }

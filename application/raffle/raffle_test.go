@@ -333,11 +333,5 @@ func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testin
 	if _, created, err := svc.Enter(context.Background(), v.ID, "returning"); err != nil || created {
 		t.Fatalf("the second entry: created %v, %v", created, err)
 	}
-	after := time.Now()
-	for _, method := range []string{"AddWhileOpen", "Existing"} {
-		d, _ := recorder.Of(method)
-		if d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
-			t.Errorf("%s ran until %v, want the entry's arrival (%v–%v) + %v", method, d, before, after, timeout)
-		}
-	}
+	recorder.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "AddWhileOpen", "Existing")
 }

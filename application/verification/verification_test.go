@@ -367,11 +367,5 @@ func TestVerify_ThePrecheckAndTheTransactionShareOneDatabaseTimeout(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := time.Now()
-	for _, call := range []string{"Get", "GetForUpdate"} {
-		d, called := sessions.Of(call)
-		if !called || d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
-			t.Errorf("%s (called %v) ran until %v, want the verification's arrival (%v–%v) + %v", call, called, d, before, after, timeout)
-		}
-	}
+	sessions.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Get", "GetForUpdate")
 }

@@ -194,11 +194,5 @@ func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing
 	if _, err := svc.Reserve(ctx, waiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token}); err != nil {
 		t.Fatal(err)
 	}
-	after := time.Now()
-	for _, call := range []string{"Events.Get", "Seats.GetForUpdate"} {
-		d, called := deadlines.Of(call)
-		if !called || d.Before(before.Add(timeout)) || d.After(after.Add(timeout)) {
-			t.Errorf("%s (called %v) ran until %v, want the reservation's arrival (%v–%v) + %v", call, called, d, before, after, timeout)
-		}
-	}
+	deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.GetForUpdate")
 }

@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -25,10 +26,17 @@ func (d *Deadlines) Record(ctx context.Context, call string) {
 	d.by[call] = deadline
 }
 
-// Of is the deadline call last received, and whether it was called.
-func (d *Deadlines) Of(call string) (time.Time, bool) {
+// AssertOneTimeoutFromArrival fails t unless each of calls was made, with a deadline timeout
+// after the arrival of the request that made it, sent at sent and answered at answered: the
+// calls shared one timeout counted from the arrival rather than taking one each.
+func (d *Deadlines) AssertOneTimeoutFromArrival(t testing.TB, timeout time.Duration, sent, answered time.Time, calls ...string) {
+	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	deadline, called := d.by[call]
-	return deadline, called
+	for _, call := range calls {
+		deadline, called := d.by[call]
+		if !called || deadline.Before(sent.Add(timeout)) || deadline.After(answered.Add(timeout)) {
+			t.Errorf("%s (called %v) ran until %v, want its request's arrival (%v–%v) + %v", call, called, deadline, sent, answered, timeout)
+		}
+	}
 }
