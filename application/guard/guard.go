@@ -228,25 +228,20 @@ func Once[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context
 // IdempotencyStore lost (a crash between commit and Complete, a Redis restarted empty) is
 // answered from the database instead of running fn again on what the data holds by then. It
 // panics on a Guard without Deps.Tx and Deps.Markers.
+//
+// The marker is looked for only when fn's transaction did not commit (fn refused, or the Save
+// found the key's marker), as a lane's batch does: a read of it first would be the
+// transaction's first read, and on MySQL, whose plain reads see the snapshot of a transaction's
+// first read, fn would then read rows as they were before the locks it takes afterwards (a cart
+// add committed meanwhile, lost when the order emptied the cart).
 func OnceMarked[T any](ctx context.Context, g *Guard, req Request, fn func(ctx context.Context) (T, error)) (Result[T], error) {
 	if g.deps.Tx == nil || g.deps.Markers == nil {
 		panic("guard: OnceMarked needs a Guard with Deps.Tx and Deps.Markers")
 	}
-	return once(ctx, g, req, func(ctx context.Context, t *ticket) (value T, stored *ports.StoredResponse, err error) {
-		err = g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
-			var zero T
-			value, stored = zero, nil // a transaction run again starts afresh
-			found, err := g.deps.Markers.Find(ctx, []ports.IdempotencyKey{t.key})
-			if err != nil {
-				return fmt.Errorf("guard: find idempotency marker: %w", err)
-			}
-			if m, ok := found[t.key]; ok {
-				if m.Fingerprint != t.fingerprint {
-					return ErrKeyReused
-				}
-				stored = &m.Response
-				return nil
-			}
+	return once(ctx, g, req, func(ctx context.Context, t *ticket) (T, *ports.StoredResponse, error) {
+		var value T
+		err := g.deps.Tx.InTx(ctx, func(ctx context.Context) error {
+			var err error
 			if value, err = fn(ctx); err != nil {
 				return err
 			}
@@ -261,12 +256,41 @@ func OnceMarked[T any](ctx context.Context, g *Guard, req Request, fn func(ctx c
 			}
 			return nil
 		})
-		if errors.Is(err, ports.ErrMarkerExists) {
-			// A request with the same key committed meanwhile; its retry will be replayed.
-			err = ErrInProgress
+		if err == nil {
+			return value, nil, nil
 		}
-		return value, stored, err
+		var zero T
+		stored, findErr := g.storedMarker(ctx, t)
+		switch {
+		case findErr != nil:
+			// Whether the key was answered before is unknown: not a refusal to stand by.
+			return zero, nil, findErr
+		case stored != nil:
+			return zero, stored, nil
+		case errors.Is(err, ports.ErrMarkerExists):
+			// A request with the same key committed meanwhile, and its marker is not visible yet;
+			// its retry will be replayed.
+			return zero, nil, ErrInProgress
+		}
+		return zero, nil, err
 	})
+}
+
+// storedMarker is the answer a marker committed for t's key holds, nil when there is none, or
+// ErrKeyReused when the marker is of another request.
+func (g *Guard) storedMarker(ctx context.Context, t *ticket) (*ports.StoredResponse, error) {
+	found, err := g.deps.Markers.Find(ctx, []ports.IdempotencyKey{t.key})
+	if err != nil {
+		return nil, fmt.Errorf("guard: find idempotency marker: %w", err)
+	}
+	m, ok := found[t.key]
+	switch {
+	case !ok:
+		return nil, nil
+	case m.Fingerprint != t.fingerprint:
+		return nil, ErrKeyReused
+	}
+	return &m.Response, nil
 }
 
 // once takes req's key, runs run, and completes the record with the answer: the value run

@@ -778,13 +778,26 @@ func TestGuard_PruneMarkersDeletesOnlyExpiredMarkersInRounds(t *testing.T) {
 }
 
 // OnceMarked commits its answer with the write: after the store lost every record (Redis
-// restarted empty), the key replays the first answer without running the write again, and the
-// key reused for another request is refused by the marker's fingerprint.
+// restarted empty), the key replays the first answer and the write run again is rolled back,
+// and the key reused for another request is refused by the marker's fingerprint.
 func TestOnceMarked_TheMarkerAnswersWhatTheStoreLost(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
+	// The write stores a row of its own (a marker of another scope), so that what it committed
+	// can be counted.
 	var runs atomic.Int32
-	write := func(context.Context) (string, error) { return fmt.Sprint("order-", runs.Add(1)), nil }
+	write := func(ctx context.Context) (string, error) {
+		id := fmt.Sprint("order-", runs.Add(1))
+		return id, f.markers.Save(ctx, []ports.IdempotencyMarker{{Key: ports.IdempotencyKey{Scope: "orders", Key: id}}})
+	}
+	committed := func() int {
+		found, err := f.markers.Find(ctx, []ports.IdempotencyKey{{Scope: "orders", Key: "order-1"},
+			{Scope: "orders", Key: "order-2"}, {Scope: "orders", Key: "order-3"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(found)
+	}
 	req := guard.Request{UserID: "u1", IdempotencyKey: "k", Fingerprint: "place", Outcome: guard.OutcomeCreated}
 	first, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write)
 	if err != nil || first.Value != "order-1" || first.Replayed {
@@ -793,12 +806,42 @@ func TestOnceMarked_TheMarkerAnswersWhatTheStoreLost(t *testing.T) {
 
 	f.store.IdempotencyStore = memory.NewIdempotencyStore(f.clock) // every record lost
 	again, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write)
-	if err != nil || again.Value != "order-1" || !again.Replayed || runs.Load() != 1 {
-		t.Fatalf("after the loss: %+v, %v, %d runs; want the replay of order-1", again, err, runs.Load())
+	if err != nil || again.Value != "order-1" || !again.Replayed || committed() != 1 {
+		t.Fatalf("after the loss: %+v, %v, %d writes committed; want the replay of order-1 and one", again, err, committed())
 	}
 	f.store.IdempotencyStore = memory.NewIdempotencyStore(f.clock)
 	req.Fingerprint = "another"
-	if _, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write); !errors.Is(err, guard.ErrKeyReused) || runs.Load() != 1 {
-		t.Fatalf("the key reused after the loss: %v, %d runs; want ErrKeyReused", err, runs.Load())
+	if _, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write); !errors.Is(err, guard.ErrKeyReused) || committed() != 1 {
+		t.Fatalf("the key reused after the loss: %v, %d writes committed; want ErrKeyReused and one", err, committed())
+	}
+}
+
+// OnceMarked looks for the key's marker when the write refuses, too: a retry whose write finds
+// nothing left to do (the cart it ordered now empty) replays the first answer rather than the
+// refusal.
+func TestOnceMarked_ARefusedRetryReplaysTheMarker(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	errEmpty := errors.New("empty cart")
+	placed := false
+	write := func(context.Context) (string, error) {
+		if placed {
+			return "", errEmpty
+		}
+		placed = true
+		return "order-1", nil
+	}
+	req := guard.Request{UserID: "u1", IdempotencyKey: "k", Fingerprint: "place", Outcome: guard.OutcomeCreated}
+	if _, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write); err != nil {
+		t.Fatal(err)
+	}
+	f.store.IdempotencyStore = memory.NewIdempotencyStore(f.clock) // every record lost
+	again, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), req, write)
+	if err != nil || again.Value != "order-1" || !again.Replayed {
+		t.Fatalf("after the loss: %+v, %v; want the replay of order-1", again, err)
+	}
+	if _, err := guard.OnceMarked(ctx, f.guard(guard.Config{}), guard.Request{UserID: "u1", IdempotencyKey: "k2",
+		Fingerprint: "place", Outcome: guard.OutcomeCreated}, write); !errors.Is(err, errEmpty) {
+		t.Fatalf("another key: %v, want the refusal", err)
 	}
 }
