@@ -100,7 +100,9 @@ func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 	defer stop()
 	listening := time.Since(started)
 	t.Logf("Released: %v, round trip %v", listening, roundTrip)
-	assert.Less(t, listening, roundTrip/2, "Released waits for no round trip")
+	// Opening the subscription was two round trips (HELLO, PSUBSCRIBE); one is room enough for
+	// a busy runner.
+	assert.Less(t, listening, roundTrip, "Released waits for no round trip")
 
 	_, err := waiter.TryAcquire(ctx, key, time.Minute)
 	require.ErrorIs(t, err, ports.ErrLockNotAcquired)
