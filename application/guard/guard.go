@@ -256,10 +256,15 @@ func OnceMarked[T any](ctx context.Context, g *Guard, req Request, fn func(ctx c
 			}
 			return nil
 		})
-		if err == nil {
-			return value, nil, nil
-		}
 		var zero T
+		switch {
+		case err == nil:
+			return value, nil, nil
+		case errors.Is(err, ports.ErrUnavailable) || ctx.Err() != nil:
+			// The database did not answer, or the client left: a read of the marker would only
+			// make the answer wait a second time.
+			return zero, nil, err
+		}
 		stored, findErr := g.storedMarker(ctx, t)
 		switch {
 		case findErr != nil:

@@ -845,3 +845,30 @@ func TestOnceMarked_ARefusedRetryReplaysTheMarker(t *testing.T) {
 		t.Fatalf("another key: %v, want the refusal", err)
 	}
 }
+
+// countedFinds is a marker repository that counts its reads.
+type countedFinds struct {
+	ports.IdempotencyMarkerRepository
+	finds atomic.Int32
+}
+
+func (c *countedFinds) Find(ctx context.Context, keys []ports.IdempotencyKey) (map[ports.IdempotencyKey]ports.IdempotencyMarker, error) {
+	c.finds.Add(1)
+	return c.IdempotencyMarkerRepository.Find(ctx, keys)
+}
+
+// A write the database did not answer answers at once: OnceMarked does not read the marker
+// then, which would make the request wait for the database a second time.
+func TestOnceMarked_AnUnavailableDatabaseIsNotAskedForTheMarker(t *testing.T) {
+	f := newFixture(t)
+	markers := &countedFinds{IdempotencyMarkerRepository: f.markers}
+	deps := f.deps()
+	deps.Markers = markers
+	down := fmt.Errorf("db: %w", ports.ErrUnavailable)
+	req := guard.Request{UserID: "u1", IdempotencyKey: "k", Fingerprint: "place", Outcome: guard.OutcomeCreated}
+	_, err := guard.OnceMarked(context.Background(), newGuard(deps, guard.Config{}), req,
+		func(context.Context) (string, error) { return "", down })
+	if !errors.Is(err, ports.ErrUnavailable) || markers.finds.Load() != 0 {
+		t.Fatalf("%v after %d marker reads, want ErrUnavailable after none", err, markers.finds.Load())
+	}
+}
