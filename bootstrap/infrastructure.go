@@ -136,17 +136,19 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 	}
 	// Open the pool and load the scripts before any request needs them: up to five round trips,
 	// each within the timeout. A warm-up that fails leaves calls to do that work themselves; the
-	// ping decides whether Redis answers.
+	// ping, after it (a slow Redis answers it on a connection the warm-up opened), decides
+	// whether Redis answers, and only then is the warm-up's failure worth a warning.
 	warmCtx, cancelWarm := context.WithTimeout(context.Background(), warmUpRoundTrips*cfg.Redis.Timeout)
 	defer cancelWarm()
-	if err := redis.WarmUp(warmCtx, client); err != nil {
-		log.Warn("redis warm-up incomplete: calls open connections and load scripts themselves", "error", err)
-	}
+	warmErr := redis.WarmUp(warmCtx, client)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	defer cancel()
 	if err := redis.Ping(ctx, client); err != nil {
 		_ = client.Close()
 		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
+	}
+	if warmErr != nil {
+		log.Warn("redis warm-up incomplete: calls open connections and load scripts themselves", "error", warmErr)
 	}
 	set, closeSet := redis.NewCoordination(client, cfg.Redis.KeyPrefix)
 	// Stop hooks run in reverse: the locker's release subscription ends before the client closes.
