@@ -48,7 +48,8 @@ type Deps struct {
 	DrawHold time.Duration
 	// Timeout, the database's timeout, bounds each call as a whole: an entry from its arrival
 	// (its wait for a batch and the batch's reads and writes), a view's two reads (Get and
-	// Standing read the raffle, then its count or the user's entry) together. Each store call is
+	// Standing read the raffle, then its count or the user's entry) together, and a create's
+	// read of the product it names and its insert together. Each store call is
 	// bounded by the store alone, so a slow database would otherwise hold a call for their sum.
 	// Zero: only the stores' own timeouts.
 	Timeout time.Duration
@@ -156,6 +157,8 @@ type CreateCommand struct {
 // hash is shown. A product it names must exist (catalog.ErrProductNotFound); products are never
 // deleted, so one read settles it.
 func (s *Service) Create(ctx context.Context, cmd CreateCommand) (View, error) {
+	ctx, cancel := s.boundStoreCalls(ctx)
+	defer cancel()
 	if cmd.ProductID != "" {
 		if err := domain.ValidateUUID("productId", cmd.ProductID); err != nil {
 			return View{}, err
@@ -183,7 +186,7 @@ func (s *Service) Get(ctx context.Context, raffleID string) (View, error) {
 	if err := validateRaffleID(raffleID); err != nil {
 		return View{}, err
 	}
-	ctx, cancel := s.boundReads(ctx)
+	ctx, cancel := s.boundStoreCalls(ctx)
 	defer cancel()
 	r, err := s.raffles.Get(ctx, raffleID)
 	if err != nil {
@@ -294,8 +297,9 @@ func (s *Service) enterBatch(ctx context.Context, raffleID string, userIDs []str
 	return answers, nil
 }
 
-// boundReads bounds the reads of one view made with the returned context by Deps.Timeout.
-func (s *Service) boundReads(ctx context.Context) (context.Context, context.CancelFunc) {
+// boundStoreCalls bounds the store calls of one call made with the returned context (a view's
+// two reads, a create's product read and insert) by Deps.Timeout together.
+func (s *Service) boundStoreCalls(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout <= 0 {
 		return ctx, func() {}
 	}
@@ -313,7 +317,7 @@ func (s *Service) Standing(ctx context.Context, raffleID, userID string) (Standi
 	if err := validateRaffleID(raffleID); err != nil {
 		return StandingView{}, err
 	}
-	ctx, cancel := s.boundReads(ctx)
+	ctx, cancel := s.boundStoreCalls(ctx)
 	defer cancel()
 	r, err := s.raffles.Get(ctx, raffleID)
 	if err != nil {

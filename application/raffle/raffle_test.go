@@ -335,3 +335,46 @@ func TestEnter_TheBatchsStoreCallsShareOneDeadlineFromTheEntrysArrival(t *testin
 	}
 	recorder.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "AddWhileOpen", "Existing")
 }
+
+// deadlineRaffles and deadlineProducts record the deadline of a raffle's insert and of a
+// product's read.
+type deadlineRaffles struct {
+	ports.RaffleRepository
+	*testkit.Deadlines
+}
+
+func (d deadlineRaffles) Create(ctx context.Context, r *raffle.Raffle) error {
+	d.Record(ctx, "Raffles.Create")
+	return d.RaffleRepository.Create(ctx, r)
+}
+
+type deadlineProducts struct {
+	ports.ProductRepository
+	*testkit.Deadlines
+}
+
+func (d deadlineProducts) Get(ctx context.Context, id string) (*catalog.Product, catalog.Stock, error) {
+	d.Record(ctx, "Products.Get")
+	return d.ProductRepository.Get(ctx, id)
+}
+
+// TestCreate_TheProductReadAndTheInsertShareOneTimeout: a raffle naming a product reads the
+// product, then stores the raffle; both are bounded together by Timeout from the call's arrival,
+// not by a timeout each, so a slow database answers the create within one timeout.
+func TestCreate_TheProductReadAndTheInsertShareOneTimeout(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	f := newFixture()
+	stores := memory.NewRaffleStores(f.db)
+	deadlines := &testkit.Deadlines{}
+	svc := appraffle.NewService(appraffle.Deps{Tx: f.db, Raffles: deadlineRaffles{stores.Raffles, deadlines},
+		Entries: stores.Entries, Products: deadlineProducts{memory.NewCommerceStores(f.db).Products, deadlines},
+		Clock: f.clock, IDs: system.UUIDs{}, Timeout: timeout})
+	productID := f.product(t)
+
+	before := time.Now()
+	if _, err := svc.Create(context.Background(), appraffle.CreateCommand{Name: "bounded", Winners: 1,
+		ClosesAt: f.clock.Now().Add(time.Hour), ProductID: productID}); err != nil {
+		t.Fatal(err)
+	}
+	deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Products.Get", "Raffles.Create")
+}
