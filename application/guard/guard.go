@@ -166,7 +166,7 @@ type Request struct {
 	Precheck func(ctx context.Context) error
 	// Budget, when set, is the request's time on the database, which its reads before Run (or
 	// in Precheck) have spent from: Lane.Run's batch transaction has what is left, from when the
-	// batch starts under the lock. Once ignores it.
+	// batch starts under the lock. Once and OnceMarked ignore it.
 	Budget *Budget
 }
 
