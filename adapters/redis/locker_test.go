@@ -80,7 +80,7 @@ func TestLockerClose_EndsReleaseNotices(t *testing.T) {
 		}
 	}
 	assert.NoError(t, closed.Close(), "second Close")
-	assert.NoError(t, releaser.Close(), "Close of a Locker that never subscribed")
+	assert.NoError(t, releaser.Close(), "Close of a Locker no listener used")
 }
 
 // watchReleases returns a Locker, a fresh key, and the release channel of that key as seen by a
@@ -111,7 +111,9 @@ func watchReleases(t *testing.T) (locker *rgredis.Locker, key string, next func(
 		t.Helper()
 		require.NoError(t, client.Publish(ctx, channel, "marker").Err())
 	}
-	return rgredis.NewLocker(client), key, next, mark
+	locker = rgredis.NewLocker(client)
+	t.Cleanup(func() { _ = locker.Close() }) // its release-notice subscription
+	return locker, key, next, mark
 }
 
 // TestLockerRelease_AnnouncesOnlyAnActualRelease: a Release that finds the key no longer its own
