@@ -168,6 +168,7 @@ func provideBroker(cfg Config, stores ports.WaitingStores, coord ports.Coordinat
 		Tick:             cfg.Queue.Tick,
 		ReconnectGrace:   cfg.Queue.ReconnectGrace,
 		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,
+		Timeout:          cfg.Database.Timeout,
 	})
 }
 

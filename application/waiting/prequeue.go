@@ -81,7 +81,7 @@ func (s *Service) Event(ctx context.Context, eventID string) (PublicEventView, e
 	}
 	v := PublicEventView{ID: e.ID(), Name: e.Name(), Mode: string(e.Mode()), Seats: e.Seats(), Slots: current.Slots()}
 	var seatsLeft int
-	err = s.rooms.inRoom(ctx, eventID, func() error {
+	err = s.rooms.inRoom(ctx, nil, eventID, func() error {
 		seatsLeft, err = s.d.Room.SeatsLeft(ctx, eventID)
 		return err
 	})
@@ -110,7 +110,7 @@ func (s *Service) prequeueOpened(ctx context.Context, eventID string) (bool, err
 		return true, nil
 	}
 	var opened bool
-	err := s.rooms.inRoom(ctx, eventID, func() error {
+	err := s.rooms.inRoom(ctx, nil, eventID, func() error {
 		var err error
 		opened, err = s.d.Room.PrequeueOpened(ctx, eventID)
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
@@ -44,6 +45,10 @@ type BrokerConfig struct {
 	// dead, and a dispatcher reaps it (its users' slots come back and its messages are
 	// reclaimed). A broker that finds its own heartbeat lapsed ends its streams (see Broker).
 	HeartbeatTimeout time.Duration
+	// Timeout, the database's timeout, bounds a join's database work in all: the event's read
+	// (its first join here) and, when the store lost the room, the reads that open it again.
+	// Zero: each read has its own timeout.
+	Timeout time.Duration
 }
 
 func (c BrokerConfig) withDefaults() BrokerConfig {
@@ -284,7 +289,10 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
-	e, err := b.rooms.event(ctx, eventID)
+	budget := guard.NewBudget(b.cfg.Timeout)
+	readCtx, spent := budget.Spend(ctx)
+	e, err := b.rooms.event(readCtx, eventID)
+	spent()
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +304,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 		return nil, err
 	}
 	var place ports.QueuePlace
-	err = b.rooms.inRoom(ctx, eventID, func() error {
+	err = b.rooms.inRoom(ctx, budget, eventID, func() error {
 		place, err = b.q.Connect(ctx, eventID, userID, sub.owner)
 		return err
 	})
@@ -553,7 +561,7 @@ func (b *Broker) lapse(id, cause string, now time.Time) {
 func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	start := time.Now()
 	var snap ports.QueueSnapshot
-	err := b.rooms.inRoom(ctx, eventID, func() error {
+	err := b.rooms.inRoom(ctx, nil, eventID, func() error {
 		var err error
 		snap, err = b.q.Snapshot(ctx, eventID)
 		return err
@@ -1002,7 +1010,7 @@ func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
 	start := time.Now()
 	read := d.entryRead(d.takeRouted(eventID))
 	var batch []ports.Promotion
-	err = d.rooms.inRoom(ctx, eventID, func() error {
+	err = d.rooms.inRoom(ctx, nil, eventID, func() error {
 		n, batch, err = d.q.Promote(ctx, eventID, e.TokenTTL(), read)
 		return err
 	})

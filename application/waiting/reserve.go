@@ -59,7 +59,7 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err != nil {
 		return ReservationView{}, err
 	}
-	seatsLeft, err := s.checkToken(ctx, e, cmd.UserID, cmd.Token)
+	seatsLeft, err := s.checkToken(ctx, budget, e, cmd.UserID, cmd.Token)
 	if err != nil {
 		return ReservationView{}, err
 	}
@@ -77,13 +77,14 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 }
 
 // checkToken refuses a missing token, or one that is not this user's live token of this
-// event; it answers the seat counter, read in the same call.
-func (s *Service) checkToken(ctx context.Context, e *waiting.Event, userID, token string) (int, error) {
+// event; it answers the seat counter, read in the same call. Opening the room again, if the
+// store lost it, spends budget.
+func (s *Service) checkToken(ctx context.Context, budget *guard.Budget, e *waiting.Event, userID, token string) (int, error) {
 	if token == "" {
 		return 0, waiting.ErrTokenRequired
 	}
 	valid, seatsLeft := false, 0
-	err := s.rooms.inRoom(ctx, e.ID(), func() error {
+	err := s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		var err error
 		valid, seatsLeft, err = s.d.Room.Verify(ctx, e.ID(), userID, token)
 		return err
@@ -139,7 +140,7 @@ func (s *Service) settleSeats(ctx context.Context, eventID string, left int) (bo
 		return false, fmt.Errorf("count free seats: %w", err)
 	}
 	if free == 0 {
-		err := s.rooms.inRoom(ctx, eventID, func() error { return s.d.Room.MarkSoldOut(ctx, eventID) })
+		err := s.rooms.inRoom(ctx, nil, eventID, func() error { return s.d.Room.MarkSoldOut(ctx, eventID) })
 		if err != nil {
 			return false, fmt.Errorf("mark sold out: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
@@ -59,17 +60,17 @@ func (r *eventRooms) event(ctx context.Context, eventID string) (*waiting.Event,
 // the database's count of free seats, gated only while the pre-queue's opensAt is still ahead —
 // and runs fn again. A room lost after its opening is opened ungated: the instance that opened
 // it remembers the opening as done and would never open the gate of a new one, and the lost
-// pre-queue left nobody to place.
-func (r *eventRooms) inRoom(ctx context.Context, eventID string, fn func() error) error {
+// pre-queue left nobody to place. The opening's two database reads spend the request's budget
+// (nil: each read has its own timeout), so a request that opens the room still costs one
+// database timeout in all.
+func (r *eventRooms) inRoom(ctx context.Context, budget *guard.Budget, eventID string, fn func() error) error {
 	err := fn()
 	if !errors.Is(err, ports.ErrRoomNotOpen) {
 		return err
 	}
-	current, err := r.events.Get(ctx, eventID)
-	if err != nil {
-		return err
-	}
-	free, err := r.seats.CountFree(ctx, eventID)
+	readCtx, spent := budget.Spend(ctx)
+	current, free, err := r.current(readCtx, eventID)
+	spent()
 	if err != nil {
 		return err
 	}
@@ -77,6 +78,20 @@ func (r *eventRooms) inRoom(ctx context.Context, eventID string, fn func() error
 		return err
 	}
 	return fn()
+}
+
+// current reads what a room opens with: the event as the database holds it now, and its free
+// seats.
+func (r *eventRooms) current(ctx context.Context, eventID string) (*waiting.Event, int, error) {
+	e, err := r.events.Get(ctx, eventID)
+	if err != nil {
+		return nil, 0, err
+	}
+	free, err := r.seats.CountFree(ctx, eventID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return e, free, nil
 }
 
 // openRoom opens e's room with slots and the seat counter at seats: gated until opensAt for an

@@ -47,9 +47,11 @@ type Config struct {
 	// guard.DefaultMaxBatch when zero.
 	MaxBatch int
 	// Timeout, the database's timeout, bounds a reservation's database work in all: its reads
-	// before the lock (the event, on its first reservation here; the free seats, when the seat
-	// counter is at 0), then its batch's transaction, but not its wait for the lock
-	// (guard.Budget). Zero: no bound of its own.
+	// before the lock (the event, on its first reservation here; the event and its free seats
+	// again, to open a room the store lost; the free seats, when the seat counter is at 0), then
+	// its batch's transaction, but not its wait for the lock (guard.Budget). It bounds a pull
+	// queue call's reads the same way: the event's, and those that open a lost room. Zero: no
+	// bound of its own.
 	Timeout time.Duration
 }
 
@@ -224,7 +226,7 @@ func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (Even
 	if err != nil {
 		return EventView{}, err
 	}
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, nil, e.ID(), func() error {
 		_, err := s.d.Room.SetSlots(ctx, eventID, slots)
 		return err
 	})
@@ -234,12 +236,15 @@ func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (Even
 	return viewOf(e), nil
 }
 
-// pullEvent is event for a pull-mode route: a push event is waiting.ErrWrongMode.
-func (s *Service) pullEvent(ctx context.Context, eventID, userID string) (*waiting.Event, error) {
+// pullEvent is event for a pull-mode route, whose read spends budget: a push event is
+// waiting.ErrWrongMode.
+func (s *Service) pullEvent(ctx context.Context, budget *guard.Budget, eventID, userID string) (*waiting.Event, error) {
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
-	e, err := s.rooms.event(ctx, eventID)
+	readCtx, spent := budget.Spend(ctx)
+	e, err := s.rooms.event(readCtx, eventID)
+	spent()
 	if err != nil {
 		return nil, err
 	}
@@ -300,12 +305,13 @@ func aheadCount(rank, remaining int) int { return max(0, rank-remaining+1) }
 // Enter queues the user (pull mode). created is false when the user was already waiting
 // (same place) or admitted. A sold-out event is waiting.ErrSoldOut.
 func (s *Service) Enter(ctx context.Context, eventID, userID string) (view StatusView, created bool, err error) {
-	e, err := s.pullEvent(ctx, eventID, userID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.pullEvent(ctx, budget, eventID, userID)
 	if err != nil {
 		return StatusView{}, false, err
 	}
 	var p ports.QueuePlace
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		p, err = s.d.Room.Enter(ctx, eventID, userID)
 		return err
 	})
@@ -328,12 +334,13 @@ func (s *Service) Enter(ctx context.Context, eventID, userID string) (view Statu
 // Status answers the user's place and refreshes an admitted user's token, or
 // waiting.ErrNotInQueue; anyone polling a sold-out event hears StatusSoldOut.
 func (s *Service) Status(ctx context.Context, eventID, userID string) (StatusView, error) {
-	e, err := s.pullEvent(ctx, eventID, userID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.pullEvent(ctx, budget, eventID, userID)
 	if err != nil {
 		return StatusView{}, err
 	}
 	var p ports.QueuePlace
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		p, err = s.d.Room.Position(ctx, eventID, userID, e.TokenTTL(), s.cfg.signOfLifeStep())
 		return err
 	})
@@ -376,12 +383,13 @@ type TokenView struct {
 // already held the token (same token, expiry extended). Fails with waiting.ErrNotReady carrying
 // rank and aheadCount, waiting.ErrNotInQueue, or waiting.ErrSoldOut.
 func (s *Service) Claim(ctx context.Context, eventID, userID string) (view TokenView, created bool, err error) {
-	e, err := s.pullEvent(ctx, eventID, userID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.pullEvent(ctx, budget, eventID, userID)
 	if err != nil {
 		return TokenView{}, false, err
 	}
 	var res ports.ClaimResult
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		res, err = s.d.Room.Claim(ctx, eventID, userID, rand.Text(), e.TokenTTL())
 		return err
 	})
@@ -415,11 +423,12 @@ func tokenOf(res ports.ClaimResult) TokenView {
 
 // Return gives the user's slot back and deletes the token; a user holding none is not an error.
 func (s *Service) Return(ctx context.Context, eventID, userID string) error {
-	e, err := s.pullEvent(ctx, eventID, userID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.pullEvent(ctx, budget, eventID, userID)
 	if err != nil {
 		return err
 	}
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		_, err := s.d.Room.Release(ctx, eventID, userID)
 		return err
 	})
@@ -433,11 +442,12 @@ func (s *Service) Return(ctx context.Context, eventID, userID string) error {
 // up, and the user's wait estimate is forgotten. A user not in the line, admitted included, is
 // not an error.
 func (s *Service) Leave(ctx context.Context, eventID, userID string) error {
-	e, err := s.pullEvent(ctx, eventID, userID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.pullEvent(ctx, budget, eventID, userID)
 	if err != nil {
 		return err
 	}
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		return s.d.Room.Leave(ctx, eventID, userID)
 	})
 	if err != nil {
@@ -478,7 +488,7 @@ func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) 
 		return QueueView{}, err
 	}
 	var st ports.RoomStats
-	err = s.rooms.inRoom(ctx, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, nil, e.ID(), func() error {
 		st, err = s.d.Room.Stats(ctx, eventID)
 		return err
 	})

@@ -141,8 +141,8 @@ func TestReconcile_DropsAPullUserIdleForTheTimeoutNeverBefore(t *testing.T) {
 	}
 }
 
-// deadlineEvents and deadlineSeats record the deadline each read of an event and each seat lock
-// received.
+// deadlineEvents and deadlineSeats record the deadline each read of an event, each seat lock and
+// each count of free seats received.
 type deadlineEvents struct {
 	ports.EventRepository
 	*testkit.Deadlines
@@ -161,6 +161,11 @@ type deadlineSeats struct {
 func (d deadlineSeats) GetForUpdate(ctx context.Context, eventID string, number int) (*domainwaiting.Seat, error) {
 	d.Record(ctx, "Seats.GetForUpdate")
 	return d.SeatRepository.GetForUpdate(ctx, eventID, number)
+}
+
+func (d deadlineSeats) CountFree(ctx context.Context, eventID string) (int, error) {
+	d.Record(ctx, "Seats.CountFree")
+	return d.SeatRepository.CountFree(ctx, eventID)
 }
 
 // TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout: an instance's first
@@ -195,4 +200,74 @@ func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing
 		t.Fatal(err)
 	}
 	deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.GetForUpdate")
+}
+
+// TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout: a request that finds its event's
+// room gone from the store (a Redis restarted empty) reads the event and its free seats to open
+// it again; those reads run until one Config.Timeout (BrokerConfig.Timeout for a push join)
+// after the request's arrival, the timeout its other database work shares, not one timeout
+// each. A reservation's token went with the room, so it answers TOKEN_REQUIRED there.
+func TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	pull, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "lost pull", Seats: 2, Slots: 2, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "lost push", Seats: 2, Slots: 2, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.svc.Enter(ctx, pull.ID, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := r.svc.Claim(ctx, pull.ID, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := map[string]func(*waiting.Service, *waiting.Broker) error{
+		"reserve": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, err := svc.Reserve(ctx, waiting.ReserveCommand{EventID: pull.ID, SeatID: "1", UserID: "u1", Token: token.Token})
+			return err
+		},
+		"enter": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, _, err := svc.Enter(ctx, pull.ID, "u1")
+			return err
+		},
+		"status": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, err := svc.Status(ctx, pull.ID, "u1")
+			return err
+		},
+		"claim": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, _, err := svc.Claim(ctx, pull.ID, "u1")
+			return err
+		},
+		"return": func(svc *waiting.Service, _ *waiting.Broker) error { return svc.Return(ctx, pull.ID, "u1") },
+		"leave":  func(svc *waiting.Service, _ *waiting.Broker) error { return svc.Leave(ctx, pull.ID, "u1") },
+		"push join": func(_ *waiting.Service, b *waiting.Broker) error {
+			_, err := b.Join(ctx, push.ID, "u1", &stream{broker: b})
+			return err
+		},
+	}
+	for name, request := range requests {
+		t.Run(name, func(t *testing.T) {
+			deadlines := &testkit.Deadlines{}
+			lost := memory.NewWaitingRoom(clock) // the store lost every room
+			deps := r.deps
+			deps.Events = deadlineEvents{EventRepository: deps.Events, Deadlines: deadlines}
+			deps.Seats = deadlineSeats{SeatRepository: deps.Seats, Deadlines: deadlines}
+			deps.Room = lost
+			brokerDeps := r.broker
+			brokerDeps.Events, brokerDeps.Seats, brokerDeps.Rooms, brokerDeps.Queue = deps.Events, deps.Seats, lost, lost
+			svc := waiting.NewService(deps, waiting.Config{Timeout: timeout})
+			broker := waiting.NewBroker(brokerDeps, "broker-1", waiting.BrokerConfig{Timeout: timeout})
+
+			before := time.Now()
+			err := request(svc, broker)
+			t.Logf("answer: %v", err)
+			deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.CountFree")
+		})
+	}
 }
