@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -223,4 +224,75 @@ func (s *server) outboxDelivered() {
 		}
 		return nil
 	})
+}
+
+// TestSlowDatabase_OpeningALostRoomCostsOneDatabaseTimeout: a Redis restarted empty has lost
+// every waiting room, and the first call of an event after it reads the event, then its free
+// seats (one round trip each on a warm connection), to open the room again. On a slow database
+// a seat reservation, a status poll and a claim answer within one RUSHGATE_DB_TIMEOUT (+ 0.5 s)
+// of their arrival, whether the two reads fit the timeout or not: at 0.8 of it they do not, and
+// the call answers 503 UNAVAILABLE, not after both reads; at 0.4 they do, and the call answers
+// what the lost room leaves it (the user's token and place went with it), or 503.
+func TestSlowDatabase_OpeningALostRoomCostsOneDatabaseTimeout(t *testing.T) {
+	calls := map[string]struct {
+		send     func(s *server, eventID, user, entryToken string) response
+		roomLost int // the answer once the room is open again
+	}{
+		"reservation": {func(s *server, eventID, user, entryToken string) response {
+			return s.reserve(eventID, "1", user, entryToken)
+		}, http.StatusForbidden},
+		"status": {func(s *server, eventID, user, _ string) response { return s.queueStatus(eventID, user) }, http.StatusNotFound},
+		"claim":  {func(s *server, eventID, user, _ string) response { return s.claim(eventID, user) }, http.StatusNotFound},
+	}
+	for _, db := range testenv.Databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			redis := testenv.StartPrivateRedis(t)
+			// No reconciliation pass or raffle draw, which would read on the one connection.
+			s, proxy, cfg := startBehindSlowProxy(t, db, func(c *bootstrap.Config) {
+				c.Redis.URL, c.Queue.Tick, c.Raffle.DrawInterval = redis.URL, time.Hour, time.Hour
+			})
+			type lost struct{ eventID, user, entryToken, warm string }
+			rooms := map[string]lost{}
+			for _, tenths := range slowRoundTrips {
+				for name := range calls {
+					user := s.run + "admitted"
+					eventID := s.createEvent(`{"name":"lost","seats":2,"mode":"pull"}`)
+					// This instance knows the event now, as it does an event in use.
+					entryToken := s.admit(eventID, user)
+					rooms[fmt.Sprint(name, tenths)] = lost{eventID, user, entryToken, s.createEvent(`{"name":"warm","seats":2,"mode":"pull"}`)}
+				}
+			}
+
+			redis.Restart()
+			for _, tenths := range slowRoundTrips {
+				for name, call := range calls {
+					room := rooms[fmt.Sprint(name, tenths)]
+					// Opening another room with the database fast prepares the two reads on the
+					// one connection, a new one if a timeout closed the last.
+					testkit.Eventually(t, 10*time.Second, "an entry with the database fast", func() error {
+						if res := s.enter(room.warm, room.user); res.status != http.StatusCreated {
+							return fmt.Errorf("enter: %d %s", res.status, res.raw)
+						}
+						return nil
+					})
+					proxy.SetDelay(cfg.Database.Timeout * time.Duration(tenths) / 10)
+					sent := time.Now()
+					res := call.send(s, room.eventID, room.user, room.entryToken)
+					took := time.Since(sent)
+					proxy.SetDelay(0)
+					t.Logf("%s, round trips of %d/10 the timeout: %d after %v", name, tenths, res.status, took.Round(time.Millisecond))
+					want := []int{http.StatusServiceUnavailable}
+					if tenths < 8 { // the reads fit, unless the busy machine adds a round trip's worth
+						want = append(want, call.roomLost)
+					}
+					if !slices.Contains(want, res.status) {
+						t.Errorf("%s: %d %s, want one of %v", name, res.status, res.raw, want)
+					}
+					if bound := cfg.Database.Timeout + stallAllowance; took > bound {
+						t.Errorf("%s answered %d after %v, want within %v", name, res.status, took.Round(time.Millisecond), bound)
+					}
+				}
+			}
+		})
+	}
 }
