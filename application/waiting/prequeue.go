@@ -71,7 +71,7 @@ type PublicEventView struct {
 // Event answers GET /events/{eventId}: the event, whether it is sold out (the room's seat
 // counter) and, once its pre-queue is placed, the seed.
 func (s *Service) Event(ctx context.Context, eventID string) (PublicEventView, error) {
-	e, err := s.rooms.event(ctx, eventID)
+	e, err := s.rooms.event(ctx, nil, eventID)
 	if err != nil {
 		return PublicEventView{}, err
 	}

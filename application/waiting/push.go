@@ -290,9 +290,7 @@ func (b *Broker) Join(ctx context.Context, eventID, userID string, stream Stream
 		return nil, err
 	}
 	budget := guard.NewBudget(b.cfg.Timeout)
-	readCtx, spent := budget.Spend(ctx)
-	e, err := b.rooms.event(readCtx, eventID)
-	spent()
+	e, err := b.rooms.event(ctx, budget, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -614,7 +612,7 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 // broadcastPrequeue tells every local user of an event whose pre-queue is not placed yet that
 // they are in it.
 func (b *Broker) broadcastPrequeue(ctx context.Context, eventID string) {
-	e, err := b.rooms.event(ctx, eventID)
+	e, err := b.rooms.event(ctx, nil, eventID)
 	if err != nil {
 		return
 	}
@@ -808,7 +806,7 @@ func (b *Broker) deliverTraced(ctx context.Context, eventID string, ds []deliver
 	span.SetString(attrEventID, eventID)
 	span.SetInt(attrDelivered, len(ds))
 	defer func() { span.End(err) }()
-	e, err := b.rooms.event(ctx, eventID)
+	e, err := b.rooms.event(ctx, nil, eventID)
 	if err != nil {
 		return err
 	}
@@ -980,7 +978,7 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 		}
 	}
 	for _, eventID := range events {
-		e, err := d.rooms.event(ctx, eventID)
+		e, err := d.rooms.event(ctx, nil, eventID)
 		if err != nil || e.Mode() != waiting.ModePush {
 			continue
 		}
@@ -1003,7 +1001,7 @@ func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
 	span.SetString(attrEventID, eventID)
 	var n int
 	defer func() { span.SetInt(attrPromoted, n); span.End(err) }()
-	e, err := d.rooms.event(ctx, eventID)
+	e, err := d.rooms.event(ctx, nil, eventID)
 	if err != nil {
 		return err
 	}

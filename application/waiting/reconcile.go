@@ -39,7 +39,7 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if _, foreign := s.foreign.Load(eventID); foreign {
 		return nil
 	}
-	e, err := s.rooms.event(ctx, eventID)
+	e, err := s.rooms.event(ctx, nil, eventID)
 	if errors.Is(err, waiting.ErrEventNotFound) || errors.Is(err, domain.ErrValidation) {
 		// A room of another deployment sharing this Redis (or of a test): not ours to touch.
 		s.foreign.Store(eventID, struct{}{})

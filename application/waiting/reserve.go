@@ -53,9 +53,7 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 		return ReservationView{}, err
 	}
 	budget := guard.NewBudget(s.cfg.Timeout)
-	readCtx, spent := budget.Spend(ctx)
-	e, err := s.rooms.event(readCtx, cmd.EventID)
-	spent()
+	e, err := s.rooms.event(ctx, budget, cmd.EventID)
 	if err != nil {
 		return ReservationView{}, err
 	}
@@ -67,7 +65,7 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err != nil || number > e.Seats() {
 		return ReservationView{}, waiting.ErrSeatNotFound
 	}
-	readCtx, spent = budget.Spend(ctx)
+	readCtx, spent := budget.Spend(ctx)
 	err = s.rejectSoldOut(readCtx, e, seatsLeft)
 	spent()
 	if err != nil {

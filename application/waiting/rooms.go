@@ -33,14 +33,17 @@ func newEventRooms(events ports.EventRepository, seats ports.SeatRepository, ope
 }
 
 // event returns the event, from the cache after the first read, or waiting.ErrEventNotFound.
-// Its slots may be stale; mode, token TTL and seats never change.
-func (r *eventRooms) event(ctx context.Context, eventID string) (*waiting.Event, error) {
+// Its slots may be stale; mode, token TTL and seats never change. Only that first read spends
+// budget (nil: it has its own timeout): a poll answered from the cache pays nothing for it.
+func (r *eventRooms) event(ctx context.Context, budget *guard.Budget, eventID string) (*waiting.Event, error) {
 	if err := domain.ValidateUUID("eventId", eventID); err != nil {
 		return nil, err
 	}
 	if e, ok := r.known.Load(eventID); ok {
 		return e.(*waiting.Event), nil
 	}
+	ctx, spent := budget.Spend(ctx)
+	defer spent()
 	loaded, err, _ := r.loads.Do(eventID, func() (any, error) {
 		e, err := r.events.Get(ctx, eventID)
 		if err != nil {

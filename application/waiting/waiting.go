@@ -242,9 +242,7 @@ func (s *Service) pullEvent(ctx context.Context, budget *guard.Budget, eventID, 
 	if err := domain.ValidateUserID("userId", userID); err != nil {
 		return nil, err
 	}
-	readCtx, spent := budget.Spend(ctx)
-	e, err := s.rooms.event(readCtx, eventID)
-	spent()
+	e, err := s.rooms.event(ctx, budget, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +481,7 @@ type QueueView struct {
 
 // Queue answers the operators' view; remaining seats are the database's count.
 func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) {
-	e, err := s.rooms.event(ctx, eventID)
+	e, err := s.rooms.event(ctx, nil, eventID)
 	if err != nil {
 		return QueueView{}, err
 	}
@@ -537,7 +535,7 @@ func (s *Service) ListSeats(ctx context.Context, eventID string, limit int, curs
 		}
 		after = n
 	}
-	if _, err := s.rooms.event(ctx, eventID); err != nil {
+	if _, err := s.rooms.event(ctx, nil, eventID); err != nil {
 		return SeatPage{}, err
 	}
 	seats, err := s.d.Seats.List(ports.AllowStale(ctx), eventID, after, limit+1)
