@@ -24,7 +24,8 @@ func testRouter(t *testing.T, tokens *Tokens) *gin.Engine {
 		Routes: []Routes{func(g Groups) {
 			g.API.GET("/api", ok)
 			g.Event.GET("/events/:eventId/event", ok)
-			g.Browser.GET("/events/:eventId/browser", ok)
+			// The SSE route's path, whose row of queryParameters takes ?access_token=.
+			g.Browser.GET("/events/:eventId/tickets/waiting", ok)
 		}},
 	})
 }
@@ -49,8 +50,8 @@ func TestRouter_RemembersTokensExceptForHeldConnections(t *testing.T) {
 	}{
 		{name: "API", path: "/api", remembered: true},
 		{name: "Event", path: "/events/e1/event", remembered: true},
-		{name: "Browser, header", path: "/events/e1/browser"},
-		{name: "Browser, query", path: "/events/e1/browser", query: true},
+		{name: "Browser, header", path: "/events/e1/tickets/waiting"},
+		{name: "Browser, query", path: "/events/e1/tickets/waiting", query: true},
 	}
 	for i, tc := range cases {
 		raw := mint("u" + string(rune('a'+i)))

@@ -26,3 +26,6 @@ type (
 	JoinJSON       = joinJSON
 	MemberPageJSON = pageJSON[memberJSON]
 )
+
+// QueryParameters are the query parameters each route takes, by "METHOD /route/:template".
+var QueryParameters = queryParameters

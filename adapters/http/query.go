@@ -2,9 +2,11 @@ package http
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/domain"
 )
 
@@ -59,4 +61,29 @@ func optionalQuery(c *gin.Context, name string) (string, error) {
 		return "", domain.Invalid(name, "must not be empty when given")
 	}
 	return value, nil
+}
+
+// queryParameters are the query parameters each route takes, by method and route as
+// registered; a route without a row takes none, and validateQuery refuses any other.
+// TestOpenAPI_DocumentsTheQueryParametersEachRouteTakes holds it equal to openapi.yaml.
+var queryParameters = map[string][]string{
+	"GET /crews/:crewId/members":                 {"limit", "cursor"},
+	"GET /events/:eventId/seats":                 {"limit", "cursor"},
+	"GET /challenges/:challengeId/verifications": {"limit", "cursor"},
+	"GET /admin/outbox":                          {"status", "limit", "cursor"},
+	"GET /api/cart":                              {"userId"},
+	"GET /events/:eventId/tickets/waiting":       {"access_token"},
+	"GET /events/:eventId/waiting-room":          {"access_token"}, // read by the page's script
+	"PUT " + localblob.RoutePrefix + ":key":      {"expires", "signature"},
+}
+
+// notAParameter refuses name, a query parameter of none of takes, the parameters of the route.
+func notAParameter(name string, takes []string) error {
+	if name == "" {
+		return domain.Invalid("query", "has a parameter with no name")
+	}
+	if len(takes) == 0 {
+		return domain.Invalid(name, "is not a parameter of this route, which takes none")
+	}
+	return domain.Invalid(name, "is not a parameter of this route, which takes %s", strings.Join(takes, ", "))
 }

@@ -1,9 +1,13 @@
 package http_test
 
 import (
+	"maps"
 	stdhttp "net/http"
+	"net/url"
+	"slices"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,4 +105,83 @@ func TestQuery_AParameterGivenTwiceIsRefused(t *testing.T) {
 	joined := h.join(crewID, tok, "k1")
 	require.Equal(t, stdhttp.StatusCreated, joined.Code, "the refused request kept the key or the seat: %s", joined.Body.String())
 	assert.EqualValues(t, 1, answer(t, joined)["currentMembers"])
+}
+
+// A query parameter the route does not take was ignored: ?limt=5, a typo of limit, was served
+// as if no limit was given. Every route of openapi.yaml refuses one, naming it, and still takes
+// each parameter it documents. The parameter is sent with no credentials: a 400 where an
+// authenticated route answers 401 shows the refusal comes before authentication, so before
+// any handler reads or writes.
+func TestQuery_AParameterTheRouteDoesNotTakeIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	doc, err := openapi3.NewLoader().LoadFromData(h.do(call{method: "GET", path: "/openapi.yaml"}).Body.Bytes())
+	require.NoError(t, err)
+	// A value each documented parameter takes, or at least reads rather than refuses unread.
+	valueOf := map[string]string{"limit": "5", "cursor": "c", "status": "PENDING", "userId": "admin-1",
+		"access_token": h.admin(), "expires": "1", "signature": "s"}
+
+	walked := 0
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			route := method + " " + path
+			target := uuidPath(openAPIParam.ReplaceAllString(path, ":$1"), "admin-1")
+			documented := url.Values{}
+			for _, p := range slices.Concat(item.Parameters, op.Parameters) {
+				if p.Value.In == openapi3.ParameterInQuery {
+					require.Contains(t, valueOf, p.Value.Name, "%s: a value for its parameter %s", route, p.Value.Name)
+					documented.Set(p.Value.Name, valueOf[p.Value.Name])
+				}
+			}
+			walked++
+			for _, unknown := range []string{"limt", "LIMIT", "x"} {
+				query := url.Values{unknown: {"5"}}
+				maps.Copy(query, documented)
+				rec := h.do(call{method: method, path: target + "?" + query.Encode()})
+				body := assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED")
+				assert.Equal(t, unknown, body.Field, "%s?%s", route, query.Encode())
+				assert.Contains(t, body.Message, "is not a parameter of this route", route)
+			}
+			for name, value := range documented {
+				rec := h.do(call{method: method, path: target + "?" + url.Values{name: value}.Encode(), token: h.admin()})
+				if rec.Code == stdhttp.StatusBadRequest {
+					assert.NotContains(t, rec.Body.String(), "is not a parameter", "%s?%s", route, name)
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, walked, 49, "the document's routes when this test was written")
+}
+
+// A write refused for a parameter it does not take stores nothing and keeps no idempotency
+// key; a path no route serves, or serves with another method, still answers 404 or 405.
+func TestQuery_ARefusedParameterWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	tok, user := h.userToken()
+
+	crews := h.crews.created.Load()
+	rec := h.do(call{method: "POST", path: "/crews?maxMembers=3", token: h.admin(), body: `{"name":"runners","maxMembers":3}`})
+	assert.Equal(t, "maxMembers", assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED").Field)
+	assert.Equal(t, crews, h.crews.created.Load(), "a refused creation stored a crew")
+
+	crewID := h.createCrew(3)
+	rec = h.do(call{method: "POST", path: "/crews/" + crewID + "/join?userId=" + user, token: tok, idempotencyKey: "k1"})
+	assert.Equal(t, "userId", assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED").Field)
+	joined := h.join(crewID, tok, "k1")
+	require.Equal(t, stdhttp.StatusCreated, joined.Code, "the refused request kept the key or the seat: %s", joined.Body.String())
+	assert.EqualValues(t, 1, answer(t, joined)["currentMembers"])
+
+	h.create("/admin/users", `{"id":"`+user+`","balance":100}`)
+	charge := "/api/users/" + user + "/balance/charge"
+	rec = h.do(call{method: "POST", path: charge + "?amount=5", token: tok, idempotencyKey: "k2", body: `{"amount":5}`})
+	assert.Equal(t, "amount", assertError(t, rec, stdhttp.StatusBadRequest, "VALIDATION_FAILED").Field)
+	charged := h.do(call{method: "POST", path: charge, token: tok, idempotencyKey: "k2", body: `{"amount":5}`})
+	require.Equal(t, stdhttp.StatusOK, charged.Code, charged.Body.String())
+	assert.EqualValues(t, 105, answer(t, charged)["balance"], "the refused charge was applied or kept its key")
+
+	assertError(t, h.do(call{method: "GET", path: "/no-such-route?x=1"}), stdhttp.StatusNotFound, "NOT_FOUND")
+	assertError(t, h.do(call{method: "PUT", path: "/crews?x=1"}), stdhttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	// A pair with no name names no parameter the route takes either.
+	assert.Equal(t, "query", assertError(t, h.do(call{method: "GET", path: "/healthz?=1"}), stdhttp.StatusBadRequest, "VALIDATION_FAILED").Field)
 }

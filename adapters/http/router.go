@@ -41,7 +41,8 @@ type Deps struct {
 	Tracing trace.TracerProvider
 }
 
-// Routes registers one flow's routes on the router's groups.
+// Routes registers one flow's routes on the router's groups. A route takes the query parameters
+// its row of queryParameters lists, and refuses any other.
 type Routes func(g Groups)
 
 // Groups are the router's route groups, each with its own authentication.
@@ -53,8 +54,9 @@ type Groups struct {
 	// Event is API that also takes the waiting-room session cookie of the event its routes name
 	// (:eventId) instead of the Authorization header: the routes the waiting page calls.
 	Event *gin.RouterGroup
-	// Browser is Event that also takes the token from the query string, for EventSource clients,
-	// which cannot set headers; its routes hold their connection for a stream's life.
+	// Browser is Event that also takes the token from the query string (?access_token=, which
+	// its routes list in queryParameters), for EventSource clients, which cannot set headers;
+	// its routes hold their connection for a stream's life.
 	Browser *gin.RouterGroup
 }
 
