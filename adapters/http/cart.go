@@ -69,5 +69,6 @@ func CartRoutes(orders *apporder.Service) Routes {
 	return func(g Groups) {
 		g.API.POST("/api/cart/items", h.addItem)
 		g.API.GET("/api/cart", h.get)
+		g.Query.Take(stdhttp.MethodGet, "/api/cart", "userId")
 	}
 }

@@ -24,8 +24,8 @@ func testRouter(t *testing.T, tokens *Tokens) *gin.Engine {
 		Routes: []Routes{func(g Groups) {
 			g.API.GET("/api", ok)
 			g.Event.GET("/events/:eventId/event", ok)
-			// The SSE route's path, whose row of queryParameters takes ?access_token=.
 			g.Browser.GET("/events/:eventId/tickets/waiting", ok)
+			g.Query.Take(stdhttp.MethodGet, "/events/:eventId/tickets/waiting", accessTokenParameter)
 		}},
 	})
 }

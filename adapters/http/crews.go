@@ -100,6 +100,7 @@ func CrewRoutes(crews *appcrew.Service) Routes {
 		g.API.POST("/crews", requireRole(RoleAdmin), h.create)
 		g.API.GET("/crews/:crewId", h.get)
 		g.API.GET("/crews/:crewId/members", h.listMembers)
+		g.Query.Take(stdhttp.MethodGet, "/crews/:crewId/members", pageParameters...)
 		g.API.POST("/crews/:crewId/join", h.join)
 		g.API.DELETE("/crews/:crewId/members/me", h.leave)
 	}

@@ -239,6 +239,7 @@ func EventRoutes(events *appwaiting.Service) Routes {
 		g.API.GET("/admin/events/:eventId/queue", requireRole(RoleAdmin), h.queue)
 		g.Event.GET("/events/:eventId", h.get)
 		g.Event.GET("/events/:eventId/seats", h.seats)
+		g.Query.Take(stdhttp.MethodGet, "/events/:eventId/seats", pageParameters...)
 		g.Event.POST("/events/:eventId/seats/:seatId/reservations", h.reserve)
 		g.Event.POST("/events/:eventId/queue", h.enter)
 		g.Event.DELETE("/events/:eventId/queue", h.leave)

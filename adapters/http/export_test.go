@@ -26,6 +26,3 @@ type (
 	JoinJSON       = joinJSON
 	MemberPageJSON = pageJSON[memberJSON]
 )
-
-// QueryParameters are the query parameters each route takes, by "METHOD /route/:template".
-var QueryParameters = queryParameters

@@ -149,12 +149,12 @@ func recovery() gin.HandlerFunc {
 // validateQuery refuses a query string that does not parse, such as a bad %-escape or a
 // semicolon separator: net/http passes it on, and reading it would silently drop the broken
 // pair, so "?limit=%zz" would be served with the default limit. It refuses a parameter the
-// route does not take (queryParameters), which would be ignored: "?limt=5", a typo, would be
-// served with the default limit. And it refuses a parameter given more than once, which
+// route does not take (params; a page ignores it), which would be ignored: "?limt=5", a typo,
+// would be served with the default limit. And it refuses a parameter given more than once, which
 // reading would answer with its first value and ignore the others ("?limit=5&limit=50"); no
 // route takes a list in its query. A path no route serves takes any name: its answer is 404 or
 // 405.
-func validateQuery() gin.HandlerFunc {
+func validateQuery(params QueryParameters) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		query, err := url.ParseQuery(c.Request.URL.RawQuery)
 		if err != nil {
@@ -162,12 +162,15 @@ func validateQuery() gin.HandlerFunc {
 			return
 		}
 		route := c.FullPath() // "" when no route serves the path with this method
-		takes := queryParameters[c.Request.Method+" "+route]
+		rule := params[c.Request.Method+" "+route]
 		// Sorted, so a query with several faults is always answered about the same one.
 		for _, name := range slices.Sorted(maps.Keys(query)) {
 			switch {
-			case route != "" && !slices.Contains(takes, name):
-				respondError(c, notAParameter(name, takes))
+			case route != "" && !slices.Contains(rule.names, name):
+				if rule.page {
+					continue
+				}
+				respondError(c, notAParameter(name, rule.names))
 				return
 			case len(query[name]) > 1:
 				respondError(c, domain.Invalid(name, "is given more than once"))

@@ -18,8 +18,6 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	rhttp "github.com/rushgate/rushgate/adapters/http"
 )
 
 // ginParam matches a gin path parameter (":crewId") to rewrite it the OpenAPI way ("{crewId}"),
@@ -54,36 +52,6 @@ func TestOpenAPI_DocumentsExactlyTheRouterRoutes(t *testing.T) {
 	slices.Sort(documented)
 	slices.Sort(routed)
 	assert.Equal(t, routed, documented, "the router's routes and the document's operations differ")
-}
-
-// The router refuses a query parameter its route does not take, by the table
-// rhttp.QueryParameters: each route's row names exactly the query parameters the document gives
-// its operation, and a route with none has no row.
-func TestOpenAPI_DocumentsTheQueryParametersEachRouteTakes(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessConfig{})
-	doc, err := openapi3.NewLoader().LoadFromData(h.do(call{method: "GET", path: "/openapi.yaml"}).Body.Bytes())
-	require.NoError(t, err)
-
-	routed := map[string]bool{}
-	for _, r := range h.router.Routes() {
-		route := r.Method + " " + r.Path
-		routed[route] = true
-		item := doc.Paths.Find(ginParam.ReplaceAllString(r.Path, "{$1}"))
-		require.NotNil(t, item, route)
-		op := item.GetOperation(r.Method)
-		require.NotNil(t, op, route)
-		var documented []string
-		for _, p := range slices.Concat(item.Parameters, op.Parameters) {
-			if p.Value.In == openapi3.ParameterInQuery {
-				documented = append(documented, p.Value.Name)
-			}
-		}
-		assert.ElementsMatch(t, documented, rhttp.QueryParameters[route], "%s: the document's query parameters and the router's", route)
-	}
-	for route := range rhttp.QueryParameters {
-		assert.True(t, routed[route], "QueryParameters has a row for %s, which the router does not serve", route)
-	}
 }
 
 func TestOpenAPI_DocumentsEveryErrorCode(t *testing.T) {

@@ -82,6 +82,7 @@ func PaymentRoutes(payments *payment.Service, relay *relay.Service, ranking *ran
 		g.API.GET("/api/products/top", h.topProducts)
 		g.API.POST("/api/orders/:orderId/payment", h.pay)
 		g.API.GET("/admin/outbox", requireRole(RoleAdmin), h.listOutbox)
+		g.Query.Take(stdhttp.MethodGet, "/admin/outbox", append([]string{"status"}, pageParameters...)...)
 		g.API.POST("/admin/outbox/:messageId/retry", requireRole(RoleAdmin), h.retryOutbox)
 	}
 }

@@ -33,11 +33,14 @@ type pushHandlers struct {
 	writers      *sseWriters
 }
 
+// accessTokenParameter is the query parameter queryToken reads.
+const accessTokenParameter = "access_token"
+
 // queryToken lets a request without an Authorization header authenticate with ?access_token=,
 // for the SSE route and the page: browsers' EventSource cannot send headers.
 func queryToken() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if token := c.Query("access_token"); token != "" && c.GetHeader("Authorization") == "" {
+		if token := c.Query(accessTokenParameter); token != "" && c.GetHeader("Authorization") == "" {
 			c.Request.Header.Set("Authorization", "Bearer "+token)
 		}
 		c.Next()
@@ -158,7 +161,10 @@ func PushRoutes(broker *appwaiting.Broker, tokens *Tokens, heartbeat time.Durati
 		writers: newSSEWriters(sseWriterLimit, heartbeat)}
 	return func(g Groups) {
 		g.Browser.GET("/events/:eventId/tickets/waiting", h.wait)
+		g.Query.Take(stdhttp.MethodGet, "/events/:eventId/tickets/waiting", accessTokenParameter)
 		g.Public.GET("/events/:eventId/waiting-room", h.page)
+		// Its script reads ?access_token= of links made before the token moved to the fragment.
+		g.Query.TakePage(stdhttp.MethodGet, "/events/:eventId/waiting-room", accessTokenParameter)
 		g.API.POST("/events/:eventId/waiting-room/session", h.startSession)
 	}
 }

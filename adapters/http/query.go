@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rushgate/rushgate/adapters/localblob"
 	"github.com/rushgate/rushgate/domain"
 )
 
@@ -38,6 +37,9 @@ func pageQuery(c *gin.Context) (page, error) {
 	return p, nil
 }
 
+// pageParameters are the query parameters of a paged list (pageQuery).
+var pageParameters = []string{"limit", "cursor"}
+
 // plainDecimal reads raw as a non-negative integer written only with ASCII digits and no
 // leading zero ("0" itself aside); strconv.Atoi alone would take "+5" and "007".
 func plainDecimal(raw string) (int, bool) {
@@ -63,18 +65,29 @@ func optionalQuery(c *gin.Context, name string) (string, error) {
 	return value, nil
 }
 
-// queryParameters are the query parameters each route takes, by method and route as
-// registered; a route without a row takes none, and validateQuery refuses any other.
-// TestOpenAPI_DocumentsTheQueryParametersEachRouteTakes holds it equal to openapi.yaml.
-var queryParameters = map[string][]string{
-	"GET /crews/:crewId/members":                 {"limit", "cursor"},
-	"GET /events/:eventId/seats":                 {"limit", "cursor"},
-	"GET /challenges/:challengeId/verifications": {"limit", "cursor"},
-	"GET /admin/outbox":                          {"status", "limit", "cursor"},
-	"GET /api/cart":                              {"userId"},
-	"GET /events/:eventId/tickets/waiting":       {"access_token"},
-	"GET /events/:eventId/waiting-room":          {"access_token"}, // read by the page's script
-	"PUT " + localblob.RoutePrefix + ":key":      {"expires", "signature"},
+// QueryParameters are the query parameters each route takes, by method and path as registered
+// ("GET /crews/:crewId/members"), which each flow's Routes declare beside the route (Take,
+// TakePage). validateQuery refuses any other on every route but a page: it would be ignored,
+// so "?limt=5", a typo, would be served as if no limit was given. A route declared nowhere
+// takes none.
+type QueryParameters map[string]queryRule
+
+type queryRule struct {
+	names []string
+	// page marks a page a person opens from a link, whose parameters are not all its own:
+	// sites and mail add theirs (utm_source, fbclid …), and a page must open all the same.
+	page bool
+}
+
+// Take declares that the route method path takes the query parameters names.
+func (q QueryParameters) Take(method, path string, names ...string) {
+	q[method+" "+path] = queryRule{names: names}
+}
+
+// TakePage declares that the page served at method path reads the query parameters names and
+// ignores any other.
+func (q QueryParameters) TakePage(method, path string, names ...string) {
+	q[method+" "+path] = queryRule{names: names, page: true}
 }
 
 // notAParameter refuses name, a query parameter of none of takes, the parameters of the route.

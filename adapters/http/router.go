@@ -41,8 +41,8 @@ type Deps struct {
 	Tracing trace.TracerProvider
 }
 
-// Routes registers one flow's routes on the router's groups. A route takes the query parameters
-// its row of queryParameters lists, and refuses any other.
+// Routes registers one flow's routes on the router's groups, and declares in Groups.Query the
+// query parameters of those that take any.
 type Routes func(g Groups)
 
 // Groups are the router's route groups, each with its own authentication.
@@ -55,9 +55,12 @@ type Groups struct {
 	// (:eventId) instead of the Authorization header: the routes the waiting page calls.
 	Event *gin.RouterGroup
 	// Browser is Event that also takes the token from the query string (?access_token=, which
-	// its routes list in queryParameters), for EventSource clients, which cannot set headers;
-	// its routes hold their connection for a stream's life.
+	// its routes declare in Query), for EventSource clients, which cannot set headers; its
+	// routes hold their connection for a stream's life.
 	Browser *gin.RouterGroup
+	// Query declares the query parameters of the routes that take any; every other route
+	// refuses any query parameter.
+	Query QueryParameters
 }
 
 // AccessLog lowers or thins the access log of a busy server.
@@ -97,7 +100,8 @@ func NewRouter(d Deps) *gin.Engine {
 	if d.Tracing != nil {
 		r.Use(traceRequests(d.Tracing))
 	}
-	r.Use(requestID(logger), observe(d.Metrics, d.AccessLog), recovery(), validateQuery())
+	params := QueryParameters{}
+	r.Use(requestID(logger), observe(d.Metrics, d.AccessLog), recovery(), validateQuery(params))
 	r.NoRoute(func(c *gin.Context) { respondError(c, errRouteNotFound) })
 
 	r.GET("/healthz", healthz(system.ReadBuild()))
@@ -113,6 +117,7 @@ func NewRouter(d Deps) *gin.Engine {
 		Event:  r.Group("/", limitBody(maxBody), authenticate(d.Tokens, credentials{sessionCookie: true})),
 		Browser: r.Group("/", queryToken(), limitBody(maxBody),
 			authenticate(d.Tokens, credentials{sessionCookie: true, heldConnection: true})),
+		Query: params,
 	}
 	for _, register := range d.Routes {
 		register(groups)

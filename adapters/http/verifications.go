@@ -179,9 +179,11 @@ func VerificationRoutes(service *verification.Service, uploads *localblob.Store)
 	return func(g Groups) {
 		// The signed URL authorises an upload, and bounds its body to the signed length.
 		g.Public.PUT(localblob.RoutePrefix+":key", h.upload)
+		g.Query.Take(stdhttp.MethodPut, localblob.RoutePrefix+":key", "expires", "signature")
 		g.API.POST("/admin/challenges", requireRole(RoleAdmin), h.createChallenge)
 		g.API.GET("/challenges/:challengeId", h.getChallenge)
 		g.API.GET("/challenges/:challengeId/verifications", h.listVerifications)
+		g.Query.Take(stdhttp.MethodGet, "/challenges/:challengeId/verifications", pageParameters...)
 		g.API.POST("/upload-sessions", h.createSession)
 		g.API.POST("/verifications", h.verify)
 	}
