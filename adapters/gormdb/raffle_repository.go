@@ -201,38 +201,60 @@ const addAttempts = 5
 // has no RETURNING: its INSERT … SELECT stores all or none, so a refusal for a duplicate (or a
 // lost deadlock) is followed by a read of who is entered and a run without them, and the
 // entries that read found are returned; a run that stores nothing found the raffle not open.
-// Outside a transaction, all of it is bounded by one TxTimeout, as a transaction is.
-func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) ([]string, map[string]raffle.Entry, error) {
+//
+// Outside a transaction, all of it is bounded by one TxTimeout, as a transaction is, and runs
+// again on another connection when its connection is lost (rerunIdempotent): after an operator
+// or a pooler ended the pool's connections, a batch would otherwise take a dead one and fail.
+// It is rerun even when the lost run's statement may have reached the database, since the pgx
+// driver cannot tell that from a statement sent on a connection already dead: a rerun stores
+// nobody twice, as it skips (Postgres) or reads (MySQL) the users with an entry. A user whom
+// the lost run did store is then answered as already entered, by that entry, not as created.
+func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID string, at time.Time, userIDs []string) (
+	stored []string, entered map[string]raffle.Entry, err error) {
 	users := slices.Clone(userIDs)
 	slices.Sort(users)
 	users = slices.Compact(users)
 	if len(users) == 0 {
 		return nil, nil, nil
 	}
-	m := errorMeanings{op: "add raffle entries", duplicate: errEntryExists}
-	if r.db.dialect == Postgres {
-		var stored []string
-		err := r.db.query(ctx, m, addWhileOpenSQL, []any{raffleID, at.UTC(), users}, func(rows *sql.Rows) error {
-			var u string
-			if err := rows.Scan(&u); err != nil {
-				return err
-			}
-			stored = append(stored, u)
-			return nil
-		})
-		return stored, nil, err
+	err = r.db.rerunIdempotent(ctx, func(ctx context.Context) (err error) {
+		if r.db.dialect == Postgres {
+			stored, err = r.addOnPostgres(ctx, raffleID, at, users)
+		} else {
+			stored, entered, err = r.addOnMySQL(ctx, raffleID, at, users)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return stored, entered, nil
+}
+
+// addEntriesMeanings are the entry statement's.
+var addEntriesMeanings = errorMeanings{op: "add raffle entries", duplicate: errEntryExists}
+
+// addOnPostgres runs addWhileOpenSQL for users, sorted and distinct.
+func (r *RaffleEntryRepository) addOnPostgres(ctx context.Context, raffleID string, at time.Time, users []string) ([]string, error) {
+	var stored []string
+	err := r.db.query(ctx, addEntriesMeanings, addWhileOpenSQL, []any{raffleID, at.UTC(), users}, func(rows *sql.Rows) error {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return err
+		}
+		stored = append(stored, u)
+		return nil
+	})
+	return stored, err
+}
+
+// addOnMySQL runs addWhileOpenMySQL for users, sorted and distinct, again without the
+// users a refused run found entered.
+func (r *RaffleEntryRepository) addOnMySQL(ctx context.Context, raffleID string, at time.Time, users []string) ([]string, map[string]raffle.Entry, error) {
 	_, inTx := r.db.transaction(ctx)
-	if !inTx {
-		// One deadline for every run, read and pause, as a transaction's, so that the retries
-		// never stretch the caller's wait past one TxTimeout.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.db.opts.TxTimeout)
-		defer cancel()
-	}
 	entered := map[string]raffle.Entry{}
 	for attempt := 1; ; attempt++ {
-		added, err := r.db.exec(ctx, m, addWhileOpenMySQL(len(users)), addWhileOpenArgs(raffleID, at, users)...)
+		added, err := r.db.exec(ctx, addEntriesMeanings, addWhileOpenMySQL(len(users)), addWhileOpenArgs(raffleID, at, users)...)
 		if err == nil {
 			if added == 0 {
 				return nil, entered, nil
@@ -249,7 +271,7 @@ func (r *RaffleEntryRepository) AddWhileOpen(ctx context.Context, raffleID strin
 		if conflict {
 			select {
 			case <-ctx.Done():
-				return nil, nil, translate(ctx.Err(), m)
+				return nil, nil, translate(ctx.Err(), addEntriesMeanings)
 			case <-time.After(conflictPause(attempt)):
 			}
 		}

@@ -79,18 +79,13 @@ func (r *TxRunner) inTx(ctx context.Context, opts *sql.TxOptions, fn func(ctx co
 	// One deadline for every attempt, so retries never stretch the caller's wait.
 	ctx, cancel := context.WithTimeout(ctx, r.db.opts.TxTimeout)
 	defer cancel()
-	for conflicts, lost := 0, 0; ; {
+	lost := r.db.connectionLosses()
+	for conflicts := 0; ; {
 		mayHaveCommitted, err := r.attempt(ctx, opts, fn)
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return err
-		case !mayHaveCommitted && isConnectionLost(err):
-			// The pool discarded the dead connection; the rerun takes another at once. When the
-			// database ended them all, the pool may hand out its other dead ones first: up to
-			// one rerun for each gets past them to a new connection.
-			if lost++; lost > r.db.opts.MaxOpenConns {
-				return err
-			}
+		case !mayHaveCommitted && lost.rerun(err):
 		case isTxConflict(err):
 			if conflicts++; conflicts >= r.db.opts.TxAttempts {
 				return err
@@ -105,6 +100,49 @@ func (r *TxRunner) inTx(ctx context.Context, opts *sql.TxOptions, fn func(ctx co
 			case <-time.After(conflictPause(conflicts)):
 			}
 		default:
+			return err
+		}
+	}
+}
+
+// connectionLosses counts the runs of one piece of work that lost their connection.
+type connectionLosses struct{ seen, limit int }
+
+// connectionLosses allows one rerun for each connection of the pool.
+func (db *DB) connectionLosses() *connectionLosses {
+	return &connectionLosses{limit: db.opts.MaxOpenConns}
+}
+
+// rerun reports whether work that failed with err runs again: its connection was lost, and
+// reruns remain. The pool discarded the dead connection; the rerun takes another at once. When
+// the database ended them all, the pool may hand out its other dead ones first: up to one rerun
+// for each gets past them to a new connection.
+func (l *connectionLosses) rerun(err error) bool {
+	if !isConnectionLost(err) {
+		return false
+	}
+	l.seen++
+	return l.seen <= l.limit
+}
+
+// rerunIdempotent runs fn, statements outside a transaction, within one TxTimeout for all its
+// runs, and runs it again on another connection while its connection is lost, as InTx does a
+// transaction lost before its COMMIT. Inside a transaction it runs fn once: InTx reruns the
+// whole transaction. fn must store nothing twice when run again after a run whose statements
+// reached the database: a lone statement whose connection died once it was sent may have run
+// and committed (database/sql reruns only one the driver says sent nothing, driver.ErrBadConn),
+// and pgx cannot tell a statement sent on a connection the server had already ended from one
+// whose connection ended mid-run.
+func (db *DB) rerunIdempotent(ctx context.Context, fn func(ctx context.Context) error) error {
+	if _, ok := db.transaction(ctx); ok {
+		return fn(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
+	defer cancel()
+	lost := db.connectionLosses()
+	for {
+		err := fn(ctx)
+		if err == nil || ctx.Err() != nil || !lost.rerun(err) {
 			return err
 		}
 	}
