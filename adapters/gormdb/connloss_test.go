@@ -19,6 +19,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
+	"github.com/rushgate/rushgate/domain/waiting"
 	"github.com/rushgate/rushgate/ports"
 	"github.com/rushgate/rushgate/test/testenv"
 )
@@ -185,9 +186,9 @@ func openRaffle(t *testing.T, stores ports.RaffleStores) string {
 	return r.ID()
 }
 
-// pooledConnectionIDs opens all n connections of db's pool at once and answers their server ids;
-// they go back to the pool, idle.
-func pooledConnectionIDs(t *testing.T, db *gormdb.DB, n int) []int64 {
+// killPool ends every connection of db's pool of size n from killer, another pool, once it has
+// opened them all at once; they wait in the pool, idle and dead.
+func killPool(t *testing.T, name string, db, killer *gormdb.DB, n int) {
 	t.Helper()
 	ctx := context.Background()
 	query := "SELECT pg_backend_pid()"
@@ -198,10 +199,12 @@ func pooledConnectionIDs(t *testing.T, db *gormdb.DB, n int) []int64 {
 	for i := range ids {
 		conn, err := db.SQL().Conn(ctx)
 		require.NoError(t, err)
-		defer conn.Close()
 		require.NoError(t, conn.QueryRowContext(ctx, query).Scan(&ids[i]))
+		defer conn.Close()
 	}
-	return ids
+	for _, id := range ids {
+		killConnection(t, name, killer, id)
+	}
 }
 
 // TestRaffleEntries_ABatchAfterEveryPooledConnectionWasKilledIsStored kills every connection of
@@ -221,9 +224,7 @@ func TestRaffleEntries_ABatchAfterEveryPooledConnectionWasKilledIsStored(t *test
 			stores := gormdb.NewRaffleStores(db)
 			raffleID := openRaffle(t, stores)
 
-			for _, id := range pooledConnectionIDs(t, db, pool) {
-				killConnection(t, name, killer, id)
-			}
+			killPool(t, name, db, killer, pool)
 			users := []string{"entrant-1", "entrant-2", "entrant-3"}
 			stored, entered, err := stores.Entries.AddWhileOpen(ctx, raffleID, time.Now(), users)
 
@@ -264,6 +265,33 @@ func TestRaffleEntries_ABatchWhoseConnectionBrokeAfterItWasSentRunsAgain(t *test
 			count, err := stores.Entries.Count(ctx, raffleID)
 			require.NoError(t, err)
 			assert.Equal(t, len(users), count, "each entry stored once")
+		})
+	}
+}
+
+// TestEventSlots_ASaveAfterEveryPooledConnectionWasKilledIsStored: saving an event's slots, a
+// lone UPDATE to a value, runs again past the pool's dead connections as a raffle batch does.
+func TestEventSlots_ASaveAfterEveryPooledConnectionWasKilledIsStored(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const pool = 4
+			ctx := context.Background()
+			database := fresh(t)
+			same := func(testing.TB) testenv.Database { return database }
+			db := openMigrated(t, same, gormdb.Options{MaxOpenConns: pool})
+			killer := openFresh(t, same, gormdb.Options{MaxOpenConns: 1})
+			event, err := waiting.NewEvent(uuid.NewString(), "lost connections", 10, 1, waiting.ModePush, 0, time.Now())
+			require.NoError(t, err)
+			require.NoError(t, gormdb.NewEventRepository(db).Create(ctx, event))
+
+			killPool(t, name, db, killer, pool)
+			err = gormdb.NewEventRepository(db).SaveSlots(ctx, event.ID(), 5)
+
+			require.NoError(t, err, "the save ran again until it reached a live connection")
+			saved, err := gormdb.NewEventRepository(killer).Get(ctx, event.ID())
+			require.NoError(t, err)
+			assert.Equal(t, 5, saved.Slots())
 		})
 	}
 }

@@ -83,21 +83,22 @@ func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, e
 }
 
 // SaveSlots writes the event's slots, and reads the event when that changed nothing, both
-// within one TxTimeout.
+// within one TxTimeout. Outside a transaction, a run whose connection was lost runs again
+// (rerunIdempotent): writing the same value twice leaves what writing it once does.
 func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) error {
-	ctx, cancel := r.db.bounded(ctx)
-	defer cancel()
-	updated, err := r.db.exec(ctx, errorMeanings{op: "save event slots"}, r.slotsSQL, slots, id)
-	if err != nil {
-		return err
-	}
-	if updated == 0 {
-		// MySQL counts rows changed, not matched: an unchanged value reads as 0 too.
-		if _, err := r.Get(ctx, id); err != nil {
+	return r.db.rerunIdempotent(ctx, func(ctx context.Context) error {
+		updated, err := r.db.exec(ctx, errorMeanings{op: "save event slots"}, r.slotsSQL, slots, id)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		if updated == 0 {
+			// MySQL counts rows changed, not matched: an unchanged value reads as 0 too.
+			if _, err := r.Get(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // seatChunk bounds one MySQL INSERT of seats: one parameter per row keeps it far below its
