@@ -27,12 +27,14 @@ import (
 // few answers are 503 (without it, most were): those of a transaction whose connection died
 // during its COMMIT, whose outcome is unknown. Such a batch answers its requests together, a
 // whole herd at most, and a few may be committing when the kill strikes: at most half the
-// answers are 503.
+// answers are 503. A batch of raffle entries is one statement outside a transaction that
+// stores nobody twice, run again on a new connection whatever the kill caught it doing: no
+// raffle entry answers 503.
 func TestDatabaseConnectionsKilled_EveryFlowAnswersThenServesAgain(t *testing.T) {
 	for _, newDatabase := range []func(*testing.T) privateDatabase{startPrivatePostgres, startPrivateMariaDB} {
 		db := newDatabase(t)
 		t.Run(db.name, func(t *testing.T) {
-			refused, answers := herdThroughAFault(t, db, func(t *testing.T, s *server) func() {
+			refused, answers, refusedBy := herdThroughAFault(t, db, func(t *testing.T, s *server) func() {
 				killer, err := s.db.Conn(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -54,6 +56,9 @@ func TestDatabaseConnectionsKilled_EveryFlowAnswersThenServesAgain(t *testing.T)
 			if refused > answers/2 {
 				t.Errorf("%d of %d answers were 503, want at most half: a transaction whose connection died before its COMMIT is run again",
 					refused, answers)
+			}
+			if n := refusedBy[raffleEntryFlowName]; n > 0 {
+				t.Errorf("%d raffle entries answered 503: a batch whose connection was lost runs again on a new one", n)
 			}
 		})
 	}
@@ -79,8 +84,10 @@ func TestDatabaseRestartedMidHerd_EveryFlowAnswersThenServesAgain(t *testing.T) 
 // server runs) strikes at the first answer. Every answer of that herd must be a success or 503
 // UNAVAILABLE with Retry-After; after recover, one request of each flow must succeed within
 // 30 s, and what the flows stored must be consistent, every success included. It returns how
-// many answers of the herd the fault caught were 503, of how many.
-func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testing.T, s *server) func(), recover func(t *testing.T)) (refused, answers int) {
+// many answers of the herd the fault caught were 503, of how many, and how many of each flow
+// (by name) were.
+func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testing.T, s *server) func(), recover func(t *testing.T)) (
+	refused, answers int, refusedBy map[string]int) {
 	s := startServer(t, backend{name: db.name, databaseURL: db.url, redisURL: testenv.StartPrivateRedis(t).URL}, productionTimeouts,
 		func(c *bootstrap.Config) { c.Guard.LockTTL, c.Guard.LockRetries = testenv.LockTTL, testenv.LockRetries })
 	flows, consistent := guardedFlows(s)
@@ -108,6 +115,7 @@ func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testin
 	struck := time.Now()
 	fault()
 	answers = len(flows) * herdSize
+	refusedBy = map[string]int{}
 	var firstRefusal time.Time
 	for name, got := range caught() {
 		for _, a := range got {
@@ -115,6 +123,7 @@ func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testin
 			switch {
 			case unavailable:
 				refused++
+				refusedBy[name]++
 				if firstRefusal.IsZero() || a.at.Before(firstRefusal) {
 					firstRefusal = a.at
 				}
@@ -124,7 +133,7 @@ func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testin
 		}
 	}
 	if refused > 0 {
-		t.Logf("%d of %d answers were 503, the first %v after the fault struck", refused, answers,
+		t.Logf("%d of %d answers were 503 (%v), the first %v after the fault struck", refused, answers, refusedBy,
 			firstRefusal.Sub(struck).Round(time.Millisecond))
 	} else {
 		t.Logf("none of %d answers was 503", answers)
@@ -145,7 +154,7 @@ func herdThroughAFault(t *testing.T, db privateDatabase, newFault func(t *testin
 	cartConsistent()
 	entriesConsistent()
 	seatsConsistent()
-	return refused, answers
+	return refused, answers, refusedBy
 }
 
 // killConnections ends every connection to the database but conn's own, as an operator's

@@ -228,6 +228,9 @@ func seatReservationFlow(s *server) (guardedFlow, func()) {
 	}}, consistent
 }
 
+// raffleEntryFlowName names raffleEntryFlow.
+const raffleEntryFlowName = "raffle entry"
+
 // raffleEntryFlow enters a new user in one raffle per request: entries of one raffle queue in
 // process and are stored in batches, one statement each, with no Redis lock. Its check: the
 // raffle counts at least every entry answered 201 and at most every entry sent (a 503 does not
@@ -257,7 +260,7 @@ func raffleEntryFlow(s *server) (guardedFlow, func()) {
 			}
 		}
 	}
-	return guardedFlow{"raffle entry", func() answer {
+	return guardedFlow{raffleEntryFlowName, func() answer {
 		user := fmt.Sprint(s.run, "entrant-", sent.Add(1))
 		a := s.postFromAnyGoroutine("/raffles/"+raffleID+"/entries", user, "", "")
 		if a.err == nil && a.status == http.StatusCreated {
