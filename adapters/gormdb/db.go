@@ -36,7 +36,8 @@ const (
 // Options tunes the connection pool and the time the database may take to answer.
 type Options struct {
 	// MaxOpenConns caps the pool's connections, and so how many times TxRunner.InTx runs again a
-	// transaction whose connection was lost before its COMMIT (each may have died). Default 20.
+	// transaction whose connection was lost before its COMMIT (each may have died), and a
+	// repository an idempotent write outside one (a raffle entry batch). Default 20.
 	MaxOpenConns int
 	// ConnectTimeout bounds establishing a connection and Ping. Default 1s.
 	ConnectTimeout time.Duration
