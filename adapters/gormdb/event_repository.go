@@ -82,22 +82,17 @@ func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, e
 	return e, nil
 }
 
-// SaveSlots writes the event's slots, and reads the event when that changed nothing, both
-// within one TxTimeout. Outside a transaction, a run whose connection was lost runs again
-// (rerunIdempotent): writing the same value twice leaves what writing it once does.
+// SaveSlots writes the event's slots, or answers waiting.ErrEventNotFound when no event has the
+// id (MySQL too counts the rows matched, not changed: ClientFoundRows). Outside a transaction,
+// a run whose connection was lost runs again (rerunIdempotent): writing the same value twice
+// leaves what writing it once does.
 func (r *EventRepository) SaveSlots(ctx context.Context, id string, slots int) error {
 	return r.db.rerunIdempotent(ctx, func(ctx context.Context) error {
 		updated, err := r.db.exec(ctx, errorMeanings{op: "save event slots"}, r.slotsSQL, slots, id)
-		if err != nil {
-			return err
+		if err == nil && updated == 0 {
+			return waiting.ErrEventNotFound
 		}
-		if updated == 0 {
-			// MySQL counts rows changed, not matched: an unchanged value reads as 0 too.
-			if _, err := r.Get(ctx, id); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 }
 
