@@ -51,16 +51,19 @@ func (r *ProductRepository) Create(ctx context.Context, p *catalog.Product, s ca
 
 // Get returns the product and its stock in one SELECT, or catalog.ErrProductNotFound.
 func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Product, catalog.Stock, error) {
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
 	var (
 		name                     string
 		price, quantity, version int64
 		createdAt                time.Time
 	)
-	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&name, &price, &createdAt, &quantity, &version)
+	found, err := r.db.queryOne(ctx, errorMeanings{op: "get product"}, r.getSQL, []any{id}, func(rows *sql.Rows) error {
+		return rows.Scan(&name, &price, &createdAt, &quantity, &version)
+	})
 	if err != nil {
-		return nil, catalog.Stock{}, translate(err, errorMeanings{op: "get product", notFound: catalog.ErrProductNotFound})
+		return nil, catalog.Stock{}, err
+	}
+	if !found {
+		return nil, catalog.Stock{}, catalog.ErrProductNotFound
 	}
 	return catalog.RebuildProduct(id, name, price, createdAt.UTC()), catalog.RebuildStock(id, quantity, version), nil
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
+	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
 	"github.com/rushgate/rushgate/domain/waiting"
@@ -67,11 +70,12 @@ func TestInTx_RerunsOnAFreshConnectionATransactionWhoseConnectionDiedBeforeItsCo
 	}
 }
 
-// answerBreaker dials connections that, once armed, let the next request it picks reach the
+// answerBreaker dials connections that, while armed, let the next request it picks reach the
 // database and its answer come back, then break: the database did what was asked, but the
 // client sees its connection reset and cannot tell.
 type answerBreaker struct {
-	armed atomic.Bool
+	// armed is how many picked requests are still to break.
+	armed atomic.Int32
 	// picks reports the request to break after, given its bytes lower-cased.
 	picks func(request []byte) bool
 }
@@ -84,10 +88,15 @@ func breakAfterCommit() *answerBreaker {
 	}}
 }
 
-// breakAfterExecuting picks the request that carries marker, a value bound to the statement:
-// with its parameters, the statement runs (a prepared statement's text goes out before, alone).
-func breakAfterExecuting(marker string) *answerBreaker {
-	return &answerBreaker{picks: func(request []byte) bool { return bytes.Contains(request, []byte(strings.ToLower(marker))) }}
+// breakAfterExecuting picks a request that carries one of markers, values bound to the
+// statement: with its parameters, the statement runs (a prepared statement's text goes out
+// before, alone).
+func breakAfterExecuting(markers ...string) *answerBreaker {
+	return &answerBreaker{picks: func(request []byte) bool {
+		return slices.ContainsFunc(markers, func(marker string) bool {
+			return bytes.Contains(request, []byte(strings.ToLower(marker)))
+		})
+	}}
 }
 
 func (b *answerBreaker) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -96,6 +105,19 @@ func (b *answerBreaker) dial(ctx context.Context, network, addr string) (net.Con
 		return nil, err
 	}
 	return &breakingConn{Conn: conn, breaker: b}, nil
+}
+
+// disarmOne takes one of the breaks armed, if any is left.
+func (b *answerBreaker) disarmOne() bool {
+	for {
+		n := b.armed.Load()
+		if n == 0 {
+			return false
+		}
+		if b.armed.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 type breakingConn struct {
@@ -107,7 +129,7 @@ type breakingConn struct {
 }
 
 func (c *breakingConn) Write(b []byte) (int, error) {
-	if c.breaker.picks(bytes.ToLower(b)) && c.breaker.armed.CompareAndSwap(true, false) {
+	if c.breaker.picks(bytes.ToLower(b)) && c.breaker.disarmOne() {
 		c.answering.Store(true)
 	}
 	return c.Conn.Write(b)
@@ -136,14 +158,14 @@ func TestInTx_DoesNotRerunATransactionWhoseConnectionBrokeDuringItsCommit(t *tes
 			crewID := insertCrew(t, db)
 			runs := 0
 
-			breaker.armed.Store(true)
+			breaker.armed.Store(1)
 			err := gormdb.NewTxRunner(db).InTx(context.Background(), func(ctx context.Context) error {
 				runs++
 				return gormdb.Exec(ctx, db, "UPDATE crews SET current_members = current_members + 1 WHERE id = ?", crewID)
 			})
 
 			require.ErrorIs(t, err, ports.ErrUnavailable)
-			assert.False(t, breaker.armed.Load(), "the COMMIT went out")
+			assert.Zero(t, breaker.armed.Load(), "the COMMIT went out")
 			assert.Equal(t, 1, runs, "no rerun after a COMMIT went out")
 			assert.Equal(t, 1, currentMembers(t, db, crewID), "the commit the client could not confirm landed, once")
 		})
@@ -165,11 +187,11 @@ func TestLoneWrite_IsNotRunTwiceWhenItsConnectionBrokeAfterItWasSent(t *testing.
 			breaker := breakAfterExecuting(crewID)
 			db := openFresh(t, same, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
 
-			breaker.armed.Store(true)
+			breaker.armed.Store(1)
 			err := gormdb.Exec(context.Background(), db, "UPDATE crews SET current_members = current_members + 1 WHERE id = ?", crewID)
 
 			require.ErrorIs(t, err, ports.ErrUnavailable)
-			assert.False(t, breaker.armed.Load(), "the write went out")
+			assert.Zero(t, breaker.armed.Load(), "the write went out")
 			assert.Equal(t, 1, currentMembers(t, setup, crewID), "the write the client could not confirm landed, once")
 		})
 	}
@@ -186,18 +208,18 @@ func openRaffle(t *testing.T, stores ports.RaffleStores) string {
 	return r.ID()
 }
 
-// killPool ends every connection of db's pool of size n from killer, another pool, once it has
+// killPool ends every connection of pool, of size n, from killer, another pool, once it has
 // opened them all at once; they wait in the pool, idle and dead.
-func killPool(t *testing.T, name string, db, killer *gormdb.DB, n int) {
+func killPool(t *testing.T, name string, pool *sql.DB, killer *gormdb.DB, n int) {
 	t.Helper()
 	ctx := context.Background()
 	query := "SELECT pg_backend_pid()"
-	if db.Dialect() == gormdb.MySQL {
+	if name == "mysql" {
 		query = "SELECT CONNECTION_ID()"
 	}
 	ids := make([]int64, n)
 	for i := range ids {
-		conn, err := db.SQL().Conn(ctx)
+		conn, err := pool.Conn(ctx)
 		require.NoError(t, err)
 		require.NoError(t, conn.QueryRowContext(ctx, query).Scan(&ids[i]))
 		defer conn.Close()
@@ -224,7 +246,7 @@ func TestRaffleEntries_ABatchAfterEveryPooledConnectionWasKilledIsStored(t *test
 			stores := gormdb.NewRaffleStores(db)
 			raffleID := openRaffle(t, stores)
 
-			killPool(t, name, db, killer, pool)
+			killPool(t, name, db.SQL(), killer, pool)
 			users := []string{"entrant-1", "entrant-2", "entrant-3"}
 			stored, entered, err := stores.Entries.AddWhileOpen(ctx, raffleID, time.Now(), users)
 
@@ -253,11 +275,11 @@ func TestRaffleEntries_ABatchWhoseConnectionBrokeAfterItWasSentRunsAgain(t *test
 			raffleID := openRaffle(t, stores)
 			users := []string{"entrant-1", "marked-entrant"}
 
-			breaker.armed.Store(true)
+			breaker.armed.Store(1)
 			stored, _, err := stores.Entries.AddWhileOpen(ctx, raffleID, time.Now(), users)
 
 			require.NoError(t, err, "the batch ran again on another connection")
-			assert.False(t, breaker.armed.Load(), "the batch's statement went out")
+			assert.Zero(t, breaker.armed.Load(), "the batch's statement went out")
 			assert.Empty(t, stored, "the rerun found the users the lost run stored")
 			existing, err := stores.Entries.Existing(ctx, raffleID, users)
 			require.NoError(t, err)
@@ -285,13 +307,120 @@ func TestEventSlots_ASaveAfterEveryPooledConnectionWasKilledIsStored(t *testing.
 			require.NoError(t, err)
 			require.NoError(t, gormdb.NewEventRepository(db).Create(ctx, event))
 
-			killPool(t, name, db, killer, pool)
+			killPool(t, name, db.SQL(), killer, pool)
 			err = gormdb.NewEventRepository(db).SaveSlots(ctx, event.ID(), 5)
 
 			require.NoError(t, err, "the save ran again until it reached a live connection")
 			saved, err := gormdb.NewEventRepository(killer).Get(ctx, event.ID())
 			require.NoError(t, err)
 			assert.Equal(t, 5, saved.Slots())
+		})
+	}
+}
+
+// TestLoneReads_AnswerAfterEveryPooledConnectionWasKilled kills every connection of the pool,
+// idle, before each read, hand-written (an event, its free seats) or through GORM (a crew, its
+// members): a read, alone outside a transaction, takes a dead connection, then the others, and
+// runs again until it reaches a new one, and answers.
+func TestLoneReads_AnswerAfterEveryPooledConnectionWasKilled(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const pool = 4
+			ctx := context.Background()
+			database := fresh(t)
+			same := func(testing.TB) testenv.Database { return database }
+			db := openMigrated(t, same, gormdb.Options{MaxOpenConns: pool})
+			killer := openFresh(t, same, gormdb.Options{MaxOpenConns: 1})
+			event, err := waiting.NewEvent(uuid.NewString(), "lost connections", 10, 1, waiting.ModePush, 0, time.Now())
+			require.NoError(t, err)
+			require.NoError(t, gormdb.NewEventRepository(db).Create(ctx, event))
+			require.NoError(t, gormdb.NewSeatRepository(db).Create(ctx, event.ID(), event.Seats()))
+			crewID := insertCrew(t, db)
+			require.NoError(t, gormdb.NewCrewMemberRepository(db).Add(ctx, crew.Member{CrewID: crewID, UserID: "member-1", JoinedAt: time.Now()}))
+
+			killPool(t, name, db.SQL(), killer, pool)
+			got, err := gormdb.NewEventRepository(db).Get(ctx, event.ID())
+			require.NoError(t, err, "the event's read ran again until it reached a live connection")
+			assert.Equal(t, event.ID(), got.ID())
+
+			killPool(t, name, db.SQL(), killer, pool)
+			free, err := gormdb.NewSeatRepository(db).CountFree(ctx, event.ID())
+			require.NoError(t, err, "the free seats' count ran again until it reached a live connection")
+			assert.Equal(t, event.Seats(), free)
+
+			killPool(t, name, db.SQL(), killer, pool)
+			c, err := gormdb.NewCrewRepository(db).Get(ctx, crewID)
+			require.NoError(t, err, "the crew's read ran again until it reached a live connection")
+			assert.Equal(t, crewID, c.ID())
+
+			killPool(t, name, db.SQL(), killer, pool)
+			members, err := gormdb.NewCrewMemberRepository(db).List(ctx, crewID, nil, 10)
+			require.NoError(t, err, "the members' read ran again until it reached a live connection")
+			require.Len(t, members, 1, "each member listed once")
+			assert.Equal(t, "member-1", members[0].UserID)
+		})
+	}
+}
+
+// TestLoneReads_RunAgainWhenTheirConnectionBrokeAfterTheyWereSent breaks a read's connection
+// once the database has answered it, hand-written (an event) or through GORM (a crew): a read
+// has no effect, so it runs again on another connection, and answers.
+func TestLoneReads_RunAgainWhenTheirConnectionBrokeAfterTheyWereSent(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			database := fresh(t)
+			same := func(testing.TB) testenv.Database { return database }
+			setup := openMigrated(t, same, gormdb.Options{})
+			event, err := waiting.NewEvent(uuid.NewString(), "lost connections", 10, 1, waiting.ModePush, 0, time.Now())
+			require.NoError(t, err)
+			require.NoError(t, gormdb.NewEventRepository(setup).Create(ctx, event))
+			crewID := insertCrew(t, setup)
+			breaker := breakAfterExecuting(event.ID(), crewID)
+			db := openFresh(t, same, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
+
+			breaker.armed.Store(1)
+			got, err := gormdb.NewEventRepository(db).Get(ctx, event.ID())
+			require.NoError(t, err, "the event's read ran again on another connection")
+			assert.Zero(t, breaker.armed.Load(), "the event's read went out")
+			assert.Equal(t, event.ID(), got.ID())
+
+			breaker.armed.Store(1)
+			c, err := gormdb.NewCrewRepository(db).Get(ctx, crewID)
+			require.NoError(t, err, "the crew's read ran again on another connection")
+			assert.Zero(t, breaker.armed.Load(), "the crew's read went out")
+			assert.Equal(t, crewID, c.ID())
+		})
+	}
+}
+
+// TestLoneReads_OnAReplicaRunAgainWhenTheDatabaseLostTheirConnectionToo breaks a read's
+// connection to the replica once the replica has answered it, then its connection to the
+// database the read falls back to: it runs again, on the database while the replica is skipped,
+// and answers.
+func TestLoneReads_OnAReplicaRunAgainWhenTheDatabaseLostTheirConnectionToo(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			database := fresh(t)
+			same := func(testing.TB) testenv.Database { return database }
+			setup := openMigrated(t, same, gormdb.Options{})
+			crewID := insertCrew(t, setup)
+			breaker := breakAfterExecuting(crewID)
+			var fellBack atomic.Int64
+			opts := gormdb.Options{MaxOpenConns: 4, ReplicaURLs: []string{database.URL}, ReplicaFallback: func() { fellBack.Add(1) }}
+			db := openFresh(t, same, gormdb.WithDial(opts, breaker.dial))
+
+			breaker.armed.Store(2)
+			c, err := gormdb.NewCrewRepository(db).Get(ports.AllowStale(ctx), crewID)
+
+			require.NoError(t, err, "the read ran again on another connection")
+			assert.Zero(t, breaker.armed.Load(), "the replica and the database were both sent the read")
+			assert.Equal(t, crewID, c.ID())
+			assert.Equal(t, int64(2), fellBack.Load(), "the database ran the read the replica failed, and its rerun")
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/ports"
 )
@@ -76,10 +78,9 @@ func (r *CrewRepository) Create(ctx context.Context, c *crew.Crew) error {
 
 // Get returns the crew, or crew.ErrNotFound.
 func (r *CrewRepository) Get(ctx context.Context, id string) (*crew.Crew, error) {
-	s, done := r.db.session(ctx)
-	defer done()
 	var row crewRow
-	if err := s.Where("id = ?", id).Take(&row).Error; err != nil {
+	err := r.db.read(ctx, func(s *gorm.DB) error { return s.Where("id = ?", id).Take(&row).Error })
+	if err != nil {
 		return nil, translate(err, errorMeanings{op: "get crew", notFound: crew.ErrNotFound})
 	}
 	return row.toDomain(), nil
@@ -184,10 +185,9 @@ func (r *CrewMemberRepository) Remove(ctx context.Context, crewID, userID string
 
 // Count returns the number of members of the crew.
 func (r *CrewMemberRepository) Count(ctx context.Context, crewID string) (int, error) {
-	s, done := r.db.session(ctx)
-	defer done()
 	var n int64
-	if err := s.Model(&memberRow{}).Where("crew_id = ?", crewID).Count(&n).Error; err != nil {
+	err := r.db.read(ctx, func(s *gorm.DB) error { return s.Model(&memberRow{}).Where("crew_id = ?", crewID).Count(&n).Error })
+	if err != nil {
 		return 0, translate(err, errorMeanings{op: "count crew members"})
 	}
 	return int(n), nil
@@ -200,16 +200,17 @@ func (r *CrewMemberRepository) List(ctx context.Context, crewID string, after *p
 	if limit <= 0 {
 		return []crew.Member{}, nil
 	}
-	s, done := r.db.session(ctx)
-	defer done()
-	q := s.Where("crew_id = ?", crewID)
-	if after != nil {
-		// The portable spelling of (joined_at, user_id) > (?, ?).
-		at := after.JoinedAt.UTC()
-		q = q.Where("(joined_at > ? OR (joined_at = ? AND user_id > ?))", at, at, after.UserID)
-	}
 	var rows []memberRow
-	if err := q.Order("joined_at, user_id").Limit(limit).Find(&rows).Error; err != nil {
+	err := r.db.read(ctx, func(s *gorm.DB) error {
+		q := s.Where("crew_id = ?", crewID)
+		if after != nil {
+			// The portable spelling of (joined_at, user_id) > (?, ?).
+			at := after.JoinedAt.UTC()
+			q = q.Where("(joined_at > ? OR (joined_at = ? AND user_id > ?))", at, at, after.UserID)
+		}
+		return q.Order("joined_at, user_id").Limit(limit).Find(&rows).Error
+	})
+	if err != nil {
 		return nil, translate(err, errorMeanings{op: "list crew members"})
 	}
 	members := make([]crew.Member, len(rows))

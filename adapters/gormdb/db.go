@@ -37,7 +37,7 @@ const (
 type Options struct {
 	// MaxOpenConns caps the pool's connections, and so how many times TxRunner.InTx runs again a
 	// transaction whose connection was lost before its COMMIT (each may have died), and a
-	// repository an idempotent write outside one (a raffle entry batch). Default 20.
+	// repository a read or an idempotent write (a raffle entry batch) outside one. Default 20.
 	MaxOpenConns int
 	// ConnectTimeout bounds establishing a connection and Ping. Default 1s.
 	ConnectTimeout time.Duration

@@ -55,8 +55,6 @@ func (r *EventRepository) Create(ctx context.Context, e *waiting.Event) error {
 
 // Get returns the event, or waiting.ErrEventNotFound.
 func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, error) {
-	conn, ctx, done := r.db.conn(ctx)
-	defer done()
 	var (
 		name, mode   string
 		seats, slots int
@@ -66,10 +64,14 @@ func (r *EventRepository) Get(ctx context.Context, id string) (*waiting.Event, e
 		order        sql.NullString
 		seedBytes    []byte
 	)
-	err := conn.QueryRowContext(ctx, r.getSQL, id).Scan(&id, &name, &seats, &slots, &mode, &ttlMillis, &createdAt,
-		&opensAt, &order, &seedBytes)
+	found, err := r.db.queryOne(ctx, errorMeanings{op: "get event"}, r.getSQL, []any{id}, func(rows *sql.Rows) error {
+		return rows.Scan(&id, &name, &seats, &slots, &mode, &ttlMillis, &createdAt, &opensAt, &order, &seedBytes)
+	})
 	if err != nil {
-		return nil, translate(err, errorMeanings{op: "get event", notFound: waiting.ErrEventNotFound})
+		return nil, err
+	}
+	if !found {
+		return nil, waiting.ErrEventNotFound
 	}
 	e := waiting.RebuildEvent(id, name, seats, slots, waiting.Mode(mode), time.Duration(ttlMillis)*time.Millisecond, createdAt.UTC())
 	if opensAt.Valid {

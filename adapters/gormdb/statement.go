@@ -3,6 +3,7 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,7 @@ func (db *DB) conn(ctx context.Context) (gorm.ConnPool, context.Context, context
 	if tx, ok := db.transaction(ctx); ok {
 		return tx.Statement.ConnPool, ctx, func() {}
 	}
-	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
+	ctx, cancel := db.bounded(ctx)
 	if db.readsReplica(ctx) {
 		return db.readGorm.WithContext(ctx).Clauses(dbresolver.Read).Statement.ConnPool, ctx, cancel
 	}
@@ -55,14 +56,27 @@ func (db *DB) execOn(ctx context.Context, conn gorm.ConnPool, m errorMeanings, q
 }
 
 // query runs a hand-written query on conn's handle and calls scan on each row it returns.
-// Errors, scan's included, go through translate with m.
+// Errors, scan's included, go through translate with m. Outside a transaction it runs again on
+// another connection while its connection is lost (rerunIdempotent), so it is for reads, and
+// for writes whose rerun stores nothing twice; but not once scan was handed a row, unless an
+// enclosing rerunIdempotent reruns the caller as a whole: scan would be handed it again.
 func (db *DB) query(ctx context.Context, m errorMeanings, query string, args []any, scan func(*sql.Rows) error) error {
-	conn, ctx, done := db.conn(ctx)
-	defer done()
-	ctx, end := db.traceStatement(ctx, m, query)
-	err := scanRows(ctx, conn, query, args, scan)
-	end(err)
-	return translate(err, m)
+	rerunsHere := !db.rerunsAsAWhole(ctx)
+	return db.rerunIdempotent(ctx, func(ctx context.Context) error {
+		conn, ctx, done := db.conn(ctx)
+		defer done()
+		ctx, end := db.traceStatement(ctx, m, query)
+		handedOver := false
+		err := scanRows(ctx, conn, query, args, func(rows *sql.Rows) error {
+			handedOver = true
+			return scan(rows)
+		})
+		end(err)
+		if handedOver && rerunsHere && isConnectionLost(err) {
+			err = fmt.Errorf("%w: %w", errRowsHandedOver, err)
+		}
+		return translate(err, m)
+	})
 }
 
 // scanRows runs query on conn and calls scan on each row it returns.

@@ -127,26 +127,47 @@ func (l *connectionLosses) rerun(err error) bool {
 
 // rerunIdempotent runs fn, statements outside a transaction, within one TxTimeout for all its
 // runs, and runs it again on another connection while its connection is lost, as InTx does a
-// transaction lost before its COMMIT. Inside a transaction it runs fn once: InTx reruns the
-// whole transaction. fn must store nothing twice when run again after a run whose statements
-// reached the database: a lone statement whose connection died once it was sent may have run
-// and committed (database/sql reruns only one the driver says sent nothing, driver.ErrBadConn),
-// and pgx cannot tell a statement sent on a connection the server had already ended from one
-// whose connection ended mid-run.
+// transaction lost before its COMMIT. Inside a transaction, or inside the fn of another
+// rerunIdempotent (a read in a raffle entry batch), it runs fn once: InTx, or that call, reruns
+// the whole. fn must store nothing twice when run again after a run whose statements reached
+// the database: a lone statement whose connection died once it was sent may have run and
+// committed (database/sql reruns only one the driver says sent nothing, driver.ErrBadConn), and
+// pgx cannot tell a statement sent on a connection the server had already ended from one whose
+// connection ended mid-run. A read has no effect: query and read run every one through here. A
+// run that fails with errRowsHandedOver is not run again.
 func (db *DB) rerunIdempotent(ctx context.Context, fn func(ctx context.Context) error) error {
-	if _, ok := db.transaction(ctx); ok {
+	if db.rerunsAsAWhole(ctx) {
 		return fn(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, rerunKey{db}, true)
 	lost := db.connectionLosses()
 	for {
 		err := fn(ctx)
-		if err == nil || ctx.Err() != nil || !lost.rerun(err) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, errRowsHandedOver) || !lost.rerun(err) {
 			return err
 		}
 	}
 }
+
+// rerunKey marks a context whose statements a rerunIdempotent call runs, and runs again as a
+// whole when their connection is lost.
+type rerunKey struct{ db *DB }
+
+// rerunsAsAWhole reports whether ctx's statements run in a transaction of db or in a
+// rerunIdempotent call, which run them again as a whole when their connection is lost.
+func (db *DB) rerunsAsAWhole(ctx context.Context) bool {
+	if _, ok := db.transaction(ctx); ok {
+		return true
+	}
+	_, ok := ctx.Value(rerunKey{db}).(bool)
+	return ok
+}
+
+// errRowsHandedOver marks a lone read whose connection was lost after its caller was handed
+// rows: run again, it would hand them over twice.
+var errRowsHandedOver = errors.New("gormdb: connection lost after rows were read")
 
 // attempt runs fn in one transaction begun with opts under ctx's deadline. mayHaveCommitted
 // reports a failure once the COMMIT may have reached the database: a failure before it (in
@@ -196,11 +217,12 @@ func (db *DB) transaction(ctx context.Context) (*gorm.DB, bool) {
 	return tx, ok
 }
 
-// bounded returns ctx bounded by one TxTimeout unless it carries a transaction of db (which
-// bounds it already), for a repository call of several statements: alone, each statement would
-// take a TxTimeout of its own, and a slow database would hold the caller for their sum.
+// bounded returns ctx bounded by one TxTimeout unless it carries a transaction of db or runs in
+// rerunIdempotent (which bound it already), for a repository call of several statements: alone,
+// each statement would take a TxTimeout of its own, and a slow database would hold the caller
+// for their sum.
 func (db *DB) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := db.transaction(ctx); ok {
+	if db.rerunsAsAWhole(ctx) {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, db.opts.TxTimeout)
@@ -208,8 +230,9 @@ func (db *DB) bounded(ctx context.Context) (context.Context, context.CancelFunc)
 
 // session returns the handle a repository call runs on: the transaction ctx carries, or else
 // the pool with the call bounded by TxTimeout, since a lone statement is a transaction too; the
-// replicas' handle for a read a replica may serve (see readsReplica). Call the returned function
-// when the call is done.
+// replicas' handle for a read a replica may serve (see readsReplica). A lone statement on it
+// runs once: a read goes through read instead. Call the returned function when the call is
+// done.
 func (db *DB) session(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 	if tx, ok := db.transaction(ctx); ok {
 		return tx.WithContext(ctx), func() {}
@@ -218,6 +241,17 @@ func (db *DB) session(ctx context.Context) (*gorm.DB, context.CancelFunc) {
 	if db.readsReplica(ctx) {
 		handle = db.readGorm
 	}
-	ctx, cancel := context.WithTimeout(ctx, db.opts.TxTimeout)
+	ctx, cancel := db.bounded(ctx)
 	return handle.WithContext(ctx), cancel
+}
+
+// read runs fn, a read through GORM, on the session ctx calls for; outside a transaction it
+// runs fn again on another connection while its connection is lost (rerunIdempotent). GORM
+// fills fn's destination anew on each run.
+func (db *DB) read(ctx context.Context, fn func(s *gorm.DB) error) error {
+	return db.rerunIdempotent(ctx, func(ctx context.Context) error {
+		s, done := db.session(ctx)
+		defer done()
+		return fn(s)
+	})
 }
