@@ -53,8 +53,9 @@ type Options struct {
 	// ports.AllowStale, made outside a transaction, go to one of them; everything else goes to
 	// the database. Each replica's pool is sized and bounded as the database's. None by default.
 	ReplicaURLs []string
-	// ReplicaFallback, when set, is called for each such read the database ran because a replica
-	// failed it or was skipped after failing one.
+	// ReplicaFallback, when set, is called for each run of such a read the database made because
+	// a replica failed it or was skipped after failing one (a read runs again when the
+	// database's connection is lost too).
 	ReplicaFallback func()
 	// Tracing, when set, records every statement as an OpenTelemetry span (see tracing.go).
 	Tracing trace.TracerProvider
