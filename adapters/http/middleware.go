@@ -156,6 +156,10 @@ func recovery() gin.HandlerFunc {
 // 405.
 func validateQuery(params QueryParameters) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if c.Request.URL.RawQuery == "" { // most requests: nothing to parse or look up
+			c.Next()
+			return
+		}
 		query, err := url.ParseQuery(c.Request.URL.RawQuery)
 		if err != nil {
 			respondError(c, domain.Invalid("query", "is not a valid query string"))
