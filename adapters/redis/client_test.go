@@ -197,7 +197,7 @@ func frozenServer(t *testing.T) string {
 // when the first gives up; bounded step by step, it would then wait a whole timeout more.
 func TestNewClient_ACallToAFrozenServerCostsOneTimeout(t *testing.T) {
 	t.Parallel()
-	const timeout = time.Second
+	const timeout = 2 * time.Second // a quarter of it, on either side of the bound, is room for a busy runner
 	client, err := rgredis.NewClient("redis://"+frozenServer(t), rgredis.Options{
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1,
 	})
@@ -230,13 +230,14 @@ func TestNewClient_ACallToAFrozenServerCostsOneTimeout(t *testing.T) {
 // answers each round trip in 150 ms a lock attempt (half a 1 s lock TTL) on a fresh connection
 // spent 450 of its 500 ms before its SET could answer. A call on a new connection costs two
 // round trips. (The client's very first connection also probes maintenance notifications once.)
+// The round trip here is longer than that, for its half to be room for a busy runner.
 func TestNewClient_ANewConnectionCostsOneRoundTripBeforeItsCall(t *testing.T) {
 	t.Parallel()
-	const roundTrip = 150 * time.Millisecond
+	const roundTrip = 400 * time.Millisecond
 	ctx := context.Background()
 	proxy := testkit.StartSlowProxy(t, testenv.RedisAddr(t))
 	client, err := rgredis.NewClient("redis://"+proxy.Addr(), rgredis.Options{
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 2,
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 2,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })

@@ -159,7 +159,7 @@ func TestLockerRelease_AnnouncesNothingWhenNobodyWaited(t *testing.T) {
 // timeout, not after the SET's and redsync's cleanup's in a row.
 func TestLocker_AnAttemptOnAFrozenServerCostsOneCallTimeout(t *testing.T) {
 	t.Parallel()
-	const timeout = 500 * time.Millisecond
+	const timeout = time.Second // its half is room for a busy runner
 	client, err := rgredis.NewClient("redis://"+frozenServer(t), rgredis.Options{
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 	})
@@ -181,7 +181,7 @@ func TestLocker_AnAttemptOnAFrozenServerCostsOneCallTimeout(t *testing.T) {
 // contended attempt after it: those go on at once, their waiters left to their backoff.
 func TestLocker_ARefusedSubscriptionCostsOneAttemptItsWait(t *testing.T) {
 	t.Parallel()
-	const ttl = time.Second // an attempt's budget is half of it
+	const ttl = 2 * time.Second // an attempt's budget is half of it; its quarter is room for a busy runner
 	ctx := context.Background()
 	client := newTestClientOf(t, testenv.StartPrivateRedis(t).URL)
 	require.NoError(t, client.Do(ctx, "ACL", "SETUSER", "default", "resetchannels").Err())

@@ -69,7 +69,7 @@ func (h commandCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) go
 // first use, it was three: the connection's handshake, then EVALSHA answered NOSCRIPT, then EVAL.
 func TestWarmUp_TheFirstCallOfAScriptIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	const roundTrip = 200 * time.Millisecond
+	const roundTrip = 400 * time.Millisecond
 	client := slowRedis(t, roundTrip, 2*time.Second, 4)
 	evals := countCommands(client)
 	store := rgredis.NewIdempotencyStore(client, "rg-test-idem:")
@@ -91,7 +91,7 @@ func TestWarmUp_TheFirstCallOfAScriptIsOneRoundTrip(t *testing.T) {
 // attempt found the key held.
 func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 	t.Parallel()
-	const roundTrip = 200 * time.Millisecond
+	const roundTrip = 400 * time.Millisecond
 	ctx := context.Background()
 	waiter, key, held := heldByAnother(t, slowRedis(t, roundTrip, 2*time.Second, 4))
 
@@ -120,9 +120,10 @@ func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 // first use, the flag's cost an EVALSHA answered NOSCRIPT and an EVAL more.
 func TestWarmUp_TheFirstContendedLockIsFourRoundTrips(t *testing.T) {
 	t.Parallel()
-	const roundTrip = 200 * time.Millisecond
+	const roundTrip = 400 * time.Millisecond
 	ctx := context.Background()
-	client := slowRedis(t, roundTrip, 2*time.Second, 4)
+	// The attempt's budget is one call's timeout: four round trips leave room in it.
+	client := slowRedis(t, roundTrip, 4*time.Second, 4)
 	waiter, key, held := heldByAnother(t, client)
 	t.Cleanup(func() { _ = held.Release(ctx) })
 	evals := countCommands(client)
