@@ -103,7 +103,8 @@ func TestOrderGet_ASlowDatabaseCostsOneTxTimeout(t *testing.T) {
 			took := time.Since(start)
 
 			require.ErrorIs(t, err, ports.ErrUnavailable, "a read answered after %v", took)
-			assert.Less(t, took, txTimeout+txTimeout/4, "an order read outside a transaction took more than one TxTimeout")
+			// Half a timeout for a busy runner; a read that waited a second timeout would exceed it.
+			assert.Less(t, took, txTimeout+txTimeout/2, "an order read outside a transaction took more than one TxTimeout")
 		})
 	}
 }
