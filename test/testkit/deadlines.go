@@ -15,7 +15,8 @@ type Deadlines struct {
 	by map[string]time.Time // zero: called without a deadline
 }
 
-// Record records ctx's deadline for call (the last one counts).
+// Record records ctx's deadline for call. Of several calls of one name the loosest counts (no
+// deadline is the loosest), so that an assertion holds for each of them.
 func (d *Deadlines) Record(ctx context.Context, call string) {
 	deadline, _ := ctx.Deadline()
 	d.mu.Lock()
@@ -23,8 +24,13 @@ func (d *Deadlines) Record(ctx context.Context, call string) {
 	if d.by == nil {
 		d.by = map[string]time.Time{}
 	}
-	d.by[call] = deadline
+	if recorded, ok := d.by[call]; !ok || looser(deadline, recorded) {
+		d.by[call] = deadline
+	}
 }
+
+// looser reports whether deadline a bounds a call less than b does; none bounds it least.
+func looser(a, b time.Time) bool { return !b.IsZero() && (a.IsZero() || a.After(b)) }
 
 // AssertOneTimeoutFromArrival fails t unless each of calls was made, with a deadline timeout
 // after the arrival of the request that made it, sent at sent and answered at answered: the
