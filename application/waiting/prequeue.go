@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/waiting"
@@ -69,19 +70,23 @@ type PublicEventView struct {
 }
 
 // Event answers GET /events/{eventId}: the event, whether it is sold out (the room's seat
-// counter) and, once its pre-queue is placed, the seed.
+// counter) and, once its pre-queue is placed, the seed. Its database reads (the event's current
+// slots, those that open a lost room) share one Config.Timeout.
 func (s *Service) Event(ctx context.Context, eventID string) (PublicEventView, error) {
-	e, err := s.rooms.event(ctx, nil, eventID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.rooms.event(ctx, budget, eventID)
 	if err != nil {
 		return PublicEventView{}, err
 	}
-	current, err := s.d.Events.Get(ports.AllowStale(ctx), eventID)
+	readCtx, spent := budget.Spend(ports.AllowStale(ctx))
+	current, err := s.d.Events.Get(readCtx, eventID)
+	spent()
 	if err != nil {
 		return PublicEventView{}, err
 	}
 	v := PublicEventView{ID: e.ID(), Name: e.Name(), Mode: string(e.Mode()), Seats: e.Seats(), Slots: current.Slots()}
 	var seatsLeft int
-	err = s.rooms.inRoom(ctx, nil, eventID, func() error {
+	err = s.rooms.inRoom(ctx, budget, eventID, func() error {
 		seatsLeft, err = s.d.Room.SeatsLeft(ctx, eventID)
 		return err
 	})
@@ -94,7 +99,7 @@ func (s *Service) Event(ctx context.Context, eventID string) (PublicEventView, e
 		return v, nil
 	}
 	v.OpensAt, v.Prequeue, v.SeedHash = &p.OpensAt, string(p.Order), p.Seed.Hash()
-	opened, err := s.prequeueOpened(ctx, eventID)
+	opened, err := s.prequeueOpened(ctx, budget, eventID)
 	if err != nil {
 		return PublicEventView{}, err
 	}
@@ -104,13 +109,14 @@ func (s *Service) Event(ctx context.Context, eventID string) (PublicEventView, e
 	return v, nil
 }
 
-// prequeueOpened reports whether the store placed the event's pre-queue.
-func (s *Service) prequeueOpened(ctx context.Context, eventID string) (bool, error) {
+// prequeueOpened reports whether the store placed the event's pre-queue; opening a lost room
+// spends budget.
+func (s *Service) prequeueOpened(ctx context.Context, budget *guard.Budget, eventID string) (bool, error) {
 	if _, ok := s.opened.Load(eventID); ok {
 		return true, nil
 	}
 	var opened bool
-	err := s.rooms.inRoom(ctx, nil, eventID, func() error {
+	err := s.rooms.inRoom(ctx, budget, eventID, func() error {
 		var err error
 		opened, err = s.d.Room.PrequeueOpened(ctx, eventID)
 		return err

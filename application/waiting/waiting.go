@@ -49,8 +49,9 @@ type Config struct {
 	// Timeout, the database's timeout, bounds a reservation's database work in all: its reads
 	// before the lock (the event, on its first reservation here; the event and its free seats
 	// again, to open a room the store lost; the free seats, when the seat counter is at 0), then
-	// its batch's transaction, but not its wait for the lock (guard.Budget). It bounds a pull
-	// queue call's reads the same way: the event's, and those that open a lost room. Zero: no
+	// its batch's transaction, but not its wait for the lock (guard.Budget). It bounds the
+	// database work of a pull queue call, the operators' view, a slot change, the public event
+	// view and the seat list the same way, the reads that open a lost room included. Zero: no
 	// bound of its own.
 	Timeout time.Duration
 }
@@ -211,7 +212,8 @@ func (s *Service) CreateEvent(ctx context.Context, cmd CreateEventCommand) (Even
 }
 
 // SetSlots changes a live event's slots: the database first, then the room,
-// whose remaining slots become max(0, slots − tokens alive) atomically.
+// whose remaining slots become max(0, slots − tokens alive) atomically. Its database work (the
+// write, the event read back, the reads that open a lost room) shares one Config.Timeout.
 func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (EventView, error) {
 	if err := domain.ValidateUUID("eventId", eventID); err != nil {
 		return EventView{}, err
@@ -219,14 +221,12 @@ func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (Even
 	if err := waiting.ValidateSlots(slots); err != nil {
 		return EventView{}, err
 	}
-	if err := s.d.Events.SaveSlots(ctx, eventID, slots); err != nil {
-		return EventView{}, err
-	}
-	e, err := s.d.Events.Get(ctx, eventID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.saveSlots(ctx, budget, eventID, slots)
 	if err != nil {
 		return EventView{}, err
 	}
-	err = s.rooms.inRoom(ctx, nil, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		_, err := s.d.Room.SetSlots(ctx, eventID, slots)
 		return err
 	})
@@ -234,6 +234,16 @@ func (s *Service) SetSlots(ctx context.Context, eventID string, slots int) (Even
 		return EventView{}, fmt.Errorf("set slots: %w", err)
 	}
 	return viewOf(e), nil
+}
+
+// saveSlots writes the event's slots and reads it back from the database, spending budget.
+func (s *Service) saveSlots(ctx context.Context, budget *guard.Budget, eventID string, slots int) (*waiting.Event, error) {
+	ctx, spent := budget.Spend(ctx)
+	defer spent()
+	if err := s.d.Events.SaveSlots(ctx, eventID, slots); err != nil {
+		return nil, err
+	}
+	return s.d.Events.Get(ctx, eventID)
 }
 
 // pullEvent is event for a pull-mode route, whose read spends budget: a push event is
@@ -479,21 +489,25 @@ type QueueView struct {
 	SoldOut     bool
 }
 
-// Queue answers the operators' view; remaining seats are the database's count.
+// Queue answers the operators' view; remaining seats are the database's count. Its database
+// reads (the event's, those that open a lost room, the count) share one Config.Timeout.
 func (s *Service) Queue(ctx context.Context, eventID string) (QueueView, error) {
-	e, err := s.rooms.event(ctx, nil, eventID)
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.rooms.event(ctx, budget, eventID)
 	if err != nil {
 		return QueueView{}, err
 	}
 	var st ports.RoomStats
-	err = s.rooms.inRoom(ctx, nil, e.ID(), func() error {
+	err = s.rooms.inRoom(ctx, budget, e.ID(), func() error {
 		st, err = s.d.Room.Stats(ctx, eventID)
 		return err
 	})
 	if err != nil {
 		return QueueView{}, fmt.Errorf("queue stats: %w", err)
 	}
-	free, err := s.d.Seats.CountFree(ports.AllowStale(ctx), eventID)
+	readCtx, spent := budget.Spend(ports.AllowStale(ctx))
+	free, err := s.d.Seats.CountFree(readCtx, eventID)
+	spent()
 	if err != nil {
 		return QueueView{}, fmt.Errorf("count free seats: %w", err)
 	}
@@ -521,7 +535,8 @@ type SeatPage struct {
 }
 
 // ListSeats pages through an event's seats by number; the cursor is the last seat id of the
-// previous page. limit 0 means domain.DefaultPageLimit.
+// previous page. limit 0 means domain.DefaultPageLimit. Its database reads (the event's, the
+// page's) share one Config.Timeout.
 func (s *Service) ListSeats(ctx context.Context, eventID string, limit int, cursor string) (SeatPage, error) {
 	limit, err := domain.PageLimit(limit)
 	if err != nil {
@@ -535,10 +550,13 @@ func (s *Service) ListSeats(ctx context.Context, eventID string, limit int, curs
 		}
 		after = n
 	}
-	if _, err := s.rooms.event(ctx, nil, eventID); err != nil {
+	budget := guard.NewBudget(s.cfg.Timeout)
+	if _, err := s.rooms.event(ctx, budget, eventID); err != nil {
 		return SeatPage{}, err
 	}
-	seats, err := s.d.Seats.List(ports.AllowStale(ctx), eventID, after, limit+1)
+	readCtx, spent := budget.Spend(ports.AllowStale(ctx))
+	seats, err := s.d.Seats.List(readCtx, eventID, after, limit+1)
+	spent()
 	if err != nil {
 		return SeatPage{}, fmt.Errorf("list seats: %w", err)
 	}

@@ -153,6 +153,11 @@ func (d deadlineEvents) Get(ctx context.Context, id string) (*domainwaiting.Even
 	return d.EventRepository.Get(ctx, id)
 }
 
+func (d deadlineEvents) SaveSlots(ctx context.Context, id string, slots int) error {
+	d.Record(ctx, "Events.SaveSlots")
+	return d.EventRepository.SaveSlots(ctx, id, slots)
+}
+
 type deadlineSeats struct {
 	ports.SeatRepository
 	*testkit.Deadlines
@@ -166,6 +171,11 @@ func (d deadlineSeats) GetForUpdate(ctx context.Context, eventID string, number 
 func (d deadlineSeats) CountFree(ctx context.Context, eventID string) (int, error) {
 	d.Record(ctx, "Seats.CountFree")
 	return d.SeatRepository.CountFree(ctx, eventID)
+}
+
+func (d deadlineSeats) List(ctx context.Context, eventID string, after, limit int) ([]domainwaiting.Seat, error) {
+	d.Record(ctx, "Seats.List")
+	return d.SeatRepository.List(ctx, eventID, after, limit)
 }
 
 // TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout: an instance's first
@@ -205,8 +215,10 @@ func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing
 // TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout: a request that finds its event's
 // room gone from the store (a Redis restarted empty) reads the event and its free seats to open
 // it again; those reads run until one Config.Timeout (BrokerConfig.Timeout for a push join)
-// after the request's arrival, the timeout its other database work shares, not one timeout
-// each. A reservation's token went with the room, so it answers TOKEN_REQUIRED there.
+// after the request's arrival, the timeout its other database work (a slot change's write, the
+// event read back, the views' counts) shares, not one timeout each. A reservation's token went
+// with the room, so it answers TOKEN_REQUIRED there. The seat list, which opens no room, shares
+// it between the event's read and the page's.
 func TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout(t *testing.T) {
 	const timeout = time.Hour // never reached: only the deadlines are read
 	ctx := context.Background()
@@ -226,6 +238,11 @@ func TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout(t *testing.T) {
 	token, _, err := r.svc.Claim(ctx, pull.ID, "u1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	reopening := []string{"Events.Get", "Seats.CountFree"}
+	reads := map[string][]string{ // the reads each request makes; reopening when unlisted
+		"slot change": append([]string{"Events.SaveSlots"}, reopening...),
+		"seat list":   {"Events.Get", "Seats.List"},
 	}
 	requests := map[string]func(*waiting.Service, *waiting.Broker) error{
 		"reserve": func(svc *waiting.Service, _ *waiting.Broker) error {
@@ -250,6 +267,22 @@ func TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout(t *testing.T) {
 			_, err := b.Join(ctx, push.ID, "u1", &stream{broker: b})
 			return err
 		},
+		"admin view": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, err := svc.Queue(ctx, pull.ID)
+			return err
+		},
+		"slot change": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, err := svc.SetSlots(ctx, pull.ID, 3)
+			return err
+		},
+		"public event view": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, err := svc.Event(ctx, pull.ID)
+			return err
+		},
+		"seat list": func(svc *waiting.Service, _ *waiting.Broker) error {
+			_, err := svc.ListSeats(ctx, pull.ID, 0, "")
+			return err
+		},
 	}
 	for name, request := range requests {
 		t.Run(name, func(t *testing.T) {
@@ -267,7 +300,11 @@ func TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout(t *testing.T) {
 			before := time.Now()
 			err := request(svc, broker)
 			t.Logf("answer: %v", err)
-			deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.CountFree")
+			calls, ok := reads[name]
+			if !ok {
+				calls = reopening
+			}
+			deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), calls...)
 		})
 	}
 }
