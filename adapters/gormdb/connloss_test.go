@@ -239,10 +239,7 @@ func TestRaffleEntries_ABatchAfterEveryPooledConnectionWasKilledIsStored(t *test
 			t.Parallel()
 			const pool = 4
 			ctx := context.Background()
-			database := fresh(t)
-			same := func(testing.TB) testenv.Database { return database }
-			db := openMigrated(t, same, gormdb.Options{MaxOpenConns: pool})
-			killer := openFresh(t, same, gormdb.Options{MaxOpenConns: 1})
+			db, killer := poolAndKiller(t, fresh, pool)
 			stores := gormdb.NewRaffleStores(db)
 			raffleID := openRaffle(t, stores)
 
@@ -299,10 +296,7 @@ func TestEventSlots_ASaveAfterEveryPooledConnectionWasKilledIsStored(t *testing.
 			t.Parallel()
 			const pool = 4
 			ctx := context.Background()
-			database := fresh(t)
-			same := func(testing.TB) testenv.Database { return database }
-			db := openMigrated(t, same, gormdb.Options{MaxOpenConns: pool})
-			killer := openFresh(t, same, gormdb.Options{MaxOpenConns: 1})
+			db, killer := poolAndKiller(t, fresh, pool)
 			event, err := waiting.NewEvent(uuid.NewString(), "lost connections", 10, 1, waiting.ModePush, 0, time.Now())
 			require.NoError(t, err)
 			require.NoError(t, gormdb.NewEventRepository(db).Create(ctx, event))
@@ -328,10 +322,7 @@ func TestLoneReads_AnswerAfterEveryPooledConnectionWasKilled(t *testing.T) {
 			t.Parallel()
 			const pool = 4
 			ctx := context.Background()
-			database := fresh(t)
-			same := func(testing.TB) testenv.Database { return database }
-			db := openMigrated(t, same, gormdb.Options{MaxOpenConns: pool})
-			killer := openFresh(t, same, gormdb.Options{MaxOpenConns: 1})
+			db, killer := poolAndKiller(t, fresh, pool)
 			event, err := waiting.NewEvent(uuid.NewString(), "lost connections", 10, 1, waiting.ModePush, 0, time.Now())
 			require.NoError(t, err)
 			require.NoError(t, gormdb.NewEventRepository(db).Create(ctx, event))
@@ -423,4 +414,13 @@ func TestLoneReads_OnAReplicaRunAgainWhenTheDatabaseLostTheirConnectionToo(t *te
 			assert.Equal(t, int64(2), fellBack.Load(), "the database ran the read the replica failed, and its rerun")
 		})
 	}
+}
+
+// poolAndKiller opens a migrated database with a pool of pool connections, and a second
+// handle on the same database, of one connection, to end the first one's connections.
+func poolAndKiller(t *testing.T, fresh func(testing.TB) testenv.Database, pool int) (db, killer *gormdb.DB) {
+	t.Helper()
+	database := fresh(t)
+	same := func(testing.TB) testenv.Database { return database }
+	return openMigrated(t, same, gormdb.Options{MaxOpenConns: pool}), openFresh(t, same, gormdb.Options{MaxOpenConns: 1})
 }
