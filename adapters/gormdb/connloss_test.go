@@ -76,6 +76,9 @@ func TestInTx_RerunsOnAFreshConnectionATransactionWhoseConnectionDiedBeforeItsCo
 type answerBreaker struct {
 	// armed is how many picked requests are still to break.
 	armed atomic.Int32
+	// passes is how many reads of the answer come through before the break: 0 breaks the
+	// first, before the client sees any of it.
+	passes int32
 	// picks reports the request to break after, given its bytes lower-cased.
 	picks func(request []byte) bool
 }
@@ -126,6 +129,8 @@ type breakingConn struct {
 	// answering is set once the picked request went out on this connection while armed. Read
 	// checks it when data arrives, not when called: pgx reads ahead, from another goroutine.
 	answering atomic.Bool
+	// passed counts the reads of the answer let through.
+	passed atomic.Int32
 }
 
 func (c *breakingConn) Write(b []byte) (int, error) {
@@ -137,7 +142,7 @@ func (c *breakingConn) Write(b []byte) (int, error) {
 
 func (c *breakingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if err != nil || !c.answering.Load() {
+	if err != nil || !c.answering.Load() || c.passed.Add(1) <= c.breaker.passes {
 		return n, err
 	}
 	// What came back is the database's word that it did it; the client never sees it.
@@ -383,6 +388,43 @@ func TestLoneReads_RunAgainWhenTheirConnectionBrokeAfterTheyWereSent(t *testing.
 			require.NoError(t, err, "the crew's read ran again on another connection")
 			assert.Zero(t, breaker.armed.Load(), "the crew's read went out")
 			assert.Equal(t, crewID, c.ID())
+		})
+	}
+}
+
+// TestLoneReads_AreNotRunAgainWhenTheirConnectionBrokeAfterRowsWereHandedOver breaks a long
+// read's connection once its first rows reached the caller: run again, it would hand them over a
+// second time, so it answers ports.ErrUnavailable and the caller saw each row once.
+func TestLoneReads_AreNotRunAgainWhenTheirConnectionBrokeAfterRowsWereHandedOver(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			database := fresh(t)
+			marker := uuid.NewString()
+			breaker := breakAfterExecuting(marker)
+			breaker.passes = 1
+			db := openFresh(t, func(testing.TB) testenv.Database { return database }, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
+			// A million rows in order, far more than one read of the answer brings.
+			const million = `WITH RECURSIVE s (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 1000)
+				SELECT a.g * 1000 + b.g FROM s a CROSS JOIN s b WHERE ? <> '' ORDER BY 1`
+
+			breaker.armed.Store(1)
+			var seen []int64
+			err := gormdb.Query(context.Background(), db, gormdb.Bind(db.Dialect(), million), []any{marker}, func(rows *sql.Rows) error {
+				var g int64
+				if err := rows.Scan(&g); err != nil {
+					return err
+				}
+				seen = append(seen, g)
+				return nil
+			})
+
+			require.ErrorIs(t, err, ports.ErrUnavailable)
+			assert.Zero(t, breaker.armed.Load(), "the read went out")
+			require.NotEmpty(t, seen, "rows were handed over before the break")
+			assert.Less(t, len(seen), 1000*1000, "the break came before the last row")
+			assert.True(t, slices.IsSorted(seen) && len(slices.Compact(slices.Clone(seen))) == len(seen),
+				"every row handed over once: %d rows from %d to %d", len(seen), seen[0], seen[len(seen)-1])
 		})
 	}
 }

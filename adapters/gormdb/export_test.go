@@ -2,6 +2,7 @@ package gormdb
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 )
@@ -18,6 +19,11 @@ func Exec(ctx context.Context, db *DB, query string, args ...any) error {
 	s, done := db.session(ctx)
 	defer done()
 	return translate(s.Exec(query, args...).Error, errorMeanings{op: "exec"})
+}
+
+// Query runs a hand-written read the way the repositories do (query), scan called on each row.
+func Query(ctx context.Context, db *DB, query string, args []any, scan func(*sql.Rows) error) error {
+	return db.query(ctx, errorMeanings{op: "query"}, query, args, scan)
 }
 
 // Translate is translate for an operation with no domain meanings.
