@@ -167,6 +167,9 @@ type sseStream struct {
 	prequeue *appwaiting.PrequeueView
 	// admission is kept apart: few streams ever hold one at once, every stream a position.
 	admission *appwaiting.Admission
+	// admitted: the stream was sent an admission, after which it sends no position: one the
+	// broker sends then comes from a snapshot of the line taken before the promotion.
+	admitted bool
 	// A stream is in each of the writers' queues once at most (an admission may overtake it
 	// into the other), and written by one writer at a time, who writes until nothing is
 	// pending, so its frames keep their order.
@@ -219,10 +222,13 @@ func newSSEStream(writers *sseWriters, writeTimeout time.Duration) *sseStream {
 	return &sseStream{writers: writers, writeTimeout: writeTimeout}
 }
 
-// Position keeps the newest place for the next write.
+// Position keeps the newest place for the next write, unless the stream was admitted.
 func (s *sseStream) Position(p appwaiting.Position) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.admitted {
+		return
+	}
 	s.position = p
 	s.pendingLocked(pendingPosition)
 }
@@ -232,6 +238,7 @@ func (s *sseStream) Admitted(a appwaiting.Admission) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.admission = &a
+	s.admitted = true
 	s.pendingLocked(pendingAdmission)
 }
 

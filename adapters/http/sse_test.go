@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,21 @@ func TestSSEStream_TCPStreamsHoldNoGoroutineAndSeeTheirClientsLeave(t *testing.T
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%d of %d streams left after their clients closed", len(seen), n)
 		}
+	}
+}
+
+// The broker sends positions from a snapshot of the line it took before it told the stream of
+// the admission, so a position may come after it: the client, admitted, must never be told it
+// waits again (the waiting page would go back to its place and leave the seats).
+func TestSSEStream_SendsNoPositionAfterTheAdmission(t *testing.T) {
+	s := newStartedStream(t, time.Hour, time.Second, nil)
+	s.stream.Admitted(appwaiting.Admission{TokenView: appwaiting.TokenView{Token: "tok", ExpiresAt: time.Now().Add(time.Minute)}})
+	if got := readFrames(t, s.client, 1); !strings.HasPrefix(got, "event: admitted\n") {
+		t.Fatalf("first frame %q, want the admission", got)
+	}
+	s.stream.Position(position(0, time.Now())) // from the snapshot taken before the promotion
+	s.stream.heartbeatDue()
+	if got, want := readFrames(t, s.client, 1), ": heartbeat\n\n"; got != want {
+		t.Fatalf("frame after the admission %q, want %q", got, want)
 	}
 }

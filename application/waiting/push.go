@@ -161,7 +161,9 @@ type Admission struct {
 type Stream interface {
 	// Position is the user's place at a tick, while waiting.
 	Position(Position)
-	// Admitted is the entry token once admitted (again after a reconnect).
+	// Admitted is the entry token once admitted (again after a reconnect). A connection's user
+	// admitted never waits again on it, so the stream drops the positions sent after: the broker
+	// sends those of a snapshot taken before the promotion when the admission overtakes them.
 	Admitted(Admission)
 	// Prequeue: the user waits in the pre-queue, without a rank, until the sale opens;
 	// sent on joining and every tick until then.

@@ -134,6 +134,11 @@ func (c *sseClient) record(ev sseEvent) {
 				c.t.Errorf("%s: position without %s: %v", c.user, field, ev.data)
 			}
 		}
+		// Admitted, the user never waits again on this connection: a position now would put a
+		// waiting page back in line, away from its seats.
+		if len(c.admitted) > 0 {
+			c.t.Errorf("%s: position after the admission: %v", c.user, ev.data)
+		}
 		c.ranks = append(c.ranks, int(ev.data["rank"].(float64)))
 		c.positions = append(c.positions, ev.data)
 	case "admitted":
