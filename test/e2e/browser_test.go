@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/rushgate/rushgate/domain/waiting"
@@ -94,8 +95,8 @@ type tab struct {
 	ctx context.Context
 }
 
-// open opens pageURL in a new tab of b.
-func (b *browser) open(pageURL string) *tab {
+// open opens pageURL in a new tab of b; scripts run in the page before its own.
+func (b *browser) open(pageURL string, scripts ...string) *tab {
 	b.t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	b.t.Cleanup(cancel)
@@ -105,6 +106,12 @@ func (b *browser) open(pageURL string) *tab {
 			if _, err := cdp.Call(ctx, target, emulation.SetTimezoneOverride,
 				emulation.SetTimezoneOverrideParams{TimezoneID: b.zone}); err != nil {
 				return err
+			}
+			for _, script := range scripts {
+				if _, err := cdp.Call(ctx, target, page.AddScriptToEvaluateOnNewDocument,
+					page.AddScriptToEvaluateOnNewDocumentParams{Source: script}); err != nil {
+					return err
+				}
 			}
 			_, err := cdp.Call(ctx, target, emulation.SetLocaleOverride, emulation.SetLocaleOverrideParams{Locale: b.locale})
 			return err

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -476,4 +477,74 @@ func (p *tab) call(f func(ctx context.Context, target *chromedp.Target) error) {
 	if err := chromedp.Do(p.ctx, chromedp.Func(f)); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+// scriptedStream replaces the page's EventSource with one the test drives: every stream the
+// page opens is kept in window.streams, and the test sends its events with sendEvent.
+const scriptedStream = `window.streams = [];
+window.EventSource = class extends EventTarget {
+  static CONNECTING = 0; static OPEN = 1; static CLOSED = 2;
+  constructor(url) { super(); this.url = url; this.readyState = 1; window.streams.push(this); }
+  close() { this.readyState = 2; }
+};`
+
+// streams is how many scripted streams the page opened.
+func (p *tab) streams() int {
+	p.t.Helper()
+	n, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`window.streams.length`))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
+// sendEvent sends the page's nth scripted stream (from 0) the event name with data.
+func (p *tab) sendEvent(n int, name, data string) {
+	p.t.Helper()
+	sent, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`(() => { const s = window.streams[%d]; if (!s || s.readyState === 2) { return false; }
+		  s.dispatchEvent(new MessageEvent(%q, {data: %q})); return true; })()`, n, name, data)))
+	if err != nil || !sent {
+		p.t.Fatalf("send %s on stream %d: %v (no such open stream)", name, n, err)
+	}
+}
+
+// TestWaitingPage_ARepeatedAdmissionLeavesNoCountdownBehind: a push buyer's stream drops while
+// admitted and reconnects (EventSource does so by itself), and the server sends the admission
+// again; the turn then runs out. The buyer joins the line again, and the page keeps the new
+// place and stream: the first admission's countdown is not left ticking, which would end the
+// new visit at its next second as "Your turn has ended". The page's stream is scripted, so the
+// events come in this order every run.
+func TestWaitingPage_ARepeatedAdmissionLeavesNoCountdownBehind(t *testing.T) {
+	s := startServer(t, backends(t)[0], pageConfig)
+	eventID := s.createEvent(`{"name":"Again","seats":3,"slots":1,"mode":"push"}`)
+	tab := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("again-buyer")), scriptedStream)
+	testkit.Eventually(t, pageBound, "the page's stream", func() error {
+		if n := tab.streams(); n != 1 {
+			return fmt.Errorf("%d streams", n)
+		}
+		return nil
+	})
+	admission := fmt.Sprintf(`{"token":"scripted","expiresAt":%q}`, time.Now().Add(3*time.Second).UTC().Format(time.RFC3339Nano))
+	tab.sendEvent(0, "admitted", admission)
+	tab.sendEvent(0, "admitted", admission) // the reconnect's
+	tab.until("problem", "Your time to pick a seat has run out, so your turn went to the next person in line.", pageBound, nil)
+
+	tab.click("#rejoin")
+	testkit.Eventually(t, pageBound, "a new stream", func() error {
+		if n := tab.streams(); n != 2 {
+			return fmt.Errorf("%d streams", n)
+		}
+		return nil
+	})
+	tab.sendEvent(1, "position", `{"rank":2,"aheadCount":2,"queueSize":3,"estimatedWaitSeconds":null}`)
+	tab.until("place", "2 people ahead of you", pageBound, nil)
+	// A countdown left behind ticks every second: three of its ticks are watched for.
+	for watched := time.Now(); time.Since(watched) < 3*time.Second; time.Sleep(200 * time.Millisecond) {
+		if place := tab.read("place"); place != "2 people ahead of you" {
+			t.Fatalf("back in line, the page reads place %q, status %q, problem %q", place, tab.read("status"), tab.read("problem"))
+		}
+	}
+	tab.sendEvent(1, "position", `{"rank":1,"aheadCount":1,"queueSize":2,"estimatedWaitSeconds":null}`)
+	tab.until("place", "1 person ahead of you", pageBound, nil)
 }
