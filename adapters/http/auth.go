@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -57,11 +58,17 @@ type Tokens struct {
 	keptEventSessions atomic.Int32
 }
 
-// macState is an HMAC-SHA256 keyed with the secret and the buffer its sums go to.
+// macState is an HMAC-SHA256 keyed with the secret, the buffer its sums go to, and room for a
+// token's bytes: the hash takes a []byte, and a token converted for it was an allocation.
 type macState struct {
-	mac hash.Hash
-	sum [sha256.Size]byte
+	mac   hash.Hash
+	sum   [sha256.Size]byte
+	token []byte
 }
+
+// maxPooledToken bounds the token bytes a pooled macState keeps room for: a longer token (a
+// header may carry far more than any token rushgate signs) is converted for its check alone.
+const maxPooledToken = 1024
 
 // NewTokens returns Tokens signing with secret. An empty secret would make every token forgeable,
 // so it panics; configuration must supply or generate one.
@@ -144,18 +151,18 @@ func (t *Tokens) verifyUntil(raw string, remember bool) (*verifiedToken, error) 
 	if v, ok := t.verified.lookup(raw, now); ok {
 		return v, nil
 	}
-	c, err := t.verify(raw)
+	c, err := t.verify(raw, now)
 	if err != nil {
 		return nil, fmt.Errorf("verify token: %w", err)
 	}
-	if err := domain.ValidateUserID("sub", c.Subject); err != nil {
+	if err := domain.ValidateUserID("sub", c.sub); err != nil {
 		return nil, fmt.Errorf("verify token: %w", err)
 	}
 	if !c.role.valid() {
 		return nil, fmt.Errorf("verify token: unknown role %q", c.role)
 	}
 	// exp is required, and nbf, if any, has passed: the token stays valid until exp.
-	v := &verifiedToken{principal: Principal{UserID: c.Subject, Role: c.role}, expires: c.ExpiresAt.Time}
+	v := &verifiedToken{principal: Principal{UserID: c.sub, Role: c.role}, expires: c.expires}
 	if remember {
 		t.verified.remember(raw, v, now)
 	}
@@ -272,37 +279,63 @@ func (t *Tokens) keepSessions(eventID string, sessions *Tokens) {
 	}
 }
 
-// verify checks raw's signature and registered claims and reads its claims. A token carrying
-// the header Mint writes — every token rushgate signs — is checked without decoding that header,
-// known byte for byte (it was a fifth of a request's CPU): the HS256 check of the signature (as
-// golang-jwt's, with a pooled HMAC state), then the claims, then golang-jwt's validator, the
-// steps its parser takes. Any other header goes through golang-jwt's parser, which refuses
-// every algorithm but HS256.
-func (t *Tokens) verify(raw string) (verifiedClaims, error) {
-	var c verifiedClaims
+// tokenClaims are what Verify keeps of a token's claims.
+type tokenClaims struct {
+	sub     string
+	role    Role
+	expires time.Time
+}
+
+// verify checks raw's signature and registered claims at now and reads its claims. A token
+// carrying the header Mint writes — every token rushgate signs — is checked without decoding
+// that header, known byte for byte (it was a fifth of a request's CPU): the HS256 check of the
+// signature (as golang-jwt's, with a pooled HMAC state), then the claims, then golang-jwt's
+// validator, the steps its parser takes; claims as Mint writes them are read without either
+// (mintedClaims). Any other header goes through golang-jwt's parser, which refuses every
+// algorithm but HS256.
+func (t *Tokens) verify(raw string, now time.Time) (tokenClaims, error) {
 	header, rest, _ := strings.Cut(raw, ".")
 	payload, signature, ok := strings.Cut(rest, ".")
 	if header != t.header || !ok || strings.Contains(signature, ".") {
-		_, err := t.parser.ParseWithClaims(raw, &c, t.keyOf)
-		return c, err
+		var c verifiedClaims
+		if _, err := t.parser.ParseWithClaims(raw, &c, t.keyOf); err != nil {
+			return tokenClaims{}, err
+		}
+		return c.kept(), nil
 	}
-	token := []byte(raw)
-	if !t.signedBySecret(token[:len(header)+1+len(payload)], token[len(raw)-len(signature):]) {
-		return c, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, jwt.ErrSignatureInvalid)
+	state := t.macs.Get().(*macState)
+	defer t.macs.Put(state)
+	var token []byte
+	if len(raw) <= maxPooledToken {
+		state.token = append(state.token[:0], raw...)
+		token = state.token
+	} else {
+		token = []byte(raw)
+	}
+	if !state.signs(token[:len(header)+1+len(payload)], token[len(raw)-len(signature):]) {
+		return tokenClaims{}, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, jwt.ErrSignatureInvalid)
+	}
+	encoded := token[len(header)+1 : len(header)+1+len(payload)]
+	if c, ok := mintedClaims(encoded, now); ok {
+		return c, nil
 	}
 	claims, err := t.parser.DecodeSegment(payload)
 	if err != nil {
-		return c, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
+		return tokenClaims{}, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
 	}
+	var c verifiedClaims
 	if err := unmarshalStrict(claims, &c); err != nil {
-		return c, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
+		return tokenClaims{}, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
 	}
-	return c, t.validator.Validate(&c)
+	if err := t.validator.Validate(&c); err != nil {
+		return tokenClaims{}, err
+	}
+	return c.kept(), nil
 }
 
-// signedBySecret reports whether signature, base64url without padding as golang-jwt's parser
-// reads it, is the HMAC-SHA256 of signed under the secret.
-func (t *Tokens) signedBySecret(signed, signature []byte) bool {
+// signs reports whether signature, base64url without padding as golang-jwt's parser reads it,
+// is the HMAC-SHA256 of signed under the secret the state is keyed with.
+func (state *macState) signs(signed, signature []byte) bool {
 	var want [sha256.Size]byte
 	if base64.RawURLEncoding.DecodedLen(len(signature)) != len(want) {
 		return false
@@ -310,11 +343,89 @@ func (t *Tokens) signedBySecret(signed, signature []byte) bool {
 	if n, err := base64.RawURLEncoding.Decode(want[:], signature); err != nil || n != len(want) {
 		return false
 	}
-	state := t.macs.Get().(*macState)
-	defer t.macs.Put(state)
 	state.mac.Reset()
 	state.mac.Write(signed)
 	return hmac.Equal(state.mac.Sum(state.sum[:0]), want[:])
+}
+
+// maxMintedClaims bounds the decoded claims mintedClaims reads: Mint's, with a user id of
+// domain.MaxUserIDLength, take well under it.
+const maxMintedClaims = 512
+
+// mintedClaims reads encoded, a token's base64url payload, when it decodes byte for byte to
+// claims as Mint writes them, {"role":"…","sub":"…","exp":…,"iat":…} (iat optional), with a
+// known role, a sub of printable ASCII that JSON writes without escapes, and whole seconds of
+// at most 15 digits (exact as a float, as golang-jwt reads a NumericDate), and the token has
+// not expired at now. Such a token's claims are read with no allocation but the sub; the
+// answer is what the strict decoder and golang-jwt's validator answer for it. Any other payload
+// (another order, spacing, escapes, nbf, an expired token) is not ok, and is read by them.
+func mintedClaims(encoded []byte, now time.Time) (tokenClaims, bool) {
+	var buf [maxMintedClaims]byte
+	if base64.RawURLEncoding.DecodedLen(len(encoded)) > len(buf) {
+		return tokenClaims{}, false
+	}
+	n, err := base64.RawURLEncoding.Decode(buf[:], encoded)
+	if err != nil {
+		return tokenClaims{}, false
+	}
+	var c tokenClaims
+	rest, ok := bytes.CutPrefix(buf[:n], []byte(`{"role":"`))
+	if !ok {
+		return tokenClaims{}, false
+	}
+	role, rest, ok := bytes.Cut(rest, []byte(`","sub":"`))
+	switch {
+	case !ok:
+		return tokenClaims{}, false
+	case string(role) == string(RoleUser):
+		c.role = RoleUser
+	case string(role) == string(RoleAdmin):
+		c.role = RoleAdmin
+	default:
+		return tokenClaims{}, false
+	}
+	sub, rest, ok := bytes.Cut(rest, []byte(`","exp":`))
+	if !ok || len(sub) == 0 {
+		return tokenClaims{}, false
+	}
+	for _, b := range sub {
+		// JSON writes these as they are; '"' ends the string, and encoding/json escapes <, >
+		// and &.
+		if b <= ' ' || b > '~' || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			return tokenClaims{}, false
+		}
+	}
+	exp, rest, ok := wholeSeconds(rest)
+	if !ok {
+		return tokenClaims{}, false
+	}
+	if after, ok := bytes.CutPrefix(rest, []byte(`,"iat":`)); ok {
+		if _, rest, ok = wholeSeconds(after); !ok {
+			return tokenClaims{}, false
+		}
+	}
+	c.expires = time.Unix(exp, 0)
+	// golang-jwt's validator: valid while now is before exp; an expired token is refused by it,
+	// which says so.
+	if string(rest) != "}" || !now.Before(c.expires) {
+		return tokenClaims{}, false
+	}
+	c.sub = string(sub)
+	return c, true
+}
+
+// wholeSeconds reads the JSON number of 1 to 15 digits, without a leading zero, that b starts
+// with, and answers the rest of b.
+func wholeSeconds(b []byte) (int64, []byte, bool) {
+	var v int64
+	i := 0
+	for ; i < len(b) && i < 16 && b[i] >= '0' && b[i] <= '9'; i++ {
+		v = v*10 + int64(b[i]-'0')
+	}
+	if i == 0 || i > 15 || b[0] == '0' {
+		return 0, nil, false
+	}
+	return v, b[i:], true
 }
 
 // keyOf is the jwt.Keyfunc of every token: one secret, whatever the token says.
@@ -330,6 +441,11 @@ func (t *Tokens) keyOf(*jwt.Token) (any, error) { return t.key, nil }
 type verifiedClaims struct {
 	jwt.RegisteredClaims
 	role Role
+}
+
+// kept is what Verify keeps of claims that passed golang-jwt's validator, which requires exp.
+func (c *verifiedClaims) kept() tokenClaims {
+	return tokenClaims{sub: c.Subject, role: c.role, expires: c.ExpiresAt.Time}
 }
 
 // maxClaims bounds the names a payload may carry. golang-jwt's parser decodes the claims of a

@@ -1,6 +1,10 @@
 package http
 
-import "github.com/rushgate/rushgate/domain"
+import (
+	"time"
+
+	"github.com/rushgate/rushgate/domain"
+)
 
 // StatusOf is the status the edge answers err with.
 func StatusOf(err error) int {
@@ -26,3 +30,13 @@ type (
 	JoinJSON       = joinJSON
 	MemberPageJSON = pageJSON[memberJSON]
 )
+
+// VerifyUnremembered is Verify of a token the memory of verified tokens does not hold, and does
+// not keep, answering when the token expires too: the first check of a fresh token.
+func VerifyUnremembered(t *Tokens, raw string) (Principal, time.Time, error) {
+	v, err := t.verifyUntil(raw, false)
+	if err != nil {
+		return Principal{}, time.Time{}, err
+	}
+	return v.principal, v.expires, nil
+}
