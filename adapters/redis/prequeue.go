@@ -36,7 +36,7 @@ local function prequeueAll(users, early)
   if redis.call('ZCARD', queue) + redis.call('ZCARD', pre) + redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
   local answers, added, alive, placed = {}, {}, {}, {}
   for i, user in ipairs(users) do
-    alive[#alive + 1] = now
+    alive[#alive + 1] = nowText
     alive[#alive + 1] = user
     if inQueue[i] or inPre[i] or placed[user] then
       answers[i] = 0

@@ -93,6 +93,9 @@ local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], 
 if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+-- A number passed to redis.call is formatted for each argument (snprintf); a crowd's signs of
+-- life share this one text.
+local nowText = tostring(now)
 local expired = redis.call('ZRANGEBYSCORE', admitted, '-inf', now, 'LIMIT', 0, 1000)
 if #expired > 0 then
   redis.call('ZREM', admitted, unpack(expired))
@@ -164,7 +167,7 @@ local function enterAll(users)
     if expiries[i] then
       answers[i] = -tonumber(expiries[i])
     else
-      alive[#alive + 1] = now
+      alive[#alive + 1] = nowText
       alive[#alive + 1] = user
       if placed[user] then
         answers[i] = placed[user] * 4
@@ -226,7 +229,7 @@ for i, user in ipairs(users) do
     if gated and (rank or redis.call('ZSCORE', pre, user)) then rank = ` + strconv.Itoa(placePrequeue) + ` end
     if rank then
       if not signed[i] or tonumber(signed[i]) <= signedBefore then
-        alive[#alive + 1] = now
+        alive[#alive + 1] = nowText
         alive[#alive + 1] = user
       end
       places[i] = rank
