@@ -152,6 +152,21 @@ const (
 // pendingLast are the frames after which a stream ends.
 const pendingLast = pendingSoldOut | pendingReplaced
 
+// streamStage is how far a stream's user got: pre-queued (or not yet told), waiting in line,
+// admitted. A tick tells the streams from a snapshot it took first, while admissions are
+// delivered by another goroutine, so a tick's event may reach a stream after its admission: a
+// position of a line read before the promotion, or a pre-queue read before the opening (the
+// first users of the line are promoted at once). Once placed in line a user never goes back to
+// the pre-queue, and once admitted never waits again on that connection, so an event of an
+// earlier stage is dropped; framesLocked writes one write's frames in this order too.
+type streamStage uint8
+
+const (
+	stagePrequeue streamStage = iota
+	stageWaiting
+	stageAdmitted
+)
+
 // sseStream is one push connection, the broker's appwaiting.Stream: events the broker sends
 // are kept (the latest position, the admission, a due heartbeat) until a writer sends them.
 // Events sent before the connection is taken over wait for it.
@@ -167,9 +182,10 @@ type sseStream struct {
 	prequeue *appwaiting.PrequeueView
 	// admission is kept apart: few streams ever hold one at once, every stream a position.
 	admission *appwaiting.Admission
-	// admitted: the stream was sent an admission, after which it sends no position: one the
-	// broker sends then comes from a snapshot of the line taken before the promotion.
-	admitted bool
+	// stage is how far the user got on this connection, which never goes back: an event of an
+	// earlier stage the broker sends later comes from an older snapshot (see streamStage) and
+	// is dropped.
+	stage streamStage
 	// A stream is in each of the writers' queues once at most (an admission may overtake it
 	// into the other), and written by one writer at a time, who writes until nothing is
 	// pending, so its frames keep their order.
@@ -226,9 +242,10 @@ func newSSEStream(writers *sseWriters, writeTimeout time.Duration) *sseStream {
 func (s *sseStream) Position(p appwaiting.Position) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.admitted {
+	if s.stage > stageWaiting {
 		return
 	}
+	s.stage = stageWaiting
 	s.position = p
 	s.pendingLocked(pendingPosition)
 }
@@ -238,14 +255,18 @@ func (s *sseStream) Admitted(a appwaiting.Admission) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.admission = &a
-	s.admitted = true
+	s.stage = stageAdmitted
 	s.pendingLocked(pendingAdmission)
 }
 
-// Prequeue keeps the pre-queue's opening for the next write.
+// Prequeue keeps the pre-queue's opening for the next write, unless the stream was sent a
+// position or the admission.
 func (s *sseStream) Prequeue(v appwaiting.PrequeueView) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stage > stagePrequeue {
+		return
+	}
 	s.prequeue = &v
 	s.pendingLocked(pendingPrequeue)
 }

@@ -246,3 +246,37 @@ func TestSSEStream_SendsNoPositionAfterTheAdmission(t *testing.T) {
 		t.Fatalf("frame after the admission %q, want %q", got, want)
 	}
 }
+
+// A pre-queue a tick read before the sale opened may reach the stream after the admission,
+// delivered meanwhile to one of the line's first users: placed in line (a position) or
+// admitted, the client must never be told it waits for the sale to open again (the waiting page
+// would leave its place or its seats for "the sale opens at…", and an admitted one stay there).
+func TestSSEStream_SendsNoPrequeueOncePlacedInLine(t *testing.T) {
+	view := appwaiting.PrequeueView{OpensAt: time.Now(), SeedHash: "hash"}
+	admission := appwaiting.Admission{TokenView: appwaiting.TokenView{Token: "tok", ExpiresAt: time.Now().Add(time.Minute)}}
+	for _, tc := range []struct {
+		name   string
+		placed func(*sseStream)
+		event  string
+	}{
+		{"after a position", func(s *sseStream) { s.Position(position(3, time.Now())) }, "position"},
+		{"after the admission", func(s *sseStream) { s.Admitted(admission) }, "admitted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStartedStream(t, time.Hour, time.Second, nil)
+			s.stream.Prequeue(view)
+			if got := readFrames(t, s.client, 1); !strings.HasPrefix(got, "event: prequeue\n") {
+				t.Fatalf("first frame %q, want the pre-queue", got)
+			}
+			tc.placed(s.stream)
+			if got := readFrames(t, s.client, 1); !strings.Contains(got, "event: "+tc.event+"\n") {
+				t.Fatalf("second frame %q, want the %s", got, tc.event)
+			}
+			s.stream.Prequeue(view) // read before the opening
+			s.stream.heartbeatDue()
+			if got, want := readFrames(t, s.client, 1), ": heartbeat\n\n"; got != want {
+				t.Fatalf("frame after the %s %q, want %q", tc.event, got, want)
+			}
+		})
+	}
+}

@@ -166,7 +166,10 @@ type Stream interface {
 	// sends those of a snapshot taken before the promotion when the admission overtakes them.
 	Admitted(Admission)
 	// Prequeue: the user waits in the pre-queue, without a rank, until the sale opens;
-	// sent on joining and every tick until then.
+	// sent on joining and every tick until then. A user placed in line never goes back to the
+	// pre-queue, so the stream drops the pre-queues sent after a position or the admission: the
+	// broker sends a tick's from a snapshot taken before the opening when the admission overtakes
+	// it.
 	Prequeue(PrequeueView)
 	// SoldOut: the event sold out. The adapter tells the client, then ends the connection as
 	// End does.

@@ -151,6 +151,11 @@ func (c *sseClient) record(ev sseEvent) {
 		if ev.data["opensAt"] == nil || ev.data["seedHash"] == nil {
 			c.t.Errorf("%s: prequeue without opensAt or seedHash: %v", c.user, ev.data)
 		}
+		// Placed in line, the user never waits for the sale to open again: a pre-queue now would
+		// put a waiting page back to "the sale opens at…".
+		if len(c.positions) > 0 || len(c.admitted) > 0 {
+			c.t.Errorf("%s: prequeue after a position or the admission: %v", c.user, ev.data)
+		}
 		c.prequeues = append(c.prequeues, ev.data)
 	case "soldout":
 		c.soldOut = true
