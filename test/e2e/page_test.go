@@ -548,3 +548,106 @@ func TestWaitingPage_ARepeatedAdmissionLeavesNoCountdownBehind(t *testing.T) {
 	tab.sendEvent(1, "position", `{"rank":1,"aheadCount":1,"queueSize":2,"estimatedWaitSeconds":null}`)
 	tab.until("place", "1 person ahead of you", pageBound, nil)
 }
+
+// seatButtons is how many seat buttons the tab shows.
+func (p *tab) seatButtons() int {
+	p.t.Helper()
+	n, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#seats button").length`))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
+// TestWaitingPage_ARepeatedAdmissionShowsEachSeatOnce: a push buyer's admission comes twice
+// (the stream reconnected as the turn came, and both the join and the promotion send it) before
+// the seat map of the first has arrived. The page shows each seat once: the first admission's
+// seat load, answered after the second one started, adds nothing. Both admissions are sent in
+// one task of the page's scripted stream, so both loads are on their way together every run.
+func TestWaitingPage_ARepeatedAdmissionShowsEachSeatOnce(t *testing.T) {
+	s := startServer(t, backends(t)[0], pageConfig)
+	eventID := s.createEvent(`{"name":"Twice","seats":3,"slots":1,"mode":"push"}`)
+	tab := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("twice-buyer")), scriptedStream)
+	testkit.Eventually(t, pageBound, "the page's stream", func() error {
+		if n := tab.streams(); n != 1 {
+			return fmt.Errorf("%d streams", n)
+		}
+		return nil
+	})
+	admission := fmt.Sprintf(`{"token":"scripted","expiresAt":%q}`, time.Now().Add(5*time.Minute).UTC().Format(time.RFC3339Nano))
+	if _, err := chromedp.Run(tab.ctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`(() => { const s = window.streams[0];
+		  s.dispatchEvent(new MessageEvent("admitted", {data: %q}));
+		  s.dispatchEvent(new MessageEvent("admitted", {data: %q})); return true; })()`, admission, admission))); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, pageBound, "the seats shown", func() error {
+		if n := tab.seatButtons(); n < 3 {
+			return fmt.Errorf("%d seat buttons", n)
+		}
+		return nil
+	})
+	// The other load lands within milliseconds of the first: it is watched for two seconds.
+	for watched := time.Now(); time.Since(watched) < 2*time.Second; time.Sleep(100 * time.Millisecond) {
+		if n := tab.seatButtons(); n != 3 {
+			t.Fatalf("the page shows %d seat buttons for 3 seats:\n%s", n, tab.read("body"))
+		}
+	}
+}
+
+// TestWaitingPage_LeavingWhileAClosedStreamIsCheckedStaysOut: a push buyer's stream is refused
+// on a reconnect, and while the page asks the event why, the buyer leaves the line. The answer
+// then changes nothing: the page neither shows a problem nor opens a stream again, which would
+// put the buyer back in line after "You have left the line". The event's answer is held in the
+// browser (the Fetch domain) until the buyer has left, so it lands after the leave every run.
+func TestWaitingPage_LeavingWhileAClosedStreamIsCheckedStaysOut(t *testing.T) {
+	s := startServer(t, backends(t)[0], pageConfig)
+	eventID := s.createEvent(`{"name":"Gone","seats":3,"slots":1,"mode":"push"}`)
+	tab := newBrowser(t, pageLimit, "UTC", "en_GB").open(s.pageURL(eventID, s.token("gone-buyer")), scriptedStream)
+	testkit.Eventually(t, pageBound, "the page's stream", func() error {
+		if n := tab.streams(); n != 1 {
+			return fmt.Errorf("%d streams", n)
+		}
+		return nil
+	})
+	tab.sendEvent(0, "position", `{"rank":2,"aheadCount":2,"queueSize":3,"estimatedWaitSeconds":null}`)
+	tab.until("place", "2 people ahead of you", pageBound, nil)
+
+	eventReads := make(chan fetch.RequestID, 8)
+	if err := chromedp.Listen(tab.ctx, func(ev any) {
+		if paused, ok := ev.(*fetch.EventRequestPaused); ok {
+			eventReads <- paused.RequestID
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tab.call(func(ctx context.Context, target *chromedp.Target) error {
+		_, err := cdp.Call(ctx, target, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+			{URLPattern: "*/events/" + eventID, RequestStage: fetch.RequestStageRequest}}})
+		return err
+	})
+	// Refused: EventSource closes for good and says only that it failed.
+	if _, err := chromedp.Run(tab.ctx, chromedp.Evaluate[bool](
+		`(() => { const s = window.streams[0]; s.readyState = 2; s.onerror(new Event("error")); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	var held fetch.RequestID
+	select {
+	case held = <-eventReads:
+	case <-time.After(pageBound):
+		t.Fatalf("the page never asked the event why its stream closed; it says:\n%s", tab.read("body"))
+	}
+	tab.click("#leave")
+	tab.until("left", leftText, pageBound, nil)
+	tab.call(func(ctx context.Context, target *chromedp.Target) error {
+		_, err := cdp.Call(ctx, target, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: held})
+		return err
+	})
+	// A page that went on would show the connection problem at once and open a stream again
+	// after 2 s; nothing it does afterwards can be awaited, so it is watched for twice that.
+	for watched := time.Now(); time.Since(watched) < 2*2*time.Second; time.Sleep(200 * time.Millisecond) {
+		if n, problem, left := tab.streams(), tab.read("problem"), tab.read("left"); n != 1 || problem != "" || left != leftText {
+			t.Fatalf("after leaving, the page opened %d streams and shows problem %q and %q", n, problem, left)
+		}
+	}
+}
