@@ -67,6 +67,21 @@ func Supersedes(owner, held string) bool {
 	return !okOwner || !okHeld || broker != heldBroker || conn >= heldConn
 }
 
+// Covers reports whether the departure of owner (a connection, or an owner prefix) applies the
+// disconnect rules to a user held by held: held is owner, starts with the prefix, or is a
+// connection of owner's broker with a lower number. That one the broker replaced by owner
+// before owner's Connect, and left without a Disconnect of its own (it could reach the store
+// before owner's Connect and take the user from owner): owner's departure stands for it, when
+// owner's Connect never reached the store.
+func Covers(owner, held string) bool {
+	if strings.HasPrefix(held, owner) {
+		return true
+	}
+	broker, conn, okOwner := splitOwner(owner)
+	heldBroker, heldConn, okHeld := splitOwner(held)
+	return okOwner && okHeld && broker == heldBroker && heldConn < conn
+}
+
 // splitOwner reads "<brokerID>|<connectionID>|".
 func splitOwner(owner string) (broker string, conn uint64, ok bool) {
 	broker, rest, found := strings.Cut(owner, "|")
@@ -133,8 +148,9 @@ type PushQueue interface {
 // any reader.
 //
 // Disconnect applies the disconnect rules to a user whose connection owner still is owner (or, for
-// an owner prefix, starts with it): admitted → slot back and token deleted (Released); waiting
-// → out of the queue (Removed). A user reconnected meanwhile is left alone (Stayed).
+// an owner prefix, starts with it), or an older connection of owner's broker (Covers):
+// admitted → slot back and token deleted (Released); waiting → out of the queue (Removed). A
+// user reconnected meanwhile is left alone (Stayed).
 //
 // Snapshot answers the waiting line in one store call (O(queue)), for broadcasting positions.
 //

@@ -107,11 +107,12 @@ func (w *WaitingRoom) TellReplaced(ctx context.Context, eventID, userID, owner s
 	return nil
 }
 
-// Disconnect applies the disconnect rule if owner still holds the user.
+// Disconnect applies the disconnect rule if owner, or an older connection it covers, holds the
+// user.
 func (w *WaitingRoom) Disconnect(ctx context.Context, eventID, userID, owner string) (ports.Departure, error) {
 	departed := ports.Stayed
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
-		if held, ok := r.owners[userID]; ok && strings.HasPrefix(held, owner) {
+		if held, ok := r.owners[userID]; ok && ports.Covers(owner, held) {
 			departed = r.depart(userID)
 		}
 		return nil

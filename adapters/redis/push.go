@@ -58,6 +58,7 @@ local function depart(user)
   return 0
 end
 local function owns(held, owner) return held and string.sub(held, 1, #owner) == owner end
+local function connection(owner) return string.match(owner, '^(.*)|(%d+)|$') end
 `
 
 func newPushScript(body string) *goredis.Script { return newWaitingScript(departLua + body) }
@@ -70,8 +71,8 @@ if soldOut() then return {'SOLD_OUT'} end
 local held = redis.call('HGET', owners, ARGV[1])
 local replaced = false
 if held and held ~= ARGV[2] then
-  local heldBroker, heldConn = string.match(held, '^(.*)|(%d+)|$')
-  local broker, conn = string.match(ARGV[2], '^(.*)|(%d+)|$')
+  local heldBroker, heldConn = connection(held)
+  local broker, conn = connection(ARGV[2])
   replaced = not (heldBroker and heldBroker == broker and tonumber(heldConn) > tonumber(conn))
 end
 if replaced or not held then redis.call('HSET', owners, ARGV[1], ARGV[2]) end
@@ -80,9 +81,16 @@ if replaced then reply[4] = held end
 return reply
 `)
 
-// disconnectScript answers {'OK', departure}. ARGV user, owner (or owner prefix).
+// disconnectScript departs the user if the owner, or an older connection of its broker
+// (ports.Covers), holds it; answers {'OK', departure}. ARGV user, owner (or owner prefix).
 var disconnectScript = newPushScript(`
-if not owns(redis.call('HGET', owners, ARGV[1]), ARGV[2]) then return {'OK', 0} end
+local held = redis.call('HGET', owners, ARGV[1])
+if not held then return {'OK', 0} end
+if not owns(held, ARGV[2]) then
+  local heldBroker, heldConn = connection(held)
+  local broker, conn = connection(ARGV[2])
+  if not (heldBroker and heldBroker == broker and tonumber(heldConn) < tonumber(conn)) then return {'OK', 0} end
+end
 return {'OK', depart(ARGV[1])}
 `)
 

@@ -402,11 +402,17 @@ func (b *Broker) observeConnections(eventID string) {
 
 // Leave ends the connection, once per subscription Join returned: after the reconnect grace,
 // unless the user connected again (anywhere) meanwhile, an admitted user's slot comes back and
-// the token is deleted, a waiting user leaves the queue.
+// the token is deleted, a waiting user leaves the queue. A connection a newer one of its user
+// replaced on this broker leaves nothing: register told it before the newer one's Connect, so
+// its departure may reach the store first, where the user is still its own, and would take
+// the place or the admission from the user's live stream; the newer connection's departure
+// covers it instead (ports.BrokerQueue's Disconnect).
 func (b *Broker) Leave(sub *Subscription) {
 	defer b.live.Done()
 	sub.end()
-	b.unregister(sub)
+	if !b.unregister(sub) {
+		return
+	}
 	disconnect := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.HeartbeatTimeout)
 		defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -580,5 +581,125 @@ func TestBroker_AJoinThatFailedAfterConnectLeavesNoPlaceBehind(t *testing.T) {
 	}
 	if err := b.Close(ctx); err != nil {
 		t.Fatalf("close: %v (the failed join still counted as a connection)", err)
+	}
+}
+
+// beforeConnect runs hook, once, before the Connect it delegates to: the exact interleaving of a
+// race between that Connect and what hook does. A hook's error is Connect's, which then never
+// reaches the store.
+type beforeConnect struct {
+	ports.BrokerQueue
+	hook atomic.Pointer[func() error]
+}
+
+func (q *beforeConnect) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
+	if hook := q.hook.Swap(nil); hook != nil {
+		if err := (*hook)(); err != nil {
+			return ports.QueuePlace{}, err
+		}
+	}
+	return q.BrokerQueue.Connect(ctx, eventID, userID, owner)
+}
+
+// newTabsRoom is a push event of one slot on in-memory adapters, and a broker without reconnect
+// grace on a queue that runs a hook before a Connect.
+func newTabsRoom(t *testing.T) (rooms, string, *waiting.Broker, *beforeConnect) {
+	t.Helper()
+	r := newRooms(memory.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)))
+	event, err := r.svc.CreateEvent(context.Background(), waiting.CreateEventCommand{Name: "tabs", Seats: 5, Slots: 1, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &beforeConnect{BrokerQueue: r.broker.Queue}
+	deps := r.broker
+	deps.Queue = q
+	return r, event.ID, waiting.NewBroker(deps, "broker-1", waiting.BrokerConfig{ReconnectGrace: 0}), q
+}
+
+// With no reconnect grace, a user's second connection on the same broker (a second tab, a
+// reconnect before the old socket's close was noticed) tells the older one it was replaced,
+// whose adapter then leaves; that leave coming before the newer connection's Connect costs the
+// user neither the place nor the admission, which the newer connection holds.
+func TestBroker_AReplacedConnectionsLeaveBeforeTheNewerConnectKeepsTheUsersPlace(t *testing.T) {
+	for _, admitted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("admitted=%v", admitted), func(t *testing.T) {
+			ctx := context.Background()
+			r, eventID, b, q := newTabsRoom(t)
+			if !admitted {
+				join(t, b, eventID, "ahead", true)
+			}
+			older := join(t, b, eventID, "u", true)
+			join(t, b, eventID, "behind", true)
+			if admitted {
+				d := waiting.NewDispatcher(r.dispatcher, "dispatcher", waiting.DispatcherConfig{})
+				if err := d.Promote(ctx, eventID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The older stream's adapter leaves as soon as it is told, before the newer Connect.
+			leave := func() error {
+				if !older.replaced.Load() {
+					t.Error("the older connection was not told it was replaced before the newer one's Connect")
+				}
+				b.Leave(older.sub)
+				return nil
+			}
+			q.hook.Store(&leave)
+			newer := join(t, b, eventID, "u", true)
+			if q.hook.Load() != nil {
+				t.Fatal("the newer join did not Connect")
+			}
+			snap, err := r.coord.PushQueue.Snapshot(ctx, eventID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"ahead", "u", "behind"}
+			if admitted {
+				want = []string{"behind"}
+				if newer.admissions() != 1 {
+					t.Errorf("the newer connection was sent the admission %d times, want once", newer.admissions())
+				}
+				if v, err := r.svc.Queue(ctx, eventID); err != nil || v.Admitted != 1 {
+					t.Errorf("queue: %+v, %v; want u still admitted", v, err)
+				}
+			}
+			if !slices.Equal(snap.Waiting, want) {
+				t.Errorf("line %v, want %v", snap.Waiting, want)
+			}
+			// The newer connection's own departure still applies the rules.
+			b.Leave(newer.sub)
+			snap, err = r.coord.PushQueue.Snapshot(ctx, eventID)
+			if err != nil || slices.Contains(snap.Waiting, "u") {
+				t.Fatalf("line after the newer connection left: %v, %v; want u out", snap.Waiting, err)
+			}
+			if v, err := r.svc.Queue(ctx, eventID); err != nil || v.Admitted != 0 {
+				t.Fatalf("queue after the newer connection left: %+v, %v; want nobody admitted", v, err)
+			}
+		})
+	}
+}
+
+// A user's newer connection whose Connect never reached the store (it failed) leaves as a
+// connection does, for the older one it replaced too, which left nothing: the user holds no
+// place without a stream.
+func TestBroker_ANewerConnectionWhoseConnectFailedTakesTheOlderOnesPlaceAway(t *testing.T) {
+	ctx := context.Background()
+	r, eventID, b, q := newTabsRoom(t)
+	older := join(t, b, eventID, "u", false)
+	fail := func() error { return fmt.Errorf("connect: %w", ports.ErrUnavailable) }
+	q.hook.Store(&fail)
+	if _, err := b.Join(ctx, eventID, "u", &stream{broker: b, hangs: true}); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("join: %v, want the failed Connect's error", err)
+	}
+	if !older.replaced.Load() {
+		t.Fatal("the older connection was not told it was replaced")
+	}
+	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.Close(closeCtx); err != nil { // both connections left
+		t.Fatalf("close: %v", err)
+	}
+	if v, err := r.svc.Queue(ctx, eventID); err != nil || v.Waiting != 0 || v.Connections != 0 {
+		t.Fatalf("after both connections left: %+v, %v; want nobody waiting or held", v, err)
 	}
 }

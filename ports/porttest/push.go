@@ -25,7 +25,7 @@ const pushRetry = 200 * time.Millisecond
 // consumer left unacknowledged are reclaimed by another after the idle time, and the next read
 // acknowledges the ones routed; entries carry their users' newest connection owner; Issue
 // answers the same token again, for a batch at once; Disconnect applies the disconnect rules only
-// for the current owner and forgets it; dispatch messages go to their owners' brokers and are
+// for the current owner, or for an older connection of its broker, and forgets it; dispatch messages go to their owners' brokers and are
 // read again until acknowledged (by an Issue or by AckDispatch); a dead broker is reaped,
 // giving back its users' slots; a broker's heartbeat says whether its last one had lapsed.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
@@ -35,6 +35,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Entries_CarryTheCurrentOwner", testEntriesOwner},
 		{"Issue_SameTokenAgain", testIssueSameToken},
 		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
+		{"Disconnect_CoversAnOlderConnectionOfItsBroker", testDisconnectCovers},
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
 		{"AckDispatch_AcknowledgesAnyNumberAtOnce", testAckMany},
 		{"TellReplaced_ReachesTheReplacedConnectionsBroker", testTellReplaced},
@@ -229,6 +230,32 @@ func testDisconnectOwner(t *testing.T, e env[PushRoom]) {
 	}
 	if ok, _, _ := e.impl.Verify(ctx, eventID, "admitted", "tok"); ok {
 		t.Fatal("a departed user's token still verifies")
+	}
+	if st := stats(t, e.impl, eventID); st.Waiting != 0 || st.Admitted != 0 || st.RemainingSlots != 1 || st.Connected != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// testDisconnectCovers: a connection's departure applies the rules to a user still held by an
+// older connection of its broker (one it replaced there before its own Connect reached the
+// store), and to nobody held by another broker's or a newer connection.
+func testDisconnectCovers(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	connect(t, e.impl, eventID, "admitted", "b|5|")
+	_, _, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{})
+	must(t, err, "promote")
+	connect(t, e.impl, eventID, "waiter", "b|5|")
+	for _, owner := range []string{"b|4|", "c|9|", "b.1|9|", "bb|9|", "|9|"} {
+		if d, err := e.impl.Disconnect(ctx, eventID, "waiter", owner); err != nil || d != ports.Stayed {
+			t.Fatalf("disconnect of %s, which does not cover b|5|: %v %v", owner, d, err)
+		}
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "waiter", "b|12|"); err != nil || d != ports.Removed {
+		t.Fatalf("a newer connection's disconnect of a waiting user held by an older one: %v %v", d, err)
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "admitted", "b|6|"); err != nil || d != ports.Released {
+		t.Fatalf("a newer connection's disconnect of an admitted user held by an older one: %v %v", d, err)
 	}
 	if st := stats(t, e.impl, eventID); st.Waiting != 0 || st.Admitted != 0 || st.RemainingSlots != 1 || st.Connected != 0 {
 		t.Fatalf("stats %+v", st)
