@@ -33,17 +33,18 @@ func (s *slowNetwork) dial(ctx context.Context, network, addr string) (net.Conn,
 type slowConn struct {
 	net.Conn
 	network *slowNetwork
-	sent    bool // a request went out since the last answer began
+	// sent: a request went out since the last answer began. Atomic: pgx reads the connection
+	// from a background goroutine while another writes.
+	sent atomic.Bool
 }
 
 func (c *slowConn) Write(b []byte) (int, error) {
-	c.sent = true
+	c.sent.Store(true)
 	return c.Conn.Write(b)
 }
 
 func (c *slowConn) Read(b []byte) (int, error) {
-	if c.sent {
-		c.sent = false
+	if c.sent.Swap(false) {
 		time.Sleep(time.Duration(c.network.delay.Load()))
 	}
 	return c.Conn.Read(b)
