@@ -41,14 +41,7 @@ func BenchmarkPullRoutes(b *testing.B) {
 		b.Fatal(err)
 	}
 	const users = 4096
-	bearers := make([]string, users)
-	for i := range bearers {
-		token, err := tokens.Mint(fmt.Sprintf("bench-user-%d", i), rhttp.RoleUser, time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bearers[i] = "Bearer " + token
-	}
+	bearers := mintBearers(b, tokens, users)
 	// The waiting page's polls carry its session cookie instead.
 	sessions := make([]string, users)
 	for i := range sessions {
@@ -95,4 +88,18 @@ func BenchmarkPullRoutes(b *testing.B) {
 	b.Run("status by session", func(b *testing.B) {
 		serve(b, stdhttp.MethodGet, queue+"/status", session, stdhttp.StatusOK)
 	})
+}
+
+// mintBearers mints users' Authorization headers ahead of a benchmark's timed loop, user i as
+// "bench-user-<i>".
+func mintBearers(b *testing.B, tokens *rhttp.Tokens, users int) []string {
+	bearers := make([]string, users)
+	for i := range bearers {
+		token, err := tokens.Mint(fmt.Sprintf("bench-user-%d", i), rhttp.RoleUser, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bearers[i] = "Bearer " + token
+	}
+	return bearers
 }

@@ -48,14 +48,7 @@ func BenchmarkRaffleEntry(b *testing.B) {
 	// Users are minted ahead of the timed loop; a run longer than this many entries wraps
 	// around to users entered already, which "first" then reports.
 	const users = 1 << 16
-	bearers := make([]string, users)
-	for i := range bearers {
-		token, err := tokens.Mint(fmt.Sprintf("bench-user-%d", i), rhttp.RoleUser, time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bearers[i] = "Bearer " + token
-	}
+	bearers := mintBearers(b, tokens, users)
 	enter := func(path string, i int, want int) error {
 		req := httptest.NewRequest(stdhttp.MethodPost, path, stdhttp.NoBody)
 		req.Header.Set("Authorization", bearers[i%users])
