@@ -320,8 +320,12 @@ func BenchmarkTokens_VerifyFresh(b *testing.B) {
 // golang-jwt's validator (they were a third of a fresh token's check): it allocates only the
 // user id and the verified token it answers.
 func TestTokens_VerifyReadsAFreshMintedTokenWithTwoAllocations(t *testing.T) {
+	// Under the race detector sync.Pool drops about one Put in four, and a dropped HMAC state is
+	// made again (about six allocations): an average of 3.5 a check, still far under the decoder's
+	// 12.
+	bound := 2.0
 	if raceDetector {
-		t.Skip("sync.Pool drops states under the race detector")
+		bound = 6
 	}
 	tokens := rhttp.NewTokens(testSecret)
 	raw, err := tokens.Mint("load-run-12345", rhttp.RoleUser, time.Hour)
@@ -332,7 +336,7 @@ func TestTokens_VerifyReadsAFreshMintedTokenWithTwoAllocations(t *testing.T) {
 			t.Fatalf("verify answered %+v, %v", p, err)
 		}
 	})
-	assert.LessOrEqual(t, allocs, 2.0)
+	assert.LessOrEqual(t, allocs, bound)
 }
 
 // signedWithKid signs payload, written out by hand, with HS256 and the server's secret under a
