@@ -201,6 +201,7 @@ func runDispatcher(lc fx.Lifecycle, cfg Config, stores ports.WaitingStores, coor
 		Tick:             cfg.Queue.Tick,
 		HeartbeatTimeout: cfg.Queue.BrokerHeartbeatTimeout,
 		PromotionWorkers: cfg.Queue.PromotionWorkers,
+		Timeout:          cfg.Database.Timeout,
 	})
 	runUntilStop(lc, dispatcher.Run)
 }

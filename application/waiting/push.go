@@ -46,7 +46,8 @@ type BrokerConfig struct {
 	// reclaimed). A broker that finds its own heartbeat lapsed ends its streams (see Broker).
 	HeartbeatTimeout time.Duration
 	// Timeout, the database's timeout, bounds a join's database work in all: the event's read
-	// (its first join here) and, when the store lost the room, the reads that open it again.
+	// (its first join here) and, when the store lost the room, the reads that open it again. It
+	// bounds a tick's broadcast of each event the same way, and a delivery's read of the event.
 	// Zero: each read has its own timeout.
 	Timeout time.Duration
 }
@@ -73,6 +74,10 @@ type DispatcherConfig struct {
 	// beyond which the dispatcher's own tick promotes (back-pressure).
 	PromotionWorkers int
 	PromotionBacklog int
+	// Timeout, the database's timeout, bounds the database work of an event's promotion in
+	// all: the event's read (its first tick here) and, when the store lost the room, the reads
+	// that open it again. Zero: each read has its own timeout.
+	Timeout time.Duration
 }
 
 func (c DispatcherConfig) withDefaults() DispatcherConfig {
@@ -569,8 +574,9 @@ func (b *Broker) lapse(id, cause string, now time.Time) {
 
 func (b *Broker) broadcast(ctx context.Context, eventID string) {
 	start := time.Now()
+	budget := guard.NewBudget(b.cfg.Timeout)
 	var snap ports.QueueSnapshot
-	err := b.rooms.inRoom(ctx, nil, eventID, func() error {
+	err := b.rooms.inRoom(ctx, budget, eventID, func() error {
 		var err error
 		snap, err = b.q.Snapshot(ctx, eventID)
 		return err
@@ -583,7 +589,7 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 		return
 	}
 	if snap.Prequeue {
-		b.broadcastPrequeue(ctx, eventID)
+		b.broadcastPrequeue(ctx, budget, eventID)
 		return
 	}
 	type update struct {
@@ -621,9 +627,9 @@ func (b *Broker) broadcast(ctx context.Context, eventID string) {
 }
 
 // broadcastPrequeue tells every local user of an event whose pre-queue is not placed yet that
-// they are in it.
-func (b *Broker) broadcastPrequeue(ctx context.Context, eventID string) {
-	e, err := b.rooms.event(ctx, nil, eventID)
+// they are in it. Reading the event spends budget.
+func (b *Broker) broadcastPrequeue(ctx context.Context, budget *guard.Budget, eventID string) {
+	e, err := b.rooms.event(ctx, budget, eventID)
 	if err != nil {
 		return
 	}
@@ -817,7 +823,7 @@ func (b *Broker) deliverTraced(ctx context.Context, eventID string, ds []deliver
 	span.SetString(attrEventID, eventID)
 	span.SetInt(attrDelivered, len(ds))
 	defer func() { span.End(err) }()
-	e, err := b.rooms.event(ctx, nil, eventID)
+	e, err := b.rooms.event(ctx, guard.NewBudget(b.cfg.Timeout), eventID)
 	if err != nil {
 		return err
 	}
@@ -877,7 +883,7 @@ type Dispatcher struct {
 	obs    DispatcherObserver
 	log    *slog.Logger
 	tracer ports.Tracer
-	tasks  chan string
+	tasks  chan promotion
 
 	routedMu sync.Mutex
 	// routed are, per event, the entry messages this dispatcher dispatched and has not
@@ -908,7 +914,7 @@ func NewDispatcher(d DispatcherDeps, dispatcherID string, cfg DispatcherConfig) 
 		d.Log = slog.Default()
 	}
 	return &Dispatcher{q: d.Queue, index: d.Index, rooms: newEventRooms(d.Events, d.Seats, d.Rooms, d.Clock), clock: d.Clock,
-		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer), tasks: make(chan string, cfg.PromotionBacklog),
+		id: dispatcherID, cfg: cfg, obs: d.Observer, log: d.Log, tracer: tracerOr(d.Tracer), tasks: make(chan promotion, cfg.PromotionBacklog),
 		routed: make(map[string][]string)}
 }
 
@@ -922,9 +928,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				select {
 				case <-ctx.Done():
 					return
-				case eventID := <-d.tasks:
+				case p := <-d.tasks:
 					d.observeBacklog()
-					_ = d.Promote(ctx, eventID)
+					_ = d.promote(ctx, p.budget, p.eventID)
 				}
 			}
 		})
@@ -989,15 +995,16 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 		}
 	}
 	for _, eventID := range events {
-		e, err := d.rooms.event(ctx, nil, eventID)
+		budget := guard.NewBudget(d.cfg.Timeout)
+		e, err := d.rooms.event(ctx, budget, eventID)
 		if err != nil || e.Mode() != waiting.ModePush {
 			continue
 		}
 		select {
-		case d.tasks <- eventID:
+		case d.tasks <- promotion{eventID: eventID, budget: budget}:
 			d.observeBacklog()
 		default:
-			if err := d.Promote(ctx, eventID); err != nil {
+			if err := d.promote(ctx, budget, eventID); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -1005,21 +1012,35 @@ func (d *Dispatcher) Tick(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// promotion is an event handed to the promotion workers, with the budget its tick's read of the
+// event spent from: an event's promotion costs one DispatcherConfig.Timeout in all, its wait
+// for a worker aside.
+type promotion struct {
+	eventID string
+	budget  *guard.Budget
+}
+
 // Promote runs the event's promotion script once, which also acknowledges the entries routed
-// before and reads the first batch of its entry stream, then routes it.
-func (d *Dispatcher) Promote(ctx context.Context, eventID string) (err error) {
+// before and reads the first batch of its entry stream, then routes it. Its database reads (the
+// event, and those that open a room the store lost) share one DispatcherConfig.Timeout.
+func (d *Dispatcher) Promote(ctx context.Context, eventID string) error {
+	return d.promote(ctx, guard.NewBudget(d.cfg.Timeout), eventID)
+}
+
+// promote is Promote, its database reads spending budget.
+func (d *Dispatcher) promote(ctx context.Context, budget *guard.Budget, eventID string) (err error) {
 	ctx, span := d.tracer.StartRoot(ctx, spanPromote)
 	span.SetString(attrEventID, eventID)
 	var n int
 	defer func() { span.SetInt(attrPromoted, n); span.End(err) }()
-	e, err := d.rooms.event(ctx, nil, eventID)
+	e, err := d.rooms.event(ctx, budget, eventID)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	read := d.entryRead(d.takeRouted(eventID))
 	var batch []ports.Promotion
-	err = d.rooms.inRoom(ctx, nil, eventID, func() error {
+	err = d.rooms.inRoom(ctx, budget, eventID, func() error {
 		n, batch, err = d.q.Promote(ctx, eventID, e.TokenTTL(), read)
 		return err
 	})

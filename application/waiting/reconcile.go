@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
 )
@@ -39,7 +40,10 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if _, foreign := s.foreign.Load(eventID); foreign {
 		return nil
 	}
-	e, err := s.rooms.event(ctx, nil, eventID)
+	// The event's database work in this pass shares one timeout, as a request's does, so a slow
+	// database holds the next event up by one timeout at most.
+	budget := guard.NewBudget(s.cfg.Timeout)
+	e, err := s.rooms.event(ctx, budget, eventID)
 	if errors.Is(err, waiting.ErrEventNotFound) || errors.Is(err, domain.ErrValidation) {
 		// A room of another deployment sharing this Redis (or of a test): not ours to touch.
 		s.foreign.Store(eventID, struct{}{})
@@ -67,7 +71,7 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 		s.d.Observer.WaitErrorsObserved(eventID, done.WaitErrors)
 	}
 	if _, sold := s.soldOut.Load(eventID); !sold {
-		if err := s.repairSeatCounter(ctx, eventID); err != nil {
+		if err := s.repairSeatCounter(ctx, budget, eventID); err != nil {
 			return err
 		}
 	}

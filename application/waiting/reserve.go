@@ -65,10 +65,7 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err != nil || number > e.Seats() {
 		return ReservationView{}, waiting.ErrSeatNotFound
 	}
-	readCtx, spent := budget.Spend(ctx)
-	err = s.rejectSoldOut(readCtx, e, seatsLeft)
-	spent()
-	if err != nil {
+	if err := s.rejectSoldOut(ctx, budget, e, seatsLeft); err != nil {
 		return ReservationView{}, err
 	}
 	return s.reserves.Do(ctx, "seat:"+e.ID()+":"+cmd.SeatID, budget, reserveInput{eventID: e.ID(), seat: number, userID: cmd.UserID})
@@ -98,14 +95,14 @@ func (s *Service) checkToken(ctx context.Context, budget *guard.Budget, e *waiti
 
 // rejectSoldOut answers SOLD_OUT without the lock when the seat counter (left) is at 0 and
 // the database agrees (settleSeats).
-func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event, left int) error {
+func (s *Service) rejectSoldOut(ctx context.Context, budget *guard.Budget, e *waiting.Event, left int) error {
 	if _, sold := s.soldOut.Load(e.ID()); sold {
 		return waiting.ErrSoldOut
 	}
 	if left > 0 {
 		return nil
 	}
-	sold, err := s.settleSeats(ctx, e.ID(), left)
+	sold, err := s.settleSeats(ctx, budget, e.ID(), left)
 	if err != nil {
 		return err
 	}
@@ -116,12 +113,12 @@ func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event, left int)
 }
 
 // repairSeatCounter settles the seat counter against the database (settleSeats).
-func (s *Service) repairSeatCounter(ctx context.Context, eventID string) error {
+func (s *Service) repairSeatCounter(ctx context.Context, budget *guard.Budget, eventID string) error {
 	left, err := s.d.Room.SeatsLeft(ctx, eventID)
 	if err != nil {
 		return err
 	}
-	_, err = s.settleSeats(ctx, eventID, left)
+	_, err = s.settleSeats(ctx, budget, eventID, left)
 	return err
 }
 
@@ -131,14 +128,17 @@ func (s *Service) repairSeatCounter(ctx context.Context, eventID string) error {
 // it still holds left, so a reservation's decrement is never overwritten. With no seat free the
 // room is marked sold out instead, for good: no route gives a reserved seat back, so its
 // waiting users are told and nobody waits for a seat that does not exist. It reports whether
-// the event is sold out.
-func (s *Service) settleSeats(ctx context.Context, eventID string, left int) (bool, error) {
-	free, err := s.d.Seats.CountFree(ctx, eventID)
+// the event is sold out. Its database reads, the count and those that open a lost room, spend
+// budget.
+func (s *Service) settleSeats(ctx context.Context, budget *guard.Budget, eventID string, left int) (bool, error) {
+	readCtx, spent := budget.Spend(ctx)
+	free, err := s.d.Seats.CountFree(readCtx, eventID)
+	spent()
 	if err != nil {
 		return false, fmt.Errorf("count free seats: %w", err)
 	}
 	if free == 0 {
-		err := s.rooms.inRoom(ctx, nil, eventID, func() error { return s.d.Room.MarkSoldOut(ctx, eventID) })
+		err := s.rooms.inRoom(ctx, budget, eventID, func() error { return s.d.Room.MarkSoldOut(ctx, eventID) })
 		if err != nil {
 			return false, fmt.Errorf("mark sold out: %w", err)
 		}
@@ -202,7 +202,7 @@ func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]gua
 	if reserved {
 		ctx := context.WithoutCancel(ctx)
 		if left, err := s.takeSeat(ctx, first.eventID); err == nil && left <= 0 {
-			_, _ = s.settleSeats(ctx, first.eventID, left)
+			_, _ = s.settleSeats(ctx, nil, first.eventID, left)
 		}
 	}
 	return answers, nil

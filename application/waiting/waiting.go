@@ -51,8 +51,9 @@ type Config struct {
 	// again, to open a room the store lost; the free seats, when the seat counter is at 0), then
 	// its batch's transaction, but not its wait for the lock (guard.Budget). It bounds the
 	// database work of a pull queue call, the operators' view, a slot change, the public event
-	// view and the seat list the same way, the reads that open a lost room included. Zero: no
-	// bound of its own.
+	// view and the seat list the same way, the reads that open a lost room included, and each
+	// event's in a reconciliation pass (its read, the free seats' count that repairs the seat
+	// counter, the reads that open a lost room). Zero: no bound of its own.
 	Timeout time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,6 +306,116 @@ func TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout(t *testing.T) {
 				calls = reopening
 			}
 			deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), calls...)
+		})
+	}
+}
+
+// roomLostOnce is the in-memory store answering the first marking of sold out, snapshot or
+// promotion that it has no room for the event, as a store restarted empty would: the caller
+// opens the room again from the database (which finds it open still) and asks again.
+type roomLostOnce struct {
+	*memory.WaitingRoom
+	lost atomic.Bool
+}
+
+func (r *roomLostOnce) notOpen() bool { return r.lost.CompareAndSwap(false, true) }
+
+func (r *roomLostOnce) MarkSoldOut(ctx context.Context, eventID string) error {
+	if r.notOpen() {
+		return ports.ErrRoomNotOpen
+	}
+	return r.WaitingRoom.MarkSoldOut(ctx, eventID)
+}
+
+func (r *roomLostOnce) Snapshot(ctx context.Context, eventID string) (ports.QueueSnapshot, error) {
+	if r.notOpen() {
+		return ports.QueueSnapshot{}, ports.ErrRoomNotOpen
+	}
+	return r.WaitingRoom.Snapshot(ctx, eventID)
+}
+
+func (r *roomLostOnce) Promote(ctx context.Context, eventID string, ttl time.Duration, read ports.EntryRead) (int, []ports.Promotion, error) {
+	if r.notOpen() {
+		return 0, nil, ports.ErrRoomNotOpen
+	}
+	return r.WaitingRoom.Promote(ctx, eventID, ttl, read)
+}
+
+// TestRoomOpenedAgain_ByABackgroundPassItsReadsShareOneDatabaseTimeoutPerEvent: the background
+// passes read the database too: the reconciliation reads an event (on its first pass here) and
+// counts its free seats (the seat counter's repair), the dispatcher's tick and promotion read the
+// event, and the reconciliation marking a room sold out, the broadcast and the promotion read
+// the event and its free seats again to open a room the store lost. An event's reads in a pass
+// run until one timeout (Config.Timeout, BrokerConfig.Timeout, DispatcherConfig.Timeout) after
+// the pass reached it, not one timeout each, so a slow database holds the next event and the
+// next tick up by one timeout at most.
+func TestRoomOpenedAgain_ByABackgroundPassItsReadsShareOneDatabaseTimeoutPerEvent(t *testing.T) {
+	const timeout = time.Hour // never reached: only the deadlines are read
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 12, 9, 9, 0, 0, 0, time.UTC))
+	reopening := []string{"Events.Get", "Seats.CountFree"}
+	passes := map[string]struct {
+		mode  string
+		reads []string
+		// reopens: the pass meets the store's answer that it lost the room.
+		reopens bool
+		// prepare readies the pass on another instance's r, whose reads are recorded.
+		prepare func(t *testing.T, r rooms, eventID string) (pass func(context.Context) error)
+	}{
+		"reconciliation": {mode: "pull", reads: reopening, prepare: func(_ *testing.T, r rooms, _ string) func(context.Context) error {
+			return waiting.NewService(r.deps, waiting.Config{Timeout: timeout}).Reconcile
+		}},
+		"reconciliation of a sold-out event": {mode: "pull", reads: reopening, reopens: true, prepare: func(t *testing.T, r rooms, eventID string) func(context.Context) error {
+			// The first instance reserves the last seat; the pass marks the room sold out.
+			if _, _, err := r.svc.Enter(ctx, eventID, "u1"); err != nil {
+				t.Fatal(err)
+			}
+			token, _, err := r.svc.Claim(ctx, eventID, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.svc.Reserve(ctx, waiting.ReserveCommand{EventID: eventID, SeatID: "1", UserID: "u1", Token: token.Token}); err != nil {
+				t.Fatal(err)
+			}
+			return waiting.NewService(r.deps, waiting.Config{Timeout: timeout}).Reconcile
+		}},
+		"broadcast": {mode: "push", reads: reopening, reopens: true, prepare: func(t *testing.T, r rooms, eventID string) func(context.Context) error {
+			b := waiting.NewBroker(r.broker, "broker-1", waiting.BrokerConfig{Timeout: timeout})
+			join(t, b, eventID, "u1", false)
+			return func(ctx context.Context) error { b.Tick(ctx); return nil }
+		}},
+		"dispatcher tick": {mode: "push", reads: []string{"Events.Get"}, prepare: func(_ *testing.T, r rooms, _ string) func(context.Context) error {
+			return waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{Timeout: timeout}).Tick
+		}},
+		"promotion": {mode: "push", reads: reopening, reopens: true, prepare: func(_ *testing.T, r rooms, eventID string) func(context.Context) error {
+			d := waiting.NewDispatcher(r.dispatcher, "dispatcher-1", waiting.DispatcherConfig{Timeout: timeout})
+			return func(ctx context.Context) error { return d.Promote(ctx, eventID) }
+		}},
+	}
+	for name, p := range passes {
+		t.Run(name, func(t *testing.T) {
+			r := newRooms(clock)
+			event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: name, Seats: 1, Slots: 1, Mode: p.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadlines := &testkit.Deadlines{}
+			events := deadlineEvents{EventRepository: r.deps.Events, Deadlines: deadlines}
+			seats := deadlineSeats{SeatRepository: r.deps.Seats, Deadlines: deadlines}
+			store := &roomLostOnce{WaitingRoom: r.coord.WaitingRoom.(*memory.WaitingRoom)}
+			r.deps.Events, r.deps.Seats, r.deps.Room = events, seats, store
+			r.broker.Events, r.broker.Seats, r.broker.Rooms, r.broker.Queue = events, seats, store, store
+			r.dispatcher.Events, r.dispatcher.Seats, r.dispatcher.Rooms, r.dispatcher.Index, r.dispatcher.Queue = events, seats, store, store, store
+			pass := p.prepare(t, r, event.ID)
+
+			before := time.Now()
+			if err := pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if store.lost.Load() != p.reopens {
+				t.Fatalf("the store answered it lost the room: %v, want %v", store.lost.Load(), p.reopens)
+			}
+			deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), p.reads...)
 		})
 	}
 }
