@@ -65,7 +65,11 @@ func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationV
 	if err != nil || number > e.Seats() {
 		return ReservationView{}, waiting.ErrSeatNotFound
 	}
-	if err := s.rejectSoldOut(ctx, budget, e, seatsLeft); err != nil {
+	// The whole check, its Redis calls included, runs within what the request has left.
+	readCtx, spent := budget.Spend(ctx)
+	err = s.rejectSoldOut(readCtx, e, seatsLeft)
+	spent()
+	if err != nil {
 		return ReservationView{}, err
 	}
 	return s.reserves.Do(ctx, "seat:"+e.ID()+":"+cmd.SeatID, budget, reserveInput{eventID: e.ID(), seat: number, userID: cmd.UserID})
@@ -95,14 +99,14 @@ func (s *Service) checkToken(ctx context.Context, budget *guard.Budget, e *waiti
 
 // rejectSoldOut answers SOLD_OUT without the lock when the seat counter (left) is at 0 and
 // the database agrees (settleSeats).
-func (s *Service) rejectSoldOut(ctx context.Context, budget *guard.Budget, e *waiting.Event, left int) error {
+func (s *Service) rejectSoldOut(ctx context.Context, e *waiting.Event, left int) error {
 	if _, sold := s.soldOut.Load(e.ID()); sold {
 		return waiting.ErrSoldOut
 	}
 	if left > 0 {
 		return nil
 	}
-	sold, err := s.settleSeats(ctx, budget, e.ID(), left)
+	sold, err := s.settleSeats(ctx, nil, e.ID(), left)
 	if err != nil {
 		return err
 	}
@@ -129,7 +133,7 @@ func (s *Service) repairSeatCounter(ctx context.Context, budget *guard.Budget, e
 // room is marked sold out instead, for good: no route gives a reserved seat back, so its
 // waiting users are told and nobody waits for a seat that does not exist. It reports whether
 // the event is sold out. Its database reads, the count and those that open a lost room, spend
-// budget.
+// budget (nil: ctx bounds them).
 func (s *Service) settleSeats(ctx context.Context, budget *guard.Budget, eventID string, left int) (bool, error) {
 	readCtx, spent := budget.Spend(ctx)
 	free, err := s.d.Seats.CountFree(readCtx, eventID)
@@ -200,9 +204,16 @@ func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]gua
 		return nil, err
 	}
 	if reserved {
-		ctx := context.WithoutCancel(ctx)
-		if left, err := s.takeSeat(ctx, first.eventID); err == nil && left <= 0 {
-			_, _ = s.settleSeats(ctx, nil, first.eventID, left)
+		// The seat is taken whatever the callers do now, so their cancellation cuts neither step
+		// short; the settling, which the answers wait for, still ends with the batch's deadline.
+		committed := context.WithoutCancel(ctx)
+		if left, err := s.takeSeat(committed, first.eventID); err == nil && left <= 0 {
+			settleCtx, cancel := committed, context.CancelFunc(func() {})
+			if deadline, ok := ctx.Deadline(); ok {
+				settleCtx, cancel = context.WithDeadline(committed, deadline)
+			}
+			_, _ = s.settleSeats(settleCtx, nil, first.eventID, left)
+			cancel()
 		}
 	}
 	return answers, nil

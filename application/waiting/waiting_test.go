@@ -181,14 +181,15 @@ func (d deadlineSeats) List(ctx context.Context, eventID string, after, limit in
 
 // TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout: an instance's first
 // reservation of an event reads the event before the seat's lock, then locks the seat in its
-// batch's transaction; both run until one Config.Timeout after the reservation's arrival (its
-// wait for the lock, none here, aside), not one timeout each.
+// batch's transaction, and, having taken the last seat, counts the free seats before its answer
+// to settle the seat counter; all run until one Config.Timeout after the reservation's arrival
+// (its wait for the lock, none here, aside), not one timeout each.
 func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing.T) {
 	const timeout = time.Hour // never reached: only the deadlines are read
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
 	r := newRooms(clock)
-	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "budget", Seats: 2, Slots: 2, Mode: "pull"})
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "budget", Seats: 1, Slots: 2, Mode: "pull"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing
 	if _, err := svc.Reserve(ctx, waiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token}); err != nil {
 		t.Fatal(err)
 	}
-	deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.GetForUpdate")
+	deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.GetForUpdate", "Seats.CountFree")
 }
 
 // TestRoomOpenedAgain_ItsReadsShareTheRequestsDatabaseTimeout: a request that finds its event's
