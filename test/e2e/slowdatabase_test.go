@@ -27,7 +27,7 @@ func TestSlowDatabase_RaffleViewsAnswerWithinTheDatabaseTimeout(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
 			// One connection, on which the views below prepare their statements first.
-			s, proxy, cfg := startBehindSlowProxy(t, db, func(c *bootstrap.Config) { c.Raffle.DrawInterval = time.Hour })
+			s, proxy, cfg := startBehindSlowProxy(t, db, func(*bootstrap.Config) {})
 			created := s.do("POST", "/admin/raffles", s.adminToken(),
 				fmt.Sprintf(`{"name":"slow","winners":1,"closesAt":%q}`, time.Now().Add(time.Hour).Format(time.RFC3339)))
 			if created.status != http.StatusCreated {
@@ -179,8 +179,8 @@ func TestSlowDatabase_ContentionOnAPaymentsLockStillAnswers429(t *testing.T) {
 }
 
 // startBehindSlowProxy starts a server on production timeouts whose database is db behind a
-// slow proxy (fast until told otherwise), on one connection, with configure's changes; it
-// returns the server, the proxy and the server's settings.
+// slow proxy (fast until told otherwise), on one connection and without raffle draws, with
+// configure's changes; it returns the server, the proxy and the server's settings.
 func startBehindSlowProxy(t *testing.T, db testenv.Database, configure func(*bootstrap.Config)) (*server, *testkit.SlowProxy, bootstrap.Config) {
 	return startBehindSlowProxyWith(t, db, fx.Options(), configure)
 }
@@ -193,6 +193,10 @@ func startBehindSlowProxyWith(t *testing.T, db testenv.Database, extra fx.Option
 	s := startServerWith(t, backend{name: string(db.Dialect), databaseURL: behind(t, proxy, db.URL)}, extra, productionTimeouts,
 		func(c *bootstrap.Config) {
 			c.Database.MaxOpenConns = 1
+			// The raffle drawer reads the due raffles every second (by default), preparing its
+			// statement on its first round: on the one slow connection, a round that comes
+			// between a timed request's reads would take its place and its budget.
+			c.Raffle.DrawInterval = time.Hour
 			configure(c)
 			cfg = *c
 		})
@@ -252,10 +256,8 @@ func TestSlowDatabase_OpeningALostRoomCostsOneDatabaseTimeout(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) {
 			redis := testenv.StartPrivateRedis(t)
-			// No reconciliation pass or raffle draw, which would read on the one connection.
-			s, proxy, cfg := startBehindSlowProxy(t, db, func(c *bootstrap.Config) {
-				c.Redis.URL, c.Queue.Tick, c.Raffle.DrawInterval = redis.URL, time.Hour, time.Hour
-			})
+			// No reconciliation pass, which would read on the one connection.
+			s, proxy, cfg := startBehindSlowProxy(t, db, func(c *bootstrap.Config) { c.Redis.URL, c.Queue.Tick = redis.URL, time.Hour })
 			type lost struct{ eventID, user, entryToken, warm string }
 			rooms := map[string]lost{}
 			for _, tenths := range slowRoundTrips {
