@@ -27,6 +27,16 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary rushgateBinary built, once every test has ended: each run builds
+// its own, and a runner's disk would keep every one.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary != "" {
+		_ = os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
+
 // rushgateBinary builds cmd/rushgate once per test binary, for tests that need separate
 // processes (kill -9 must kill a process, not an fx app in the test's own).
 func rushgateBinary(t *testing.T) string {
