@@ -12,10 +12,12 @@ import (
 const (
 	longLease = time.Minute
 	longTTL   = time.Minute
-	// shortIdempotencyPeriod is a lease or TTL that runs out quickly;
-	// waitBeyondShortIdempotencyPeriod surely outlasts it.
-	shortIdempotencyPeriod           = 100 * time.Millisecond
-	waitBeyondShortIdempotencyPeriod = 300 * time.Millisecond
+	// shortIdempotencyPeriod is a lease or TTL that runs out within the case, yet outlasts the
+	// calls a case makes before it must have run out (a Begin, then another Begin or the
+	// Complete) on a store shared with other work: at 100 ms a busy runner's pause between two
+	// calls expired it first. waitBeyondShortIdempotencyPeriod surely outlasts it.
+	shortIdempotencyPeriod           = 2 * time.Second
+	waitBeyondShortIdempotencyPeriod = 3 * time.Second
 )
 
 // TestIdempotencyStore checks ports.IdempotencyStore: of concurrent Begins on an absent key
