@@ -129,7 +129,9 @@ func testTxNestedJoinsOuter(t *testing.T, e env[ports.Stores]) {
 }
 
 func testTxEndedContextIsNotCommitted(t *testing.T, e env[ports.Stores]) {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// Long enough for BEGIN and the insert on a busy runner, so that the deadline passes while fn
+	// waits for it, as the case means, and not during the insert.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c, err := crew.New(randomID(), "never committed", 5, now())
 	must(t, err, "new crew")

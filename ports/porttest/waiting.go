@@ -454,8 +454,12 @@ func testVerify(t *testing.T, e env[ports.WaitingRoom]) {
 	}
 }
 
+// idleForTests is an idle timeout the waiting-room cases outlast with a sleep, yet one that a busy
+// runner's pause between a case's poll and its reconciliation does not (at 500 ms one did).
+const idleForTests = 2 * time.Second
+
 func testReconcileDropsIdle(t *testing.T, e env[ports.WaitingRoom]) {
-	const idle = 500 * time.Millisecond
+	const idle = idleForTests
 	ctx := context.Background()
 	eventID := openRoom(t, e.impl, 1, 1)
 	enter(t, e.impl, eventID, "gone")
@@ -472,7 +476,7 @@ func testReconcileDropsIdle(t *testing.T, e env[ports.WaitingRoom]) {
 }
 
 func testPositionSignStep(t *testing.T, e env[ports.WaitingRoom]) {
-	const idle = 500 * time.Millisecond
+	const idle = idleForTests
 	ctx := context.Background()
 	eventID := openRoom(t, e.impl, 1, 1)
 	enter(t, e.impl, eventID, "within-step")
