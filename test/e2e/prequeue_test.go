@@ -246,7 +246,7 @@ func TestPrequeue_KilledOpenerCompletesOnceAfterRestart(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Until(opensAt.Add(-300 * time.Millisecond)))
-			procA.freeze()
+			procA.freeze(t)
 			time.Sleep(time.Until(opensAt.Add(300 * time.Millisecond)))
 			procA.kill()
 

@@ -101,7 +101,7 @@ func TestPush_StalledBrokerLeavesNobodyOnASilentStream(t *testing.T) {
 			onB := b.openStream(eventID, "stall-b-"+a.run)
 			testkit.Eventually(t, stallSetupWait, "B's user waits behind A's", func() error { return onB.isAtRank(2) })
 
-			procA.freeze()
+			procA.freeze(t)
 			t.Cleanup(procA.thaw)
 			testkit.Eventually(t, processHeartbeatTimeout+20*pushTick+slack, "A reaped and B's user admitted", func() error {
 				return errors.Join(b.queueView(eventID).hasNums(map[string]int{"connections": 1, "waiting": 0, "admitted": 1}), onB.isAdmitted())
@@ -227,7 +227,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			slack := admissionSlack(t, opened)
 			open(slots, users)
 
-			first.freeze()
+			first.freeze(t)
 			t.Cleanup(first.thaw)
 			for _, c := range clients[:slots] {
 				c.close()
@@ -276,8 +276,8 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			// what a dispatcher frozen between reading and routing leaves. The second dispatcher
 			// resumes alone and routes them once they are idle for the heartbeat timeout.
 			second := startProcess(t, env, "dispatcher-2", "dispatcher")
-			first.freeze()
-			second.freeze()
+			first.freeze(t)
+			second.freeze(t)
 			t.Cleanup(second.thaw)
 			for _, c := range clients[slots : 2*slots] {
 				c.close()
@@ -331,7 +331,7 @@ func TestPush_StalledDispatcherResumesAndAnotherTakesOver(t *testing.T) {
 			held, takeover := processHeartbeatTimeout+5*pushTick, processHeartbeatTimeout+stallTicks*pushTick+slack
 			stalls := 0
 			for everyoneLeft := false; !everyoneLeft; {
-				first.freeze()
+				first.freeze(t)
 				frozen := time.Now()
 				stalls++
 				claims := broker.queueView(eventID).num("claims")
