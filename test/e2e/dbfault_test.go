@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -222,7 +221,7 @@ func signalPostgres(pidFile string, sig syscall.Signal) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", pidFile, err)
 	}
-	if err := syscall.Kill(postmaster, sig); err != nil {
+	if err := signalProcess(postmaster, sig); err != nil {
 		return err
 	}
 	children, err := childrenOf(postmaster)
@@ -231,7 +230,7 @@ func signalPostgres(pidFile string, sig syscall.Signal) error {
 	}
 	for _, pid := range children {
 		// A backend that exited meanwhile has nothing left to signal.
-		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		if err := signalProcess(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return err
 		}
 	}
@@ -250,12 +249,10 @@ func childrenOf(pid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		fields, err := statFields(filepath.Join("/proc", e.Name(), "stat"))
 		if err != nil {
 			continue // exited since the listing
 		}
-		// "pid (comm) state ppid …", where comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
 			children = append(children, child)
 		}
@@ -343,7 +340,7 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 		url:    fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", port),
 		stop:   stop,
 		start:  start,
-		signal: func(sig syscall.Signal) error { return process.Signal(sig) },
+		signal: func(sig syscall.Signal) error { return signalProcess(process.Pid, sig) },
 	}
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -182,35 +181,15 @@ func (p *process) kill() {
 }
 
 // freeze and thaw stop and continue the process (SIGSTOP, SIGCONT): it holds its connections
-// but does nothing. freeze returns once every thread of the process has stopped: the kernel
-// stops a process only once the one thread it woke to take the signal runs, and on a loaded
-// runner that thread can wait for a CPU while the others go on (a dispatcher's promotion).
+// but does nothing. freeze returns once the process has stopped (signalProcess).
 func (p *process) freeze(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-	testkit.Eventually(t, 10*time.Second, "the frozen process stopped", p.stopped)
+	if err := signalProcess(p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze process %d: %v", p.cmd.Process.Pid, err)
+	}
 }
-func (p *process) thaw() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
 
-// stopped reports whether every thread of the process is stopped (state T in /proc).
-func (p *process) stopped() error {
-	tasks := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
-	threads, err := os.ReadDir(tasks)
-	if err != nil {
-		return err
-	}
-	for _, thread := range threads {
-		stat, err := os.ReadFile(filepath.Join(tasks, thread.Name(), "stat"))
-		if err != nil {
-			return err
-		}
-		// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'.
-		if state, _, _ := strings.Cut(strings.TrimSpace(string(stat[bytes.LastIndexByte(stat, ')')+1:])), " "); state != "T" {
-			return fmt.Errorf("thread %s of process %d is in state %q", thread.Name(), p.cmd.Process.Pid, state)
-		}
-	}
-	return nil
-}
+func (p *process) thaw() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
 
 // client is a server client for a process, sharing the test's secret.
 func (p *process) client(t *testing.T) *server {

@@ -72,7 +72,7 @@ func TestRedisFrozen_AnswersUnavailableFast(t *testing.T) {
 		return nil
 	})
 
-	if err := redis.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := signalProcess(redis.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
