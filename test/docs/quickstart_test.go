@@ -19,16 +19,19 @@ import (
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
-// quickstartFence opens a README block the quickstart test runs: ```sh quickstart.
+// quickstartFence opens a README block the quickstart test runs: ```sh quickstart, or
+// ```sh quickstart once for a block that runs once per server.
 const quickstartFence = "```sh quickstart"
 
 // quickstartFlows is how many flows the README's quickstart walks; a block lost in an edit
 // fails the test instead of passing by running less.
 const quickstartFlows = 8
 
-// quickstartBlock is one fenced block to run, with the heading it sits under.
+// quickstartBlock is one fenced block to run, with the heading it sits under; once marks a
+// block a reader cannot paste a second time on the same server.
 type quickstartBlock struct {
 	heading, script string
+	once            bool
 }
 
 // exportLine is a ready-to-paste line the embedded default prints on its console.
@@ -36,8 +39,9 @@ var exportLine = regexp.MustCompile(`^export (RUSHGATE_[A-Z0-9_]+_TOKEN)=(\S+)$`
 
 // TestReadme_QuickstartBlocksRun runs every ```sh quickstart block of the README, in order, with
 // bash (set -euo pipefail) against one server on the embedded default, with the environment a
-// reader has: the token lines `make run` prints and RUSHGATE_URL. A block fails on a non-zero
-// exit, which its jq -e checks turn unexpected answers into.
+// reader has: the token lines `make run` prints and RUSHGATE_URL; then each block not marked
+// once again, as a reader who pastes one twice does. A block fails on a non-zero exit, which
+// its jq -e checks turn unexpected answers into.
 func TestReadme_QuickstartBlocksRun(t *testing.T) {
 	jq := testenv.Jq(t)
 	blocks := quickstartBlocks(t, filepath.Join(repoRoot, "README.md"))
@@ -71,7 +75,14 @@ func TestReadme_QuickstartBlocksRun(t *testing.T) {
 	}
 
 	dir := t.TempDir() // the blocks' working directory, for the files they write
-	for i, block := range blocks {
+	runs := blocks
+	for _, block := range blocks {
+		if !block.once {
+			block.heading = "again: " + block.heading
+			runs = append(runs, block)
+		}
+	}
+	for i, block := range runs {
 		ok := t.Run(block.heading, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -79,7 +90,7 @@ func TestReadme_QuickstartBlocksRun(t *testing.T) {
 			cmd.Env, cmd.Dir = env, dir
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("block %d under %q failed: %v\n--- script\n%s\n--- output\n%s", i+1, block.heading, err, block.script, out)
+				t.Fatalf("run %d, under %q, failed: %v\n--- script\n%s\n--- output\n%s", i+1, block.heading, err, block.script, out)
 			}
 		})
 		if !ok {
@@ -100,18 +111,20 @@ func quickstartBlocks(t *testing.T, path string) []quickstartBlock {
 		blocks  []quickstartBlock
 		current *strings.Builder
 		title   string
+		once    bool
 	)
 	lines := bufio.NewScanner(bytes.NewReader(raw))
 	for lines.Scan() {
 		line := lines.Text()
 		switch {
 		case current != nil && strings.TrimSpace(line) == "```":
-			blocks = append(blocks, quickstartBlock{heading: title, script: current.String()})
+			blocks = append(blocks, quickstartBlock{heading: title, script: current.String(), once: once})
 			current = nil
 		case current != nil:
 			current.WriteString(line + "\n")
-		case strings.TrimSpace(line) == quickstartFence:
+		case strings.TrimSpace(line) == quickstartFence, strings.TrimSpace(line) == quickstartFence+" once":
 			current = &strings.Builder{}
+			once = strings.HasSuffix(strings.TrimSpace(line), " once")
 		default:
 			if m := heading.FindStringSubmatch(line); m != nil {
 				title = m[1]
