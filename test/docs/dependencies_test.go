@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 // codeName matches a name in backticks.
@@ -79,27 +81,15 @@ func requirements(t *testing.T, path string, indirectToo bool) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	file, err := modfile.ParseLax(path, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	modules := map[string]bool{}
-	inBlock := false
-	for line := range strings.Lines(string(raw)) {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "require (":
-			inBlock = true
-			continue
-		case inBlock && line == ")":
-			inBlock = false
-			continue
-		case strings.HasPrefix(line, "require "):
-			line = strings.TrimPrefix(line, "require ")
-		case !inBlock:
-			continue
+	for _, r := range file.Require {
+		if indirectToo || !r.Indirect {
+			modules[r.Mod.Path] = true
 		}
-		fields := strings.Fields(line)
-		if len(fields) < 2 || (!indirectToo && strings.Contains(line, "// indirect")) {
-			continue
-		}
-		modules[fields[0]] = true
 	}
 	return modules
 }
