@@ -6,12 +6,19 @@ package ports
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // ErrUnavailable wraps a failure to reach a dependency (database, Redis, storage) or a dependency
 // that did not answer within its timeout. The edge answers 503 with Retry-After.
 var ErrUnavailable = errors.New("dependency unavailable")
+
+// ErrCommitOutcomeUnknown means a transaction's connection was lost once its COMMIT may have
+// reached the database: it may have committed or not, and it was not run again. It wraps
+// ErrUnavailable, so a caller that cannot tell which answers 503; one that can read whether
+// the transaction's writes are there may answer by what it finds.
+var ErrCommitOutcomeUnknown = fmt.Errorf("transaction outcome unknown: %w", ErrUnavailable)
 
 // ErrVersionConflict means an optimistic write found the row changed since it was read (its
 // version moved on, or its condition no longer holds) and wrote nothing.
@@ -23,7 +30,8 @@ var ErrVersionConflict = errors.New("optimistic write conflict")
 // is returned. Row locks taken inside (GetForUpdate) are held until InTx returns. Calling InTx
 // with a context that already carries a transaction joins it rather than nesting. An
 // implementation may run fn again in a fresh transaction after a deadlock or serialization
-// failure, so fn must have no effects outside the transaction.
+// failure, so fn must have no effects outside the transaction. A commit whose outcome the
+// implementation cannot know (its connection lost during the COMMIT) is ErrCommitOutcomeUnknown.
 type TxRunner interface {
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
 }

@@ -257,9 +257,11 @@ type SeatRepository interface {
 // ReservationRepository stores reservations.
 //
 // Add inserts a reservation under UNIQUE(eventId, seat): a seat already reserved, including by
-// a concurrent transaction that committed first, is waiting.ErrSeatAlreadyReserved. Count
-// counts an event's reservations.
+// a concurrent transaction that committed first, is waiting.ErrSeatAlreadyReserved. Find
+// returns the reservation of an event's seat, and false when the seat has none. Count counts an
+// event's reservations.
 type ReservationRepository interface {
 	Add(ctx context.Context, r waiting.Reservation) error
+	Find(ctx context.Context, eventID string, seat int) (waiting.Reservation, bool, error)
 	Count(ctx context.Context, eventID string) (int, error)
 }

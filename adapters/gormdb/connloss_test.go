@@ -19,6 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
+	"github.com/rushgate/rushgate/adapters/memory/memorytest"
+	"github.com/rushgate/rushgate/adapters/system"
+	appwaiting "github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
@@ -152,8 +155,8 @@ func (c *breakingConn) Read(b []byte) (int, error) {
 
 // TestInTx_DoesNotRerunATransactionWhoseConnectionBrokeDuringItsCommit breaks the transaction's
 // connection once its COMMIT has reached the database: the outcome is unknown to InTx (here the
-// transaction did commit), so it answers ports.ErrUnavailable without running fn again, and the
-// write is not stored twice.
+// transaction did commit), so it answers ports.ErrCommitOutcomeUnknown (a ports.ErrUnavailable)
+// without running fn again, and the write is not stored twice.
 func TestInTx_DoesNotRerunATransactionWhoseConnectionBrokeDuringItsCommit(t *testing.T) {
 	for name, fresh := range dialects {
 		t.Run(name, func(t *testing.T) {
@@ -170,9 +173,48 @@ func TestInTx_DoesNotRerunATransactionWhoseConnectionBrokeDuringItsCommit(t *tes
 			})
 
 			require.ErrorIs(t, err, ports.ErrUnavailable)
+			require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the caller may read whether it committed")
 			assert.Zero(t, breaker.armed.Load(), "the COMMIT went out")
 			assert.Equal(t, 1, runs, "no rerun after a COMMIT went out")
 			assert.Equal(t, 1, currentMembers(t, db, crewID), "the commit the client could not confirm landed, once")
+		})
+	}
+}
+
+// TestReserve_ACommitWhoseAnswerWasLostAnswersTheStoredReservation breaks a seat reservation's
+// connection once its COMMIT has reached the database: the transaction committed, and the
+// reservation, read back on another connection, is the client's answer rather than a 503 whose
+// retry would find the seat taken.
+func TestReserve_ACommitWhoseAnswerWasLostAnswersTheStoredReservation(t *testing.T) {
+	for name, fresh := range dialects {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			breaker := breakAfterCommit()
+			db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
+			env := memorytest.New(memorytest.WithStores(gormdb.NewStores(db)))
+			svc := appwaiting.NewService(appwaiting.Deps{Tx: env.Stores.Tx, Events: env.Stores.Events, Seats: env.Stores.Seats,
+				Reservations: env.Stores.Reservations, Room: env.Coord.WaitingRoom, Guard: env.Guard, Clock: env.Clock,
+				IDs: system.UUIDs{}}, appwaiting.Config{})
+			event, err := svc.CreateEvent(ctx, appwaiting.CreateEventCommand{Name: "lost commit", Seats: 2, Slots: 2, Mode: "pull"})
+			require.NoError(t, err)
+			_, _, err = svc.Enter(ctx, event.ID, "u1")
+			require.NoError(t, err)
+			token, _, err := svc.Claim(ctx, event.ID, "u1")
+			require.NoError(t, err)
+
+			breaker.armed.Store(1)
+			view, err := svc.Reserve(ctx, appwaiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token})
+
+			require.NoError(t, err, "the reservation committed")
+			assert.Zero(t, breaker.armed.Load(), "the COMMIT's answer was lost")
+			stored, found, err := env.Stores.Reservations.Find(ctx, event.ID, 1)
+			require.NoError(t, err)
+			require.True(t, found, "the seat's reservation is stored")
+			assert.Equal(t, stored.ID, view.ID, "the answer is the stored reservation")
+			count, err := env.Stores.Reservations.Count(ctx, event.ID)
+			require.NoError(t, err)
+			assert.Equal(t, 1, count, "stored once")
 		})
 	}
 }

@@ -206,8 +206,8 @@ func (r *SeatRepository) CountFree(ctx context.Context, eventID string) (int, er
 
 // ReservationRepository stores reservations; it implements ports.ReservationRepository.
 type ReservationRepository struct {
-	db               *DB
-	addSQL, countSQL string
+	db                        *DB
+	addSQL, findSQL, countSQL string
 }
 
 // NewReservationRepository returns the reservation repository of db.
@@ -215,6 +215,7 @@ func NewReservationRepository(db *DB) *ReservationRepository {
 	return &ReservationRepository{
 		db:       db,
 		addSQL:   Bind(db.dialect, "INSERT INTO reservations (id, event_id, seat_no, user_id, reserved_at) VALUES (?, ?, ?, ?, ?)"),
+		findSQL:  Bind(db.dialect, "SELECT id, user_id, reserved_at FROM reservations WHERE event_id = ? AND seat_no = ?"),
 		countSQL: Bind(db.dialect, "SELECT COUNT(*) FROM reservations WHERE event_id = ?"),
 	}
 }
@@ -227,6 +228,20 @@ func (r *ReservationRepository) Add(ctx context.Context, res waiting.Reservation
 		op: "add reservation", notFound: waiting.ErrSeatNotFound, duplicate: waiting.ErrSeatAlreadyReserved,
 	}, r.addSQL, res.ID, res.EventID, res.SeatNumber, res.UserID, res.ReservedAt.UTC())
 	return err
+}
+
+// Find returns the reservation of the event's seat, read on the primary through the
+// UNIQUE(event_id, seat_no) index; false when the seat has none.
+func (r *ReservationRepository) Find(ctx context.Context, eventID string, seat int) (waiting.Reservation, bool, error) {
+	res := waiting.Reservation{EventID: eventID, SeatNumber: seat}
+	found, err := r.db.queryOne(ctx, errorMeanings{op: "find reservation"}, r.findSQL, []any{eventID, seat}, func(rows *sql.Rows) error {
+		return rows.Scan(&res.ID, &res.UserID, &res.ReservedAt)
+	})
+	if err != nil || !found {
+		return waiting.Reservation{}, false, err
+	}
+	res.ReservedAt = res.ReservedAt.UTC()
+	return res, true, nil
 }
 
 // Count counts the event's reservations.

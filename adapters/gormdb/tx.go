@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -58,7 +59,8 @@ func NewTxRunner(db *DB) *TxRunner { return &TxRunner{db: db} }
 // (Options.MaxOpenConns), as every one may have died. It never reruns once the TxTimeout
 // deadline (or the caller's) has passed; fn must therefore have no effect outside the
 // transaction that a rerun would repeat. A connection lost during the COMMIT leaves the outcome
-// unknown: the transaction may have committed, so it is not run again. Repositories report a
+// unknown: the transaction may have committed, so it is not run again, and InTx answers
+// ports.ErrCommitOutcomeUnknown, for a caller that can read whether it did. Repositories report a
 // conflict and a lost connection wrapping ports.ErrUnavailable, so one that outlasts the reruns
 // answers 503.
 func (r *TxRunner) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -204,6 +206,8 @@ func (r *TxRunner) attempt(ctx context.Context, opts *sql.TxOptions, fn func(ctx
 			// The transaction outlived TxTimeout and was rolled back (by database/sql, or on
 			// MySQL with its connection closed); report the timeout rather than its symptom.
 			err = errors.Join(ctx.Err(), err)
+		} else if sent && isConnectionLost(err) {
+			return true, fmt.Errorf("%w: %w", ports.ErrCommitOutcomeUnknown, translate(err, errorMeanings{op: "commit"}))
 		}
 		return sent, translate(err, errorMeanings{op: "commit"})
 	}

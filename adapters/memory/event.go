@@ -190,6 +190,19 @@ func (r *ReservationRepository) Add(ctx context.Context, res waiting.Reservation
 	})
 }
 
+// Find returns the reservation of the event's seat; false when the seat has none.
+func (r *ReservationRepository) Find(ctx context.Context, eventID string, seat int) (waiting.Reservation, bool, error) {
+	var (
+		res   waiting.Reservation
+		found bool
+	)
+	err := r.db.run(ctx, func(t *tx) error {
+		res, found = reservationsTable.in(r.db).get(t, seatKey{eventID, seat})
+		return nil
+	})
+	return res, found, err
+}
+
 // Count counts the event's reservations.
 func (r *ReservationRepository) Count(ctx context.Context, eventID string) (int, error) {
 	n := 0

@@ -9,6 +9,7 @@ import (
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // The seat lock's policy: a request waits up to
@@ -47,7 +48,8 @@ type reserveInput struct {
 // under the lock seat:{eventId}:{seatId} (waiting.ErrSeatBeingSelected after 3 s), one
 // transaction locks the seat's row, inserts the reservation and marks the seat reserved
 // (waiting.ErrSeatAlreadyReserved, waiting.ErrSeatNotFound); the seat counter is decremented
-// after the commit.
+// after the commit. A commit whose outcome is unknown is answered by the seat's stored
+// reservation (committedAfterAll).
 func (s *Service) Reserve(ctx context.Context, cmd ReserveCommand) (ReservationView, error) {
 	if err := domain.ValidateUserID("userId", cmd.UserID); err != nil {
 		return ReservationView{}, err
@@ -200,6 +202,9 @@ func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]gua
 		}
 		return nil
 	})
+	if errors.Is(err, ports.ErrCommitOutcomeUnknown) && reserved {
+		err = s.committedAfterAll(ctx, first, answers, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +222,24 @@ func (s *Service) reserveBatch(ctx context.Context, batch []reserveInput) ([]gua
 		}
 	}
 	return answers, nil
+}
+
+// committedAfterAll answers a batch whose COMMIT's outcome is unknown (its connection was lost
+// during it, lost): the seat's stored reservation, read within the batch's deadline, is the
+// batch's own when the transaction committed after all, and then nil is returned and the
+// answers stand. Otherwise, or when the read fails too, lost is returned: the client hears 503
+// and may try again, finding the seat reserved if the transaction did commit later.
+func (s *Service) committedAfterAll(ctx context.Context, first reserveInput, answers []guard.Answer[ReservationView], lost error) error {
+	stored, found, err := s.d.Reservations.Find(ctx, first.eventID, first.seat)
+	if err != nil || !found {
+		return lost
+	}
+	for _, a := range answers {
+		if a.Err == nil && a.Value.ID == stored.ID {
+			return nil
+		}
+	}
+	return lost
 }
 
 // seatCountTimeout bounds the decrement of the seat counter after a reservation committed: it

@@ -420,3 +420,86 @@ func TestRoomOpenedAgain_ByABackgroundPassItsReadsShareOneDatabaseTimeoutPerEven
 		})
 	}
 }
+
+// commitLostTx runs each transaction on the inner runner, committing it or not as committed
+// says, then answers as a runner whose connection was lost during the COMMIT does.
+type commitLostTx struct {
+	inner     ports.TxRunner
+	committed bool
+}
+
+var errNotCommitted = errors.New("rolled back: the COMMIT never reached the database")
+
+func (tx commitLostTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	err := tx.inner.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		if !tx.committed {
+			return errNotCommitted
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNotCommitted) {
+		return err
+	}
+	return fmt.Errorf("commit: connection lost: %w", ports.ErrCommitOutcomeUnknown)
+}
+
+// TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation: a reservation whose
+// transaction's COMMIT outcome is unknown (its connection lost during it) reads the seat's
+// reservation: when the transaction committed, the client hears its reservation, not a 503 it
+// would retry only to find the seat taken; when it did not, it hears 503 and its retry reserves.
+func TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
+			ctx := context.Background()
+			clock := memory.NewClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+			r := newRooms(clock)
+			event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "lost commit", Seats: 2, Slots: 2, Mode: "pull"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := r.svc.Enter(ctx, event.ID, "u1"); err != nil {
+				t.Fatal(err)
+			}
+			token, _, err := r.svc.Claim(ctx, event.ID, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			deps := r.deps
+			deps.Tx = commitLostTx{inner: deps.Tx, committed: committed}
+			lost := waiting.NewService(deps, waiting.Config{})
+			reserve := waiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token}
+
+			view, err := lost.Reserve(ctx, reserve)
+
+			stored, found, findErr := r.stores.Reservations.Find(ctx, event.ID, 1)
+			if findErr != nil {
+				t.Fatal(findErr)
+			}
+			if !committed {
+				if !errors.Is(err, ports.ErrUnavailable) || found {
+					t.Fatalf("not committed: answered %+v, %v; reservation stored: %v; want 503 and none", view, err, found)
+				}
+				retried, err := r.svc.Reserve(ctx, reserve)
+				if err != nil {
+					t.Fatalf("the retry: %v", err)
+				}
+				if stored, found, _ := r.stores.Reservations.Find(ctx, event.ID, 1); !found || stored.ID != retried.ID {
+					t.Fatalf("the retry answered %+v, stored %+v (%v)", retried, stored, found)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("committed: answered %v, want the reservation", err)
+			}
+			if !found || stored.ID != view.ID || stored.UserID != "u1" || view.SeatID != "1" {
+				t.Fatalf("answered %+v, stored %+v (%v)", view, stored, found)
+			}
+			if n, err := r.stores.Seats.CountFree(ctx, event.ID); err != nil || n != 1 {
+				t.Fatalf("free seats %d (%v), want 1", n, err)
+			}
+		})
+	}
+}

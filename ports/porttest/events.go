@@ -17,8 +17,9 @@ import (
 // an unknown event are waiting.ErrEventNotFound; GetForUpdate fails outside a transaction,
 // names an unknown seat or another event's waiting.ErrSeatNotFound, and serialises concurrent
 // reservations of one seat so exactly one succeeds; Add refuses a second reservation of a seat
-// with waiting.ErrSeatAlreadyReserved, also to the losers of a race without row locks; List
-// pages by number; CountFree and Count count.
+// with waiting.ErrSeatAlreadyReserved, also to the losers of a race without row locks; Find
+// returns a seat's reservation as stored, and none for a free seat; List pages by number;
+// CountFree and Count count.
 func TestEventRepositories(t *testing.T, newStores func(t *testing.T) ports.Stores, caps Capabilities) {
 	run(t, newStores, caps, []testCase[ports.Stores]{
 		{"Event/CreateThenGetRoundTrips", testEventRoundTrips},
@@ -32,6 +33,7 @@ func TestEventRepositories(t *testing.T, newStores func(t *testing.T) ports.Stor
 		{"Seat/ListPagesByNumber", testSeatList},
 		{"Reservation/ConcurrentReservationsOfOneSeatOneWins", testReservationConcurrentLocked},
 		{"Reservation/UniquePerSeatWithoutRowLock", testReservationUnique},
+		{"Reservation/FindReturnsTheSeatsReservation", testReservationFind},
 	})
 }
 
@@ -191,4 +193,31 @@ func testReservationUnique(t *testing.T, e env[ports.Stores]) {
 	})
 	expectOneWinner(t, errs, waiting.ErrSeatAlreadyReserved)
 	expectEqual(t, countReservations(t, e.impl, created.ID()), 1, "reservations")
+}
+
+func testReservationFind(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	created := createEvent(t, e.impl, 2)
+	_, found, err := e.impl.Reservations.Find(ctx, created.ID(), 1)
+	must(t, err, "find before any reservation")
+	expectEqual(t, found, false, "a free seat's reservation found")
+
+	r := waiting.Reservation{ID: randomID(), EventID: created.ID(), SeatNumber: 1, UserID: "finder",
+		ReservedAt: now()}
+	must(t, e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
+		if err := e.impl.Reservations.Add(ctx, r); err != nil {
+			return err
+		}
+		return e.impl.Seats.MarkReserved(ctx, r.EventID, r.SeatNumber)
+	}), "reserve")
+	got, found, err := e.impl.Reservations.Find(ctx, created.ID(), 1)
+	must(t, err, "find")
+	expectEqual(t, found, true, "the seat's reservation found")
+	expectEqual(t, got.ID, r.ID, "id")
+	expectEqual(t, got.UserID, r.UserID, "user")
+	expectEqual(t, got.SeatNumber, 1, "seat")
+	expectEqual(t, got.ReservedAt.Equal(r.ReservedAt), true, "reservedAt")
+	_, found, err = e.impl.Reservations.Find(ctx, created.ID(), 2)
+	must(t, err, "find the other seat")
+	expectEqual(t, found, false, "the other seat's reservation found")
 }
