@@ -189,17 +189,7 @@ func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing
 	ctx := context.Background()
 	clock := memory.NewClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
 	r := newRooms(clock)
-	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "budget", Seats: 1, Slots: 2, Mode: "pull"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.svc.Enter(ctx, event.ID, "u1"); err != nil {
-		t.Fatal(err)
-	}
-	token, _, err := r.svc.Claim(ctx, event.ID, "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	eventID, token := admittedUser(t, r, 1, "u1")
 	deadlines := &testkit.Deadlines{}
 	deps := r.deps
 	deps.Events = deadlineEvents{EventRepository: deps.Events, Deadlines: deadlines}
@@ -208,7 +198,7 @@ func TestReserve_TheEventReadAndTheTransactionShareOneDatabaseTimeout(t *testing
 	svc := waiting.NewService(deps, waiting.Config{Timeout: timeout})
 
 	before := time.Now()
-	if _, err := svc.Reserve(ctx, waiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token}); err != nil {
+	if _, err := svc.Reserve(ctx, waiting.ReserveCommand{EventID: eventID, SeatID: "1", UserID: "u1", Token: token}); err != nil {
 		t.Fatal(err)
 	}
 	deadlines.AssertOneTimeoutFromArrival(t, timeout, before, time.Now(), "Events.Get", "Seats.GetForUpdate", "Seats.CountFree")
@@ -456,25 +446,15 @@ func TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation(t *te
 			ctx := context.Background()
 			clock := memory.NewClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
 			r := newRooms(clock)
-			event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "lost commit", Seats: 2, Slots: 2, Mode: "pull"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := r.svc.Enter(ctx, event.ID, "u1"); err != nil {
-				t.Fatal(err)
-			}
-			token, _, err := r.svc.Claim(ctx, event.ID, "u1")
-			if err != nil {
-				t.Fatal(err)
-			}
+			eventID, token := admittedUser(t, r, 2, "u1")
 			deps := r.deps
 			deps.Tx = commitLostTx{inner: deps.Tx, committed: committed}
 			lost := waiting.NewService(deps, waiting.Config{})
-			reserve := waiting.ReserveCommand{EventID: event.ID, SeatID: "1", UserID: "u1", Token: token.Token}
+			reserve := waiting.ReserveCommand{EventID: eventID, SeatID: "1", UserID: "u1", Token: token}
 
 			view, err := lost.Reserve(ctx, reserve)
 
-			stored, found, findErr := r.stores.Reservations.Find(ctx, event.ID, 1)
+			stored, found, findErr := r.stores.Reservations.Find(ctx, eventID, 1)
 			if findErr != nil {
 				t.Fatal(findErr)
 			}
@@ -486,7 +466,7 @@ func TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation(t *te
 				if err != nil {
 					t.Fatalf("the retry: %v", err)
 				}
-				if stored, found, _ := r.stores.Reservations.Find(ctx, event.ID, 1); !found || stored.ID != retried.ID {
+				if stored, found, _ := r.stores.Reservations.Find(ctx, eventID, 1); !found || stored.ID != retried.ID {
 					t.Fatalf("the retry answered %+v, stored %+v (%v)", retried, stored, found)
 				}
 				return
@@ -497,9 +477,28 @@ func TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation(t *te
 			if !found || stored.ID != view.ID || stored.UserID != "u1" || view.SeatID != "1" {
 				t.Fatalf("answered %+v, stored %+v (%v)", view, stored, found)
 			}
-			if n, err := r.stores.Seats.CountFree(ctx, event.ID); err != nil || n != 1 {
+			if n, err := r.stores.Seats.CountFree(ctx, eventID); err != nil || n != 1 {
 				t.Fatalf("free seats %d (%v), want 1", n, err)
 			}
 		})
 	}
+}
+
+// admittedUser creates a pull event of seats seats and two slots, and admits userID: it answers
+// the event's id and the user's entry token.
+func admittedUser(t *testing.T, r rooms, seats int, userID string) (eventID, token string) {
+	t.Helper()
+	ctx := context.Background()
+	event, err := r.svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "reservations", Seats: seats, Slots: 2, Mode: "pull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.svc.Enter(ctx, event.ID, userID); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _, err := r.svc.Claim(ctx, event.ID, userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return event.ID, claimed.Token
 }

@@ -14,19 +14,7 @@ import (
 // route the OpenAPI document lets through without a token (security: []), so that its "every
 // route needs a token but …" holds.
 func TestAPIGuide_NamesEveryRouteWithoutAToken(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromFile(filepath.Join(repoRoot, "adapters/http/openapi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/api.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(raw), "\n## Authentication\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	if section == "" {
-		t.Fatal("docs/api.md has no Authentication section")
-	}
+	doc, section := openAPIAndGuideSection(t, "Authentication")
 	open := 0
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -51,16 +39,7 @@ var routeNamed = regexp.MustCompile("`(?:([A-Z]+)` and `)?([A-Z]+) (/[^`\\s]*)`"
 // TestAPIGuide_FlowsNameEveryRoute: the API guide's flows table names every route of the
 // OpenAPI document, so a reader of the guide alone misses none.
 func TestAPIGuide_FlowsNameEveryRoute(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromFile(filepath.Join(repoRoot, "adapters/http/openapi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/api.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(raw), "\n## The flows\n")
-	section, _, _ = strings.Cut(section, "\n## ")
+	doc, section := openAPIAndGuideSection(t, "The flows")
 	named := map[string]bool{}
 	for _, m := range routeNamed.FindAllStringSubmatch(section, -1) {
 		named[m[2]+" "+m[3]] = true
@@ -79,4 +58,23 @@ func TestAPIGuide_FlowsNameEveryRoute(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openAPIAndGuideSection reads the OpenAPI document and the API guide's section of that title.
+func openAPIAndGuideSection(t *testing.T, title string) (*openapi3.T, string) {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile(filepath.Join(repoRoot, "adapters/http/openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, found := strings.Cut(string(raw), "\n## "+title+"\n")
+	if !found {
+		t.Fatalf("docs/api.md has no %s section", title)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return doc, section
 }
