@@ -22,12 +22,12 @@ import (
 
 // slowRedis starts a Redis of the test's own, so that no script is in its cache yet, behind a
 // link whose every round trip costs roundTrip, and returns a client of it with timeout as every
-// timeout, warmed up as the server does at start.
-func slowRedis(t *testing.T, roundTrip, timeout time.Duration, poolSize int) goredis.UniversalClient {
+// timeout, warmed up as the server does at start, and the link.
+func slowRedis(t *testing.T, roundTrip, timeout time.Duration, poolSize int) (goredis.UniversalClient, *testkit.SlowProxy) {
 	t.Helper()
-	proxy := testkit.StartSlowProxy(t, testenv.StartPrivateRedis(t).Addr)
-	proxy.SetDelay(roundTrip)
-	client, err := rgredis.NewClient("redis://"+proxy.Addr(), rgredis.Options{
+	link := testkit.StartSlowProxy(t, testenv.StartPrivateRedis(t).Addr)
+	link.SetDelay(roundTrip)
+	client, err := rgredis.NewClient("redis://"+link.Addr(), rgredis.Options{
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: poolSize,
 	})
 	require.NoError(t, err)
@@ -35,7 +35,23 @@ func slowRedis(t *testing.T, roundTrip, timeout time.Duration, poolSize int) gor
 	ctx, cancel := context.WithTimeout(context.Background(), 5*timeout)
 	defer cancel()
 	require.NoError(t, rgredis.WarmUp(ctx, client))
-	return client
+	return client, link
+}
+
+// awaitPatternSubscribers waits until n clients of client's Redis are subscribed to a pattern:
+// the release-notice subscriptions of n Lockers, opened in the background when they are made.
+func awaitPatternSubscribers(t *testing.T, client goredis.UniversalClient, n int) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d Lockers subscribed to release notices", n), func() error {
+		clients, err := client.ClientList(context.Background()).Result()
+		if err != nil {
+			return err
+		}
+		if got := strings.Count(clients, " psub=1 "); got != n {
+			return fmt.Errorf("%d clients subscribed to a pattern, want %d", got, n)
+		}
+		return nil
+	})
 }
 
 // sentCommands counts the commands a client sends, by name, handshakes included. A call that
@@ -103,7 +119,7 @@ func (h commandCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) go
 func TestWarmUp_TheFirstCallOfAScriptIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	const roundTrip = 400 * time.Millisecond
-	client := slowRedis(t, roundTrip, 2*time.Second, 4)
+	client, _ := slowRedis(t, roundTrip, 2*time.Second, 4)
 	sent := countCommands(client)
 	store := rgredis.NewIdempotencyStore(client, "rg-test-idem:")
 
@@ -119,22 +135,30 @@ func TestWarmUp_TheFirstCallOfAScriptIsOneRoundTrip(t *testing.T) {
 
 // Released waits on nothing: the release-notice subscription of a Locker is opened in the
 // background when it is made, and Released used to open it, waiting for Redis to confirm it (up
-// to a second) while holding the notices' mutex. The release is still heard by a waiter whose
-// attempt found the key held.
+// to a second) while holding the notices' mutex. On a link that passes nothing, where a call
+// waiting for Redis would never return, Released returns and sends no command, whether its
+// Locker's subscription was confirmed or is still unanswered. The release is still heard by a
+// waiter whose attempt found the key held.
 func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 	t.Parallel()
-	const roundTrip = 400 * time.Millisecond
 	ctx := context.Background()
-	waiter, key, held := heldByAnother(t, slowRedis(t, roundTrip, 2*time.Second, 4))
+	client, link := slowRedis(t, 400*time.Millisecond, 2*time.Second, 4)
+	waiter, key, held := heldByAnother(t, client)
+	// Confirmed first, the Lockers' subscriptions send nothing more that could be counted as
+	// Released's.
+	awaitPatternSubscribers(t, client, 2)
 
-	started := time.Now()
-	released, stop := waiter.Released(key)
+	link.Freeze()
+	sent := countCommands(client)
+	released, stop := releasedWhileFrozen(t, waiter, key)
 	defer stop()
-	listening := time.Since(started)
-	t.Logf("Released: %v, round trip %v", listening, roundTrip)
-	// Opening the subscription was two round trips (HELLO, PSUBSCRIBE); one is room enough for
-	// a busy runner.
-	assert.Less(t, listening, roundTrip, "Released waits for no round trip")
+	assert.EqualValues(t, 0, sent.all(), "commands sent with Released")
+	// Made while Redis answers nothing, this Locker's subscription stays unconfirmed.
+	unconfirmed := rgredis.NewLocker(client)
+	t.Cleanup(func() { _ = unconfirmed.Close() })
+	_, stopUnconfirmed := releasedWhileFrozen(t, unconfirmed, key)
+	stopUnconfirmed()
+	link.Thaw()
 
 	_, err := waiter.TryAcquire(ctx, key, time.Minute)
 	require.ErrorIs(t, err, ports.ErrLockNotAcquired)
@@ -143,6 +167,28 @@ func TestLocker_ReleasedWaitsForNoRoundTrip(t *testing.T) {
 	case <-released:
 	case <-time.After(noticeBound):
 		t.Fatal("the waiter heard no release")
+	}
+}
+
+// releasedWhileFrozen calls l.Released(key) while Redis answers nothing, and fails t unless it
+// returns within noticeBound, seconds beyond any pause of a busy runner.
+func releasedWhileFrozen(t *testing.T, l *rgredis.Locker, key string) (released <-chan struct{}, stop func()) {
+	t.Helper()
+	type listener struct {
+		released <-chan struct{}
+		stop     func()
+	}
+	returned := make(chan listener, 1)
+	go func() {
+		released, stop := l.Released(key)
+		returned <- listener{released, stop}
+	}()
+	select {
+	case got := <-returned:
+		return got.released, got.stop
+	case <-time.After(noticeBound):
+		t.Fatal("Released waited for a Redis that answers nothing")
+		return nil, nil
 	}
 }
 
@@ -155,22 +201,13 @@ func TestWarmUp_TheFirstContendedLockIsFourRoundTrips(t *testing.T) {
 	const roundTrip = 400 * time.Millisecond
 	ctx := context.Background()
 	// The attempt's budget is one call's timeout: four round trips leave room in it.
-	client := slowRedis(t, roundTrip, 4*time.Second, 4)
+	client, _ := slowRedis(t, roundTrip, 4*time.Second, 4)
 	waiter, key, held := heldByAnother(t, client)
 	t.Cleanup(func() { _ = held.Release(ctx) })
 	// The Lockers' release-notice subscriptions, opened in the background as at a process's
 	// start, are confirmed first: a subscription's handshake is a command too, and the flag waits
 	// for the waiter's.
-	testkit.Eventually(t, 10*time.Second, "both Lockers subscribed to release notices", func() error {
-		clients, err := client.ClientList(ctx).Result()
-		if err != nil {
-			return err
-		}
-		if n := strings.Count(clients, " psub=1 "); n != 2 {
-			return fmt.Errorf("%d clients subscribed to a pattern, want 2", n)
-		}
-		return nil
-	})
+	awaitPatternSubscribers(t, client, 2)
 	sent := countCommands(client)
 
 	started := time.Now()
@@ -183,18 +220,22 @@ func TestWarmUp_TheFirstContendedLockIsFourRoundTrips(t *testing.T) {
 	assert.EqualValues(t, 1, sent.named("eval"), "scripts sent by source with the attempt: redsync's cleanup alone")
 }
 
-// On a Redis whose round trip is 0.6 of the timeout, a call on a connection it opened itself
-// failed (handshake and command, 1.2 timeouts); the connections are opened and handshaken at
-// start, so every call of a crowd as large as the pool, and a pipeline, answers.
+// On a Redis whose round trip is over half the timeout, a call on a connection it opened itself
+// failed: its handshake and its command, two round trips, outlast the timeout however fast the
+// runner. The connections are opened and handshaken at start, so every call of a crowd as large
+// as the pool, and a pipeline, answers, each sending its own commands and no handshake. A call's
+// one round trip leaves 0.9 s of its timeout for a busy runner's pauses, which stretched a
+// 400 ms round trip by up to 400 ms.
 func TestWarmUp_CallsAnswerOnARedisSlowerThanHalfTheTimeout(t *testing.T) {
 	t.Parallel()
 	const (
-		timeout   = time.Second
-		roundTrip = 600 * time.Millisecond
+		timeout   = 2 * time.Second
+		roundTrip = 1100 * time.Millisecond
 		poolSize  = 4
 	)
 	ctx := context.Background()
-	client := slowRedis(t, roundTrip, timeout, poolSize)
+	client, _ := slowRedis(t, roundTrip, timeout, poolSize)
+	sent := countCommands(client)
 
 	var (
 		wg       sync.WaitGroup
@@ -211,6 +252,7 @@ func TestWarmUp_CallsAnswerOnARedisSlowerThanHalfTheTimeout(t *testing.T) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, poolSize, answered.Load(), "calls that answered, each on a connection of its own")
+	assert.EqualValues(t, poolSize, sent.all(), "commands sent with the calls, handshakes included")
 
 	_, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		p.Ping(ctx)
@@ -218,4 +260,5 @@ func TestWarmUp_CallsAnswerOnARedisSlowerThanHalfTheTimeout(t *testing.T) {
 		return nil
 	})
 	assert.NoError(t, err, "a pipeline")
+	assert.EqualValues(t, poolSize+2, sent.all(), "commands sent with the calls and the pipeline, handshakes included")
 }
