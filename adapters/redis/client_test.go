@@ -196,7 +196,7 @@ func frozenServer(t *testing.T) string {
 // when the first gives up; bounded step by step, it would then wait a whole timeout more.
 func TestNewClient_ACallToAFrozenServerCostsOneTimeout(t *testing.T) {
 	t.Parallel()
-	const timeout = 2 * time.Second // a quarter of it, on either side of the bound, is room for a busy runner
+	const timeout = 4 * time.Second // a quarter of it, a second on either side of the bound, is room for a busy runner
 	client, err := rgredis.NewClient("redis://"+frozenServer(t), rgredis.Options{
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1,
 	})

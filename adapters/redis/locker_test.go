@@ -159,7 +159,7 @@ func TestLockerRelease_AnnouncesNothingWhenNobodyWaited(t *testing.T) {
 // timeout, not after the SET's and redsync's cleanup's in a row.
 func TestLocker_AnAttemptOnAFrozenServerCostsOneCallTimeout(t *testing.T) {
 	t.Parallel()
-	const timeout = time.Second // its half is room for a busy runner
+	const timeout = 2 * time.Second // its half, a second, is room for a busy runner
 	client, err := rgredis.NewClient("redis://"+frozenServer(t), rgredis.Options{
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 	})
