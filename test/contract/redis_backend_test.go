@@ -54,8 +54,9 @@ func silentServer(t *testing.T) string {
 }
 
 // deadRedisTimeout is the client timeout of the tests about a dead Redis, which measure their
-// time bounds against it.
-const deadRedisTimeout = 500 * time.Millisecond
+// time bounds against it: half of it, a second, is room for a busy runner on either side of a
+// bound between one timeout and two.
+const deadRedisTimeout = 2 * time.Second
 
 // newDeadRedisClient returns a client with deadRedisTimeout to the (dead) Redis at addr.
 func newDeadRedisClient(t *testing.T, addr string) goredis.UniversalClient {

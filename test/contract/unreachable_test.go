@@ -81,7 +81,7 @@ func TestRedisIdempotencyStore_UnreachableRedisIsUnavailableWithoutHanging(t *te
 				elapsed := time.Since(started)
 
 				require.ErrorIs(t, err, ports.ErrUnavailable)
-				assert.Less(t, elapsed, deadRedisTimeout+500*time.Millisecond, "answered within the configured timeout")
+				assert.Less(t, elapsed, deadRedisTimeout+deadRedisTimeout/2, "answered within the configured timeout")
 			})
 		}
 	}
@@ -100,11 +100,12 @@ func TestRedisLocker_UnreachableRedisAnswersWithoutHanging(t *testing.T) {
 			t.Cleanup(func() { _ = locker.Close() })
 
 			started := time.Now()
-			_, err := locker.TryAcquire(context.Background(), "contract:"+rand.Text(), time.Second)
+			// Half the TTL is the whole timeout: the attempt's budget is the smaller.
+			_, err := locker.TryAcquire(context.Background(), "contract:"+rand.Text(), 2*deadRedisTimeout)
 			elapsed := time.Since(started)
 
 			require.ErrorIs(t, err, ports.ErrUnavailable)
-			assert.Less(t, elapsed, deadRedisTimeout+500*time.Millisecond, "answered within the configured timeout")
+			assert.Less(t, elapsed, deadRedisTimeout+deadRedisTimeout/2, "answered within the configured timeout")
 
 			started = time.Now()
 			released, stop := locker.Released("contract:" + rand.Text())
