@@ -16,10 +16,11 @@ import (
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
-// pingTimeout is the stores' Config.Timeout in these tests; slack is what a loaded machine adds.
+// pingTimeout is the stores' Config.Timeout in these tests; slack is what a loaded machine adds,
+// well short of the second timeout a retried call would wait.
 const (
-	pingTimeout = 500 * time.Millisecond
-	slack       = 500 * time.Millisecond
+	pingTimeout = 2 * time.Second
+	slack       = time.Second
 )
 
 func storeAt(endpoint, bucket string, gw testenv.S3) *s3.Store {
