@@ -42,6 +42,10 @@ type QueueConfig struct {
 	// PollInterval is the status poll period clients are asked for (refreshIntervalSeconds);
 	// shorter than IdleTimeout.
 	PollInterval time.Duration `env:"RUSHGATE_QUEUE_POLL_INTERVAL"`
+	// Retention is how long the coordination store keeps a room the reconciliation found empty
+	// (nobody waiting, pre-queued or admitted) before forgetting it; the event's room is opened
+	// again from the database when it is next used.
+	Retention time.Duration `env:"RUSHGATE_QUEUE_RETENTION"`
 	// Role is what this instance runs of the push mode: "all", "broker" (the SSE
 	// connections) or "dispatcher" (promotion and routing). `rushgate serve --role` sets it.
 	Role string `env:"RUSHGATE_ROLE"`
@@ -73,6 +77,7 @@ func (c *QueueConfig) setDefaults() {
 	c.Tick = waiting.DefaultTick
 	c.IdleTimeout = waiting.DefaultIdleTimeout
 	c.PollInterval = waiting.DefaultPollInterval
+	c.Retention = waiting.DefaultRetention
 	c.Role = RoleAll
 	c.ReconnectGrace = 10 * time.Second
 	c.BrokerHeartbeatTimeout = waiting.DefaultHeartbeatTimeout
@@ -92,6 +97,7 @@ func (c QueueConfig) Validate() error {
 		positive{"RUSHGATE_QUEUE_TICK", c.Tick > 0},
 		positive{"RUSHGATE_QUEUE_IDLE_TIMEOUT", c.IdleTimeout > 0},
 		positive{"RUSHGATE_QUEUE_POLL_INTERVAL", c.PollInterval > 0},
+		positive{"RUSHGATE_QUEUE_RETENTION", c.Retention > 0},
 		positive{"RUSHGATE_BROKER_HEARTBEAT_TIMEOUT", c.BrokerHeartbeatTimeout > 0},
 		positive{"RUSHGATE_SSE_HEARTBEAT", c.SSEHeartbeat > 0},
 		positive{"RUSHGATE_PROMOTION_WORKERS", c.PromotionWorkers > 0},
@@ -122,6 +128,7 @@ func provideWaitingService(cfg Config, tx ports.TxRunner, stores ports.WaitingSt
 	}, waiting.Config{
 		IdleTimeout:  cfg.Queue.IdleTimeout,
 		PollInterval: cfg.Queue.PollInterval,
+		Retention:    cfg.Queue.Retention,
 		MaxBatch:     cfg.Guard.LockMaxBatch,
 		Timeout:      cfg.Database.Timeout,
 	})

@@ -216,11 +216,16 @@ type RoomAdmin interface {
 // RoomReconciler is what the background reconciliation pass calls.
 //
 // Reconcile gives back the slots of expired tokens and drops waiting users whose last sign of
-// life is older than idle (0: nobody is dropped). An event with nobody waiting or admitted
-// leaves RoomIndex.Events until its next Enter.
+// life is older than idle (0: nobody is dropped). An event with nobody waiting, pre-queued or
+// admitted leaves RoomIndex.Events until its next Enter, and its room expires retention
+// (positive) after the first pass that found it so: unless a user enters its queue or
+// pre-queue, connects to it (PushQueue.Connect) or its slots change (RoomAdmin.SetSlots) before,
+// the store forgets the room, counters and wait errors included, and every per-event method
+// answers ErrRoomNotOpen, as for a room the store lost. Any of those calls keeps the room for
+// good again, until a pass finds it empty anew.
 type RoomReconciler interface {
 	RoomIndex
-	Reconcile(ctx context.Context, eventID string, idle time.Duration) (Reconciled, error)
+	Reconcile(ctx context.Context, eventID string, idle, retention time.Duration) (Reconciled, error)
 }
 
 // RoomIndex lists the events with a room in use, without scanning the keyspace: for the

@@ -78,6 +78,7 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 			return ports.ErrSoldOut
 		}
 		w.active[eventID] = true
+		w.keep(eventID, r)
 		held, ok := r.owners[userID]
 		if !ok || ports.Supersedes(owner, held) {
 			r.owners[userID] = owner

@@ -15,13 +15,20 @@ var _ ports.WaitingRoom = (*WaitingRoom)(nil)
 // WaitingRoom keeps the events' queues and entry tokens in process, with the semantics of the
 // Redis one: every method is atomic under one mutex, as a Redis script is, and expiries run on
 // a ports.Clock. Ranks cost O(log n) through a Fenwick tree over entry sequence numbers.
+//
+// A room Reconcile found empty expires as the Redis one's keys do (ports.RoomReconciler): a
+// call on it after its expiry forgets it, and Events, which every reconciliation pass and
+// dispatcher tick starts with, forgets every room expired by then, so a finished event leaves
+// nothing in the process.
 type WaitingRoom struct {
 	clock ports.Clock
 
 	mu    sync.Mutex
 	rooms map[string]*room
-	// active is the index of events in use (ports.WaitingRoom.Events).
-	active map[string]bool
+	// active is the index of events in use (ports.WaitingRoom.Events); emptied, the rooms that
+	// expire (room.expiresAt).
+	active  map[string]bool
+	emptied map[string]bool
 	// dispatch is each broker's dispatch stream, brokers each broker's heartbeat deadline
 	// (ports.PushQueue, push.go).
 	dispatch map[string]*stream
@@ -59,6 +66,9 @@ type room struct {
 	waits, fresh []time.Duration
 	// pruned is how many tokens the current call's prune expired.
 	pruned int
+	// expiresAt is when the room is forgotten, set by the Reconcile that found it empty; zero
+	// while it is kept.
+	expiresAt time.Time
 }
 
 type prediction struct {
@@ -74,7 +84,7 @@ type admission struct {
 // NewWaitingRoom returns an empty store whose token expiries run on clock.
 func NewWaitingRoom(clock ports.Clock) *WaitingRoom {
 	return &WaitingRoom{clock: clock, rooms: make(map[string]*room), active: make(map[string]bool),
-		dispatch: make(map[string]*stream), brokers: make(map[string]time.Time)}
+		emptied: make(map[string]bool), dispatch: make(map[string]*stream), brokers: make(map[string]time.Time)}
 }
 
 // do runs fn on eventID's room under the mutex, or fails with ports.ErrRoomNotOpen.
@@ -84,13 +94,31 @@ func (w *WaitingRoom) do(ctx context.Context, eventID string, fn func(r *room, n
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := w.rooms[eventID]
+	now := w.clock.Now()
+	r := w.live(eventID, now)
 	if r == nil {
 		return ports.ErrRoomNotOpen
 	}
-	now := w.clock.Now()
 	r.pruned = r.prune(now)
 	return fn(r, now)
+}
+
+// live answers eventID's room, nil when there is none or it expired by now, which it forgets.
+func (w *WaitingRoom) live(eventID string, now time.Time) *room {
+	r := w.rooms[eventID]
+	if r == nil || r.expiresAt.IsZero() || now.Before(r.expiresAt) {
+		return r
+	}
+	delete(w.rooms, eventID)
+	delete(w.emptied, eventID)
+	delete(w.active, eventID)
+	return nil
+}
+
+// keep makes an emptied room live again: a user entered it, or its slots changed.
+func (w *WaitingRoom) keep(eventID string, r *room) {
+	r.expiresAt = time.Time{}
+	delete(w.emptied, eventID)
 }
 
 // Open creates the room unless it exists. See ports.WaitingRoom.
@@ -106,7 +134,7 @@ func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seat
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.rooms[eventID] == nil {
+	if w.live(eventID, w.clock.Now()) == nil {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
 			owners: make(map[string]string), entry: newStream(), opensAt: opensAt, pre: make(map[string]int),
@@ -124,6 +152,7 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 			return ports.ErrSoldOut
 		}
 		w.active[eventID] = true
+		w.keep(eventID, r)
 		place = r.enter(userID, now)
 		return nil
 	})
@@ -250,8 +279,9 @@ func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string)
 	return valid, seatsLeft, err
 }
 
-// Reconcile frees expired tokens' slots (done by do) and drops idle waiting users.
-func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.Duration) (ports.Reconciled, error) {
+// Reconcile frees expired tokens' slots (done by do) and drops idle waiting users; an empty
+// room leaves the index and expires after retention.
+func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle, retention time.Duration) (ports.Reconciled, error) {
 	var done ports.Reconciled
 	err := w.do(ctx, eventID, func(r *room, now time.Time) error {
 		done.Expired = r.pruned
@@ -268,6 +298,10 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 		}
 		if len(r.waiting) == 0 && len(r.pre) == 0 && len(r.admitted) == 0 {
 			delete(w.active, eventID)
+			if r.expiresAt.IsZero() {
+				r.expiresAt = now.Add(retention)
+				w.emptied[eventID] = true
+			}
 		}
 		return nil
 	})
@@ -278,6 +312,7 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.D
 func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (int, error) {
 	remaining := 0
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		w.keep(eventID, r)
 		r.slots = slots
 		remaining = r.remaining()
 		return nil
@@ -297,13 +332,17 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 	return s, err
 }
 
-// Events lists the events in use, sorted.
+// Events lists the events in use, sorted, after forgetting the rooms expired by now.
 func (w *WaitingRoom) Events(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := w.clock.Now()
+	for eventID := range w.emptied {
+		w.live(eventID, now)
+	}
 	events := make([]string, 0, len(w.active))
 	for id := range w.active {
 		events = append(events, id)

@@ -133,7 +133,7 @@ local function promote()
   return #head
 end
 local promoted = promote()
-return {'OK', promoted, readGroup(entry, '` + entryGroup + `', ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, owners)}
+return {'OK', promoted, readGroup(entry, '` + entryGroup + `', ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, owners, meta)}
 `)
 
 // issueScript answers {'OK', answers}, one per user: {'NOT_ADMITTED'}, {'HELD', token,
@@ -232,15 +232,16 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 	return toInt(r[0]), entries(eventID, msgs, reclaimed), nil
 }
 
-// readGroupLua defines readGroup(stream, group, consumer, count, idle, done, owners), which
-// acknowledges and deletes the messages done, then reclaims (XAUTOCLAIM, when idle, in ms, is
-// positive) and reads new messages (XREADGROUP, without waiting) of stream for group and
+// readGroupLua defines readGroup(stream, group, consumer, count, idle, done, owners, roomMeta),
+// which acknowledges and deletes the messages done, then reclaims (XAUTOCLAIM, when idle, in ms,
+// is positive) and reads new messages (XREADGROUP, without waiting) of stream for group and
 // consumer, up to count in all (none when 0), creating the group at the stream's start on first
-// use. It answers {reclaimed, {id, fields}..., owners}: with owners, a hash of the same event's
+// use. A stream it creates for an event's room (roomMeta, the room's meta, given) takes the
+// room's TTL, if it has one (WaitingRoom), so an expiring room leaves no key behind. It answers {reclaimed, {id, fields}..., owners}: with owners, a hash of the same event's
 // connection owners, owners is each message's user's owner (false when none), read in the same
 // call. Deleted messages an XAUTOCLAIM meets are skipped (Redis 7 lists them apart).
 const readGroupLua = `
-local function readGroup(stream, group, consumer, count, idle, done, ownersKey)
+local function readGroup(stream, group, consumer, count, idle, done, ownersKey, roomMeta)
   if #done > 0 then
     redis.call('XACK', stream, group, unpack(done))
     redis.call('XDEL', stream, unpack(done))
@@ -256,6 +257,8 @@ local function readGroup(stream, group, consumer, count, idle, done, ownersKey)
     if type(reply) == 'table' and reply.err then
       if string.find(reply.err, 'NOGROUP') then
         redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+        local ttl = roomMeta and redis.call('PTTL', roomMeta) or -1
+        if ttl > 0 then redis.call('PEXPIRE', stream, ttl) end
         return true
       end
       error(reply.err)
@@ -288,10 +291,11 @@ local function readGroup(stream, group, consumer, count, idle, done, ownersKey)
 end
 `
 
-// readGroupScript runs readGroup on stream KEYS[1] (and owners hash KEYS[2], when given). ARGV
-// group, consumer, count, idle ms, then the messages done.
+// readGroupScript runs readGroup on stream KEYS[1] (and owners hash KEYS[2] and room meta
+// KEYS[3] of an entry stream, when given). ARGV group, consumer, count, idle ms, then the
+// messages done.
 var readGroupScript = newScript(readGroupLua + `
-return readGroup(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, KEYS[2])
+return readGroup(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), {unpack(ARGV, 5)}, KEYS[2], KEYS[3])
 `)
 
 // ackScript acknowledges and deletes messages of stream KEYS[1] for group ARGV[1]: ARGV after
@@ -379,7 +383,7 @@ func entryArgs(read ports.EntryRead) []any {
 // then reads new ones with their users' owners: one script on the event's keys.
 func (w *WaitingRoom) ReadEntries(ctx context.Context, eventID string, read ports.EntryRead) ([]ports.Promotion, error) {
 	keys := w.keys(eventID)
-	reply, err := readGroupScript.Run(ctx, w.client, []string{keys[6], keys[5]}, append([]any{entryGroup}, entryArgs(read)...)...).Slice()
+	reply, err := readGroupScript.Run(ctx, w.client, []string{keys[6], keys[5], keys[0]}, append([]any{entryGroup}, entryArgs(read)...)...).Slice()
 	if err != nil {
 		return nil, unavailable("read entry stream", err)
 	}

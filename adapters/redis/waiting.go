@@ -46,6 +46,13 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // empty room's event first and then puts it back if the room turned out not to be empty, so a
 // concurrent Enter is never lost from the index.
 //
+// The script of the Reconcile call that finds a room empty gives each of its keys the same
+// expiry, the retention ahead (ports.RoomReconciler). Only a user's entry (Enter, Connect) can
+// refill an emptied room, and a slot change marks it live too: their scripts read meta's TTL
+// first (one PTTL) and, when it has one, take every key's off (keepRoom) before they write, so a
+// key is never left behind without a TTL while the others expire. The other scripts either only
+// change keys that exist (and keep their TTL) or act on users, of whom an expiring room has none.
+//
 // Enter, Position and Predict calls on one event are combined: the calls that arrive while
 // combinedInFlight script calls of the event are in flight go out together in the next
 // (combine.go).
@@ -115,6 +122,12 @@ local function closed()
   return gate[1] and not gate[2], tonumber(gate[1])
 end
 local function soldOut() return redis.call('HEXISTS', meta, 'soldout') == 1 end
+-- keepRoom takes the TTL off every key of a room that Reconcile found empty: all of them got
+-- the same one, so meta's tells.
+local function keepRoom()
+  if redis.call('PTTL', meta) < 0 then return end
+  for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+end
 local predicted, waits, waitsNew = KEYS[9], KEYS[10], KEYS[11]
 local function waited(user)
   local p = redis.call('HGET', predicted, user)
@@ -154,6 +167,7 @@ return 1
 const enterLua = prequeueLua + `
 local left = remaining()
 local function enterAll(users)
+  keepRoom()
   local gated, opensAt = closed()
   if gated then return 'PREQUEUE', prequeueAll(users, now < opensAt) end
   local expiries = redis.call('ZMSCORE', admitted, unpack(users))
@@ -301,8 +315,9 @@ if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1, seats} e
 return {'OK', 0, seats}
 `)
 
-// reconcileScript answers {'OK', expired, dropped, empty, wait errors not answered before}.
-// ARGV idle ms (0: drop nobody).
+// reconcileScript answers {'OK', expired, dropped, empty, wait errors not answered before}. An
+// empty room's keys expire at once retention ahead, unless an earlier pass set their expiry.
+// ARGV idle ms (0: drop nobody), retention ms.
 var reconcileScript = newWaitingScript(`
 local dropped = 0
 local idle = tonumber(ARGV[1])
@@ -321,11 +336,16 @@ local empty = 0
 if redis.call('ZCARD', queue) == 0 and redis.call('ZCARD', pre) == 0 and redis.call('ZCARD', admitted) == 0 then empty = 1 end
 local fresh = redis.call('LRANGE', waitsNew, 0, -1)
 redis.call('DEL', waitsNew)
+if empty == 1 and redis.call('PTTL', meta) < 0 then
+  local expiresAt = now + tonumber(ARGV[2])
+  for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expiresAt) end
+end
 return {'OK', #expired, dropped, empty, fresh}
 `)
 
 // slotsScript answers {'OK', remaining}. ARGV slots.
 var slotsScript = newWaitingScript(`
+keepRoom()
 redis.call('HSET', meta, 'slots', ARGV[1])
 return {'OK', remaining()}
 `)
@@ -588,9 +608,9 @@ func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string)
 }
 
 // Reconcile frees expired tokens' slots and drops idle waiting users; an empty room's event
-// leaves the index (see WaitingRoom).
-func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle time.Duration) (ports.Reconciled, error) {
-	_, r, err := w.run(ctx, "reconcile waiting room", reconcileScript, eventID, idle.Milliseconds())
+// leaves the index and its keys expire after retention (see WaitingRoom).
+func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle, retention time.Duration) (ports.Reconciled, error) {
+	_, r, err := w.run(ctx, "reconcile waiting room", reconcileScript, eventID, idle.Milliseconds(), retention.Milliseconds())
 	if err != nil {
 		return ports.Reconciled{}, err
 	}

@@ -14,7 +14,7 @@ import (
 
 // Reconcile is one pass of the background work over the events in use (the store's index, no
 // keyspace scan): it gives back the slots of expired tokens, drops waiting users idle past
-// IdleTimeout, repairs the seat counter from the database, measures the admission rate and
+// IdleTimeout, lets the store forget a room it finds empty after Retention, repairs the seat counter from the database, measures the admission rate and
 // reports each event's numbers, then the list of events in use, to the Observer. Several
 // instances may run it at once: each expiry and drop happens once in the store. It returns the
 // first error after trying every event.
@@ -63,7 +63,7 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if _, err := s.openPrequeue(ctx, e); err != nil {
 		return err
 	}
-	done, err := s.d.Room.Reconcile(ctx, eventID, idle)
+	done, err := s.d.Room.Reconcile(ctx, eventID, idle, s.cfg.Retention)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 const (
 	DefaultIdleTimeout  = 2 * time.Minute
 	DefaultPollInterval = 2 * time.Second
+	DefaultRetention    = 7 * 24 * time.Hour
 )
 
 // signOfLifeStep is how old a waiting user's recorded sign of life gets before a poll records a
@@ -43,6 +44,11 @@ type Config struct {
 	// PollInterval is the status poll period the server asks clients for
 	// (refreshIntervalSeconds; DefaultPollInterval when zero).
 	PollInterval time.Duration
+	// Retention is how long the store keeps a room the reconciliation found empty (nobody
+	// waiting, pre-queued or admitted) before forgetting it (ports.RoomReconciler); a room used
+	// again meanwhile is kept, and one forgotten is opened again from the database when its
+	// event is next used. DefaultRetention when zero.
+	Retention time.Duration
 	// MaxBatch bounds how many reservations of one seat a lock hold serves in one transaction;
 	// guard.DefaultMaxBatch when zero.
 	MaxBatch int
@@ -119,6 +125,9 @@ func NewService(d Deps, cfg Config) *Service {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
 	}
 	if d.Rates == nil {
 		d.Rates = NewAdmissionRates()

@@ -64,7 +64,7 @@ func predict(t *testing.T, w PushRoom, eventID string, seconds map[string]int) {
 	must(t, w.Predict(context.Background(), eventID, seconds), fmt.Sprintf("predict %v", seconds))
 }
 
-func waitErrors(t *testing.T, w PushRoom, eventID string) []time.Duration {
+func waitErrors(t *testing.T, w ports.WaitPredictor, eventID string) []time.Duration {
 	t.Helper()
 	waits, err := w.WaitErrors(context.Background(), eventID)
 	must(t, err, "wait errors")
@@ -73,7 +73,7 @@ func waitErrors(t *testing.T, w PushRoom, eventID string) []time.Duration {
 
 func reconciledWaits(t *testing.T, w PushRoom, eventID string) []time.Duration {
 	t.Helper()
-	done, err := w.Reconcile(context.Background(), eventID, 0)
+	done, err := w.Reconcile(context.Background(), eventID, 0, longRetention)
 	must(t, err, "reconcile")
 	return done.WaitErrors
 }
@@ -181,7 +181,7 @@ func testPredictNoAdmission(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, departed, ports.Removed, "the push user leaves")
 	time.Sleep(2 * idle)
 	position(t, e.impl, eventID, "stayer")
-	done, err := e.impl.Reconcile(ctx, eventID, idle)
+	done, err := e.impl.Reconcile(ctx, eventID, idle, longRetention)
 	must(t, err, "reconcile")
 	expectEqual(t, done.Dropped, 1, "dropped")
 	expectEqual(t, len(done.WaitErrors), 0, "errors of the pass")

@@ -24,8 +24,8 @@ const opensSoon = 1500 * time.Millisecond
 // PlacePrequeue places them in steps in the given order ahead of later arrivals while the room
 // stays closed, until OpenPrequeue opens it once, appending the ones the order missed and
 // skipping users who left; many placers racing, or a placer stopping part-way for another to
-// finish, give the same line; a pre-queued user who leaves is out of it; a room without a
-// pre-queue is open.
+// finish, give the same line; a pre-queued user who leaves is out of it; an entry into the
+// pre-queue keeps a room a pass found empty; a room without a pre-queue is open.
 func TestPrequeueRoom(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"BeforeOpensAt_NoRankNoAdmission", testPrequeueClosed},
@@ -34,6 +34,7 @@ func TestPrequeueRoom(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Ca
 		{"Place_APlacerStoppedPartWayIsFinishedByTheNext", testPrequeueStoppedPlacer},
 		{"Place_SkipsWhoLeftAndAppendsWhomTheOrderMissed", testPrequeueLeavers},
 		{"Leave_TakesAPrequeuedUserOut", testPrequeueLeave},
+		{"Reconcile_APrequeueEntryKeepsAnEmptiedRoom", testPrequeueEntryKeepsRoom},
 		{"UngatedRoom_IsOpen", testPrequeueUngated},
 	})
 }
@@ -297,7 +298,7 @@ func testPrequeueLeavers(t *testing.T, e env[PushRoom]) {
 	for _, u := range []string{"kept", "missing", "polling"} {
 		expectPrequeued(t, position(t, e.impl, eventID, u), false, "poll "+u)
 	}
-	done, err := e.impl.Reconcile(ctx, eventID, idle)
+	done, err := e.impl.Reconcile(ctx, eventID, idle, longRetention)
 	must(t, err, "reconcile")
 	expectEqual(t, done.Dropped, 1, "idle pre-queued users dropped")
 	awaitOpensAt(t, e.impl, eventID)
@@ -325,6 +326,16 @@ func testPrequeueLeave(t *testing.T, e env[PushRoom]) {
 	expectIs(t, err, ports.ErrNotQueued, "the user who left the pre-queue")
 	expectPrequeued(t, position(t, e.impl, eventID, "stays"), false, "the user who stayed")
 	expectEqual(t, stats(t, e.impl, eventID).Prequeued, 1, "pre-queued")
+}
+
+func testPrequeueEntryKeepsRoom(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openGated(t, e.impl, 1, time.Hour)
+	_, err := e.impl.Reconcile(ctx, eventID, 0, longRetention)
+	must(t, err, "reconcile the empty room")
+	expectPrequeued(t, enter(t, e.impl, eventID, "a"), true, "a's entry")
+	must(t, e.impl.Leave(ctx, eventID, "a"), "a leaves the pre-queue")
+	emptyAgainForgotten(t, e.impl, eventID)
 }
 
 func testPrequeueUngated(t *testing.T, e env[PushRoom]) {

@@ -27,7 +27,8 @@ const pushRetry = 200 * time.Millisecond
 // answers the same token again, for a batch at once; Disconnect applies the disconnect rules only
 // for the current owner, or for an older connection of its broker, and forgets it; dispatch messages go to their owners' brokers and are
 // read again until acknowledged (by an Issue or by AckDispatch); a dead broker is reaped,
-// giving back its users' slots; a broker's heartbeat says whether its last one had lapsed.
+// giving back its users' slots; a broker's heartbeat says whether its last one had lapsed; a
+// connection keeps a room a pass found empty.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"Promote_ConcurrentPromotersAdmitTheHeadOnce", testPromoteOnce},
@@ -42,6 +43,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Connect_AnOlderConnectionOfTheSameBrokerComingLateReplacesNothing", testConnectLate},
 		{"ReapBroker_GivesBackItsUsersSlots", testReapBroker},
 		{"Heartbeat_TellsALapsedBroker", testHeartbeatLapse},
+		{"Connect_KeepsAnEmptiedRoom", testConnectKeepsRoom},
 	})
 }
 
@@ -441,4 +443,16 @@ func testHeartbeatLapse(t *testing.T, e env[PushRoom]) {
 	if !beat("heartbeat after the lapse", time.Minute) {
 		t.Fatal("the heartbeat after a lapse did not start a new lease")
 	}
+}
+
+func testConnectKeepsRoom(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 5)
+	_, err := e.impl.Reconcile(ctx, eventID, 0, longRetention)
+	must(t, err, "reconcile the empty room")
+	connect(t, e.impl, eventID, "a", "b|1|")
+	departed, err := e.impl.Disconnect(ctx, eventID, "a", "b|1|")
+	must(t, err, "disconnect")
+	expectEqual(t, departed, ports.Removed, "a's departure")
+	emptyAgainForgotten(t, e.impl, eventID)
 }

@@ -19,8 +19,13 @@ const (
 	// shortTokenTTL expires quickly yet outlasts a few round trips under -race on a loaded
 	// machine (CI runs every package at once on two cores).
 	shortTokenTTL = 1500 * time.Millisecond
-	// expiryBound is how long a test waits for an expired token's slot to come back.
+	// expiryBound is how long a test waits for an expired token's slot (or an emptied room) to
+	// go.
 	expiryBound = 10 * time.Second
+	// longRetention keeps a room a case empties for longer than the case runs; shortRetention
+	// lets a case see an emptied room expire.
+	longRetention  = time.Hour
+	shortRetention = 300 * time.Millisecond
 )
 
 // TestWaitingRoom checks ports.WaitingRoom: entries are FIFO by arrival under 1,000
@@ -32,7 +37,9 @@ const (
 // an admitted user's token; idle waiting users are dropped, and a poll within the sign step of
 // the last recorded sign of life records none; SetSlots recalibrates without a
 // leak; the index of events follows rooms in use; the seat counter counts; and a room that was
-// never opened is ports.ErrRoomNotOpen.
+// never opened is ports.ErrRoomNotOpen; a room a pass found empty is forgotten after the
+// retention, unless a user enters it or its slots change before, and opened again it starts
+// afresh.
 func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[ports.WaitingRoom]{
 		{"Enter_FIFOUnderConcurrentEntries", testEnterFIFO},
@@ -52,6 +59,9 @@ func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom,
 		{"Position_RecordsASignOfLifeOnlyOnceAStep", testPositionSignStep},
 		{"SetSlots_RecalibratesWithoutLeak", testSetSlots},
 		{"Events_IndexFollowsRoomsInUse", testEventsIndex},
+		{"Reconcile_AnEmptyRoomIsForgottenAfterTheRetention", testEmptyRoomExpires},
+		{"Reconcile_AnEntryKeepsAnEmptiedRoom", testEntryKeepsRoom},
+		{"Reconcile_ASlotChangeKeepsAnEmptiedRoom", testSlotChangeKeepsRoom},
 		{"Seats_CounterCounts", testSeatCounter},
 		{"Open_TwiceKeepsTheRoom", testOpenTwice},
 		{"RoomNotOpen", testRoomNotOpen},
@@ -466,7 +476,7 @@ func testReconcileDropsIdle(t *testing.T, e env[ports.WaitingRoom]) {
 	enter(t, e.impl, eventID, "polling")
 	time.Sleep(2 * idle)
 	position(t, e.impl, eventID, "polling")
-	done, err := e.impl.Reconcile(ctx, eventID, idle)
+	done, err := e.impl.Reconcile(ctx, eventID, idle, longRetention)
 	must(t, err, "reconcile")
 	expectEqual(t, done.Dropped, 1, "dropped")
 	expectEqual(t, position(t, e.impl, eventID, "polling").Rank, 0, "the poller moved to the head")
@@ -487,7 +497,7 @@ func testPositionSignStep(t *testing.T, e env[ports.WaitingRoom]) {
 	must(t, err, "poll within the step")
 	_, err = e.impl.Position(ctx, eventID, "past-step", longTokenTTL, idle)
 	must(t, err, "poll past the step")
-	done, err := e.impl.Reconcile(ctx, eventID, idle)
+	done, err := e.impl.Reconcile(ctx, eventID, idle, longRetention)
 	must(t, err, "reconcile")
 	expectEqual(t, done.Dropped, 1, "dropped")
 	_, err = e.impl.Position(ctx, eventID, "within-step", longTokenTTL, 0)
@@ -530,14 +540,86 @@ func testEventsIndex(t *testing.T, e env[ports.WaitingRoom]) {
 		return slices.Contains(events, eventID)
 	}
 	expectEqual(t, has(), true, "an opened room is listed")
-	_, err := e.impl.Reconcile(ctx, eventID, 0)
+	_, err := e.impl.Reconcile(ctx, eventID, 0, longRetention)
 	must(t, err, "reconcile")
 	expectEqual(t, has(), false, "an empty room is listed after reconcile")
 	enter(t, e.impl, eventID, "a")
 	expectEqual(t, has(), true, "a room with a waiting user is listed")
-	_, err = e.impl.Reconcile(ctx, eventID, 0)
+	_, err = e.impl.Reconcile(ctx, eventID, 0, longRetention)
 	must(t, err, "reconcile")
 	expectEqual(t, has(), true, "a room with a waiting user is listed after reconcile")
+}
+
+// awaitForgotten waits until the store has forgotten the room: ports.ErrRoomNotOpen.
+func awaitForgotten(t *testing.T, w ports.WaitingRoom, eventID string) {
+	t.Helper()
+	testkit.Eventually(t, expiryBound, "the emptied room forgotten", func() error {
+		if _, err := w.Stats(context.Background(), eventID); !errors.Is(err, ports.ErrRoomNotOpen) {
+			return fmt.Errorf("stats answered error %v", err)
+		}
+		return nil
+	})
+}
+
+// emptyAgainForgotten empties the room with a pass of shortRetention and checks it is
+// forgotten: a pass that found it empty before and whose expiry no use of the room took off
+// would keep it longRetention.
+func emptyAgainForgotten(t *testing.T, w ports.WaitingRoom, eventID string) {
+	t.Helper()
+	_, err := w.Reconcile(context.Background(), eventID, 0, shortRetention)
+	must(t, err, "reconcile with the short retention")
+	awaitForgotten(t, w, eventID)
+}
+
+func testEmptyRoomExpires(t *testing.T, e env[ports.WaitingRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 5)
+	enter(t, e.impl, eventID, "a")
+	enter(t, e.impl, eventID, "b")
+	must(t, e.impl.Predict(ctx, eventID, map[string]int{"a": 5}), "predict a's wait")
+	claim(t, e.impl, eventID, "a", longTokenTTL)
+	must(t, e.impl.Leave(ctx, eventID, "b"), "b leaves")
+	expectEqual(t, len(waitErrors(t, e.impl, eventID)), 1, "wait errors before the room empties")
+	_, err := e.impl.Reconcile(ctx, eventID, 0, shortRetention)
+	must(t, err, "reconcile while a is admitted")
+	freed, err := e.impl.Release(ctx, eventID, "a")
+	must(t, err, "release")
+	expectEqual(t, freed, true, "a's release freed the slot")
+	// Found empty only now: the pass before, with a admitted, left the room for good.
+	emptyAgainForgotten(t, e.impl, eventID)
+	events, err := e.impl.Events(ctx)
+	must(t, err, "events")
+	expectEqual(t, slices.Contains(events, eventID), false, "the forgotten room is listed")
+	_, err = e.impl.Enter(ctx, eventID, "c")
+	expectIs(t, err, ports.ErrRoomNotOpen, "enter the forgotten room")
+
+	// Opened again from the database, as the use cases do on ErrRoomNotOpen: afresh.
+	must(t, e.impl.Open(ctx, eventID, 2, 4), "open again")
+	s := stats(t, e.impl, eventID)
+	expectEqual(t, s, ports.RoomStats{Slots: 2, RemainingSlots: 2, RemainingSeats: 4}, "stats of the room opened again")
+	place := enter(t, e.impl, eventID, "c")
+	expectEqual(t, place.Created && place.Rank == 0, true, "c's entry is a first one, at the head")
+	expectEqual(t, len(waitErrors(t, e.impl, eventID)), 0, "wait errors kept")
+}
+
+func testEntryKeepsRoom(t *testing.T, e env[ports.WaitingRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 5)
+	_, err := e.impl.Reconcile(ctx, eventID, 0, longRetention)
+	must(t, err, "reconcile the empty room")
+	enter(t, e.impl, eventID, "a")
+	must(t, e.impl.Leave(ctx, eventID, "a"), "a leaves")
+	emptyAgainForgotten(t, e.impl, eventID)
+}
+
+func testSlotChangeKeepsRoom(t *testing.T, e env[ports.WaitingRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 5)
+	_, err := e.impl.Reconcile(ctx, eventID, 0, longRetention)
+	must(t, err, "reconcile the empty room")
+	_, err = e.impl.SetSlots(ctx, eventID, 3)
+	must(t, err, "set slots")
+	emptyAgainForgotten(t, e.impl, eventID)
 }
 
 func testSeatCounter(t *testing.T, e env[ports.WaitingRoom]) {
