@@ -33,3 +33,10 @@ func ReleaseListeners(l *Locker, key string) int {
 	defer l.mu.Unlock()
 	return len(l.listeners[key])
 }
+
+// StoredRooms returns how many rooms w holds, expired ones not yet forgotten included.
+func StoredRooms(w *WaitingRoom) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.rooms)
+}
