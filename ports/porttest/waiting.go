@@ -554,8 +554,12 @@ func testEventsIndex(t *testing.T, e env[ports.WaitingRoom]) {
 func awaitForgotten(t *testing.T, w ports.WaitingRoom, eventID string) {
 	t.Helper()
 	testkit.Eventually(t, expiryBound, "the emptied room forgotten", func() error {
-		if _, err := w.Stats(context.Background(), eventID); !errors.Is(err, ports.ErrRoomNotOpen) {
-			return fmt.Errorf("stats answered error %v", err)
+		_, err := w.Stats(context.Background(), eventID)
+		switch {
+		case err == nil:
+			return errors.New("the store still holds the room")
+		case !errors.Is(err, ports.ErrRoomNotOpen):
+			return fmt.Errorf("stats: %w", err)
 		}
 		return nil
 	})
