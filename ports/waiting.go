@@ -84,6 +84,9 @@ type RoomStats struct {
 	Connected int
 	// SoldOut: the room was marked sold out (SeatCounter.MarkSoldOut).
 	SoldOut bool
+	// Gated: the room has a pre-queue that has not opened yet (PrequeueRoom), so nobody is
+	// admitted.
+	Gated bool
 }
 
 // InLine is everyone in line and not admitted: the queue and the pre-queue.
@@ -207,9 +210,13 @@ type SeatCounter interface {
 // SetSlots changes the slots of a live event and answers the remaining slots, which is
 // max(0, slots − tokens alive): never a slot leaked, never more users admitted than slots.
 //
+// ResetSlots sets the slots to slots only if they still are from, and reports whether it did:
+// a repair from the database's slots never overwrites a SetSlots that came after its reads.
+//
 // Stats answers the event's numbers (reconciling expired tokens first).
 type RoomAdmin interface {
 	SetSlots(ctx context.Context, eventID string, slots int) (int, error)
+	ResetSlots(ctx context.Context, eventID string, from, slots int) (bool, error)
 	Stats(ctx context.Context, eventID string) (RoomStats, error)
 }
 

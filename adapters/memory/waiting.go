@@ -320,13 +320,26 @@ func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (
 	return remaining, err
 }
 
+// ResetSlots sets the slots to slots if they still are from.
+func (w *WaitingRoom) ResetSlots(ctx context.Context, eventID string, from, slots int) (bool, error) {
+	reset := false
+	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
+		if r.slots == from {
+			r.slots, reset = slots, true
+		}
+		return nil
+	})
+	return reset, err
+}
+
 // Stats answers the room's numbers.
 func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStats, error) {
 	var s ports.RoomStats
 	err := w.do(ctx, eventID, func(r *room, _ time.Time) error {
 		s = ports.RoomStats{Waiting: len(r.waiting), Prequeued: len(r.pre), Admitted: len(r.admitted), Slots: r.slots,
 			RemainingSlots: r.remaining(), RemainingSeats: r.seats, Claims: r.claims,
-			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners), SoldOut: r.soldOut}
+			Expired: r.expired, Dropped: r.dropped, Released: r.released, Connected: len(r.owners), SoldOut: r.soldOut,
+			Gated: r.closed()}
 		return nil
 	})
 	return s, err

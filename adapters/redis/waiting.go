@@ -350,16 +350,24 @@ redis.call('HSET', meta, 'slots', ARGV[1])
 return {'OK', remaining()}
 `)
 
+// resetSlotsScript answers {'OK', 1} after setting the slots to ARGV[2] if they were ARGV[1],
+// else {'OK', 0}.
+var resetSlotsScript = newWaitingScript(`
+if tonumber(redis.call('HGET', meta, 'slots')) ~= tonumber(ARGV[1]) then return {'OK', 0} end
+redis.call('HSET', meta, 'slots', ARGV[2])
+return {'OK', 1}
+`)
+
 // statsScript answers {'OK', waiting, admitted, slots, remaining, seats, claims, expired,
-// dropped, released, connected, prequeued, soldout}. Users placed while the room is still
+// dropped, released, connected, prequeued, soldout, gated}. Users placed while the room is still
 // closed (scores ≤ 0) count as pre-queued.
 var statsScript = newWaitingScript(`
 local m = redis.call('HMGET', meta, 'slots', 'seats', 'claims', 'expired', 'dropped', 'released', 'soldout')
-local placed = 0
-if closed() then placed = redis.call('ZCOUNT', queue, '-inf', 0) end
+local placed, gated = 0, 0
+if closed() then placed, gated = redis.call('ZCOUNT', queue, '-inf', 0), 1 end
 return {'OK', redis.call('ZCARD', queue) - placed, redis.call('ZCARD', admitted), tonumber(m[1]), remaining(),
   tonumber(m[2]), tonumber(m[3] or 0), tonumber(m[4] or 0), tonumber(m[5] or 0), tonumber(m[6] or 0),
-  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre) + placed, tonumber(m[7] or 0)}
+  redis.call('HLEN', KEYS[6]), redis.call('ZCARD', pre) + placed, tonumber(m[7] or 0), gated}
 `)
 
 // seatsScript answers {'OK', seats} after adding ARGV[1] to the counter.
@@ -641,6 +649,15 @@ func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (
 	return toInt(r[0]), nil
 }
 
+// ResetSlots sets the slots to slots if they still are from.
+func (w *WaitingRoom) ResetSlots(ctx context.Context, eventID string, from, slots int) (bool, error) {
+	_, r, err := w.run(ctx, "reset slots", resetSlotsScript, eventID, from, slots)
+	if err != nil {
+		return false, err
+	}
+	return toInt(r[0]) == 1, nil
+}
+
 // Stats answers the room's numbers.
 func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStats, error) {
 	_, r, err := w.run(ctx, "read waiting room stats", statsScript, eventID)
@@ -651,7 +668,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 		Waiting: toInt(r[0]), Admitted: toInt(r[1]), Slots: toInt(r[2]), RemainingSlots: toInt(r[3]),
 		RemainingSeats: toInt(r[4]), Claims: int64(toInt(r[5])), Expired: int64(toInt(r[6])),
 		Dropped: int64(toInt(r[7])), Released: int64(toInt(r[8])), Connected: toInt(r[9]), Prequeued: toInt(r[10]),
-		SoldOut: toInt(r[11]) == 1,
+		SoldOut: toInt(r[11]) == 1, Gated: toInt(r[12]) == 1,
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/rushgate/rushgate/application/guard"
 	"github.com/rushgate/rushgate/domain"
 	"github.com/rushgate/rushgate/domain/waiting"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // Reconcile is one pass of the background work over the events in use (the store's index, no
@@ -79,9 +80,48 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.redoLostWrites(ctx, budget, e, stats); err != nil {
+		return err
+	}
 	s.d.Rates.observe(eventID, stats.Claims, s.d.Clock.Now())
 	if s.d.Observer != nil {
 		s.d.Observer.RoomObserved(eventID, stats)
+	}
+	return nil
+}
+
+// redoLostWrites writes again what the room (stats) lost of what this instance or the database
+// knows: a Redis restarted from an append-only file that misses its last writes (appendfsync
+// everysec: up to a second of them) comes back with a consistent but older room, while the
+// database and this instance's memory hold the newer state. A room marked sold out is marked
+// again, the slots are set again to the database's (unless a slot change came between the two
+// reads), and a pre-queue this instance remembers as opened, found gated again, is opened again
+// (placing the users left in the pre-queue in the same ticket order). Its database read spends
+// budget.
+func (s *Service) redoLostWrites(ctx context.Context, budget *guard.Budget, e *waiting.Event, stats ports.RoomStats) error {
+	if _, sold := s.soldOut.Load(e.ID()); sold && !stats.SoldOut {
+		if err := s.d.Room.MarkSoldOut(ctx, e.ID()); err != nil {
+			return fmt.Errorf("mark sold out again: %w", err)
+		}
+	}
+	// Read from the primary after the room: a slot change writes the database first, so this
+	// read is never older than the room's slots, and ResetSlots refuses a change made since.
+	readCtx, spent := budget.Spend(ctx)
+	current, err := s.d.Events.Get(readCtx, e.ID())
+	spent()
+	if err != nil {
+		return fmt.Errorf("read event: %w", err)
+	}
+	if current.Slots() != stats.Slots {
+		if _, err := s.d.Room.ResetSlots(ctx, e.ID(), stats.Slots, current.Slots()); err != nil {
+			return fmt.Errorf("set slots again: %w", err)
+		}
+	}
+	if _, opened := s.opened.Load(e.ID()); opened && stats.Gated {
+		s.opened.Delete(e.ID())
+		if _, err := s.openPrequeue(ctx, e); err != nil {
+			return err
+		}
 	}
 	return nil
 }

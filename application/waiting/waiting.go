@@ -108,7 +108,8 @@ type Service struct {
 	soldOut sync.Map // event id → struct{}
 	// foreign holds the rooms in the shared index whose event this database does not know.
 	foreign sync.Map // event id → struct{}
-	// opened holds the events whose pre-queue the store opened; opening is final.
+	// opened holds the events whose pre-queue the store opened; opening is final, unless Redis
+	// comes back without it (redoLostWrites).
 	opened sync.Map // event id → struct{}
 	// placing holds the events whose pre-queue this instance is opening now.
 	placing  sync.Map // event id → struct{}

@@ -114,6 +114,7 @@ func testPrequeueClosed(t *testing.T, e env[PushRoom]) {
 	expectEqual(t, st.Prequeued, 2, "pre-queued")
 	expectEqual(t, st.Waiting, 0, "waiting beside the pre-queue")
 	expectEqual(t, st.Admitted, 0, "admitted")
+	expectEqual(t, st.Gated, true, "gated before opensAt")
 	events, err := e.impl.Events(ctx)
 	must(t, err, "events")
 	expectEqual(t, slices.Contains(events, eventID), true, "indexed")
@@ -172,6 +173,7 @@ func testPrequeuePlace(t *testing.T, e env[PushRoom]) {
 
 	st := stats(t, e.impl, eventID)
 	expectEqual(t, [2]int{st.Waiting, st.Prequeued}, [2]int{len(early) + 2, 0}, "waiting and pre-queued once opened")
+	expectEqual(t, st.Gated, false, "gated once opened")
 	want := append(order, "late-1", "late-0")
 	expectEqual(t, fmt.Sprint(line(t, e.impl, eventID, want)), fmt.Sprint(want), "the line")
 	if !enter(t, e.impl, eventID, "late-2").Created {

@@ -36,10 +36,10 @@ const (
 // leaves is out of the line, with the wait estimate, and an admitted one keeps the slot; Position refreshes
 // an admitted user's token; idle waiting users are dropped, and a poll within the sign step of
 // the last recorded sign of life records none; SetSlots recalibrates without a
-// leak; the index of events follows rooms in use; the seat counter counts; and a room that was
-// never opened is ports.ErrRoomNotOpen; a room a pass found empty is forgotten after the
-// retention, unless a user enters it or its slots change before, and opened again it starts
-// afresh.
+// leak, and ResetSlots sets the slots only from the value they hold; the index of events
+// follows rooms in use; the seat counter counts; and a room that was never opened is
+// ports.ErrRoomNotOpen; a room a pass found empty is forgotten after the retention, unless a
+// user enters it or its slots change before, and opened again it starts afresh.
 func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[ports.WaitingRoom]{
 		{"Enter_FIFOUnderConcurrentEntries", testEnterFIFO},
@@ -58,6 +58,7 @@ func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom,
 		{"Reconcile_DropsIdleWaitingUsers", testReconcileDropsIdle},
 		{"Position_RecordsASignOfLifeOnlyOnceAStep", testPositionSignStep},
 		{"SetSlots_RecalibratesWithoutLeak", testSetSlots},
+		{"ResetSlots_OnlyFromTheSlotsHeld", testResetSlots},
 		{"Events_IndexFollowsRoomsInUse", testEventsIndex},
 		{"Reconcile_AnEmptyRoomIsForgottenAfterTheRetention", testEmptyRoomExpires},
 		{"Reconcile_AnEntryKeepsAnEmptiedRoom", testEntryKeepsRoom},
@@ -529,6 +530,23 @@ func testSetSlots(t *testing.T, e env[ports.WaitingRoom]) {
 	must(t, err, "grow")
 	expectEqual(t, remaining, 5, "remaining after growing")
 	expectEqual(t, stats(t, e.impl, eventID).Slots, 5, "slots")
+}
+
+func testResetSlots(t *testing.T, e env[ports.WaitingRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 3, 5)
+	enter(t, e.impl, eventID, "a")
+	claim(t, e.impl, eventID, "a", longTokenTTL)
+	reset, err := e.impl.ResetSlots(ctx, eventID, 2, 1)
+	must(t, err, "reset from a stale value")
+	expectEqual(t, reset, false, "reset from a value the slots no longer hold")
+	expectEqual(t, stats(t, e.impl, eventID).Slots, 3, "slots after a refused reset")
+	reset, err = e.impl.ResetSlots(ctx, eventID, 3, 1)
+	must(t, err, "reset")
+	expectEqual(t, reset, true, "reset from the value the slots hold")
+	st := stats(t, e.impl, eventID)
+	expectEqual(t, st.Slots, 1, "slots after the reset")
+	expectEqual(t, st.RemainingSlots, 0, "remaining slots with the one token alive")
 }
 
 func testEventsIndex(t *testing.T, e env[ports.WaitingRoom]) {
