@@ -872,7 +872,8 @@ func (b *Broker) Close(ctx context.Context) error {
 // routed is harmless: the broker's Issue answers the same token, or nothing to a user no
 // longer admitted, and promotion is one atomic script, so nobody is promoted twice and no slot
 // is taken twice. A reap it resumes after the broker came back touches only the broker's old
-// id (see Broker).
+// id (see Broker). After a tick that could not reach the store it reaps nobody for a heartbeat
+// timeout (deadBrokers).
 type Dispatcher struct {
 	q      ports.DispatchQueue
 	index  ports.RoomIndex
@@ -889,6 +890,12 @@ type Dispatcher struct {
 	// routed are, per event, the entry messages this dispatcher dispatched and has not
 	// acknowledged: the event's next promotion does, in its own store call.
 	routed map[string][]string
+
+	reapMu sync.Mutex
+	// unreached: a tick found the store unavailable since the last that reached it.
+	unreached bool
+	// reapFrom: no broker is reaped before it (deadBrokers).
+	reapFrom time.Time
 }
 
 // DispatcherDeps are the ports a Dispatcher runs on. Observer and Log may be nil.
@@ -969,16 +976,48 @@ func (d *Dispatcher) observeBacklog() {
 	}
 }
 
+// noteUnreached records that the store did not answer a tick (err is unavailability).
+func (d *Dispatcher) noteUnreached(err error) {
+	if errors.Is(err, ports.ErrUnavailable) {
+		d.reapMu.Lock()
+		d.unreached = true
+		d.reapMu.Unlock()
+	}
+}
+
+// deadBrokers lists the brokers whose heartbeat lapsed, to reap; none until a heartbeat
+// timeout after the store answers again, once a tick found it unavailable. While it was, no
+// broker could beat, so a heartbeat that lapsed then says nothing of its broker: every broker
+// ended its streams when its own heartbeats failed, and a Redis restarted from its append-only
+// file brings every heartbeat back expired. The clients then have a heartbeat timeout to
+// reconnect and keep their places and admissions, as when a broker dies; a broker that really
+// died meanwhile is reaped that much later.
+func (d *Dispatcher) deadBrokers(ctx context.Context) ([]string, error) {
+	now := d.clock.Now()
+	d.reapMu.Lock()
+	if d.unreached {
+		d.unreached, d.reapFrom = false, now.Add(d.cfg.HeartbeatTimeout)
+	}
+	held := now.Before(d.reapFrom)
+	d.reapMu.Unlock()
+	if held {
+		return nil, nil
+	}
+	return d.q.DeadBrokers(ctx)
+}
+
 // Tick reaps dead brokers, then hands every push event to the pool; when the pool's backlog is
 // full the event is promoted here, which slows the ticks down instead of queueing without
 // bound. It returns the first error.
 func (d *Dispatcher) Tick(ctx context.Context) error {
 	events, err := d.index.Events(ctx)
 	if err != nil {
+		d.noteUnreached(err)
 		return fmt.Errorf("list waiting rooms: %w", err)
 	}
-	dead, err := d.q.DeadBrokers(ctx)
+	dead, err := d.deadBrokers(ctx)
 	if err != nil {
+		d.noteUnreached(err)
 		return fmt.Errorf("list dead brokers: %w", err)
 	}
 	errs := []error{d.acknowledgeRouted(ctx, events)}

@@ -222,6 +222,58 @@ func (o *observed) counts() (lapses, lapseStreams, reaped, reclaimed int) {
 	return o.lapses, o.lapseStreams, o.reaped, o.reclaimed
 }
 
+// flakyIndex is the in-memory room index whose listing fails while down is set: a dispatcher
+// cut off from the store.
+type flakyIndex struct {
+	ports.RoomIndex
+	down atomic.Bool
+}
+
+func (i *flakyIndex) Events(ctx context.Context) ([]string, error) {
+	if i.down.Load() {
+		return nil, fmt.Errorf("list events: %w", ports.ErrUnavailable)
+	}
+	return i.RoomIndex.Events(ctx)
+}
+
+// A dispatcher whose tick could not reach the store reaps no broker until a heartbeat timeout
+// after the store answers again: no broker could beat meanwhile (a Redis down, then restarted
+// from its append-only file with every heartbeat expired), and their users get that long to
+// reconnect and keep their places. Then the broker, silent still, is reaped.
+func TestDispatcher_ReapsNobodyUntilAHeartbeatTimeoutAfterTheStoreAnswersAgain(t *testing.T) {
+	ctx := context.Background()
+	r := newStallRoom(t)
+	deps := r.rooms.dispatcher
+	index := &flakyIndex{RoomIndex: deps.Index}
+	deps.Index, deps.Queue, deps.Observer, deps.Log = index, r.queue, r.seen, r.log
+	d := waiting.NewDispatcher(deps, "dispatcher-1", waiting.DispatcherConfig{HeartbeatTimeout: stallTimeout})
+	r.broker.Tick(ctx)
+	join(t, r.broker, r.eventID, "first", false)
+	r.dispatch(t, d)
+	if v := r.view(t); v.Admitted != 1 {
+		t.Fatalf("before the outage: %+v", v)
+	}
+
+	index.down.Store(true)
+	if err := d.Tick(ctx); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("a tick with the store down: %v, want ErrUnavailable", err)
+	}
+	r.clock.Advance(stallTimeout) // the broker's heartbeat lapses meanwhile
+	index.down.Store(false)
+	for _, after := range []time.Duration{0, stallTimeout - time.Millisecond} {
+		r.clock.Advance(after)
+		r.dispatch(t, d)
+		if _, _, reaped, _ := r.seen.counts(); reaped != 0 || r.view(t).Admitted != 1 {
+			t.Fatalf("%v after the store answered again: %d reaped, %+v; want nobody reaped yet", after, reaped, r.view(t))
+		}
+	}
+	r.clock.Advance(time.Millisecond)
+	r.dispatch(t, d)
+	if _, _, reaped, _ := r.seen.counts(); reaped != 1 || r.view(t).Admitted != 0 {
+		t.Fatalf("a heartbeat timeout after the store answered again: %d reaped, %+v; want the broker reaped", reaped, r.view(t))
+	}
+}
+
 // A broker that stalled past the heartbeat timeout and was reaped learns it from its next
 // heartbeat: it ends every stream it holds (nobody is left on a silent stream), counts it, and
 // moves to a new id. The users reconnect into the queue, and the reaping of the old id, which

@@ -279,6 +279,94 @@ func TestRedisRestartedFromItsLog_LocksAndRecordsOfAGoneHolderExpire(t *testing.
 	t.Logf("the seat was reserved %v after the lock was taken (TTL %v), %d refused before", time.Since(taken).Round(time.Millisecond), lockTTL, waited)
 }
 
+// TestPush_RedisRestartedFromItsLogEndsEveryStreamAndGivesPlacesBack opens push streams, some
+// admitted and some waiting, kills (SIGKILL) a Redis that logs every write and starts it again
+// from its log: every stream ends while Redis is down (as with a Redis restarted empty), the
+// dispatcher ticks again (a probe user of another event is admitted), and the clients that
+// reconnect then, in reverse order, get back what Redis kept: the admitted ones their
+// admission and token, the others their places in the order they first connected. The brokers'
+// heartbeats came back expired, and the reaping of their old ids that follows a heartbeat
+// timeout later leaves the reconnected users where they are.
+func TestPush_RedisRestartedFromItsLogEndsEveryStreamAndGivesPlacesBack(t *testing.T) {
+	const users, slots = 6, 2
+	redis := testenv.StartPersistentRedis(t)
+	// Long enough for the reconnections to come well within the heartbeat timeout.
+	const heartbeatTimeout = 5 * time.Second
+	configure := func(cfg *bootstrap.Config) {
+		pushConfig(heartbeatTimeout)(cfg)
+		cfg.Queue.BrokerHeartbeatTimeout = heartbeatTimeout
+	}
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, productionTimeouts, configure)
+	endBound := heartbeatTimeout + 20*pushTick
+	eventID := s.createEvent(fmt.Sprintf(`{"name":"push","seats":%d,"slots":%d,"mode":"push"}`, users, slots))
+	clients := make([]*sseClient, users)
+	for i := range clients {
+		clients[i] = s.openStream(eventID, fmt.Sprint("push-", i))
+		if i < slots {
+			testkit.Eventually(t, 5*time.Second, clients[i].user+" admitted", clients[i].isAdmitted)
+		}
+	}
+	for i, c := range clients[slots:] {
+		testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%s at rank %d", c.user, i), func() error { return c.isAtRank(i) })
+	}
+	probeEvent := s.createEvent(`{"name":"probe","seats":1,"slots":1,"mode":"push"}`)
+
+	redis.Stop()
+	stopped := time.Now()
+	for _, c := range clients {
+		select {
+		case <-c.ended:
+		case <-time.After(endBound - time.Since(stopped)):
+			t.Fatalf("%s's stream is still open %v after Redis stopped", c.user, time.Since(stopped))
+		}
+	}
+	redis.Restart()
+	reapedBefore := metricAt(t, s.url, "rushgate_queue_brokers_reaped_total")
+	// A promotion comes after the dead brokers' reaping in a dispatcher's tick.
+	testkit.Eventually(t, 10*time.Second, "a probe admitted once Redis is back", func() error {
+		status, c := openStream(t, s.url, probeEvent, "probe", s.token("probe"))
+		if status != http.StatusOK {
+			return fmt.Errorf("status %d", status)
+		}
+		defer c.close()
+		testkit.Eventually(t, 5*time.Second, "the probe admitted", c.isAdmitted)
+		return nil
+	})
+
+	again := make([]*sseClient, users)
+	for i := users - 1; i >= 0; i-- {
+		again[i] = s.openStream(eventID, clients[i].user)
+	}
+	for i, c := range again {
+		if i < slots {
+			testkit.Eventually(t, 5*time.Second, c.user+" admitted again", c.isAdmitted)
+			if c.token() != clients[i].token() {
+				t.Errorf("%s admitted again with token %q, want the one it held, %q", c.user, c.token(), clients[i].token())
+			}
+			continue
+		}
+		testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%s back at rank %d", c.user, i-slots), func() error { return c.isAtRank(i - slots) })
+	}
+	want := map[string]int{"admitted": slots, "remainingSlots": 0, "waiting": users - slots, "connections": users}
+	if err := s.queueView(eventID).hasNums(want); err != nil {
+		t.Fatalf("after the reconnections: %v", err)
+	}
+	testkit.Eventually(t, heartbeatTimeout+testkitSlack, "the brokers' old ids reaped", func() error {
+		if reaped := metricAt(t, s.url, "rushgate_queue_brokers_reaped_total"); reaped <= reapedBefore {
+			return fmt.Errorf("%v reaped", reaped)
+		}
+		return nil
+	})
+	if err := s.queueView(eventID).hasNums(want); err != nil {
+		t.Fatalf("after the old ids were reaped: %v", err)
+	}
+	for i, c := range again[slots:] {
+		if err := c.isAtRank(i); err != nil {
+			t.Fatalf("after the old ids were reaped: %v", err)
+		}
+	}
+}
+
 // The tests below emulate a Redis that fsyncs its log once a second (appendfsync everysec)
 // and dies: it comes back with a prefix of its writes, missing the last ones, while the server,
 // which kept running, remembers what it did with them.
