@@ -114,6 +114,7 @@ func TestRedisRestartedFromItsLog_PullLineTokensAndSeatsCarryOn(t *testing.T) {
 			if !slices.Equal(kept, told) {
 				t.Fatalf("the line after the restart keeps %v, want every user answered 201 in the order told %v", kept, told)
 			}
+			t.Logf("the line came back with the %d users answered 201 in order, and %d of the %d refused", len(told), waiting-len(told), refused)
 			if err := s.queueView(eventID).hasNums(map[string]int{"waiting": waiting, "admitted": slots, "remainingSlots": 0}); err != nil {
 				t.Fatalf("the room after the restart: %v", err)
 			}
