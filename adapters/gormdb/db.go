@@ -158,7 +158,7 @@ func connect(dialect Dialect, dsn string, opts Options) (*sql.DB, gorm.Dialector
 		if opts.dial != nil {
 			cfg.DialFunc = opts.dial
 		}
-		sqlDB := stdlib.OpenDB(*cfg)
+		sqlDB := sql.OpenDB(readOnlyDropper{stdlib.GetConnector(*cfg)})
 		return sqlDB, postgres.New(postgres.Config{Conn: sqlDB}), nil, nil
 	case MySQL:
 		cfg, err := mysql.ParseDSN(dsn)
@@ -190,7 +190,7 @@ func connect(dialect Dialect, dsn string, opts Options) (*sql.DB, gorm.Dialector
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		sqlDB := sql.OpenDB(connector)
+		sqlDB := sql.OpenDB(readOnlyDropper{connector})
 		openMigrationPool := func() *sql.DB { return sql.OpenDB(migrationConnector) }
 		return sqlDB, gormmysql.New(gormmysql.Config{Conn: sqlDB}), openMigrationPool, nil
 	default:

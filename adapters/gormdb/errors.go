@@ -32,6 +32,9 @@ const (
 	pgAdminShutdown        = "57P01" // pg_ctl stop, pg_terminate_backend
 	pgCrashShutdown        = "57P02"
 	pgCannotConnectNow     = "57P03" // starting up or shutting down
+	// pgReadOnlyTransaction is a write refused by a hot standby, or in a transaction or session
+	// set read-only.
+	pgReadOnlyTransaction = "25006"
 	// pgConnectionException is the class (first two characters) of connection failures.
 	pgConnectionException = "08"
 
@@ -44,6 +47,11 @@ const (
 	myTooManyConnections    = 1040
 	myServerShutdown        = 1053
 	mariaDBConnectionKilled = 1927
+	// myOptionPreventsStatement is a statement a server option refuses; with "--read-only" in
+	// its message, a write on a server set read_only (a replica, a demoted primary).
+	myOptionPreventsStatement = 1290
+	myReadOnlyTransaction     = 1792 // a write in a transaction or session set read-only
+	myReadOnlyMode            = 1836 // a write on a server in read-only mode (innodb_read_only)
 )
 
 var (
@@ -55,6 +63,11 @@ var (
 	// so. It comes with ports.ErrUnavailable, so a conflict that outlasts the retries answers
 	// 503 and the client retries later.
 	errTxConflict = errors.New("gormdb: transaction aborted by a deadlock or serialization conflict")
+	// errReadOnly marks a write the database refused because it, or the connection, is
+	// read-only: during a failover the database's address can lead for a while to a standby or
+	// a demoted primary. It comes with ports.ErrUnavailable: the write may succeed once failover
+	// completes.
+	errReadOnly = errors.New("gormdb: the database is read-only (a standby or a demoted primary?)")
 )
 
 // errorMeanings names, for one repository operation, the domain errors that storage outcomes
@@ -72,8 +85,9 @@ type errorMeanings struct {
 }
 
 // translate maps a GORM or driver error to what the ports promise: the domain errors in m;
-// errTxConflict with ports.ErrUnavailable for a deadlock or serialization failure;
-// ports.ErrUnavailable for a lost connection, a server going away and timeouts;
+// errTxConflict with ports.ErrUnavailable for a deadlock or serialization failure; errReadOnly
+// with ports.ErrUnavailable for a write a read-only database refused; ports.ErrUnavailable for
+// a lost connection, a server going away and timeouts;
 // errCheckViolation for a CHECK constraint; and otherwise err wrapped with the operation's
 // name. The driver's error stays wrapped in every case. Every repository reports errors
 // through it.
@@ -96,6 +110,8 @@ func translate(err error, m errorMeanings) error {
 	switch {
 	case isTxConflict(err):
 		return fmt.Errorf("gormdb: %s: %w: %w: %w", m.op, errTxConflict, ports.ErrUnavailable, err)
+	case isReadOnly(err):
+		return fmt.Errorf("gormdb: %s: %w: %w: %w", m.op, errReadOnly, ports.ErrUnavailable, err)
 	case isUnavailable(err):
 		return fmt.Errorf("gormdb: %s: %w: %w", m.op, ports.ErrUnavailable, err)
 	case isCheckViolation(err):
@@ -143,6 +159,16 @@ func isCheckViolation(err error) bool {
 // serialization conflict (MySQL reports both as 1213).
 func isTxConflict(err error) bool {
 	return hasPgCode(err, pgDeadlockDetected, pgSerializationFailure) || hasMySQLNumber(err, myDeadlock)
+}
+
+// isReadOnly reports a write the database refused because it is read-only (a hot standby, a
+// server set read_only) or the transaction or session is.
+func isReadOnly(err error) bool {
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) && myErr.Number == myOptionPreventsStatement {
+		return strings.Contains(myErr.Message, "read-only")
+	}
+	return hasPgCode(err, pgReadOnlyTransaction) || hasMySQLNumber(err, myReadOnlyTransaction, myReadOnlyMode)
 }
 
 // isUnavailable reports a database that cannot be reached, went away mid-call (a lost

@@ -70,6 +70,16 @@ func TestTranslate(t *testing.T) {
 		{"postgres serialization failure", &pgconn.PgError{Code: "40001"}, plain, []error{errTxConflict, ports.ErrUnavailable}, nil},
 		{"mysql deadlock", fmt.Errorf("update: %w", &mysql.MySQLError{Number: 1213}), plain, []error{errTxConflict, ports.ErrUnavailable}, nil},
 
+		// A write a read-only server (a standby, a demoted primary), transaction or session refused:
+		// failover may bring a primary back.
+		{"postgres read-only transaction", &pgconn.PgError{Code: "25006"}, plain, []error{errReadOnly, ports.ErrUnavailable}, []error{errTxConflict}},
+		{"mysql read_only server", &mysql.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"},
+			plain, []error{errReadOnly, ports.ErrUnavailable}, nil},
+		{"mysql read-only transaction", &mysql.MySQLError{Number: 1792}, plain, []error{errReadOnly, ports.ErrUnavailable}, nil},
+		{"mysql read-only mode", &mysql.MySQLError{Number: 1836}, plain, []error{errReadOnly, ports.ErrUnavailable}, nil},
+		{"mysql option other than read-only", &mysql.MySQLError{Number: 1290, Message: "The MySQL server is running with the --secure-file-priv option so it cannot execute this statement"},
+			plain, nil, []error{errReadOnly, ports.ErrUnavailable}},
+
 		// CHECK constraints: named, and a server fault rather than an outage.
 		{"postgres check", &pgconn.PgError{Code: "23514"}, plain, []error{errCheckViolation}, []error{ports.ErrUnavailable, errTxConflict}},
 		{"mysql check", &mysql.MySQLError{Number: 3819}, plain, []error{errCheckViolation}, []error{ports.ErrUnavailable, errTxConflict}},

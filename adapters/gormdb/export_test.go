@@ -32,6 +32,10 @@ func Translate(err error) error { return translate(err, errorMeanings{op: "test"
 // ErrCheckViolation is the error a CHECK constraint's refusal maps to.
 var ErrCheckViolation = errCheckViolation
 
+// ErrReadOnly is the error a write a read-only database refused maps to, with
+// ports.ErrUnavailable.
+var ErrReadOnly = errReadOnly
+
 // MigrateTo brings db's migrations up or down to version (0: none), as a database upgraded or
 // rolled back to that version has them.
 func MigrateTo(ctx context.Context, db *DB, version int64) error {
