@@ -139,7 +139,8 @@ const MaxWaitErrors = 10000
 // lost (every use case that meets ErrRoomNotOpen).
 //
 // Open makes the event's room exist with slots and the seat counter, unless it already does
-// (then nothing changes), and lists the event in RoomIndex.Events. OpenGated does the same for
+// (then nothing changes but an emptied room's expiry, which it takes off: see RoomReconciler),
+// and lists the event in RoomIndex.Events. OpenGated does the same for
 // a room with a pre-queue that opens at opensAt (PrequeueRoom).
 type RoomOpener interface {
 	Open(ctx context.Context, eventID string, slots, seats int) error
@@ -226,8 +227,8 @@ type RoomAdmin interface {
 // life is older than idle (0: nobody is dropped). An event with nobody waiting, pre-queued or
 // admitted leaves RoomIndex.Events until its next Enter, and its room expires retention
 // (positive) after the first pass that found it so: unless a user enters its queue or
-// pre-queue, connects to it (PushQueue.Connect) or its slots change (RoomAdmin.SetSlots) before,
-// the store forgets the room, counters and wait errors included, and every per-event method
+// pre-queue, connects to it (PushQueue.Connect), its slots change (RoomAdmin.SetSlots) or it is
+// opened again (RoomOpener.Open, which lists it again) before, the store forgets the room, counters and wait errors included, and every per-event method
 // answers ErrRoomNotOpen, as for a room the store lost. Any of those calls keeps the room for
 // good again, until a pass finds it empty anew.
 type RoomReconciler interface {

@@ -115,7 +115,8 @@ func (w *WaitingRoom) live(eventID string, now time.Time) *room {
 	return nil
 }
 
-// keep makes an emptied room live again: a user entered it, or its slots changed.
+// keep makes an emptied room live again: a user entered it, its slots changed or it was opened
+// again.
 func (w *WaitingRoom) keep(eventID string, r *room) {
 	r.expiresAt = time.Time{}
 	delete(w.emptied, eventID)
@@ -134,7 +135,9 @@ func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seat
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.live(eventID, w.clock.Now()) == nil {
+	if r := w.live(eventID, w.clock.Now()); r != nil {
+		w.keep(eventID, r)
+	} else {
 		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
 			owners: make(map[string]string), entry: newStream(), opensAt: opensAt, pre: make(map[string]int),

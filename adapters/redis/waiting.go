@@ -48,7 +48,8 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 //
 // The script of the Reconcile call that finds a room empty gives each of its keys the same
 // expiry, the retention ahead (ports.RoomReconciler). Only a user's entry (Enter, Connect) can
-// refill an emptied room, and a slot change marks it live too: their scripts read meta's TTL
+// refill an emptied room, and a slot change or an Open (which lists the event again) marks it
+// live too: their scripts read meta's TTL
 // first (one PTTL) and, when it has one, take every key's off (keepRoom) before they write, so a
 // key is never left behind without a TTL while the others expire. The other scripts either only
 // change keys that exist (and keep their TTL) or act on users, of whom an expiring room has none.
@@ -144,10 +145,16 @@ end
 
 func newWaitingScript(body string) *goredis.Script { return newScript(scriptPrelude + body) }
 
-// openScript creates the room unless it exists, sold out when it has no seat. KEYS meta; ARGV
+// openScript creates the room unless it exists, sold out when it has no seat. KEYS the room's; ARGV
 // slots, seats, and the pre-queue's opensAt in ms of the Redis clock for a gated room.
 var openScript = newScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  -- The event is listed again, so an emptied room is in use again: its keys keep (keepRoom).
+  if redis.call('PTTL', KEYS[1]) >= 0 then
+    for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+  end
+  return 0
+end
 redis.call('HSET', KEYS[1], 'slots', ARGV[1], 'seats', ARGV[2])
 if tonumber(ARGV[2]) <= 0 then redis.call('HSET', KEYS[1], 'soldout', 1) end
 if ARGV[3] then redis.call('HSET', KEYS[1], 'opensAt', ARGV[3]) end
@@ -441,7 +448,7 @@ func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seat
 }
 
 func (w *WaitingRoom) open(ctx context.Context, eventID string, args ...any) error {
-	if err := openScript.Run(ctx, w.client, w.keys(eventID)[:1], args...).Err(); err != nil {
+	if err := openScript.Run(ctx, w.client, w.keys(eventID), args...).Err(); err != nil {
 		return unavailable("open waiting room", err)
 	}
 	return w.index(ctx, eventID)

@@ -39,7 +39,8 @@ const (
 // leak, and ResetSlots sets the slots only from the value they hold; the index of events
 // follows rooms in use; the seat counter counts; and a room that was never opened is
 // ports.ErrRoomNotOpen; a room a pass found empty is forgotten after the retention, unless a
-// user enters it or its slots change before, and opened again it starts afresh.
+// user enters it, its slots change or it is opened again before, and opened again once
+// forgotten it starts afresh.
 func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[ports.WaitingRoom]{
 		{"Enter_FIFOUnderConcurrentEntries", testEnterFIFO},
@@ -63,6 +64,7 @@ func TestWaitingRoom(t *testing.T, newRoom func(t *testing.T) ports.WaitingRoom,
 		{"Reconcile_AnEmptyRoomIsForgottenAfterTheRetention", testEmptyRoomExpires},
 		{"Reconcile_AnEntryKeepsAnEmptiedRoom", testEntryKeepsRoom},
 		{"Reconcile_ASlotChangeKeepsAnEmptiedRoom", testSlotChangeKeepsRoom},
+		{"Reconcile_AnOpenKeepsAnEmptiedRoom", testOpenKeepsRoom},
 		{"Seats_CounterCounts", testSeatCounter},
 		{"Open_TwiceKeepsTheRoom", testOpenTwice},
 		{"RoomNotOpen", testRoomNotOpen},
@@ -641,6 +643,17 @@ func testSlotChangeKeepsRoom(t *testing.T, e env[ports.WaitingRoom]) {
 	must(t, err, "reconcile the empty room")
 	_, err = e.impl.SetSlots(ctx, eventID, 3)
 	must(t, err, "set slots")
+	emptyAgainForgotten(t, e.impl, eventID)
+}
+
+// An Open lists the event again: its room is in use, and stays until a pass finds it empty
+// again.
+func testOpenKeepsRoom(t *testing.T, e env[ports.WaitingRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 5)
+	_, err := e.impl.Reconcile(ctx, eventID, 0, longRetention)
+	must(t, err, "reconcile the empty room")
+	must(t, e.impl.Open(ctx, eventID, 1, 5), "open again")
 	emptyAgainForgotten(t, e.impl, eventID)
 }
 
