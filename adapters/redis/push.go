@@ -237,9 +237,10 @@ func (w *WaitingRoom) Promote(ctx context.Context, eventID string, ttl time.Dura
 // is positive) and reads new messages (XREADGROUP, without waiting) of stream for group and
 // consumer, up to count in all (none when 0), creating the group at the stream's start on first
 // use. A stream it creates for an event's room (roomMeta, the room's meta, given) takes the
-// room's TTL, if it has one (WaitingRoom), so an expiring room leaves no key behind. It answers {reclaimed, {id, fields}..., owners}: with owners, a hash of the same event's
-// connection owners, owners is each message's user's owner (false when none), read in the same
-// call. Deleted messages an XAUTOCLAIM meets are skipped (Redis 7 lists them apart).
+// room's TTL, if it has one (WaitingRoom), so an expiring room leaves no key behind. It answers
+// {reclaimed, {id, fields}..., owners}: with owners, a hash of the same event's connection
+// owners, owners is each message's user's owner (false when none), read in the same call.
+// Deleted messages an XAUTOCLAIM meets are skipped (Redis 7 lists them apart).
 const readGroupLua = `
 local function readGroup(stream, group, consumer, count, idle, done, ownersKey, roomMeta)
   if #done > 0 then

@@ -49,9 +49,9 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // The script of the Reconcile call that finds a room empty gives each of its keys the same
 // expiry, the retention ahead (ports.RoomReconciler). Only a user's entry (Enter, Connect) can
 // refill an emptied room, and a slot change or an Open (which lists the event again) marks it
-// live too: their scripts read meta's TTL
-// first (one PTTL) and, when it has one, take every key's off (keepRoom) before they write, so a
-// key is never left behind without a TTL while the others expire. The other scripts either only
+// live too: their scripts read meta's TTL first (one PTTL) and, when it has one, take every
+// key's off (keepRoom) before they write, so a key is never left behind without a TTL while the
+// others expire. The other scripts either only
 // change keys that exist (and keep their TTL) or act on users, of whom an expiring room has none.
 //
 // Enter, Position and Predict calls on one event are combined: the calls that arrive while
@@ -96,7 +96,7 @@ func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
 // pruneLimit per call, so a script stays short; the rest follow on the next call, and until
 // then remaining slots are under-, never over-counted). remaining() is 0 while the seat counter
 // is at 0 or below, so the step that would admit is the one that refuses (ports.WaitingRoom).
-var scriptPrelude = `
+var scriptPrelude = keepRoomLua + `
 local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
 local clock = redis.call('TIME')
@@ -123,12 +123,6 @@ local function closed()
   return gate[1] and not gate[2], tonumber(gate[1])
 end
 local function soldOut() return redis.call('HEXISTS', meta, 'soldout') == 1 end
--- keepRoom takes the TTL off every key of a room that Reconcile found empty: all of them got
--- the same one, so meta's tells.
-local function keepRoom()
-  if redis.call('PTTL', meta) < 0 then return end
-  for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
-end
 local predicted, waits, waitsNew = KEYS[9], KEYS[10], KEYS[11]
 local function waited(user)
   local p = redis.call('HGET', predicted, user)
@@ -145,14 +139,21 @@ end
 
 func newWaitingScript(body string) *goredis.Script { return newScript(scriptPrelude + body) }
 
-// openScript creates the room unless it exists, sold out when it has no seat. KEYS the room's; ARGV
-// slots, seats, and the pre-queue's opensAt in ms of the Redis clock for a gated room.
-var openScript = newScript(`
+// keepRoomLua defines keepRoom(meta), which takes the TTL off every key of a room (KEYS) that
+// Reconcile found empty: all of them got the same one, so meta's tells.
+const keepRoomLua = `
+local function keepRoom(meta)
+  if redis.call('PTTL', meta) < 0 then return end
+  for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+end
+`
+
+// openScript creates the room unless it exists, sold out when it has no seat. KEYS the room's;
+// ARGV slots, seats, and the pre-queue's opensAt in ms of the Redis clock for a gated room.
+var openScript = newScript(keepRoomLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  -- The event is listed again, so an emptied room is in use again: its keys keep (keepRoom).
-  if redis.call('PTTL', KEYS[1]) >= 0 then
-    for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
-  end
+  -- The event is listed again, so an emptied room is in use again.
+  keepRoom(KEYS[1])
   return 0
 end
 redis.call('HSET', KEYS[1], 'slots', ARGV[1], 'seats', ARGV[2])
@@ -174,7 +175,7 @@ return 1
 const enterLua = prequeueLua + `
 local left = remaining()
 local function enterAll(users)
-  keepRoom()
+  keepRoom(meta)
   local gated, opensAt = closed()
   if gated then return 'PREQUEUE', prequeueAll(users, now < opensAt) end
   local expiries = redis.call('ZMSCORE', admitted, unpack(users))
@@ -352,7 +353,7 @@ return {'OK', #expired, dropped, empty, fresh}
 
 // slotsScript answers {'OK', remaining}. ARGV slots.
 var slotsScript = newWaitingScript(`
-keepRoom()
+keepRoom(meta)
 redis.call('HSET', meta, 'slots', ARGV[1])
 return {'OK', remaining()}
 `)

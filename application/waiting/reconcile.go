@@ -15,8 +15,10 @@ import (
 
 // Reconcile is one pass of the background work over the events in use (the store's index, no
 // keyspace scan): it gives back the slots of expired tokens, drops waiting users idle past
-// IdleTimeout, lets the store forget a room it finds empty after Retention, repairs the seat counter from the database, measures the admission rate and
-// reports each event's numbers, then the list of events in use, to the Observer. Several
+// IdleTimeout, lets the store forget a room it finds empty after Retention, repairs the seat
+// counter from the database, writes again what a Redis restarted from its file lost
+// (redoLostWrites), measures the admission rate and reports each event's numbers, then the
+// list of events in use, to the Observer. Several
 // instances may run it at once: each expiry and drop happens once in the store. It returns the
 // first error after trying every event.
 func (s *Service) Reconcile(ctx context.Context) error {
