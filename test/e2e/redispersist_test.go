@@ -200,6 +200,12 @@ func TestRedisRestartedFromItsLog_LocksAndRecordsOfAGoneHolderExpire(t *testing.
 
 	eventID := s.createEvent(`{"name":"locked","seats":3,"slots":1,"mode":"pull"}`)
 	token := s.admit(eventID, "buyer")
+	crewID := s.createCrew(5)
+	joined := s.join(crewID, "joiner", "k1")
+	if joined.status != http.StatusCreated {
+		t.Fatalf("join: %d %s", joined.status, joined.raw)
+	}
+	// Taken last before the restart, so that the lock's TTL is what the restart has.
 	gone := rgredis.NewLocker(client)
 	t.Cleanup(func() { _ = gone.Close() })
 	lockTTL := waiting.SeatLockTTL
@@ -207,12 +213,6 @@ func TestRedisRestartedFromItsLog_LocksAndRecordsOfAGoneHolderExpire(t *testing.
 		t.Fatal(err)
 	}
 	lockKey := "rushgate:lock:{seat:" + eventID + ":2}"
-
-	crewID := s.createCrew(5)
-	joined := s.join(crewID, "joiner", "k1")
-	if joined.status != http.StatusCreated {
-		t.Fatalf("join: %d %s", joined.status, joined.raw)
-	}
 	// What a server killed after the join's commit and before its answer reached the record
 	// leaves: the record in progress under a lease that has not run out.
 	const lease = 3 * time.Second
