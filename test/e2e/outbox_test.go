@@ -189,26 +189,11 @@ func TestOutbox_PaidOrdersReachThePlatformOrFailWithAnAlert(t *testing.T) {
 // startRawPlatform is a data platform that answers every request with statusLine as is, so
 // its reason phrase can be what no well-behaved server sends.
 func startRawPlatform(t *testing.T, statusLine string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
-					_, _ = io.WriteString(conn, statusLine+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-				}
-			}()
+	return "http://" + testkit.ServeTCP(t, func(conn net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+			_, _ = io.WriteString(conn, statusLine+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 		}
-	}()
-	return "http://" + ln.Addr().String()
+	})
 }
 
 // TestRelay_RecordsAnyPlatformErrorAndGivesUp: a platform whose reason phrase is over 500

@@ -53,23 +53,5 @@ func TestSlowProxy_PassesNothingWhileFrozen(t *testing.T) {
 
 // echoServer answers every connection with what it receives, until the test ends.
 func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				_, _ = io.Copy(conn, conn)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return testkit.ServeTCP(t, func(conn net.Conn) { _, _ = io.Copy(conn, conn) })
 }

@@ -7,6 +7,7 @@
 package testkit
 
 import (
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -60,4 +61,29 @@ func Eventually(t testing.TB, within time.Duration, what string, check func() er
 	if err := Poll(within, check); err != nil {
 		t.Fatalf("%s: not within %v; last seen: %v", what, within, err)
 	}
+}
+
+// ServeTCP listens on a loopback port and runs serve on each connection it accepts, on a
+// goroutine of its own, closing the connection after, until the test ends; it returns the
+// address.
+func ServeTCP(t testing.TB, serve func(conn net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			go func() {
+				defer conn.Close()
+				serve(conn)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
