@@ -206,7 +206,9 @@ func TestIssue_AKeyedRetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing
 			c := f.create(t, quantity)
 			cmd := appcoupon.IssueCommand{CouponID: c.ID, UserID: "alice", IdempotencyKey: "lost"}
 			first, err := f.svc.Issue(context.Background(), cmd)
-			if err != nil || store.Lost() != 1 {
+			// The guard retries a lost Complete in the background, so more than one may be lost
+			// by now.
+			if err != nil || store.Lost() < 1 {
 				t.Fatalf("first: %+v, %v, %d lost", first, err, store.Lost())
 			}
 			f.FakeClock.Advance(31 * time.Second) // the lease of the never-completed record ends

@@ -151,7 +151,8 @@ func TestPlace_ARetryAfterALostCompleteReplaysTheOrderFromTheDatabase(t *testing
 	cmd := apporder.PlaceCommand{UserID: "u1", IdempotencyKey: "lost"}
 	first, err := s.Orders.Place(context.Background(), cmd)
 	require.NoError(t, err)
-	require.Equal(t, 1, store.Lost())
+	// The guard retries a lost Complete in the background, so more than one may be lost by now.
+	require.GreaterOrEqual(t, store.Lost(), 1)
 	clock.Advance(31 * time.Second) // the lease of the never-completed record ends
 	_, err = s.add("u1", p, 2)      // the cart is filled again meanwhile
 	require.NoError(t, err)

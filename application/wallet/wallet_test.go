@@ -192,7 +192,8 @@ func TestCharge_ARetryAfterALostCompleteIsAnsweredFromTheDatabase(t *testing.T) 
 		}))
 	f.createUser(t, "alice", 100)
 	first, err := f.charge("alice", 40, "lost")
-	if err != nil || store.Lost() != 1 {
+	// The guard retries a lost Complete in the background, so more than one may be lost by now.
+	if err != nil || store.Lost() < 1 {
 		t.Fatalf("first: %+v, %v, %d lost", first, err, store.Lost())
 	}
 	if _, err := f.charge("alice", 40, "lost"); !errors.Is(err, guard.ErrInProgress) {
