@@ -240,44 +240,41 @@ func TestRedisRestartedFromItsLog_LocksAndRecordsOfAGoneHolderExpire(t *testing.
 		}
 	}
 
-	refused := 0
-	testkit.Eventually(t, lease+testkitSlack, "the retry answered once the gone holder's lease ended", func() error {
-		res := s.join(crewID, "joiner", "k1")
-		if res.status == http.StatusCreated {
+	refused := untilCreated(t, lease+testkitSlack, "the retry answered once the gone holder's lease ended",
+		"IDEMPOTENCY_IN_PROGRESS", func() response { return s.join(crewID, "joiner", "k1") }, func(res response) {
 			if res.header.Get("Idempotent-Replayed") != "true" || string(res.raw) != string(joined.raw) {
 				t.Fatalf("the retry: %d %s (replayed %q), want the first answer %s", res.status, res.raw,
 					res.header.Get("Idempotent-Replayed"), joined.raw)
 			}
-			return nil
-		}
-		if res.status != http.StatusConflict || res.str("error") != "IDEMPOTENCY_IN_PROGRESS" {
-			if res.status != http.StatusServiceUnavailable {
-				t.Fatalf("the retry under the gone holder's lease: %d %s", res.status, res.raw)
-			}
-		}
-		refused++
-		return fmt.Errorf("%d %s", res.status, res.raw)
-	})
+		})
 	if st := s.stored(crewID); st.currentMembers != 1 || st.members != 1 {
 		t.Fatalf("stored %+v, want the one join", st)
 	}
 	t.Logf("the retry was answered %v after the record was left in progress (lease %v), %d refused before", time.Since(taken).Round(time.Millisecond), lease, refused)
 
-	waited := 0
-	testkit.Eventually(t, lockTTL+waiting.SeatLockWait+testkitSlack, "the seat reserved once the gone holder's lock expired", func() error {
-		res := s.reserve(eventID, "2", "buyer", token)
+	waited := untilCreated(t, lockTTL+waiting.SeatLockWait+testkitSlack, "the seat reserved once the gone holder's lock expired",
+		"SEAT_BEING_SELECTED", func() response { return s.reserve(eventID, "2", "buyer", token) }, func(response) {})
+	t.Logf("the seat was reserved %v after the lock was taken (TTL %v), %d refused before", time.Since(taken).Round(time.Millisecond), lockTTL, waited)
+}
+
+// untilCreated sends again until an answer is 201, which check then judges, within bound; every
+// answer before it must be 503 or 409 with the code refusal. It returns how many were refused.
+func untilCreated(t *testing.T, bound time.Duration, what, refusal string, send func() response, check func(response)) int {
+	t.Helper()
+	refused := 0
+	testkit.Eventually(t, bound, what, func() error {
+		res := send()
 		if res.status == http.StatusCreated {
+			check(res)
 			return nil
 		}
-		if res.status != http.StatusConflict || res.str("error") != "SEAT_BEING_SELECTED" {
-			if res.status != http.StatusServiceUnavailable {
-				t.Fatalf("reserve under the gone holder's lock: %d %s", res.status, res.raw)
-			}
+		if (res.status != http.StatusConflict || res.str("error") != refusal) && res.status != http.StatusServiceUnavailable {
+			t.Fatalf("%s: refused with %d %s, want 409 %s or 503", what, res.status, res.raw, refusal)
 		}
-		waited++
+		refused++
 		return fmt.Errorf("%d %s", res.status, res.raw)
 	})
-	t.Logf("the seat was reserved %v after the lock was taken (TTL %v), %d refused before", time.Since(taken).Round(time.Millisecond), lockTTL, waited)
+	return refused
 }
 
 // TestPush_RedisRestartedFromItsLogEndsEveryStreamAndGivesPlacesBack opens push streams, some
