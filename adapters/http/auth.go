@@ -241,7 +241,9 @@ func (s *verifiedShard) putLocked(raw string, e *verifiedToken) {
 		s.previous, s.current = s.current, nil
 	}
 	if s.current == nil {
-		s.current = make(map[string]*verifiedToken)
+		// Made at its full size (about 210 KiB a shard): a crowd's new tokens fill it, and
+		// growing it rehashed them all, a fifth of a new token's check.
+		s.current = make(map[string]*verifiedToken, verifiedGeneration/verifiedShards)
 	}
 	s.current[raw] = e
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	stdhttp "net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -313,6 +314,28 @@ func BenchmarkTokens_VerifyFresh(b *testing.B) {
 		if _, _, err := rhttp.VerifyUnremembered(tokens, raw); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkTokens_VerifyCrowd checks a crowd's tokens once each, as a crowd's first requests
+// are: each check misses the memory of verified tokens and adds its token to it.
+func BenchmarkTokens_VerifyCrowd(b *testing.B) {
+	tokens := rhttp.NewTokens([]byte("bench-secret-bench-secret-bench-secret"))
+	crowd := make([]string, 200_000)
+	for i := range crowd {
+		raw, err := tokens.Mint("load-run-"+strconv.Itoa(i), rhttp.RoleUser, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		crowd[i] = raw
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := tokens.Verify(crowd[i%len(crowd)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }
 
