@@ -25,7 +25,8 @@ const pushRetry = 200 * time.Millisecond
 // consumer left unacknowledged are reclaimed by another after the idle time, and the next read
 // acknowledges the ones routed; entries carry their users' newest connection owner; Issue
 // answers the same token again, for a batch at once; Disconnect applies the disconnect rules only
-// for the current owner, or for an older connection of its broker, and forgets it; dispatch messages go to their owners' brokers and are
+// for the current owner, or for an older connection of its broker, and forgets it (a late
+// departure of a connection another broker replaced changes nothing); dispatch messages go to their owners' brokers and are
 // read again until acknowledged (by an Issue or by AckDispatch); a dead broker is reaped,
 // giving back its users' slots; a broker's heartbeat says whether its last one had lapsed; a
 // connection keeps a room a pass found empty.
@@ -37,6 +38,7 @@ func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capab
 		{"Issue_SameTokenAgain", testIssueSameToken},
 		{"Disconnect_OnlyTheCurrentOwner", testDisconnectOwner},
 		{"Disconnect_CoversAnOlderConnectionOfItsBroker", testDisconnectCovers},
+		{"Disconnect_LateFromAConnectionAnotherBrokerReplacedChangesNothing", testDisconnectReplacedLate},
 		{"Dispatch_ReadAgainUntilAcknowledged", testDispatchRetry},
 		{"AckDispatch_AcknowledgesAnyNumberAtOnce", testAckMany},
 		{"TellReplaced_ReachesTheReplacedConnectionsBroker", testTellReplaced},
@@ -261,6 +263,58 @@ func testDisconnectCovers(t *testing.T, e env[PushRoom]) {
 	}
 	if st := stats(t, e.impl, eventID); st.Waiting != 0 || st.Admitted != 0 || st.RemainingSlots != 1 || st.Connected != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// testDisconnectReplacedLate: a user's connection on one broker that departs after the user's
+// newer connection on another broker connected (its client left, or it was told it was
+// replaced) owns nothing: the user keeps the place, then the admission, whose entry goes to the
+// newer connection's broker.
+func testDisconnectReplacedLate(t *testing.T, e env[PushRoom]) {
+	ctx := context.Background()
+	eventID := openRoom(t, e.impl, 1, 10)
+	older, newer := "older-"+randomID(), "newer-"+randomID()
+	connect(t, e.impl, eventID, "ahead", older+"|1|")
+	connect(t, e.impl, eventID, "u", older+"|2|")
+	place, err := e.impl.Connect(ctx, eventID, "u", newer+"|1|")
+	must(t, err, "connect on the newer broker")
+	if place.Replaced != older+"|2|" || place.Rank != 1 {
+		t.Fatalf("newer connection: %+v, want rank 1 and the older connection replaced", place)
+	}
+	departLate := func(what string) {
+		t.Helper()
+		if d, err := e.impl.Disconnect(ctx, eventID, "u", older+"|2|"); err != nil || d != ports.Stayed {
+			t.Fatalf("the replaced connection's departure, %s: %v %v, want it to change nothing", what, d, err)
+		}
+	}
+	departLate("while the user waits")
+	snap, err := e.impl.Snapshot(ctx, eventID)
+	must(t, err, "snapshot")
+	if !slices.Equal(snap.Waiting, []string{"ahead", "u"}) {
+		t.Fatalf("line %v, want u still behind ahead", snap.Waiting)
+	}
+	if d, err := e.impl.Disconnect(ctx, eventID, "ahead", older+"|1|"); err != nil || d != ports.Removed {
+		t.Fatalf("ahead's departure: %v %v", d, err)
+	}
+	_, entries, err := e.impl.Promote(ctx, eventID, longTokenTTL, ports.EntryRead{Consumer: "c1", Count: 10})
+	must(t, err, "promote")
+	if len(entries) != 1 || entries[0].UserID != "u" || entries[0].Owner != newer+"|1|" {
+		t.Fatalf("entries %+v, want u's, owned by the newer connection", entries)
+	}
+	_, err = e.impl.Issue(ctx, eventID, []ports.TokenGrant{{UserID: "u", Token: "tok"}}, longTokenTTL, ports.DispatchAck{})
+	must(t, err, "issue")
+	departLate("once the user is admitted")
+	if ok, _, err := e.impl.Verify(ctx, eventID, "u", "tok"); err != nil || !ok {
+		t.Fatalf("u's token after the replaced connection's departure: %v %v, want it valid", ok, err)
+	}
+	if st := stats(t, e.impl, eventID); st.Admitted != 1 || st.RemainingSlots != 0 || st.Connected != 1 {
+		t.Fatalf("stats %+v, want u admitted, its slot taken and its connection held", st)
+	}
+	must(t, e.impl.Dispatch(ctx, entries), "dispatch")
+	for broker, want := range map[string]int{newer: 1, older: 0} {
+		if got, err := e.impl.ReadDispatch(ctx, broker, 10, 0, 0); err != nil || len(got) != want {
+			t.Fatalf("broker %s read %+v, %v; want %d admissions", broker, got, err, want)
+		}
 	}
 }
 
