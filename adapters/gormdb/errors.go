@@ -27,11 +27,17 @@ const (
 	pgSerializationFailure = "40001"
 	pgDeadlockDetected     = "40P01"
 	pgTooManyConnections   = "53300"
-	pgLockNotAvailable     = "55P03" // lock_timeout expired
-	pgQueryCanceled        = "57014" // statement_timeout or a cancel request
-	pgAdminShutdown        = "57P01" // pg_ctl stop, pg_terminate_backend
-	pgCrashShutdown        = "57P02"
-	pgCannotConnectNow     = "57P03" // starting up or shutting down
+	// pgInsufficientResources, pgDiskFull and pgOutOfMemory are the server short of disk space or
+	// memory. The class's other code, 53400 configuration_limit_exceeded, is a limit a setting
+	// sets (max_prepared_transactions, max_replication_slots…), which trying again does not lift.
+	pgInsufficientResources = "53000"
+	pgDiskFull              = "53100"
+	pgOutOfMemory           = "53200"
+	pgLockNotAvailable      = "55P03" // lock_timeout expired
+	pgQueryCanceled         = "57014" // statement_timeout or a cancel request
+	pgAdminShutdown         = "57P01" // pg_ctl stop, pg_terminate_backend
+	pgCrashShutdown         = "57P02"
+	pgCannotConnectNow      = "57P03" // starting up or shutting down
 	// pgReadOnlyTransaction is a write refused by a hot standby, or in a transaction or session
 	// set read-only.
 	pgReadOnlyTransaction = "25006"
@@ -45,6 +51,17 @@ const (
 	myDeadlock              = 1213 // the transaction was rolled back to break a deadlock
 	myLockWaitTimeout       = 1205 // innodb_lock_wait_timeout expired
 	myTooManyConnections    = 1040
+	// The server short of disk space or memory. myRecordFileFull ("The table … is full") is what
+	// InnoDB answers when its tablespace cannot grow: the disk is full or the file is at its
+	// configured maximum. A failed file write counts only with errno ENOSPC or EDQUOT
+	// (writeFailedForSpace). 1038 ER_OUT_OF_SORTMEMORY is left out: its message asks for a larger
+	// sort_buffer_size, a setting that trying again does not change, like Postgres's 53400.
+	myFileWriteFailed       = 3    // EE_WRITE, "Error writing file … (Errcode: 28 …)"
+	myDiskFull              = 1021 // ER_DISK_FULL
+	myErrorOnWrite          = 1026 // ER_ERROR_ON_WRITE, "Error writing file … (errno: 28 …)"
+	myOutOfMemory           = 1037 // ER_OUTOFMEMORY
+	myOutOfResources        = 1041 // ER_OUT_OF_RESOURCES
+	myRecordFileFull        = 1114 // ER_RECORD_FILE_FULL
 	myServerShutdown        = 1053
 	mariaDBConnectionKilled = 1927
 	// myOptionPreventsStatement is a statement a server option refuses; with "--read-only" in
@@ -68,6 +85,11 @@ var (
 	// a demoted primary. It comes with ports.ErrUnavailable: the write may succeed once failover
 	// completes.
 	errReadOnly = errors.New("gormdb: the database is read-only (a standby or a demoted primary?)")
+	// errOutOfResources marks a statement the database refused for want of disk space or memory:
+	// a full disk, a tablespace at its maximum size, memory exhausted. It comes with
+	// ports.ErrUnavailable: the statement may succeed once space or memory is freed, which
+	// needs no restart of rushgate, and the connection stays usable meanwhile.
+	errOutOfResources = errors.New("gormdb: the database is out of disk space or memory")
 )
 
 // errorMeanings names, for one repository operation, the domain errors that storage outcomes
@@ -86,8 +108,9 @@ type errorMeanings struct {
 
 // translate maps a GORM or driver error to what the ports promise: the domain errors in m;
 // errTxConflict with ports.ErrUnavailable for a deadlock or serialization failure; errReadOnly
-// with ports.ErrUnavailable for a write a read-only database refused; ports.ErrUnavailable for
-// a lost connection, a server going away and timeouts;
+// with ports.ErrUnavailable for a write a read-only database refused; errOutOfResources with
+// ports.ErrUnavailable for a statement refused for want of disk space or memory;
+// ports.ErrUnavailable for a lost connection, a server going away and timeouts;
 // errCheckViolation for a CHECK constraint; and otherwise err wrapped with the operation's
 // name. The driver's error stays wrapped in every case. Every repository reports errors
 // through it.
@@ -112,6 +135,8 @@ func translate(err error, m errorMeanings) error {
 		return fmt.Errorf("gormdb: %s: %w: %w: %w", m.op, errTxConflict, ports.ErrUnavailable, err)
 	case isReadOnly(err):
 		return fmt.Errorf("gormdb: %s: %w: %w: %w", m.op, errReadOnly, ports.ErrUnavailable, err)
+	case isOutOfResources(err):
+		return fmt.Errorf("gormdb: %s: %w: %w: %w", m.op, errOutOfResources, ports.ErrUnavailable, err)
 	case isUnavailable(err):
 		return fmt.Errorf("gormdb: %s: %w: %w", m.op, ports.ErrUnavailable, err)
 	case isCheckViolation(err):
@@ -169,6 +194,35 @@ func isReadOnly(err error) bool {
 		return strings.Contains(myErr.Message, "read-only")
 	}
 	return hasPgCode(err, pgReadOnlyTransaction) || hasMySQLNumber(err, myReadOnlyTransaction, myReadOnlyMode)
+}
+
+// isOutOfResources reports a statement the database refused for want of disk space or memory.
+func isOutOfResources(err error) bool {
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) && (myErr.Number == myFileWriteFailed || myErr.Number == myErrorOnWrite) {
+		return writeFailedForSpace(myErr.Message)
+	}
+	return hasPgCode(err, pgInsufficientResources, pgDiskFull, pgOutOfMemory) ||
+		hasMySQLNumber(err, myDiskFull, myOutOfMemory, myOutOfResources, myRecordFileFull)
+}
+
+// writeFailedForSpace reports whether a MySQL or MariaDB message of a failed file write names
+// errno 28 (ENOSPC, no space left on device) or 122 (EDQUOT, disk quota exceeded). MariaDB
+// writes it "(Errcode: 28 …" or "(errno: 28 …", MySQL "(OS errno 28 - …" or "(errno: 28 - …".
+func writeFailedForSpace(message string) bool {
+	for _, prefix := range []string{"(Errcode: ", "(errno: ", "(OS errno "} {
+		_, rest, found := strings.Cut(message, prefix)
+		if !found {
+			continue
+		}
+		end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if end < 0 {
+			end = len(rest)
+		}
+		errno := rest[:end]
+		return errno == "28" || errno == "122"
+	}
+	return false
 }
 
 // isUnavailable reports a database that cannot be reached, went away mid-call (a lost
