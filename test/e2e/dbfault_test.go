@@ -264,6 +264,14 @@ func childrenOf(pid int) ([]int, error) {
 // port; stopping it is SIGKILL.
 func startPrivateMariaDB(t *testing.T) privateDatabase {
 	t.Helper()
+	return startPrivateMariaDBWith(t)
+}
+
+// startPrivateMariaDBWith is startPrivateMariaDB with server options added, given to
+// mariadb-install-db too: some, such as the system tablespace's files, only take effect on a
+// fresh data directory.
+func startPrivateMariaDBWith(t *testing.T, options ...string) privateDatabase {
+	t.Helper()
 	install, err := exec.LookPath("mariadb-install-db")
 	if err != nil {
 		testenv.Unreachable(t, "mariadb-install-db binary", err)
@@ -285,7 +293,7 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 		t.Fatal(err)
 	}
 	installArgs := append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
-		"--auth-root-authentication-method=normal", "--skip-test-db"}, asRoot...)
+		"--auth-root-authentication-method=normal", "--skip-test-db"}, append(asRoot, options...)...)
 	if out, err := exec.Command(install, installArgs...).CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -297,7 +305,7 @@ func startPrivateMariaDB(t *testing.T) privateDatabase {
 	start := func(t *testing.T) {
 		args := append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + filepath.Join(dir, "sock"),
 			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--skip-log-bin",
-			"--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=2"}, asRoot...)
+			"--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=2"}, append(asRoot, options...)...)
 		cmd := exec.Command(server, args...)
 		log, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {

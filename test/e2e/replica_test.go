@@ -67,23 +67,23 @@ func startPair(t *testing.T, name, script, owner, urlPrefix string) replicatedDa
 			pair.replicaURL = v
 		}
 	}
-	for _, db := range []struct {
-		url string
-		to  **sql.DB
-	}{{pair.primaryURL, &pair.primary}, {pair.replicaURL, &pair.replica}} {
-		dialect, dsn, err := gormdb.ParseURL(db.url)
-		if err != nil {
-			t.Fatalf("%s printed %q: %v", script, db.url, err)
-		}
-		driver := map[gormdb.Dialect]string{gormdb.Postgres: "pgx", gormdb.MySQL: "mysql"}[dialect]
-		conn, err := sql.Open(driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		*db.to = conn
-	}
+	pair.primary, pair.replica = openDatabase(t, pair.primaryURL), openDatabase(t, pair.replicaURL)
 	return pair
+}
+
+// openDatabase opens a connection pool of the test's own to a database server's URL.
+func openDatabase(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	dialect, dsn, err := gormdb.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(map[gormdb.Dialect]string{gormdb.Postgres: "pgx", gormdb.MySQL: "mysql"}[dialect], dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // startReplicatedPostgres is a streaming replica (scripts/pg-replica.sh); its reads are counted
