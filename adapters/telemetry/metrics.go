@@ -55,6 +55,9 @@ type Metrics struct {
 	waitErrors prometheus.Histogram
 	// How late after their opensAt this instance opened pre-queues.
 	prequeueOpening prometheus.Histogram
+	// Whether each Redis master's maxmemory-policy, read at start, keeps every key (1) or may
+	// evict some (0); a master whose policy could not be read has no series.
+	redisEvictionSafe *prometheus.GaugeVec
 	// requestSeries caches the children of requests: a label lookup hashes the values and
 	// formats the status on every request. Routes are templates and methods folded, so it stays
 	// small.
@@ -130,8 +133,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.prequeueOpening = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "rushgate", Name: "prequeue_opening_seconds",
 		Help:    "From a pre-queue's opensAt to its room opening with every pre-queued user placed, for the pre-queues this instance opened.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60}})
+	m.redisEvictionSafe = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rushgate", Name: "redis_eviction_policy_safe",
+		Help: "1 if the Redis master's maxmemory-policy, read at start, is noeviction; 0 if it may evict locks, idempotency records or waiting-room keys."},
+		[]string{"node", "policy"})
 	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks, m.waitErrors,
-		m.prequeueOpening)
+		m.prequeueOpening, m.redisEvictionSafe)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
 		m.rooms)
 	return m
@@ -204,6 +210,15 @@ func (m *Metrics) OutboxGaveUp() { m.outboxGaveUp.Inc() }
 
 // ReplicaFellBack counts a read meant for a read replica that the primary served.
 func (m *Metrics) ReplicaFellBack() { m.replicaFallbacks.Inc() }
+
+// RedisEvictionPolicyRead records a Redis master's maxmemory-policy and whether it keeps every key.
+func (m *Metrics) RedisEvictionPolicyRead(node, policy string, safe bool) {
+	value := 0.0
+	if safe {
+		value = 1
+	}
+	m.redisEvictionSafe.WithLabelValues(node, policy).Set(value)
+}
 
 // Replayed counts an idempotent replay.
 func (m *Metrics) Replayed() { m.idempotentHits.Inc() }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -93,6 +95,50 @@ func TestRedisAtMaxmemory_RefusesWith503AndServesOnceFreed(t *testing.T) {
 	if res := s.reserve(eventID, "1", "admitted", entryToken); res.status != http.StatusCreated {
 		t.Errorf("the refused reservation again: %d %s", res.status, res.raw)
 	}
+}
+
+// TestRedisEvictionPolicy_ReadAtStartIntoAGauge: a server started on a Redis whose
+// maxmemory-policy may evict (volatile-lru: the keys with a TTL, every lock and idempotency
+// record) starts, and exports rushgate_redis_eviction_policy_safe 0 for it; on one under
+// noeviction, 1.
+func TestRedisEvictionPolicy_ReadAtStartIntoAGauge(t *testing.T) {
+	for policy, safe := range map[string]string{"volatile-lru": "0", "noeviction": "1"} {
+		t.Run(policy, func(t *testing.T) {
+			redis := testenv.StartPrivateRedis(t)
+			admin := goredis.NewClient(&goredis.Options{Addr: redis.Addr, MaxRetries: -1})
+			t.Cleanup(func() { _ = admin.Close() })
+			if err := admin.ConfigSet(context.Background(), "maxmemory-policy", policy).Err(); err != nil {
+				t.Fatal(err)
+			}
+			s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, productionTimeouts)
+			want := fmt.Sprintf("rushgate_redis_eviction_policy_safe{node=%q,policy=%q} %s", redis.Addr, policy, safe)
+			if got := metricLines(t, s.url, "rushgate_redis_eviction_policy_safe"); !slices.Equal(got, []string{want}) {
+				t.Errorf("/metrics: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// metricLines lists the sample lines of the Prometheus metric name on the /metrics of the
+// server at baseURL.
+func metricLines(t *testing.T, baseURL, name string) []string {
+	t.Helper()
+	res, err := http.Get(baseURL + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", baseURL, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	return lines
 }
 
 // allKeys lists every key of the Redis c talks to, sorted.
