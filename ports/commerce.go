@@ -20,8 +20,9 @@ type ProductRepository interface {
 // CartRepository stores carts and their items.
 //
 // GetOrCreateForUpdate must run inside TxRunner.InTx: it returns the user's cart, creating
-// fresh (its id and time, for fresh.UserID) when the user has none, and locks the cart's row
-// until the transaction ends. Carts are UNIQUE per user: concurrent first calls for one user
+// fresh (its id and time, for fresh.UserID) when the user has none, locks the cart's row until
+// the transaction ends, and records addID, a fresh id of the adds the transaction makes, as the
+// cart's last add. Carts are UNIQUE per user: concurrent first calls for one user
 // create one cart, and all of them return it. GetForUpdate does the same without creating:
 // found is false when the user has no cart. Concurrent lockers of one cart run one after
 // another, each seeing the previous one's committed writes, provided the lock is the
@@ -34,8 +35,17 @@ type ProductRepository interface {
 // when the cart already holds a line of item.ProductID, sets that line's quantity, keeping its
 // ID and AddedAt; an unknown product is catalog.ErrProductNotFound. Clear deletes every item of
 // the cart.
+//
+// LastAddID returns the addID of the cart's last committed GetOrCreateForUpdate, "" when the
+// user has no cart or none recorded one. It waits while a transaction holds the cart's lock and
+// reads once that one has ended: a caller whose COMMIT's answer was lost
+// (ErrCommitOutcomeUnknown) reads its own addID when its transaction committed, and another or
+// "" when it did not, or when a later locker's has committed since. A cart the transaction was
+// creating may not be waited for (Postgres does not wait for a row not committed yet): ""
+// then, while that transaction may still commit.
 type CartRepository interface {
-	GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error)
+	GetOrCreateForUpdate(ctx context.Context, fresh order.Cart, addID string) (order.Cart, error)
+	LastAddID(ctx context.Context, userID string) (string, error)
 	GetForUpdate(ctx context.Context, userID string) (cart order.Cart, found bool, err error)
 	Lines(ctx context.Context, userID string) ([]order.CartLine, error)
 	PutItem(ctx context.Context, item order.CartItem) error

@@ -72,7 +72,7 @@ func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Produc
 type CartRepository struct {
 	db *DB
 	// Hand-written statements (see statement.go), bound to db's dialect once.
-	getForUpdateSQL, createSQL, linesSQL, putItemSQL, clearSQL string
+	getForUpdateSQL, createSQL, linesSQL, putItemSQL, clearSQL, lastAddSQL string
 }
 
 // NewCartRepository returns the cart repository of db.
@@ -84,30 +84,38 @@ func NewCartRepository(db *DB) *CartRepository {
 			"FROM carts c JOIN cart_items i ON i.cart_id = c.id JOIN products p ON p.id = i.product_id "+
 			"JOIN stock s ON s.product_id = i.product_id WHERE c.user_id = ? ORDER BY i.added_at, i.id"),
 		clearSQL: Bind(db.dialect, "DELETE FROM cart_items WHERE cart_id = ?"),
+		// A shared lock waits for a transaction that holds the cart's row, then reads the row as
+		// that transaction left it.
+		lastAddSQL: Bind(db.dialect, "SELECT last_add_id FROM carts WHERE user_id = ?"+sharedLock(db.dialect)),
 	}
-	// A cart that exists is not an error: the insert does nothing.
+	// A cart that exists is not an error: the insert records the add on it.
 	if db.dialect == Postgres {
-		r.createSQL = Bind(db.dialect, "INSERT INTO carts (id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT (user_id) DO NOTHING")
+		r.createSQL = Bind(db.dialect, "INSERT INTO carts (id, user_id, created_at, last_add_id) VALUES (?, ?, ?, ?) "+
+			"ON CONFLICT (user_id) DO UPDATE SET last_add_id = EXCLUDED.last_add_id")
 		r.putItemSQL = Bind(db.dialect, "INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, ?, ?) "+
 			"ON CONFLICT (cart_id, product_id) DO UPDATE SET quantity = EXCLUDED.quantity")
 	} else {
-		r.createSQL = "INSERT INTO carts (id, user_id, created_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE user_id = user_id"
+		r.createSQL = "INSERT INTO carts (id, user_id, created_at, last_add_id) VALUES (?, ?, ?, ?) " +
+			"ON DUPLICATE KEY UPDATE last_add_id = VALUES(last_add_id)"
 		r.putItemSQL = "INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, ?, ?) " +
 			"ON DUPLICATE KEY UPDATE quantity = VALUES(quantity)"
 	}
 	return r
 }
 
-// GetOrCreateForUpdate inserts fresh unless the user has a cart (a cart a concurrent
-// transaction is inserting makes the insert wait for it, then do nothing), then reads the cart
-// with SELECT … FOR UPDATE. Inserting first spares MySQL the gap lock a locking read of a
-// missing row takes, on which concurrent first adds would deadlock. Outside TxRunner.InTx it
-// fails: the lock would be released at once.
-func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error) {
+// GetOrCreateForUpdate inserts fresh with addID, or sets the user's cart's last_add_id to addID
+// in the same statement (a cart a concurrent transaction is inserting or holds makes it wait for
+// that one), then reads the cart with SELECT … FOR UPDATE. Inserting first spares MySQL the gap
+// lock a locking read of a missing row takes, on which concurrent first adds would deadlock.
+// Recording the add costs no round trip: the statement ran before, doing nothing on a cart that
+// existed; now it updates the row it locks anyway. Outside TxRunner.InTx it fails: the lock
+// would be released at once.
+func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart, addID string) (order.Cart, error) {
 	if _, ok := r.db.transaction(ctx); !ok {
 		return order.Cart{}, errNoTransaction
 	}
-	if _, err := r.db.exec(ctx, errorMeanings{op: "create cart"}, r.createSQL, fresh.ID(), fresh.UserID(), fresh.CreatedAt().UTC()); err != nil {
+	_, err := r.db.exec(ctx, errorMeanings{op: "create cart"}, r.createSQL, fresh.ID(), fresh.UserID(), fresh.CreatedAt().UTC(), addID)
+	if err != nil {
 		return order.Cart{}, err
 	}
 	cart, found, err := r.GetForUpdate(ctx, fresh.UserID())
@@ -140,6 +148,16 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 		return nil
 	})
 	return cart, found, err
+}
+
+// LastAddID reads the cart's last_add_id with a shared lock, in one SELECT on the primary: it
+// waits for a transaction holding the cart's row (the add whose COMMIT's answer was lost, until
+// the database has ended it), then reads the row as committed.
+func (r *CartRepository) LastAddID(ctx context.Context, userID string) (string, error) {
+	var addID sql.NullString
+	_, err := r.db.queryOne(ctx, errorMeanings{op: "read last cart add"}, r.lastAddSQL, []any{userID},
+		func(rows *sql.Rows) error { return rows.Scan(&addID) })
+	return addID.String, err
 }
 
 // Lines reads the user's cart items with their products and stock in one joined SELECT.
@@ -317,6 +335,16 @@ func NewCommerceStores(db *DB) ports.CommerceStores {
 		Stock:       NewStockRepository(db),
 		Outbox:      NewOutboxRepository(db),
 	}
+}
+
+// sharedLock makes a lone read wait for a transaction that holds its row, then read the row as
+// committed: FOR SHARE on Postgres, LOCK IN SHARE MODE (MariaDB's spelling, which MySQL accepts
+// too) on MySQL.
+func sharedLock(d Dialect) string {
+	if d == MySQL {
+		return " LOCK IN SHARE MODE"
+	}
+	return " FOR SHARE"
 }
 
 // latestCommitted is what a read in a transaction needs to see the rows committed when it runs

@@ -35,7 +35,7 @@ func TestCommerceSchema_RefusesWhatTheDomainNeverWrites(t *testing.T) {
 			require.NoError(t, err)
 			var cart order.Cart
 			require.NoError(t, gormdb.NewTxRunner(db).InTx(ctx, func(ctx context.Context) error {
-				cart, err = carts.GetOrCreateForUpdate(ctx, fresh)
+				cart, err = carts.GetOrCreateForUpdate(ctx, fresh, rand.Text())
 				return err
 			}))
 

@@ -25,8 +25,14 @@ func stockKeyOf(s catalog.Stock) string { return s.ProductID() }
 
 var stockTable = declareTable("stock", stockKeyOf)
 
+// cartRow is a stored cart and the id of the last add recorded on it.
+type cartRow struct {
+	cart      order.Cart
+	lastAddID string
+}
+
 // cartKeyOf keys carts by their user: the UNIQUE(user_id) a user's first adds race on.
-func cartKeyOf(c order.Cart) string { return c.UserID() }
+func cartKeyOf(c cartRow) string { return c.cart.UserID() }
 
 var cartsTable = declareTable("carts", cartKeyOf)
 
@@ -111,24 +117,35 @@ type CartRepository struct {
 // NewCartRepository returns a CartRepository on d.
 func NewCartRepository(d *Database) *CartRepository { return &CartRepository{db: d} }
 
-// GetOrCreateForUpdate locks the user's cart key, creating the cart when there is none. The key
-// is locked before the read, so a concurrent first call waits and then finds the cart this one
-// created. It fails outside InTx.
-func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart) (order.Cart, error) {
+// GetOrCreateForUpdate locks the user's cart key, creating the cart when there is none, and
+// records addID on it. The key is locked before the read, so a concurrent first call waits and
+// then finds the cart this one created. It fails outside InTx.
+func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart, addID string) (order.Cart, error) {
 	var cart order.Cart
 	err := r.db.runInTx(ctx, func(t *tx) error {
 		found, ok, err := cartsTable.in(r.db).getForUpdate(ctx, t, fresh.UserID())
 		if err != nil {
 			return err
 		}
-		if ok {
-			cart = found
-			return nil
-		}
 		cart = fresh
-		return cartsTable.in(r.db).insert(ctx, t, fresh)
+		if ok {
+			cart = found.cart
+		}
+		return cartsTable.in(r.db).put(ctx, t, cartRow{cart: cart, lastAddID: addID})
 	})
 	return cart, err
+}
+
+// LastAddID reads the user's cart under its key lock, which a lone statement releases at once:
+// it waits for a transaction that holds the key, then reads the cart as committed.
+func (r *CartRepository) LastAddID(ctx context.Context, userID string) (string, error) {
+	var addID string
+	err := r.db.run(ctx, func(t *tx) error {
+		row, _, err := cartsTable.in(r.db).getForUpdate(ctx, t, userID)
+		addID = row.lastAddID
+		return err
+	})
+	return addID, err
 }
 
 // GetForUpdate locks the user's cart key and returns the cart, if there is one. It fails
@@ -140,7 +157,9 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 	)
 	err := r.db.runInTx(ctx, func(t *tx) error {
 		var err error
-		cart, found, err = cartsTable.in(r.db).getForUpdate(ctx, t, userID)
+		var row cartRow
+		row, found, err = cartsTable.in(r.db).getForUpdate(ctx, t, userID)
+		cart = row.cart
 		return err
 	})
 	return cart, found, err
@@ -150,7 +169,8 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 func (r *CartRepository) Lines(ctx context.Context, userID string) ([]order.CartLine, error) {
 	var lines []order.CartLine
 	err := r.db.run(ctx, func(t *tx) error {
-		cart, ok := cartsTable.in(r.db).get(t, userID)
+		row, ok := cartsTable.in(r.db).get(t, userID)
+		cart := row.cart
 		if !ok {
 			return nil
 		}

@@ -67,9 +67,11 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 // addBatch applies a batch of adds to one user's cart in arrival order, in one transaction under
 // the cart's row lock: one read of the lines, each add checked against the lines as the adds
 // before it left them, one write per line that changed. A rejected add is answered alone and
-// changes nothing; a failure to reach a dependency fails the batch.
+// changes nothing; a failure to reach a dependency fails the batch. The cart's lock records a
+// fresh id of the batch, addID, as the cart's last add.
 func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCartCommand) ([]combine.Answer[CartItemView], error) {
 	answers := make([]combine.Answer[CartItemView], len(batch))
+	addID := s.ids.NewID()
 	err := s.tx.InTx(ctx, func(ctx context.Context) error {
 		clear(answers)
 		// The cart's lock comes first: on MySQL a transaction's plain reads see the snapshot of
@@ -79,7 +81,7 @@ func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCart
 		if err != nil {
 			return err
 		}
-		cart, err := s.carts.GetOrCreateForUpdate(ctx, fresh)
+		cart, err := s.carts.GetOrCreateForUpdate(ctx, fresh, addID)
 		if err != nil {
 			return fmt.Errorf("lock cart: %w", err)
 		}

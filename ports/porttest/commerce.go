@@ -17,7 +17,9 @@ import (
 // GetOrCreateForUpdate calls of one user make one cart; a read after the cart's lock sees the
 // previous locker's committed writes, so concurrent locked increments lose none; PutItem inserts
 // then sets a line's quantity keeping its id and time, and refuses an unknown product; Lines
-// joins products and stock in added order; Clear empties the cart and rolls back with its
+// joins products and stock in added order; LastAddID answers the addID of the cart's last
+// committed lock, none of a rolled-back one, and waits for the transaction holding the cart to
+// end before it answers; Clear empties the cart and rolls back with its
 // transaction; an order round-trips with its items in order, an unknown one is
 // order.ErrNotFound, and one naming an unknown product inserts nothing; UnitsOrdered sums the
 // product's units in the user's PENDING and COMPLETED orders only, and read under the cart's
@@ -34,6 +36,7 @@ func TestCommerceRepositories(t *testing.T, newStores func(t *testing.T) ports.S
 		{"Cart/PutItemOfUnknownProductIsNotFound", testCartPutItemOfUnknownProduct},
 		{"Cart/LinesJoinProductsInAddedOrder", testCartLines},
 		{"Cart/ClearEmptiesAndRollsBackWithTx", testCartClear},
+		{"Cart/LastAddIDAnswersTheLastCommittedAdd", testCartLastAddID},
 		{"Order/CreateThenGetRoundTrips", testOrderCreateThenGet},
 		{"Order/UnknownIDIsNotFound", testOrderUnknownIsNotFound},
 		{"Order/CreateWithUnknownProductInsertsNothing", testOrderCreateWithUnknownProduct},
@@ -67,7 +70,7 @@ func lockCart(t *testing.T, s ports.Stores, userID string) order.Cart {
 	var cart order.Cart
 	err := s.Tx.InTx(context.Background(), func(ctx context.Context) error {
 		var err error
-		cart, err = s.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID))
+		cart, err = s.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID), randomID())
 		return err
 	})
 	must(t, err, "get or create cart")
@@ -115,7 +118,7 @@ func testProductUnknownIsNotFound(t *testing.T, e env[ports.Stores]) {
 
 func testCartLocksOutsideTxFail(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
-	if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, newUserID())); err == nil {
+	if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, newUserID()), randomID()); err == nil {
 		t.Error("GetOrCreateForUpdate outside a transaction succeeded")
 	}
 	if _, _, err := e.impl.Carts.GetForUpdate(ctx, newUserID()); err == nil {
@@ -139,7 +142,7 @@ func testCartConcurrentFirstCalls(t *testing.T, e env[ports.Stores]) {
 	ids := make([]string, callers)
 	errs := startTogether(callers, func(i int) error {
 		return e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
-			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID))
+			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID), randomID())
 			ids[i] = cart.ID()
 			if err == nil && cart.UserID() != userID {
 				t.Errorf("cart of %q, want %q", cart.UserID(), userID)
@@ -163,7 +166,7 @@ func testCartConcurrentLockedIncrements(t *testing.T, e env[ports.Stores]) {
 	p := createProduct(t, e.impl, 10, 1000)
 	errs := startTogether(adds, func(int) error {
 		return e.impl.Tx.InTx(context.Background(), func(ctx context.Context) error {
-			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID))
+			cart, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID), randomID())
 			if err != nil {
 				return err
 			}
@@ -253,6 +256,63 @@ func testCartClear(t *testing.T, e env[ports.Stores]) {
 	must(t, e.impl.Carts.Clear(ctx, cart.ID()), "clear")
 	expectEqual(t, len(lines(t, e.impl, userID)), 0, "lines after clear")
 	expectEqual(t, lockCart(t, e.impl, userID).ID(), cart.ID(), "the emptied cart remains")
+}
+
+// heldCartWait is how long testCartLastAddID lets LastAddID wait for the transaction holding the
+// cart before that transaction commits: a LastAddID that does not wait answers within it.
+const heldCartWait = 200 * time.Millisecond
+
+func testCartLastAddID(t *testing.T, e env[ports.Stores]) {
+	ctx := context.Background()
+	userID := newUserID()
+	lastAdd := func(what string) string {
+		t.Helper()
+		id, err := e.impl.Carts.LastAddID(ctx, userID)
+		must(t, err, what)
+		return id
+	}
+	lockAs := func(addID string, fn func(ctx context.Context) error) error {
+		return e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
+			if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID), addID); err != nil {
+				return err
+			}
+			return fn(ctx)
+		})
+	}
+	expectEqual(t, lastAdd("LastAddID without a cart"), "", "a user without a cart")
+
+	first := randomID()
+	must(t, lockAs(first, func(context.Context) error { return nil }), "the first add")
+	expectEqual(t, lastAdd("LastAddID"), first, "the add that created the cart")
+	lockCart(t, e.impl, newUserID()) // another user's add changes nothing here
+
+	rollback := errors.New("roll back")
+	err := lockAs(randomID(), func(context.Context) error { return rollback })
+	expectIs(t, err, rollback, "InTx")
+	expectEqual(t, lastAdd("LastAddID after a rollback"), first, "a rolled-back add")
+
+	held, read := randomID(), make(chan string, 1)
+	must(t, lockAs(held, func(context.Context) error {
+		go func() {
+			id, err := e.impl.Carts.LastAddID(ctx, userID)
+			if err != nil {
+				t.Errorf("LastAddID while the cart is held: %v", err)
+			}
+			read <- id
+		}()
+		select {
+		case id := <-read:
+			t.Fatalf("LastAddID answered %q while a transaction held the cart", id)
+		case <-time.After(heldCartWait):
+		}
+		return nil
+	}), "the holding add")
+	select {
+	case id := <-read:
+		expectEqual(t, id, held, "LastAddID once the holding add committed")
+	case <-time.After(10 * time.Second):
+		t.Error("LastAddID still waits after the holding add committed")
+	}
 }
 
 // placeOrder builds a PENDING order of one unit of each product.
@@ -348,7 +408,7 @@ func testOrderUnitsOrderedUnderTheCartLock(t *testing.T, e env[ports.Stores]) {
 			if _, err := e.impl.Orders.TopSelling(ctx, time.Time{}, 1); err != nil {
 				return err
 			}
-			if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID)); err != nil {
+			if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID), randomID()); err != nil {
 				return err
 			}
 			units, err := e.impl.Orders.UnitsOrdered(ctx, userID, p.ID())
