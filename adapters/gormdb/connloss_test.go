@@ -21,6 +21,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/gormdb"
 	"github.com/rushgate/rushgate/adapters/memory/memorytest"
 	"github.com/rushgate/rushgate/adapters/system"
+	apporder "github.com/rushgate/rushgate/application/order"
 	appwaiting "github.com/rushgate/rushgate/application/waiting"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/domain/draw"
@@ -82,6 +83,9 @@ type answerBreaker struct {
 	// passes is how many reads of the answer come through before the break: 0 breaks the
 	// first, before the client sees any of it.
 	passes int32
+	// drops breaks before the picked request is sent instead: the client believes it sent it,
+	// the database never sees it and ends the transaction with the connection.
+	drops bool
 	// picks reports the request to break after, given its bytes lower-cased.
 	picks func(request []byte) bool
 }
@@ -139,13 +143,19 @@ type breakingConn struct {
 func (c *breakingConn) Write(b []byte) (int, error) {
 	if c.breaker.picks(bytes.ToLower(b)) && c.breaker.disarmOne() {
 		c.answering.Store(true)
+		if c.breaker.drops {
+			// A read already waiting (pgx reads ahead) ends with the connection.
+			_ = c.Close()
+			return len(b), nil
+		}
 	}
 	return c.Conn.Write(b)
 }
 
 func (c *breakingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if err != nil || !c.answering.Load() || c.passed.Add(1) <= c.breaker.passes {
+	dropped := c.breaker.drops && c.answering.Load()
+	if !dropped && (err != nil || !c.answering.Load() || c.passed.Add(1) <= c.breaker.passes) {
 		return n, err
 	}
 	// What came back is the database's word that it did it; the client never sees it.
@@ -216,6 +226,54 @@ func TestReserve_ACommitWhoseAnswerWasLostAnswersTheStoredReservation(t *testing
 			require.NoError(t, err)
 			assert.Equal(t, 1, count, "stored once")
 		})
+	}
+}
+
+// TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd breaks a cart add's
+// connection during its COMMIT: once the COMMIT has reached the database (it committed), the add
+// is answered as added, from the cart's last add read back on another connection, rather than a
+// 503 whose retry would add the units a second time; before it was sent (it did not commit),
+// the add answers 503 and its retry adds the units once.
+func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd(t *testing.T) {
+	for name, fresh := range dialects {
+		for _, committed := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/committed=%v", name, committed), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				breaker := breakAfterCommit()
+				breaker.drops = !committed
+				db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
+				shop := memorytest.NewShop(t, memorytest.WithStores(gormdb.NewStores(db)))
+				product := shop.Product(100, 10)
+				add := apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 2}
+				_, err := shop.Orders.AddToCart(ctx, apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 1})
+				require.NoError(t, err)
+				quantity := func() int {
+					cart, err := shop.Orders.Cart(ctx, "buyer")
+					require.NoError(t, err)
+					require.Len(t, cart.Items, 1)
+					return cart.Items[0].Quantity
+				}
+
+				breaker.armed.Store(1)
+				view, err := shop.Orders.AddToCart(ctx, add)
+
+				assert.Zero(t, breaker.armed.Load(), "the COMMIT's answer was lost")
+				if !committed {
+					require.ErrorIs(t, err, ports.ErrUnavailable, "not committed: answered %+v", view)
+					require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the COMMIT went out as far as the client knows")
+					assert.Equal(t, 1, quantity(), "nothing added")
+					retried, err := shop.Orders.AddToCart(ctx, add)
+					require.NoError(t, err, "the retry")
+					assert.Equal(t, 3, retried.Quantity, "the retry added the units once")
+					assert.Equal(t, 3, quantity())
+					return
+				}
+				require.NoError(t, err, "the add committed")
+				assert.Equal(t, 3, view.Quantity, "the answer is the line's new total")
+				assert.Equal(t, 3, quantity(), "the units added once")
+			})
+		}
 	}
 }
 

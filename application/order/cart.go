@@ -7,6 +7,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/rushgate/rushgate/domain/commerce"
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
 	"github.com/rushgate/rushgate/domain/commerce/order"
+	"github.com/rushgate/rushgate/ports"
 )
 
 // AddToCartCommand adds quantity units of a product to the user's cart.
@@ -47,6 +49,11 @@ const maxAddBatch = 64
 // refusal of the line's new quantity (a raffle's prize: RAFFLE_NOT_WON, or more than one unit
 // for its winner, counting the units the winner's orders hold).
 //
+// An add whose transaction's COMMIT answer was lost (ports.ErrCommitOutcomeUnknown) is answered
+// as committed when the cart records its batch as the last add (committedAfterAll), and with 503
+// otherwise: the add takes no idempotency key, so a client retrying an add that did commit would
+// add its units twice.
+//
 // Concurrent adds to one cart on this instance line up in process and are served in batches,
 // one transaction each (addBatch): a herd on one cart then waits its turn in arrival order here
 // instead of on the database's row lock, which Postgres does not grant in arrival order, and
@@ -68,12 +75,15 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 // the cart's row lock: one read of the lines, each add checked against the lines as the adds
 // before it left them, one write per line that changed. A rejected add is answered alone and
 // changes nothing; a failure to reach a dependency fails the batch. The cart's lock records a
-// fresh id of the batch, addID, as the cart's last add.
+// fresh id of the batch, addID, as the cart's last add, which tells whether a commit whose answer
+// was lost committed.
 func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCartCommand) ([]combine.Answer[CartItemView], error) {
 	answers := make([]combine.Answer[CartItemView], len(batch))
 	addID := s.ids.NewID()
+	var changed []string // product ids of the lines to write, in the order they first changed
 	err := s.tx.InTx(ctx, func(ctx context.Context) error {
 		clear(answers)
+		changed = changed[:0]
 		// The cart's lock comes first: on MySQL a transaction's plain reads see the snapshot of
 		// its first one, which must not predate the writes of the add that held the lock before.
 		now := s.clock.Now()
@@ -90,7 +100,6 @@ func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCart
 			return fmt.Errorf("read cart: %w", err)
 		}
 		products := map[string]productNow{} // each product read once: its stock is not locked
-		var changed []string                // product ids of the lines to write, in the order they first changed
 		for i, cmd := range batch {
 			line, err := s.addLine(ctx, cart, lines, products, cmd, now)
 			if _, rejected := domain.AsError(err); rejected {
@@ -120,10 +129,29 @@ func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCart
 		}
 		return nil
 	})
+	if errors.Is(err, ports.ErrCommitOutcomeUnknown) && len(changed) > 0 {
+		err = s.committedAfterAll(ctx, userID, addID, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return answers, nil
+}
+
+// committedAfterAll answers a batch of adds whose COMMIT's outcome is unknown (its connection was
+// lost during it, lost): the cart's last add, read within the batch's deadline once the database
+// has ended the transaction, is the batch's own addID when it committed after all, and then nil
+// is returned and the answers stand. Otherwise, or when the read fails too, lost is returned and
+// the clients hear 503. Another addID means the transaction did not commit, unless an add from
+// another instance committed on the cart before the read (this instance's adds wait for this
+// batch) or the read could not wait for a cart the transaction was creating (see
+// ports.CartRepository).
+func (s *Service) committedAfterAll(ctx context.Context, userID, addID string, lost error) error {
+	last, err := s.carts.LastAddID(ctx, userID)
+	if err != nil || last != addID {
+		return lost
+	}
+	return nil
 }
 
 // productNow is a product and its stock as a batch of adds read them.

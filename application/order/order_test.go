@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -311,4 +312,65 @@ func TestAddToCart_TheBatchRunsUntilTheAddsTimeoutFromItsArrival(t *testing.T) {
 	d := <-tx.deadlines
 	assert.False(t, d.Before(before.Add(timeout)) || d.After(after.Add(timeout)),
 		"the batch's transaction ran until %v, want the add's arrival (%v–%v) + %v", d, before, after, timeout)
+}
+
+// commitLostTx runs each transaction on the inner runner, committing it or not as committed
+// says, then answers as a runner whose connection was lost during the COMMIT does.
+type commitLostTx struct {
+	inner     ports.TxRunner
+	committed bool
+}
+
+var errNotCommitted = errors.New("rolled back: the COMMIT never reached the database")
+
+func (tx commitLostTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	err := tx.inner.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		if !tx.committed {
+			return errNotCommitted
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNotCommitted) {
+		return err
+	}
+	return fmt.Errorf("commit: connection lost: %w", ports.ErrCommitOutcomeUnknown)
+}
+
+// TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd: an add whose transaction's
+// COMMIT outcome is unknown (its connection lost during it) reads the cart's last add: when the
+// transaction committed, the client hears its line, not a 503 whose retry would add the units a
+// second time; when it did not, it hears 503 and its retry adds them once.
+func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
+			s := newShop(t)
+			product := s.Product(100, 10)
+			_, err := s.add("u1", product, 1)
+			require.NoError(t, err)
+			lost := apporder.NewService(apporder.Deps{Tx: commitLostTx{inner: s.Stores.Tx, committed: committed},
+				Products: s.Stores.Products, Carts: s.Stores.Carts, Orders: s.Stores.Orders,
+				UserCoupons: s.Stores.UserCoupons, Guard: s.Guard, Clock: s.Clock, IDs: system.UUIDs{}})
+			add := apporder.AddToCartCommand{UserID: "u1", ProductID: product, Quantity: 2}
+
+			view, err := lost.AddToCart(context.Background(), add)
+
+			if !committed {
+				require.ErrorIs(t, err, ports.ErrUnavailable, "not committed: answered %+v", view)
+				require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the COMMIT went out as far as the client knows")
+				assert.Equal(t, 1, s.cart("u1").Items[0].Quantity, "nothing added")
+				retried, err := s.Orders.AddToCart(context.Background(), add)
+				require.NoError(t, err, "the retry")
+				assert.Equal(t, 3, retried.Quantity, "the retry added the units once")
+				assert.Equal(t, 3, s.cart("u1").Items[0].Quantity)
+				return
+			}
+			require.NoError(t, err, "committed: answered as added")
+			assert.Equal(t, 3, view.Quantity, "the line's new total")
+			assert.Equal(t, product, view.ProductID)
+			assert.Equal(t, 3, s.cart("u1").Items[0].Quantity, "the units added once")
+		})
+	}
 }
