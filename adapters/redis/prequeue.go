@@ -25,15 +25,13 @@ var _ ports.PrequeueRoom = (*WaitingRoom)(nil)
 // sets opened. Every script keeps to the event's keys, on one cluster slot.
 
 // prequeueLua defines prequeueAll(users, early), enterAll's answers while the room is closed:
-// created×2 + wasEmpty for each user (enterLua); a new user joins the pre-queue when early,
-// else the back of the queue.
+// created (1 or 0) for each user (enterLua); a new user joins the pre-queue when early, else
+// the back of the queue.
 const prequeueLua = `
 local function prequeueAll(users, early)
   local inQueue = redis.call('ZMSCORE', queue, unpack(users))
   local inPre = redis.call('ZMSCORE', pre, unpack(users))
   local seq = tonumber(redis.call('HGET', meta, 'seq') or 0)
-  local wasEmpty = 0
-  if redis.call('ZCARD', queue) + redis.call('ZCARD', pre) + redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
   local answers, added, alive, placed = {}, {}, {}, {}
   for i, user in ipairs(users) do
     alive[#alive + 1] = nowText
@@ -45,8 +43,7 @@ local function prequeueAll(users, early)
       added[#added + 1] = seq
       added[#added + 1] = user
       placed[user] = true
-      answers[i] = 2 + wasEmpty
-      wasEmpty = 0
+      answers[i] = 1
     end
   end
   if #added > 0 then

@@ -65,18 +65,22 @@ func newPushScript(body string) *goredis.Script { return newWaitingScript(depart
 
 // connectScript records the owner, unless a newer connection of the same broker holds the
 // user (ports.BrokerQueue), then enters as Enter does (or answers {'SOLD_OUT'}); the reply ends
-// with the owner replaced, when another held the user. ARGV user, owner.
+// with the owner replaced, when another held the user. ARGV the listing generation read and
+// listed (unlistedLua), user, owner.
 var connectScript = newPushScript(enterLua + `
 if soldOut() then return {'SOLD_OUT'} end
-local held = redis.call('HGET', owners, ARGV[1])
+local relist = unlisted()
+if relist then return relist end
+local user, owner = ARGV[3], ARGV[4]
+local held = redis.call('HGET', owners, user)
 local replaced = false
-if held and held ~= ARGV[2] then
+if held and held ~= owner then
   local heldBroker, heldConn = connection(held)
-  local broker, conn = connection(ARGV[2])
+  local broker, conn = connection(owner)
   replaced = not (heldBroker and heldBroker == broker and tonumber(heldConn) > tonumber(conn))
 end
-if replaced or not held then redis.call('HSET', owners, ARGV[1], ARGV[2]) end
-local reply = enterReply({ARGV[1]})
+if replaced or not held then redis.call('HSET', owners, user, owner) end
+local reply = enterReply({user})
 if replaced then reply[4] = held end
 return reply
 `)
@@ -162,7 +166,7 @@ return {'OK', answers}
 // Connect enters the user and makes owner the user's connection.
 func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string) (ports.QueuePlace, error) {
 	const op = "connect to waiting room"
-	state, r, err := w.run(ctx, op, connectScript, eventID, userID, owner)
+	state, r, err := w.runListed(ctx, op, connectScript, eventID, []any{notListed, notListed, userID, owner})
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
@@ -171,13 +175,12 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 		replaced, _ = r[2].(string)
 		r = r[:2]
 	}
-	answers, err := enterAnswers(op, state, r, 1)
+	places, err := enterAnswers(op, state, r, 1)
 	if err != nil {
 		return ports.QueuePlace{}, err
 	}
-	place, err := w.entered(ctx, eventID, answers[0])
-	place.Replaced = replaced
-	return place, err
+	places[0].Replaced = replaced
+	return places[0], nil
 }
 
 // TellReplaced appends a Replaced message to the dispatch stream of owner's broker; NOMKSTREAM

@@ -41,18 +41,27 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // notifications are not used: they are fire-and-forget (lost while no subscriber is connected),
 // must be enabled on the server, and on a cluster arrive only on the node that expired the key.
 //
-// The index of events in use is one set, …events, kept outside the scripts (it lives in
-// another slot): Enter adds the event when it found the room empty, and Reconcile removes an
-// empty room's event first and then puts it back if the room turned out not to be empty, so a
-// concurrent Enter is never lost from the index.
+// The index of events in use, …listed, is a sorted set kept outside the scripts (it lives in
+// another slot, so it is a separate command), whose score is the room's listing generation
+// (meta's listing). The passes (Reconcile, the dispatchers) find rooms only through it, and a
+// Redis restarted from an append-only file cut anywhere (appendfsync everysec loses the last
+// second's writes) must still list every room in use, so the index entry is always written
+// BEFORE the room's keys that need it: a cut can leave an entry without a room (the passes open
+// that room again from the database), never a room in use without its entry.
 //
-// The script of the Reconcile call that finds a room empty gives each of its keys the same
-// expiry, the retention ahead (ports.RoomReconciler). Only a user's entry (Enter, Connect) can
-// refill an emptied room, and a slot change or an Open (which lists the event again) marks it
-// live too: their scripts read meta's TTL first (one PTTL) and, when it has one, take every
-// key's off (keepRoom) before they write, so a key is never left behind without a TTL while the
-// others expire. The other scripts either only
-// change keys that exist (and keep their TTL) or act on users, of whom an expiring room has none.
+// The script of the Reconcile call that finds a room empty increments its generation and gives
+// each of its keys the same expiry, the retention ahead (ports.RoomReconciler); Reconcile then
+// takes the event out of the index only if its score is below that generation. A room with a
+// TTL is thus one the index may have dropped: the scripts that put it back in use (Enter,
+// Connect, SetSlots, Open: unlistedLua) answer UNLISTED with its generation instead of writing,
+// and the call lists the event at that generation (listLua) and runs again, passing the
+// generation it read and the score it listed; the script then takes every key's TTL off and
+// takes the score as the room's generation, unless a Reconcile found the room empty meanwhile
+// (the generation moved on: the call lists it again). An entry listed at the generation it read
+// is never taken out by a Reconcile that read the room before, so no concurrent pass unlists a
+// room in use either. A room without a TTL costs these scripts one PTTL and nothing else; an
+// emptied room's first use costs two round trips more. The other scripts either only change
+// keys that exist (and keep their TTL) or act on users, of whom an expiring room has none.
 //
 // Enter, Position and Predict calls on one event are combined: the calls that arrive while
 // combinedInFlight script calls of the event are in flight go out together in the next
@@ -60,7 +69,7 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 type WaitingRoom struct {
 	client      goredis.UniversalClient
 	prefix      string
-	entries     *combiner[string, string, enterAnswer]      // event → entering users
+	entries     *combiner[string, string, ports.QueuePlace] // event → entering users
 	positions   *combiner[positionKey, string, polledPlace] // event, token TTL and sign step → polling users
 	predictions *combiner[string, map[string]int, struct{}] // event → first wait estimates
 }
@@ -89,14 +98,14 @@ func (w *WaitingRoom) keys(eventID string) []string {
 		base + "owners", base + "entry", base + "pre", base + "predicted", base + "waits", base + "waitsnew"}
 }
 
-func (w *WaitingRoom) indexKey() string { return w.prefix + "events" }
+func (w *WaitingRoom) indexKey() string { return w.prefix + "listed" }
 
 // scriptPrelude is shared by every per-event script: it names the keys, reads the Redis clock,
 // answers NO_ROOM for a room that does not exist, and moves the expired tokens out (at most
 // pruneLimit per call, so a script stays short; the rest follow on the next call, and until
 // then remaining slots are under-, never over-counted). remaining() is 0 while the seat counter
 // is at 0 or below, so the step that would admit is the one that refuses (ports.WaitingRoom).
-var scriptPrelude = keepRoomLua + `
+var scriptPrelude = unlistedLua + `
 local meta, queue, seen, admitted, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', meta) == 0 then return {'NO_ROOM'} end
 local clock = redis.call('TIME')
@@ -139,51 +148,76 @@ end
 
 func newWaitingScript(body string) *goredis.Script { return newScript(scriptPrelude + body) }
 
-// keepRoomLua defines keepRoom(meta), which takes the TTL off every key of a room (KEYS) that
-// Reconcile found empty: all of them got the same one, so meta's tells.
-const keepRoomLua = `
-local function keepRoom(meta)
-  if redis.call('PTTL', meta) < 0 then return end
+// unlistedLua defines unlisted(), the check every script that puts a room back in use runs
+// before it writes: nil when the room may be used (it has no TTL, so it is listed; or it is the
+// generation ARGV[1] the caller read, and the caller listed it as ARGV[2]: then every key's TTL
+// goes, all of them got the same one, and the room takes ARGV[2] as its generation), else the
+// reply {'UNLISTED', generation} that sends the caller to list it (see WaitingRoom).
+const unlistedLua = `
+local function unlisted()
+  if redis.call('PTTL', KEYS[1]) < 0 then return nil end
+  local generation = tonumber(redis.call('HGET', KEYS[1], 'listing') or 0)
+  if generation ~= tonumber(ARGV[1]) then return {'UNLISTED', generation} end
   for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+  redis.call('HSET', KEYS[1], 'listing', ARGV[2])
+  return nil
 end
 `
 
-// openScript creates the room unless it exists, sold out when it has no seat. KEYS the room's;
-// ARGV slots, seats, and the pre-queue's opensAt in ms of the Redis clock for a gated room.
-var openScript = newScript(keepRoomLua + `
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  -- The event is listed again, so an emptied room is in use again.
-  keepRoom(KEYS[1])
-  return 0
+// openScript creates the room unless it exists, sold out when it has no seat, or answers
+// {'UNLISTED', generation} until the caller listed it. KEYS the room's; ARGV the listing
+// generation read and listed (unlistedLua), slots, seats, and the pre-queue's opensAt in ms of
+// the Redis clock for a gated room. A new room is listed before it is created, at generation 0:
+// it takes the index's score as its generation.
+var openScript = newScript(unlistedLua + `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if tonumber(ARGV[1]) == ` + strconv.Itoa(notListed) + ` then return {'UNLISTED', 0} end
+  redis.call('HSET', KEYS[1], 'slots', ARGV[3], 'seats', ARGV[4], 'listing', ARGV[2])
+  if tonumber(ARGV[4]) <= 0 then redis.call('HSET', KEYS[1], 'soldout', 1) end
+  if ARGV[5] then redis.call('HSET', KEYS[1], 'opensAt', ARGV[5]) end
+  return {'OK'}
 end
-redis.call('HSET', KEYS[1], 'slots', ARGV[1], 'seats', ARGV[2])
-if tonumber(ARGV[2]) <= 0 then redis.call('HSET', KEYS[1], 'soldout', 1) end
-if ARGV[3] then redis.call('HSET', KEYS[1], 'opensAt', ARGV[3]) end
-return 1
+-- The event is listed again, so an emptied room is in use again.
+return unlisted() or {'OK'}
+`)
+
+// notListed is the listing generation a call passes before a script answered UNLISTED: no
+// room has it.
+const notListed = -1
+
+// listScript lists the event ARGV[1] in the index (KEYS[1]) at generation ARGV[2] unless it is
+// listed at a higher one, and answers the score it has.
+var listScript = newScript(`
+redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[1])
+return tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+`)
+
+// unlistScript takes the event ARGV[1] out of the index (KEYS[1]) if it is listed below the
+// generation ARGV[2] its emptied room took.
+var unlistScript = newScript(`
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) < tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
 `)
 
 // enterLua defines enterAll(users), which enters users in order and answers what that many
 // single entries in a row would: a state, 'OK' or 'PREQUEUE' while the room is closed
 // (prequeueAll), and one integer a user, which keeps the reply and the server's reading of it
-// small: -expiresAt for an admitted user, else rank×4 + created×2 + wasEmpty (created×2 +
-// wasEmpty in the pre-queue), where wasEmpty marks the entry that found the room empty. Its
-// writes cost a handful of commands per call, not per user: the users are looked up with
-// ZMSCORE, and the new entries and signs of life are written with one ZADD each; only a user
-// already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining
+// small: -expiresAt for an admitted user, else rank×2 + created (created in the pre-queue).
+// The script that calls it has run unlisted() first. Its writes cost a handful of commands per
+// call, not per user: the users are looked up with ZMSCORE, and the new entries and signs of
+// life are written with one ZADD each; only a user already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining
 // slots (left) hold for the whole call; a new entry's sequence number is the highest, so its
 // rank is the line's length before it.
 const enterLua = prequeueLua + `
 local left = remaining()
 local function enterAll(users)
-  keepRoom(meta)
   local gated, opensAt = closed()
   if gated then return 'PREQUEUE', prequeueAll(users, now < opensAt) end
   local expiries = redis.call('ZMSCORE', admitted, unpack(users))
   local queued = redis.call('ZMSCORE', queue, unpack(users))
   local waiting = redis.call('ZCARD', queue)
   local seq = tonumber(redis.call('HGET', meta, 'seq') or 0)
-  local wasEmpty = 0
-  if waiting == 0 and redis.call('ZCARD', admitted) == 0 then wasEmpty = 1 end
   local answers, added, alive, placed = {}, {}, {}, {}
   for i, user in ipairs(users) do
     if expiries[i] then
@@ -192,16 +226,15 @@ local function enterAll(users)
       alive[#alive + 1] = nowText
       alive[#alive + 1] = user
       if placed[user] then
-        answers[i] = placed[user] * 4
+        answers[i] = placed[user] * 2
       elseif queued[i] then
-        answers[i] = redis.call('ZRANK', queue, user) * 4
+        answers[i] = redis.call('ZRANK', queue, user) * 2
       else
         seq = seq + 1
         added[#added + 1] = seq
         added[#added + 1] = user
         placed[user] = waiting
-        answers[i] = waiting * 4 + 2 + wasEmpty
-        wasEmpty = 0
+        answers[i] = waiting * 2 + 1
         waiting = waiting + 1
       end
     end
@@ -219,10 +252,13 @@ local function enterReply(users)
 end
 `
 
-// enterScript enters ARGV's users in order; answers enterAll's {state, remaining, {integer per
-// user}}, or {'SOLD_OUT'}.
+// enterScript enters the users in order; answers enterAll's {state, remaining, {integer per
+// user}}, {'UNLISTED', generation} or {'SOLD_OUT'}. ARGV the listing generation read and listed
+// (unlistedLua), then the users.
 var enterScript = newWaitingScript(`if soldOut() then return {'SOLD_OUT'} end
-` + enterLua + `return enterReply(ARGV)`)
+` + enterLua + `local relist = unlisted()
+if relist then return relist end
+return enterReply({unpack(ARGV, 3)})`)
 
 // positionScript answers {'OK', remaining, expiresAt, {place per user}}: a user's place is
 // their rank while waiting, placeEntered once admitted (their token refreshed to expire at
@@ -323,9 +359,10 @@ if redis.call('HGET', tokens, ARGV[1]) == ARGV[2] then return {'OK', 1, seats} e
 return {'OK', 0, seats}
 `)
 
-// reconcileScript answers {'OK', expired, dropped, empty, wait errors not answered before}. An
-// empty room's keys expire at once retention ahead, unless an earlier pass set their expiry.
-// ARGV idle ms (0: drop nobody), retention ms.
+// reconcileScript answers {'OK', expired, dropped, empty, wait errors not answered before,
+// listing generation}. An empty room's keys expire at once retention ahead, unless an earlier
+// pass set their expiry, and its generation moves on, so the index entries listed before are
+// the ones Reconcile takes out (see WaitingRoom). ARGV idle ms (0: drop nobody), retention ms.
 var reconcileScript = newWaitingScript(`
 local dropped = 0
 local idle = tonumber(ARGV[1])
@@ -348,13 +385,17 @@ if empty == 1 and redis.call('PTTL', meta) < 0 then
   local expiresAt = now + tonumber(ARGV[2])
   for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expiresAt) end
 end
-return {'OK', #expired, dropped, empty, fresh}
+local listing = 0
+if empty == 1 then listing = redis.call('HINCRBY', meta, 'listing', 1) end
+return {'OK', #expired, dropped, empty, fresh, listing}
 `)
 
-// slotsScript answers {'OK', remaining}. ARGV slots.
+// slotsScript answers {'OK', remaining} or {'UNLISTED', generation}. ARGV the listing
+// generation read and listed (unlistedLua), slots.
 var slotsScript = newWaitingScript(`
-keepRoom(meta)
-redis.call('HSET', meta, 'slots', ARGV[1])
+local relist = unlisted()
+if relist then return relist end
+redis.call('HSET', meta, 'slots', ARGV[3])
 return {'OK', remaining()}
 `)
 
@@ -437,64 +478,68 @@ func stateOf(op string, reply []any) (string, []any, error) {
 	return state, reply[1:], nil
 }
 
-// Open creates the room unless it exists and lists the event. See ports.WaitingRoom.
+// Open lists the event, then creates the room unless it exists. See ports.WaitingRoom.
 func (w *WaitingRoom) Open(ctx context.Context, eventID string, slots, seats int) error {
 	return w.open(ctx, eventID, slots, seats)
 }
 
-// OpenGated creates the room with a pre-queue opening at opensAt unless it exists, and lists
-// the event.
+// OpenGated lists the event, then creates the room with a pre-queue opening at opensAt unless
+// it exists.
 func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seats int, opensAt time.Time) error {
 	return w.open(ctx, eventID, slots, seats, opensAt.UnixMilli())
 }
 
 func (w *WaitingRoom) open(ctx context.Context, eventID string, args ...any) error {
-	if err := openScript.Run(ctx, w.client, w.keys(eventID), args...).Err(); err != nil {
-		return unavailable("open waiting room", err)
-	}
-	return w.index(ctx, eventID)
+	_, _, err := w.runListed(ctx, "open waiting room", openScript, eventID, append([]any{notListed, notListed}, args...))
+	return err
 }
 
-func (w *WaitingRoom) index(ctx context.Context, eventID string) error {
-	if err := w.client.SAdd(ctx, w.indexKey(), eventID).Err(); err != nil {
-		return unavailable("index waiting room", err)
+// maxListings bounds how many times one call lists its room: each time again means a
+// reconciliation pass found the room empty between the call's two script runs.
+const maxListings = 4
+
+// runListed runs a script that puts the room back in use (unlistedLua): args start with two
+// places for the listing generation read and listed. While the script answers UNLISTED it lists
+// the event at the generation answered, then runs it again.
+func (w *WaitingRoom) runListed(ctx context.Context, op string, script *goredis.Script, eventID string, args []any) (string, []any, error) {
+	for range maxListings {
+		state, r, err := w.run(ctx, op, script, eventID, args...)
+		if err != nil || state != "UNLISTED" {
+			return state, r, err
+		}
+		read := toInt(r[0])
+		listed, err := listScript.Run(ctx, w.client, []string{w.indexKey()}, eventID, read).Int()
+		if err != nil {
+			return "", nil, unavailable("list waiting room", err)
+		}
+		args[0], args[1] = read, listed
 	}
-	return nil
+	return "", nil, unavailable(op, fmt.Errorf("room emptied by %d reconciliation passes in a row", maxListings))
 }
 
 // Enter queues the user at the back unless already waiting or admitted.
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
-	answer, err := w.entries.do(ctx, eventID, userID)
-	if err != nil {
-		return ports.QueuePlace{}, err
-	}
-	return w.entered(ctx, eventID, answer)
+	return w.entries.do(ctx, eventID, userID)
 }
 
-// enterAll runs enterScript for users and returns their answers in order.
-func (w *WaitingRoom) enterAll(ctx context.Context, eventID string, users []string) ([]enterAnswer, error) {
+// enterAll runs enterScript for users and returns their places in order.
+func (w *WaitingRoom) enterAll(ctx context.Context, eventID string, users []string) ([]ports.QueuePlace, error) {
 	const op = "enter waiting room"
-	argv := make([]any, len(users))
+	argv := make([]any, 2+len(users))
+	argv[0], argv[1] = notListed, notListed
 	for i, user := range users {
-		argv[i] = user
+		argv[2+i] = user
 	}
-	state, r, err := w.run(ctx, op, enterScript, eventID, argv...)
+	state, r, err := w.runListed(ctx, op, enterScript, eventID, argv)
 	if err != nil {
 		return nil, err
 	}
 	return enterAnswers(op, state, r, len(users))
 }
 
-// enterAnswer is one user's answer of an entry: the place, and whether the entry found the
-// room empty (its event then goes back into the index).
-type enterAnswer struct {
-	place    ports.QueuePlace
-	wasEmpty bool
-}
-
 // enterAnswers reads enterLua's reply after its state word: the remaining slots, then one
 // integer a user.
-func enterAnswers(op, state string, r []any, users int) ([]enterAnswer, error) {
+func enterAnswers(op, state string, r []any, users int) ([]ports.QueuePlace, error) {
 	var codes []any
 	if len(r) == 2 {
 		codes, _ = r[1].([]any)
@@ -503,30 +548,19 @@ func enterAnswers(op, state string, r []any, users int) ([]enterAnswer, error) {
 		return nil, fmt.Errorf("redis: %s: %d answers for %d users", op, len(codes), users)
 	}
 	remaining := toInt(r[0])
-	answers := make([]enterAnswer, len(codes))
+	places := make([]ports.QueuePlace, len(codes))
 	for i, c := range codes {
 		code := toInt(c)
 		switch {
 		case state == "PREQUEUE":
-			answers[i] = enterAnswer{place: ports.QueuePlace{Prequeue: true, Created: code&2 != 0}, wasEmpty: code&1 != 0}
+			places[i] = ports.QueuePlace{Prequeue: true, Created: code == 1}
 		case code < 0:
-			answers[i].place = ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: fromMillis(int64(-code))}
+			places[i] = ports.QueuePlace{Admitted: true, RemainingSlots: remaining, ExpiresAt: fromMillis(int64(-code))}
 		default:
-			answers[i] = enterAnswer{place: ports.QueuePlace{Rank: code >> 2, RemainingSlots: remaining, Created: code&2 != 0},
-				wasEmpty: code&1 != 0}
+			places[i] = ports.QueuePlace{Rank: code >> 1, RemainingSlots: remaining, Created: code&1 != 0}
 		}
 	}
-	return answers, nil
-}
-
-// entered answers the place of an entry, indexing the room it found empty.
-func (w *WaitingRoom) entered(ctx context.Context, eventID string, answer enterAnswer) (ports.QueuePlace, error) {
-	if answer.wasEmpty {
-		if err := w.index(ctx, eventID); err != nil {
-			return ports.QueuePlace{}, err
-		}
-	}
-	return answer.place, nil
+	return places, nil
 }
 
 // Position answers the user's place, refreshing an admitted user's token.
@@ -624,7 +658,8 @@ func (w *WaitingRoom) Verify(ctx context.Context, eventID, userID, token string)
 }
 
 // Reconcile frees expired tokens' slots and drops idle waiting users; an empty room's event
-// leaves the index and its keys expire after retention (see WaitingRoom).
+// leaves the index, unless listed again since, and its keys expire after retention (see
+// WaitingRoom).
 func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle, retention time.Duration) (ports.Reconciled, error) {
 	_, r, err := w.run(ctx, "reconcile waiting room", reconcileScript, eventID, idle.Milliseconds(), retention.Milliseconds())
 	if err != nil {
@@ -634,23 +669,15 @@ func (w *WaitingRoom) Reconcile(ctx context.Context, eventID string, idle, reten
 	if toInt(r[2]) == 0 {
 		return done, nil
 	}
-	if err := w.client.SRem(ctx, w.indexKey(), eventID).Err(); err != nil {
-		return done, unavailable("unindex waiting room", err)
-	}
-	// An Enter between the script and SREM re-indexed before SREM; read the room again.
-	stats, err := w.Stats(ctx, eventID)
-	if err != nil {
-		return done, err
-	}
-	if stats.Waiting > 0 || stats.Prequeued > 0 || stats.Admitted > 0 {
-		return done, w.index(ctx, eventID)
+	if err := unlistScript.Run(ctx, w.client, []string{w.indexKey()}, eventID, r[4]).Err(); err != nil {
+		return done, unavailable("unlist waiting room", err)
 	}
 	return done, nil
 }
 
 // SetSlots changes the slots and answers the remaining ones.
 func (w *WaitingRoom) SetSlots(ctx context.Context, eventID string, slots int) (int, error) {
-	_, r, err := w.run(ctx, "set slots", slotsScript, eventID, slots)
+	_, r, err := w.runListed(ctx, "set slots", slotsScript, eventID, []any{notListed, notListed, slots})
 	if err != nil {
 		return 0, err
 	}
@@ -682,7 +709,7 @@ func (w *WaitingRoom) Stats(ctx context.Context, eventID string) (ports.RoomStat
 
 // Events lists the events in use.
 func (w *WaitingRoom) Events(ctx context.Context) ([]string, error) {
-	events, err := w.client.SMembers(ctx, w.indexKey()).Result()
+	events, err := w.client.ZRange(ctx, w.indexKey(), 0, -1).Result()
 	if err != nil {
 		return nil, unavailable("list waiting rooms", err)
 	}

@@ -48,11 +48,9 @@ func TestWaitingRoom_ABatchAnswersAsSingleCallsInARow(t *testing.T) {
 	if len(entered) != len(want) {
 		t.Fatalf("%d enter answers, want %d: %v", len(entered), len(want), entered)
 	}
-	for i, answer := range entered {
+	for i, p := range entered {
 		var got string
-		switch p := answer.place; {
-		case answer.wasEmpty:
-			got = "the room was empty"
+		switch {
 		case !p.Admitted:
 			got = fmt.Sprintf("WAITING %d %d %v", p.Rank, p.RemainingSlots, p.Created)
 		case p.ExpiresAt.After(time.Now().Add(-time.Second)) && p.ExpiresAt.Before(time.Now().Add(time.Minute+time.Second)):
