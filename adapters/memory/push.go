@@ -77,7 +77,6 @@ func (w *WaitingRoom) Connect(ctx context.Context, eventID, userID, owner string
 		if r.soldOut {
 			return ports.ErrSoldOut
 		}
-		w.active[eventID] = true
 		w.keep(eventID, r)
 		held, ok := r.owners[userID]
 		if !ok || ports.Supersedes(owner, held) {

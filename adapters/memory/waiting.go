@@ -115,11 +115,12 @@ func (w *WaitingRoom) live(eventID string, now time.Time) *room {
 	return nil
 }
 
-// keep makes an emptied room live again: a user entered it, its slots changed or it was opened
-// again.
+// keep makes a room live, listed among the events in use: a user entered it, its slots changed
+// or it was opened (again).
 func (w *WaitingRoom) keep(eventID string, r *room) {
 	r.expiresAt = time.Time{}
 	delete(w.emptied, eventID)
+	w.active[eventID] = true
 }
 
 // Open creates the room unless it exists. See ports.WaitingRoom.
@@ -135,15 +136,15 @@ func (w *WaitingRoom) OpenGated(ctx context.Context, eventID string, slots, seat
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.live(eventID, w.clock.Now()); r != nil {
-		w.keep(eventID, r)
-	} else {
-		w.rooms[eventID] = &room{slots: slots, seats: seats, waiting: make(map[string]int),
+	r := w.live(eventID, w.clock.Now())
+	if r == nil {
+		r = &room{slots: slots, seats: seats, waiting: make(map[string]int),
 			seen: make(map[string]time.Time), admitted: make(map[string]admission),
 			owners: make(map[string]string), entry: newStream(), opensAt: opensAt, pre: make(map[string]int),
 			soldOut: seats <= 0, predicted: make(map[string]prediction)}
+		w.rooms[eventID] = r
 	}
-	w.active[eventID] = true
+	w.keep(eventID, r)
 	return nil
 }
 
@@ -154,7 +155,6 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 		if r.soldOut {
 			return ports.ErrSoldOut
 		}
-		w.active[eventID] = true
 		w.keep(eventID, r)
 		place = r.enter(userID, now)
 		return nil
