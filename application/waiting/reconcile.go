@@ -17,7 +17,7 @@ import (
 // keyspace scan): it gives back the slots of expired tokens, drops waiting users idle past
 // IdleTimeout, lets the store forget a room it finds empty after Retention, repairs the seat
 // counter from the database, writes again what a Redis restarted from its file lost
-// (redoLostWrites), measures the admission rate and reports each event's numbers, then the
+// (redoLostWrites; a listed room it lost whole is opened again from the database), measures the admission rate and reports each event's numbers, then the
 // list of events in use, to the Observer. Several
 // instances may run it at once: each expiry and drop happens once in the store. It returns the
 // first error after trying every event.
@@ -63,10 +63,19 @@ func (s *Service) reconcileEvent(ctx context.Context, eventID string) error {
 		idle = 0
 	}
 	s.armOpening(e)
-	if _, err := s.openPrequeue(ctx, e); err != nil {
+	// A listed event may have no room: the store lists an event before it writes the room, so a
+	// Redis restarted from a log cut in between (or a cluster node that lost the room) keeps the
+	// listing alone. The room is opened again from the database, as the event's next use would,
+	// rather than unlisted: an open in flight lists the event first too, and would be left with
+	// a room no pass finds. Opened empty, the room leaves the index on this very pass.
+	var done ports.Reconciled
+	err = s.rooms.inRoom(ctx, budget, eventID, func() error {
+		if _, err := s.openPrequeue(ctx, e); err != nil {
+			return err
+		}
+		done, err = s.d.Room.Reconcile(ctx, eventID, idle, s.cfg.Retention)
 		return err
-	}
-	done, err := s.d.Room.Reconcile(ctx, eventID, idle, s.cfg.Retention)
+	})
 	if err != nil {
 		return err
 	}

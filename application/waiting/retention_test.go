@@ -76,3 +76,58 @@ func TestReconcile_AnEventWhoseRoomExpiredServesAgain(t *testing.T) {
 		t.Errorf("entry into the sold-out event's room opened again: %v, want sold out", err)
 	}
 }
+
+// listedWithoutRoom is the in-memory store listing one event more than it holds a room for, as
+// a Redis restarted from a log cut between an event's listing and its room's keys does.
+type listedWithoutRoom struct {
+	*memory.WaitingRoom
+	eventID string
+}
+
+func (r listedWithoutRoom) Events(ctx context.Context) ([]string, error) {
+	events, err := r.WaitingRoom.Events(ctx)
+	return append(events, r.eventID), err
+}
+
+// TestReconcile_AListedEventWithoutARoomHasItOpenedAgain: the store lists an event before it
+// writes the room, so a Redis that lost the last writes can list an event with no room. The
+// reconciliation pass opens that room again from the database (the slots and the free seats),
+// and then passes over it as over any other: it is the one that finds it empty.
+func TestReconcile_AListedEventWithoutARoomHasItOpenedAgain(t *testing.T) {
+	const retention = time.Hour
+	ctx := context.Background()
+	clock := memory.NewClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	r := newRooms(clock)
+	svc := waiting.NewService(r.deps, waiting.Config{Retention: retention})
+	e, err := svc.CreateEvent(ctx, waiting.CreateEventCommand{Name: "lost", Seats: 3, Slots: 2, Mode: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The room found empty, then forgotten after the retention: no room, no listing.
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(retention)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store := r.coord.WaitingRoom.(*memory.WaitingRoom)
+	if _, err := store.Stats(ctx, e.ID); !errors.Is(err, ports.ErrRoomNotOpen) {
+		t.Fatalf("the store holds the room after the retention: %v", err)
+	}
+
+	r.deps.Room = listedWithoutRoom{WaitingRoom: store, eventID: e.ID}
+	if err := waiting.NewService(r.deps, waiting.Config{Retention: retention}).Reconcile(ctx); err != nil {
+		t.Fatalf("a pass over the listed event without a room: %v", err)
+	}
+	stats, err := store.Stats(ctx, e.ID)
+	if err != nil {
+		t.Fatalf("the room after the pass: %v", err)
+	}
+	if stats.Slots != 2 || stats.RemainingSeats != 3 || stats.Waiting != 0 {
+		t.Errorf("the room opened again: %+v, want the database's 2 slots and 3 free seats", stats)
+	}
+	if events, err := store.Events(ctx); err != nil || len(events) != 0 {
+		t.Errorf("events in use after the pass found the room empty: %v, %v", events, err)
+	}
+}
