@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -474,4 +478,151 @@ func TestRedisLostItsLastWrites_LoweredSlotsHoldAgain(t *testing.T) {
 	for _, u := range line {
 		assertError(t, s.claim(eventID, u), http.StatusConflict, "NOT_READY")
 	}
+}
+
+// TestRedisLostItsLastWrites_ARoomRefilledInTheLostSecondIsStillFound: a room the
+// reconciliation pass found empty leaves the index of events in use; a user enters it again
+// (and never polls), then Redis comes back from a log cut at any point of that entry's writes.
+// Whatever the cut kept, the passes still find the room: the user, if the entry was kept, is
+// dropped as idle; none is left in a line that no pass walks.
+func TestRedisLostItsLastWrites_ARoomRefilledInTheLostSecondIsStillFound(t *testing.T) {
+	redis := testenv.StartPersistentRedis(t)
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, idleDrops)
+	eventID := s.createEvent(`{"name":"refilled","seats":5,"slots":1,"mode":"pull"}`)
+	testkit.Eventually(t, 10*pushTick+testkitSlack, "the empty room unlisted", func() error {
+		return unlistedIn(readLog(t, redis, 0), eventID)
+	})
+	beforeEntry := redis.LogLength(t)
+	if res := s.enter(eventID, "idle"); res.status != http.StatusCreated {
+		t.Fatalf("enter: %d %s", res.status, res.raw)
+	}
+	everyCutLeavesNobodyWaiting(t, s, redis, eventID, beforeEntry)
+}
+
+// TestRedisLostItsLastWrites_ARoomCreatedInTheLostSecondIsStillFound: an event is created and
+// a user enters its room (and never polls), then Redis comes back from a log cut at any point
+// of those writes. Whatever the cut kept (the event listed without a room, the room without
+// the user, the user), the passes find the room, opening it again from the database if need
+// be, and drop the user as idle.
+func TestRedisLostItsLastWrites_ARoomCreatedInTheLostSecondIsStillFound(t *testing.T) {
+	redis := testenv.StartPersistentRedis(t)
+	s := startServer(t, backend{name: "memory+redis", redisURL: redis.URL}, idleDrops)
+	beforeCreation := redis.LogLength(t)
+	eventID := s.createEvent(`{"name":"created","seats":5,"slots":1,"mode":"pull"}`)
+	if res := s.enter(eventID, "idle"); res.status != http.StatusCreated {
+		t.Fatalf("enter: %d %s", res.status, res.raw)
+	}
+	everyCutLeavesNobodyWaiting(t, s, redis, eventID, beforeCreation)
+}
+
+// idleDrops configures a server whose passes run every pushTick and drop a pull user idle for
+// about two seconds.
+func idleDrops(c *bootstrap.Config) {
+	c.Queue.Tick = pushTick
+	c.Queue.IdleTimeout = 1500 * time.Millisecond
+	c.Queue.PollInterval = 500 * time.Millisecond
+}
+
+// everyCutLeavesNobodyWaiting restarts redis from its log cut at the start of each write since
+// from, latest first, and at the end: each time, the server's passes leave nobody waiting in
+// eventID's room (idleDrops), none of whose users polls. Each cut is a prefix of the one
+// before, so the writes of the restarts are cut back again.
+func everyCutLeavesNobodyWaiting(t *testing.T, s *server, redis *testenv.PrivateRedis, eventID string, from int64) {
+	t.Helper()
+	cuts := []int64{redis.LogLength(t)}
+	for _, w := range readLog(t, redis, from) {
+		cuts = append(cuts, w.start)
+	}
+	slices.Sort(cuts)
+	slices.Reverse(cuts)
+	for _, cut := range slices.Compact(cuts) {
+		redis.RestartFromLog(t, cut)
+		testkit.Eventually(t, 2*time.Second+10*pushTick+testkitSlack, fmt.Sprintf("nobody waiting, the log cut at %d", cut), func() error {
+			return s.queueView(eventID).hasNums(map[string]int{"waiting": 0})
+		})
+	}
+}
+
+// loggedWrite is one write of a Redis append-only file, a MULTI … EXEC block (a script's
+// writes) as one: where it starts, and its commands' arguments.
+type loggedWrite struct {
+	start int64
+	args  [][]string
+}
+
+// readLog reads the writes of redis's append-only file from offset, one at a write's start; a
+// write Redis is still appending is left out.
+func readLog(t *testing.T, redis *testenv.PrivateRedis, offset int64) []loggedWrite {
+	t.Helper()
+	data, err := os.ReadFile(redis.LogPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[offset:]
+	// number reads the line "*n" or "$n" at data's start as n; false once data ends before it.
+	number := func(prefix string) (int, bool) {
+		end := bytes.Index(data, []byte("\r\n"))
+		if end < 0 {
+			return 0, false
+		}
+		n, err := strconv.Atoi(string(data[1:end]))
+		if err != nil || !bytes.HasPrefix(data, []byte(prefix)) {
+			t.Fatalf("the append-only file at %d: %q, want a %q line", offset, data[:end], prefix)
+		}
+		data, offset = data[end+2:], offset+int64(end)+2
+		return n, true
+	}
+	var writes []loggedWrite
+	var open *loggedWrite
+	for len(data) > 0 {
+		start := offset
+		n, ok := number("*")
+		args := make([]string, n)
+		for i := 0; ok && i < n; i++ {
+			var size int
+			if size, ok = number("$"); ok && len(data) >= size+2 {
+				args[i] = string(data[:size])
+				data, offset = data[size+2:], offset+int64(size)+2
+			} else {
+				ok = false
+			}
+		}
+		if !ok {
+			break
+		}
+		switch strings.ToUpper(args[0]) {
+		case "MULTI":
+			open = &loggedWrite{start: start}
+		case "EXEC":
+			if open != nil {
+				writes = append(writes, *open)
+			}
+			open = nil
+		default:
+			if open != nil {
+				open.args = append(open.args, args)
+			} else {
+				writes = append(writes, loggedWrite{start: start, args: [][]string{args}})
+			}
+		}
+	}
+	return writes
+}
+
+// unlistedIn is nil once log holds the expiry of eventID's room, given by the pass that found
+// it empty, followed by a write of the index of events in use, the one key outside the room's
+// that names the event.
+func unlistedIn(log []loggedWrite, eventID string) error {
+	expiring := false
+	for _, w := range log {
+		for _, args := range w.args {
+			switch {
+			case strings.EqualFold(args[0], "PEXPIREAT") && strings.HasSuffix(args[1], "{"+eventID+"}:meta"):
+				expiring = true
+			case expiring && slices.Contains(args[1:], eventID):
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the room of %s not unlisted yet (expiring: %v)", eventID, expiring)
 }

@@ -52,6 +52,12 @@ func (r *PrivateRedis) LogLength(t testing.TB) int64 {
 	return info.Size()
 }
 
+// LogPath is the append-only file of a persistent one, to read the writes it logged.
+func (r *PrivateRedis) LogPath(t testing.TB) string {
+	t.Helper()
+	return r.incrementalLog(t)
+}
+
 // RestartFromLog kills a persistent one, cuts its append-only file back to length (a
 // LogLength read earlier) and starts it again from it: every write after that point is lost,
 // as a Redis that fsyncs once a second (appendfsync everysec) loses the last second's when it
