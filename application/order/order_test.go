@@ -314,31 +314,6 @@ func TestAddToCart_TheBatchRunsUntilTheAddsTimeoutFromItsArrival(t *testing.T) {
 		"the batch's transaction ran until %v, want the add's arrival (%v–%v) + %v", d, before, after, timeout)
 }
 
-// commitLostTx runs each transaction on the inner runner, committing it or not as committed
-// says, then answers as a runner whose connection was lost during the COMMIT does.
-type commitLostTx struct {
-	inner     ports.TxRunner
-	committed bool
-}
-
-var errNotCommitted = errors.New("rolled back: the COMMIT never reached the database")
-
-func (tx commitLostTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	err := tx.inner.InTx(ctx, func(ctx context.Context) error {
-		if err := fn(ctx); err != nil {
-			return err
-		}
-		if !tx.committed {
-			return errNotCommitted
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNotCommitted) {
-		return err
-	}
-	return fmt.Errorf("commit: connection lost: %w", ports.ErrCommitOutcomeUnknown)
-}
-
 // TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd: an add whose transaction's
 // COMMIT outcome is unknown (its connection lost during it) reads the cart's last add: when the
 // transaction committed, the client hears its line, not a 503 whose retry would add the units a
@@ -350,7 +325,7 @@ func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd(t *testi
 			product := s.Product(100, 10)
 			_, err := s.add("u1", product, 1)
 			require.NoError(t, err)
-			lost := apporder.NewService(apporder.Deps{Tx: commitLostTx{inner: s.Stores.Tx, committed: committed},
+			lost := apporder.NewService(apporder.Deps{Tx: testkit.CommitLostTx{Inner: s.Stores.Tx, Committed: committed},
 				Products: s.Stores.Products, Carts: s.Stores.Carts, Orders: s.Stores.Orders,
 				UserCoupons: s.Stores.UserCoupons, Guard: s.Guard, Clock: s.Clock, IDs: system.UUIDs{}})
 			add := apporder.AddToCartCommand{UserID: "u1", ProductID: product, Quantity: 2}

@@ -411,31 +411,6 @@ func TestRoomOpenedAgain_ByABackgroundPassItsReadsShareOneDatabaseTimeoutPerEven
 	}
 }
 
-// commitLostTx runs each transaction on the inner runner, committing it or not as committed
-// says, then answers as a runner whose connection was lost during the COMMIT does.
-type commitLostTx struct {
-	inner     ports.TxRunner
-	committed bool
-}
-
-var errNotCommitted = errors.New("rolled back: the COMMIT never reached the database")
-
-func (tx commitLostTx) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	err := tx.inner.InTx(ctx, func(ctx context.Context) error {
-		if err := fn(ctx); err != nil {
-			return err
-		}
-		if !tx.committed {
-			return errNotCommitted
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNotCommitted) {
-		return err
-	}
-	return fmt.Errorf("commit: connection lost: %w", ports.ErrCommitOutcomeUnknown)
-}
-
 // TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation: a reservation whose
 // transaction's COMMIT outcome is unknown (its connection lost during it) reads the seat's
 // reservation: when the transaction committed, the client hears its reservation, not a 503 it
@@ -448,7 +423,7 @@ func TestReserve_ACommitWhoseAnswerWasLostIsAnsweredByTheStoredReservation(t *te
 			r := newRooms(clock)
 			eventID, token := admittedUser(t, r, 2, "u1")
 			deps := r.deps
-			deps.Tx = commitLostTx{inner: deps.Tx, committed: committed}
+			deps.Tx = testkit.CommitLostTx{Inner: deps.Tx, Committed: committed}
 			lost := waiting.NewService(deps, waiting.Config{})
 			reserve := waiting.ReserveCommand{EventID: eventID, SeatID: "1", UserID: "u1", Token: token}
 
