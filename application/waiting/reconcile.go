@@ -17,10 +17,10 @@ import (
 // keyspace scan): it gives back the slots of expired tokens, drops waiting users idle past
 // IdleTimeout, lets the store forget a room it finds empty after Retention, repairs the seat
 // counter from the database, writes again what a Redis restarted from its file lost
-// (redoLostWrites; a listed room it lost whole is opened again from the database), measures the admission rate and reports each event's numbers, then the
-// list of events in use, to the Observer. Several
-// instances may run it at once: each expiry and drop happens once in the store. It returns the
-// first error after trying every event.
+// (redoLostWrites; a listed room it lost whole is opened again from the database), measures
+// the admission rate and reports each event's numbers, then the list of events in use, to the
+// Observer. Several instances may run it at once: each expiry and drop happens once in the
+// store. It returns the first error after trying every event.
 func (s *Service) Reconcile(ctx context.Context) error {
 	events, err := s.d.Room.Events(ctx)
 	if err != nil {
