@@ -206,9 +206,9 @@ return 0
 // small: -expiresAt for an admitted user, else rank×2 + created (created in the pre-queue).
 // The script that calls it has run unlisted() first. Its writes cost a handful of commands per
 // call, not per user: the users are looked up with ZMSCORE, and the new entries and signs of
-// life are written with one ZADD each; only a user already waiting costs a ZRANK of its own. Entering never admits anyone, so the remaining
-// slots (left) hold for the whole call; a new entry's sequence number is the highest, so its
-// rank is the line's length before it.
+// life are written with one ZADD each; only a user already waiting costs a ZRANK of its own.
+// Entering never admits anyone, so the remaining slots (left) hold for the whole call; a new
+// entry's sequence number is the highest, so its rank is the line's length before it.
 const enterLua = prequeueLua + `
 local left = remaining()
 local function enterAll(users)
