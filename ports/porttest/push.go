@@ -26,10 +26,10 @@ const pushRetry = 200 * time.Millisecond
 // acknowledges the ones routed; entries carry their users' newest connection owner; Issue
 // answers the same token again, for a batch at once; Disconnect applies the disconnect rules only
 // for the current owner, or for an older connection of its broker, and forgets it (a late
-// departure of a connection another broker replaced changes nothing); dispatch messages go to their owners' brokers and are
-// read again until acknowledged (by an Issue or by AckDispatch); a dead broker is reaped,
-// giving back its users' slots; a broker's heartbeat says whether its last one had lapsed; a
-// connection keeps a room a pass found empty.
+// departure of a connection another broker replaced changes nothing); dispatch messages go to
+// their owners' brokers and are read again until acknowledged (by an Issue or by AckDispatch);
+// a dead broker is reaped, giving back its users' slots; a broker's heartbeat says whether its
+// last one had lapsed; a connection keeps a room a pass found empty.
 func TestPushQueue(t *testing.T, newRoom func(t *testing.T) PushRoom, caps Capabilities) {
 	run(t, newRoom, caps, []testCase[PushRoom]{
 		{"Promote_ConcurrentPromotersAdmitTheHeadOnce", testPromoteOnce},
