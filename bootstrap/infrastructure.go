@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.uber.org/fx"
@@ -152,49 +151,18 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 	if warmErr != nil {
 		log.Warn("redis warm-up incomplete: calls open connections and load scripts themselves", "error", warmErr)
 	}
-	policyCtx, cancelPolicy := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
-	defer cancelPolicy()
-	policies, policyErr := redis.MemoryPolicies(policyCtx, client)
-	reportEvictionPolicies(policies, policyErr, log, metrics)
+	policies := newEvictionPolicyWatch(client, cfg.Redis.Timeout, log, metrics)
+	policies.check(context.Background())
 	set, closeSet := redis.NewCoordination(client, cfg.Redis.KeyPrefix)
 	// Stop hooks run in reverse: the locker's release subscription ends before the client closes.
 	lc.Append(fx.StopHook(client.Close))
 	lc.Append(fx.StopHook(closeSet))
+	// Appended after the client's hook, the watch stops before the client closes.
+	runUntilStop(lc, every(evictionPolicyInterval, policies.check))
 	return coordination{
 		Coordination: set,
 		Readiness: telemetry.ReadinessCheck{Name: "redis", Check: func(ctx context.Context) error {
 			return redis.Ping(ctx, client)
 		}},
 	}, nil
-}
-
-// reportEvictionPolicies reports the Redis masters' maxmemory-policy, read once at start, in
-// rushgate_redis_eviction_policy_safe, and a policy that may evict keys as an error in the log.
-// The start goes on either way: a managed Redis may not let its policy be changed, and a Redis
-// that evicts still serves until its memory is full. A master that did not answer CONFIG
-// (disabled, renamed or denied by an ACL), err, is reported at warn, unchecked.
-func reportEvictionPolicies(policies []redis.MemoryPolicy, err error, log *slog.Logger, metrics *telemetry.Metrics) {
-	for _, p := range policies {
-		metrics.RedisEvictionPolicyRead(p.Node, p.Policy, !p.Evicts())
-		if p.Evicts() {
-			log.Error("redis may evict rushgate's keys once its memory is full: a lock evicted lets a second request hold it "+
-				"(mutual exclusion broken, silently), an idempotency record evicted lets a retry run again, a waiting room's "+
-				"evicted key loses its line, entry tokens or sold-out mark; set maxmemory-policy noeviction (CONFIG SET and "+
-				"redis.conf, or the managed service's parameter group), under which a full Redis refuses writes and requests "+
-				"answer 503 until memory is freed", "node", p.Node, "maxmemoryPolicy", p.Policy, "maxmemory", p.MaxMemory,
-				"evicts", evictedKeys(p.Policy))
-		}
-	}
-	if err != nil {
-		log.Warn("redis maxmemory-policy not checked: make sure it is noeviction, else a full Redis evicts locks, "+
-			"idempotency records and waiting-room keys", "error", err)
-	}
-}
-
-// evictedKeys says which of rushgate's keys policy may evict.
-func evictedKeys(policy string) string {
-	if strings.HasPrefix(policy, "volatile-") {
-		return "the keys with a TTL: every lock and idempotency record, and the waiting rooms' keys"
-	}
-	return "any key"
 }

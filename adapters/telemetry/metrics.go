@@ -134,7 +134,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "From a pre-queue's opensAt to its room opening with every pre-queued user placed, for the pre-queues this instance opened.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60}})
 	m.redisEvictionSafe = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rushgate", Name: "redis_eviction_policy_safe",
-		Help: "1 if the Redis master's maxmemory-policy, read at start, is noeviction; 0 if it may evict locks, idempotency records or waiting-room keys."},
+		Help: "1 if the Redis master's maxmemory-policy, read at start and every minute, is noeviction; 0 if it may evict locks, idempotency records or waiting-room keys."},
 		[]string{"node", "policy"})
 	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks, m.waitErrors,
 		m.prequeueOpening, m.redisEvictionSafe)
@@ -218,6 +218,12 @@ func (m *Metrics) RedisEvictionPolicyRead(node, policy string, safe bool) {
 		value = 1
 	}
 	m.redisEvictionSafe.WithLabelValues(node, policy).Set(value)
+}
+
+// RedisEvictionPolicyGone drops the series of a policy a Redis master no longer has, or of a
+// master no longer written to.
+func (m *Metrics) RedisEvictionPolicyGone(node, policy string) {
+	m.redisEvictionSafe.DeleteLabelValues(node, policy)
 }
 
 // Replayed counts an idempotent replay.
