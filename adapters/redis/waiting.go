@@ -2,8 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -72,7 +74,17 @@ type WaitingRoom struct {
 	entries     *combiner[string, string, ports.QueuePlace] // event → entering users
 	positions   *combiner[positionKey, string, polledPlace] // event, token TTL and sign step → polling users
 	predictions *combiner[string, map[string]int, struct{}] // event → first wait estimates
+	// listings holds, by event, the listing an Enter made of a room a pass had emptied, for the
+	// event's next entry script (enterAll) to pass; the script that uses it spends it.
+	listings sync.Map
 }
+
+// listing is a room's listing generation a call read and the score it listed the event at
+// (unlistedLua's ARGV[1] and ARGV[2]).
+type listing struct{ read, listed int }
+
+// notYetListed is the listing of a call that has not listed its room.
+var notYetListed = listing{read: notListed, listed: notListed}
 
 // positionKey groups Position calls that one script call can serve.
 type positionKey struct {
@@ -507,32 +519,77 @@ func (w *WaitingRoom) runListed(ctx context.Context, op string, script *goredis.
 		if err != nil || state != "UNLISTED" {
 			return state, r, err
 		}
-		read := toInt(r[0])
-		listed, err := listScript.Run(ctx, w.client, []string{w.indexKey()}, eventID, read).Int()
+		l, err := w.list(ctx, eventID, toInt(r[0]))
 		if err != nil {
-			return "", nil, unavailable("list waiting room", err)
+			return "", nil, err
 		}
-		args[0], args[1] = read, listed
+		args[0], args[1] = l.read, l.listed
 	}
-	return "", nil, unavailable(op, fmt.Errorf("room emptied by %d reconciliation passes in a row", maxListings))
+	return "", nil, errEmptiedOver(op)
 }
 
-// Enter queues the user at the back unless already waiting or admitted.
+// list lists eventID in the index at the listing generation read (listScript).
+func (w *WaitingRoom) list(ctx context.Context, eventID string, read int) (listing, error) {
+	listed, err := listScript.Run(ctx, w.client, []string{w.indexKey()}, eventID, read).Int()
+	if err != nil {
+		return listing{}, unavailable("list waiting room", err)
+	}
+	return listing{read: read, listed: listed}, nil
+}
+
+func errEmptiedOver(op string) error {
+	return unavailable(op, fmt.Errorf("room emptied by %d reconciliation passes in a row", maxListings))
+}
+
+// errUnlisted answers the entries of a batch whose room a pass had emptied and unlisted: each
+// lists the event and enters again (Enter), outside the batch, whose calls are bounded by one
+// call timeout from their arrival: on a Redis slower than a third of it the batch could not
+// also list the event and run its script again.
+type errUnlisted struct{ generation int }
+
+func (e errUnlisted) Error() string {
+	return fmt.Sprintf("redis: waiting room unlisted, at listing generation %d", e.generation)
+}
+
+// Enter queues the user at the back unless already waiting or admitted. An entry into a room a
+// pass had emptied lists the event first, then enters again.
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
-	return w.entries.do(ctx, eventID, userID)
+	for range maxListings {
+		place, err := w.entries.do(ctx, eventID, userID)
+		var unlisted errUnlisted
+		if !errors.As(err, &unlisted) {
+			return place, err
+		}
+		l, err := w.list(ctx, eventID, unlisted.generation)
+		if err != nil {
+			return ports.QueuePlace{}, err
+		}
+		w.listings.Store(eventID, l)
+	}
+	return ports.QueuePlace{}, errEmptiedOver("enter waiting room")
 }
 
-// enterAll runs enterScript for users and returns their places in order.
+// enterAll runs enterScript for users and returns their places in order, or errUnlisted.
 func (w *WaitingRoom) enterAll(ctx context.Context, eventID string, users []string) ([]ports.QueuePlace, error) {
 	const op = "enter waiting room"
+	l := notYetListed
+	if stored, ok := w.listings.Load(eventID); ok {
+		l = stored.(listing)
+	}
 	argv := make([]any, 2+len(users))
-	argv[0], argv[1] = notListed, notListed
+	argv[0], argv[1] = l.read, l.listed
 	for i, user := range users {
 		argv[2+i] = user
 	}
-	state, r, err := w.runListed(ctx, op, enterScript, eventID, argv)
+	state, r, err := w.run(ctx, op, enterScript, eventID, argv...)
 	if err != nil {
 		return nil, err
+	}
+	if state == "UNLISTED" {
+		return nil, errUnlisted{generation: toInt(r[0])}
+	}
+	if l != notYetListed {
+		w.listings.CompareAndDelete(eventID, l) // the room is in use again
 	}
 	return enterAnswers(op, state, r, len(users))
 }
