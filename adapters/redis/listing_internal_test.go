@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"sync"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rushgate/rushgate/ports"
 )
 
 // aroundScript runs before and after each call of one script on the client it is added to.
@@ -204,6 +207,45 @@ func TestWaitingRoom_APassUnlistingARoomAsAUserEntersLeavesItListed(t *testing.T
 			}
 			if !listed(t, pass, event) {
 				t.Fatal("a pass over the room in use unlisted it")
+			}
+		})
+	}
+}
+
+// A call that puts an emptied room back in use lists its event at most maxListings times, even
+// when a pass finds the room empty again after every listing: five Redis calls at most, then
+// ErrUnavailable (the client tries again), so the call stays within five call timeouts.
+func TestWaitingRoom_ARoomEmptiedAfterEveryListingAnswersUnavailableAfterTwoListings(t *testing.T) {
+	const retention = time.Hour
+	ctx := context.Background()
+	uses := map[string]func(w *WaitingRoom, event string) error{
+		"enter":       func(w *WaitingRoom, event string) error { _, err := w.Enter(ctx, event, "u"); return err },
+		"connect":     func(w *WaitingRoom, event string) error { _, err := w.Connect(ctx, event, "u", "b|1|"); return err },
+		"slot change": func(w *WaitingRoom, event string) error { _, err := w.SetSlots(ctx, event, 2); return err },
+	}
+	for name, use := range uses {
+		t.Run(name, func(t *testing.T) {
+			prefix := "rushgate:test:" + uuid.NewString() + ":"
+			pass, caller := roomOnOwnClient(t, prefix), roomOnOwnClient(t, prefix)
+			event := uuid.NewString()
+			if err := pass.Open(ctx, event, 1, 10); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pass.Reconcile(ctx, event, 0, retention); err != nil { // emptied: unlisted
+				t.Fatal(err)
+			}
+			listings := 0
+			caller.client.AddHook(aroundScript{script: listScript, after: func(ctx context.Context) {
+				listings++
+				if _, err := pass.Reconcile(ctx, event, 0, retention); err != nil {
+					t.Error(err)
+				}
+			}})
+			if err := use(caller, event); !errors.Is(err, ports.ErrUnavailable) {
+				t.Fatalf("a room emptied after every listing: %v, want ErrUnavailable", err)
+			}
+			if listings != 2 {
+				t.Fatalf("the call listed the event %d times (maxListings %d), want 2", listings, maxListings)
 			}
 		})
 	}

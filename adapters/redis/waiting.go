@@ -59,7 +59,8 @@ const WaitingRoomKeyPrefix = "rushgate:wr:"
 // and the call lists the event at that generation (listLua) and runs again, passing the
 // generation it read and the score it listed; the script then takes every key's TTL off and
 // takes the score as the room's generation, unless a Reconcile found the room empty meanwhile
-// (the generation moved on: the call lists it again). An entry listed at the generation it read
+// (the generation moved on: the call lists it again, maxListings times at most). An entry listed
+// at the generation it read
 // is never taken out by a Reconcile that read the room before, so no concurrent pass unlists a
 // room in use either. A room without a TTL costs these scripts one PTTL and nothing else; an
 // emptied room's first use costs two round trips more. The other scripts either only change
@@ -507,17 +508,23 @@ func (w *WaitingRoom) open(ctx context.Context, eventID string, args ...any) err
 }
 
 // maxListings bounds how many times one call lists its room: each time again means a
-// reconciliation pass found the room empty between the call's two script runs.
-const maxListings = 4
+// reconciliation pass found the room empty between the call's listing and its next script run.
+// Two take one such pass in stride and bound the call to five Redis calls (script, listing,
+// script, listing, script), each within its call timeout; a room emptied again after that
+// answers ErrUnavailable, and the client tries again.
+const maxListings = 2
 
 // runListed runs a script that puts the room back in use (unlistedLua): args start with two
 // places for the listing generation read and listed. While the script answers UNLISTED it lists
 // the event at the generation answered, then runs it again.
 func (w *WaitingRoom) runListed(ctx context.Context, op string, script *goredis.Script, eventID string, args []any) (string, []any, error) {
-	for range maxListings {
+	for listings := 0; ; listings++ {
 		state, r, err := w.run(ctx, op, script, eventID, args...)
 		if err != nil || state != "UNLISTED" {
 			return state, r, err
+		}
+		if listings == maxListings {
+			return "", nil, errEmptiedOver(op)
 		}
 		l, err := w.list(ctx, eventID, toInt(r[0]))
 		if err != nil {
@@ -525,7 +532,6 @@ func (w *WaitingRoom) runListed(ctx context.Context, op string, script *goredis.
 		}
 		args[0], args[1] = l.read, l.listed
 	}
-	return "", nil, errEmptiedOver(op)
 }
 
 // list lists eventID in the index at the listing generation read (listScript).
@@ -554,11 +560,14 @@ func (e errUnlisted) Error() string {
 // Enter queues the user at the back unless already waiting or admitted. An entry into a room a
 // pass had emptied lists the event first, then enters again.
 func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.QueuePlace, error) {
-	for range maxListings {
+	for listings := 0; ; listings++ {
 		place, err := w.entries.do(ctx, eventID, userID)
 		var unlisted errUnlisted
 		if !errors.As(err, &unlisted) {
 			return place, err
+		}
+		if listings == maxListings {
+			return ports.QueuePlace{}, errEmptiedOver("enter waiting room")
 		}
 		l, err := w.list(ctx, eventID, unlisted.generation)
 		if err != nil {
@@ -566,7 +575,6 @@ func (w *WaitingRoom) Enter(ctx context.Context, eventID, userID string) (ports.
 		}
 		w.listings.Store(eventID, l)
 	}
-	return ports.QueuePlace{}, errEmptiedOver("enter waiting room")
 }
 
 // enterAll runs enterScript for users and returns their places in order, or errUnlisted.
