@@ -288,3 +288,32 @@ func TestServe_OpensTheWholeDatabasePoolBeforeAnswering(t *testing.T) {
 		t.Fatalf("%d connections of the server open once it answers, want its whole pool of %d", open, pool)
 	}
 }
+
+// TestServe_RunsWithSysmonAtItsSlowTick: serve runs with the GODEBUG setting that keeps the
+// runtime's sysmon at its slow tick, added to the operator's own settings, unless they name
+// schedtrace themselves; the process that serves is the one started (same pid).
+func TestServe_RunsWithSysmonAtItsSlowTick(t *testing.T) {
+	for _, tc := range []struct{ given, want string }{
+		{"", slowSysmon},
+		{"http2client=0", "http2client=0," + slowSysmon},
+		{"schedtrace=0", "schedtrace=0"},
+	} {
+		t.Run(tc.given, func(t *testing.T) {
+			s := startServe(t, "RUSHGATE_LOG_LEVEL=error", "GODEBUG="+tc.given)
+			s.healthz(t)
+			environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var godebug []string
+			for kv := range strings.SplitSeq(string(environ), "\x00") {
+				if value, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+					godebug = append(godebug, value)
+				}
+			}
+			if len(godebug) != 1 || godebug[0] != tc.want {
+				t.Fatalf("the serving process's GODEBUG is %q, want [%q]", godebug, tc.want)
+			}
+		})
+	}
+}

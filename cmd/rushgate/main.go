@@ -131,6 +131,11 @@ type usageError struct {
 func (e *usageError) Error() string { return e.problem }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := execWithSlowSysmon(); err != nil {
+			fmt.Fprintf(os.Stderr, "rushgate: serving without GODEBUG=%s: %v\n", slowSysmon, err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
