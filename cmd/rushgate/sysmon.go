@@ -11,8 +11,9 @@ import (
 // database and Redis goes idle and busy thousands of times a second, so sysmon's wake-ups took
 // a fifth or more of a server's CPU in the load scenarios (golang/go#18236). With a schedtrace interval
 // set, sysmon never parks for idleness, so nothing resets its tick, which grows to 10 ms as in
-// any busy stretch of a process without the setting. Its cost: the runtime prints one SCHED
-// line to stderr every 2^31 ms (24.8 days of the machine's uptime).
+// any busy stretch of a process without the setting. Its cost: the runtime prints a SCHED line
+// to stderr each time the machine's uptime passes a multiple of 2^31 ms (24.8 days), and at
+// start on a machine up longer than that.
 const slowSysmon = "schedtrace=2147483647"
 
 // execWithSlowSysmon starts the running binary again in this process with slowSysmon added to
