@@ -21,14 +21,14 @@ type ProductRepository interface {
 //
 // GetOrCreateForUpdate must run inside TxRunner.InTx: it returns the user's cart, creating
 // fresh (its id and time, for fresh.UserID) when the user has none, locks the cart's row until
-// the transaction ends, and records addID, a fresh id of the adds the transaction makes, as the
-// cart's last add. Carts are UNIQUE per user: concurrent first calls for one user
-// create one cart, and all of them return it. GetForUpdate does the same without creating:
-// found is false when the user has no cart. Concurrent lockers of one cart run one after
-// another, each seeing the previous one's committed writes, provided the lock is the
-// transaction's first read (on MySQL, REPEATABLE READ, plain reads see the snapshot taken at the
-// transaction's first plain read, which must not predate the lock); that lock is what makes a
-// cart's read-modify-write (an add, an order) atomic.
+// the transaction ends, and records addID, a fresh id of the adds the transaction makes, among
+// the cart's recent adds: the ids of its RecentCartAdds latest committed lockers. Carts are
+// UNIQUE per user: concurrent first calls for one user create one cart, and all of them return
+// it. GetForUpdate does the same without creating: found is false when the user has no cart.
+// Concurrent lockers of one cart run one after another, each seeing the previous one's committed
+// writes, provided the lock is the transaction's first read (on MySQL, REPEATABLE READ, plain
+// reads see the snapshot taken at the transaction's first plain read, which must not predate the
+// lock); that lock is what makes a cart's read-modify-write (an add, an order) atomic.
 //
 // Lines returns the user's cart items joined with their products' names, current prices and
 // stock, ordered by (AddedAt, ID); a user without a cart has none. PutItem inserts item, or,
@@ -36,21 +36,28 @@ type ProductRepository interface {
 // ID and AddedAt; an unknown product is catalog.ErrProductNotFound. Clear deletes every item of
 // the cart.
 //
-// LastAddID returns the addID of the cart's last committed GetOrCreateForUpdate, "" when the
-// user has no cart or none recorded one. It waits while a transaction holds the cart's lock and
-// reads once that one has ended: a caller whose COMMIT's answer was lost
-// (ErrCommitOutcomeUnknown) reads its own addID when its transaction committed, and another or
-// "" when it did not, or when a later locker's has committed since. A cart the transaction was
-// creating may not be waited for (Postgres does not wait for a row not committed yet): ""
-// then, while that transaction may still commit.
+// AddCommitted reports whether the cart of fresh.UserID records addID among its recent adds. It
+// waits while a transaction holds the cart's lock or is creating the cart, and reads once that
+// one has ended: a caller whose COMMIT's answer was lost (ErrCommitOutcomeUnknown) learns
+// whether its transaction committed, unless RecentCartAdds later lockers have committed since.
+// To wait for a transaction creating the cart, it may create fresh itself (on Postgres only the
+// cart's unique key waits for a row not committed yet): an empty cart, as an order leaves, which
+// Lines answers as none.
 type CartRepository interface {
 	GetOrCreateForUpdate(ctx context.Context, fresh order.Cart, addID string) (order.Cart, error)
-	LastAddID(ctx context.Context, userID string) (string, error)
+	AddCommitted(ctx context.Context, fresh order.Cart, addID string) (bool, error)
 	GetForUpdate(ctx context.Context, userID string) (cart order.Cart, found bool, err error)
 	Lines(ctx context.Context, userID string) ([]order.CartLine, error)
 	PutItem(ctx context.Context, item order.CartItem) error
 	Clear(ctx context.Context, cartID string) error
 }
+
+// RecentCartAdds is how many of a cart's latest adds CartRepository records. A lost COMMIT's
+// read of its outcome begins as soon as the connection is seen broken, and each instance runs a
+// cart's adds one batch at a time, each batch holding the cart's lock for some six round trips:
+// fifteen other batches committing in between take a herd on the cart from many instances at
+// once. Sixteen ids of 36 characters keep a cart's row under 700 bytes.
+const RecentCartAdds = 16
 
 // OrderRepository stores orders with their items.
 //

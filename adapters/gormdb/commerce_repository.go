@@ -3,6 +3,7 @@ package gormdb
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"time"
 
 	"github.com/rushgate/rushgate/domain/commerce/catalog"
@@ -72,7 +73,7 @@ func (r *ProductRepository) Get(ctx context.Context, id string) (*catalog.Produc
 type CartRepository struct {
 	db *DB
 	// Hand-written statements (see statement.go), bound to db's dialect once.
-	getForUpdateSQL, createSQL, linesSQL, putItemSQL, clearSQL, lastAddSQL string
+	getForUpdateSQL, createSQL, linesSQL, putItemSQL, clearSQL, addCommittedSQL string
 }
 
 // NewCartRepository returns the cart repository of db.
@@ -84,32 +85,40 @@ func NewCartRepository(db *DB) *CartRepository {
 			"FROM carts c JOIN cart_items i ON i.cart_id = c.id JOIN products p ON p.id = i.product_id "+
 			"JOIN stock s ON s.product_id = i.product_id WHERE c.user_id = ? ORDER BY i.added_at, i.id"),
 		clearSQL: Bind(db.dialect, "DELETE FROM cart_items WHERE cart_id = ?"),
-		// A shared lock waits for a transaction that holds the cart's row, then reads the row as
-		// that transaction left it.
-		lastAddSQL: Bind(db.dialect, "SELECT last_add_id FROM carts WHERE user_id = ?"+sharedLock(db.dialect)),
 	}
-	// A cart that exists is not an error: the insert records the add on it.
+	// A cart that exists is not an error: the insert records the add on it, in front of the
+	// recent adds, keeping ports.RecentCartAdds.
+	recent := strconv.Itoa(ports.RecentCartAdds)
 	if db.dialect == Postgres {
-		r.createSQL = Bind(db.dialect, "INSERT INTO carts (id, user_id, created_at, last_add_id) VALUES (?, ?, ?, ?) "+
-			"ON CONFLICT (user_id) DO UPDATE SET last_add_id = EXCLUDED.last_add_id")
+		r.createSQL = Bind(db.dialect, "INSERT INTO carts (id, user_id, created_at, recent_add_ids) VALUES (?, ?, ?, ARRAY[?]) "+
+			"ON CONFLICT (user_id) DO UPDATE SET recent_add_ids = (EXCLUDED.recent_add_ids || carts.recent_add_ids)[1:"+recent+"]")
 		r.putItemSQL = Bind(db.dialect, "INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, ?, ?) "+
 			"ON CONFLICT (cart_id, product_id) DO UPDATE SET quantity = EXCLUDED.quantity")
+		// A locking read does not wait for a row another transaction is inserting (it does not
+		// see it); an insert on the same unique key does, and DO UPDATE then locks the row, waiting
+		// for a transaction that holds it, and reads it as committed. Inserted, the cart is empty.
+		r.addCommittedSQL = Bind(db.dialect, "INSERT INTO carts (id, user_id, created_at) VALUES (?, ?, ?) "+
+			"ON CONFLICT (user_id) DO UPDATE SET recent_add_ids = carts.recent_add_ids "+
+			"RETURNING coalesce(? = ANY(recent_add_ids), false)")
 	} else {
-		r.createSQL = "INSERT INTO carts (id, user_id, created_at, last_add_id) VALUES (?, ?, ?, ?) " +
-			"ON DUPLICATE KEY UPDATE last_add_id = VALUES(last_add_id)"
+		r.createSQL = "INSERT INTO carts (id, user_id, created_at, recent_add_ids) VALUES (?, ?, ?, ?) " +
+			"ON DUPLICATE KEY UPDATE recent_add_ids = SUBSTRING_INDEX(CONCAT_WS(',', VALUES(recent_add_ids), recent_add_ids), ',', " + recent + ")"
 		r.putItemSQL = "INSERT INTO cart_items (id, cart_id, product_id, quantity, added_at) VALUES (?, ?, ?, ?, ?) " +
 			"ON DUPLICATE KEY UPDATE quantity = VALUES(quantity)"
+		// A shared lock waits for a transaction that holds the cart's row or is inserting it
+		// (its implicit lock on the new record), then reads the row as committed.
+		r.addCommittedSQL = "SELECT COALESCE(FIND_IN_SET(?, recent_add_ids) > 0, FALSE) FROM carts WHERE user_id = ? LOCK IN SHARE MODE"
 	}
 	return r
 }
 
-// GetOrCreateForUpdate inserts fresh with addID, or sets the user's cart's last_add_id to addID
-// in the same statement (a cart a concurrent transaction is inserting or holds makes it wait for
-// that one), then reads the cart with SELECT … FOR UPDATE. Inserting first spares MySQL the gap
-// lock a locking read of a missing row takes, on which concurrent first adds would deadlock.
-// Recording the add costs no round trip: the statement ran before, doing nothing on a cart that
-// existed; now it updates the row it locks anyway. Outside TxRunner.InTx it fails: the lock
-// would be released at once.
+// GetOrCreateForUpdate inserts fresh with addID as its recent adds, or puts addID in front of
+// the user's cart's recent adds in the same statement (a cart a concurrent transaction is
+// inserting or holds makes it wait for that one), then reads the cart with SELECT … FOR UPDATE.
+// Inserting first spares MySQL the gap lock a locking read of a missing row takes, on which
+// concurrent first adds would deadlock. Recording the add costs no round trip: the statement
+// ran before, doing nothing on a cart that existed; now it updates the row it locks anyway.
+// Outside TxRunner.InTx it fails: the lock would be released at once.
 func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart, addID string) (order.Cart, error) {
 	if _, ok := r.db.transaction(ctx); !ok {
 		return order.Cart{}, errNoTransaction
@@ -150,14 +159,19 @@ func (r *CartRepository) GetForUpdate(ctx context.Context, userID string) (order
 	return cart, found, err
 }
 
-// LastAddID reads the cart's last_add_id with a shared lock, in one SELECT on the primary: it
-// waits for a transaction holding the cart's row (the add whose COMMIT's answer was lost, until
-// the database has ended it), then reads the row as committed.
-func (r *CartRepository) LastAddID(ctx context.Context, userID string) (string, error) {
-	var addID sql.NullString
-	_, err := r.db.queryOne(ctx, errorMeanings{op: "read last cart add"}, r.lastAddSQL, []any{userID},
-		func(rows *sql.Rows) error { return rows.Scan(&addID) })
-	return addID.String, err
+// AddCommitted reads whether the cart's recent adds hold addID, in one statement on the
+// primary that waits for a transaction holding or creating the cart's row (the add whose
+// COMMIT's answer was lost, until the database has ended it): on Postgres an insert of fresh
+// that meets the cart's unique key, on MySQL a read with a shared lock.
+func (r *CartRepository) AddCommitted(ctx context.Context, fresh order.Cart, addID string) (bool, error) {
+	args := []any{addID, fresh.UserID()}
+	if r.db.dialect == Postgres {
+		args = []any{fresh.ID(), fresh.UserID(), fresh.CreatedAt().UTC(), addID}
+	}
+	var committed bool
+	_, err := r.db.queryOne(ctx, errorMeanings{op: "read recent cart adds"}, r.addCommittedSQL, args,
+		func(rows *sql.Rows) error { return rows.Scan(&committed) })
+	return committed, err
 }
 
 // Lines reads the user's cart items with their products and stock in one joined SELECT.
@@ -335,16 +349,6 @@ func NewCommerceStores(db *DB) ports.CommerceStores {
 		Stock:       NewStockRepository(db),
 		Outbox:      NewOutboxRepository(db),
 	}
-}
-
-// sharedLock makes a lone read wait for a transaction that holds its row, then read the row as
-// committed: FOR SHARE on Postgres, LOCK IN SHARE MODE (MariaDB's spelling, which MySQL accepts
-// too) on MySQL.
-func sharedLock(d Dialect) string {
-	if d == MySQL {
-		return " LOCK IN SHARE MODE"
-	}
-	return " FOR SHARE"
 }
 
 // latestCommitted is what a read in a transaction needs to see the rows committed when it runs

@@ -7,8 +7,10 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/rushgate/rushgate/adapters/system"
 	apporder "github.com/rushgate/rushgate/application/order"
 	appwaiting "github.com/rushgate/rushgate/application/waiting"
+	"github.com/rushgate/rushgate/domain/commerce/order"
 	"github.com/rushgate/rushgate/domain/crew"
 	"github.com/rushgate/rushgate/domain/draw"
 	"github.com/rushgate/rushgate/domain/raffle"
@@ -86,6 +89,13 @@ type answerBreaker struct {
 	// drops breaks before the picked request is sent instead: the client believes it sent it,
 	// the database never sees it and ends the transaction with the connection.
 	drops bool
+	// holds, when set, is handed the picked request, kept from the database, as the client's
+	// connection breaks at once: the client gives up while the database still holds the
+	// transaction open, until the test releases the request (heldRequest.release).
+	holds chan *heldRequest
+	// meanwhile, when set, runs once the picked request was answered (or dropped), before the
+	// client hears that its connection broke: what another client does in between.
+	meanwhile func()
 	// picks reports the request to break after, given its bytes lower-cased.
 	picks func(request []byte) bool
 }
@@ -138,14 +148,30 @@ type breakingConn struct {
 	answering atomic.Bool
 	// passed counts the reads of the answer let through.
 	passed atomic.Int32
+	// held is the picked request while the breaker holds it.
+	held atomic.Pointer[heldRequest]
+	// broke runs the breaker's meanwhile once, at the first read that breaks.
+	broke sync.Once
 }
 
 func (c *breakingConn) Write(b []byte) (int, error) {
+	if c.held.Load() != nil {
+		// What the client sends after (its goodbye) stays behind the held request.
+		return len(b), nil
+	}
 	if c.breaker.picks(bytes.ToLower(b)) && c.breaker.disarmOne() {
 		c.answering.Store(true)
+		if c.breaker.holds != nil {
+			held := &heldRequest{conn: c.Conn, request: bytes.Clone(b)}
+			c.held.Store(held)
+			// A read already waiting (pgx reads ahead) ends now, the connection kept open.
+			_ = c.SetReadDeadline(time.Now())
+			c.breaker.holds <- held
+			return len(b), nil
+		}
 		if c.breaker.drops {
 			// A read already waiting (pgx reads ahead) ends with the connection.
-			_ = c.Close()
+			c.breakNow()
 			return len(b), nil
 		}
 	}
@@ -153,14 +179,59 @@ func (c *breakingConn) Write(b []byte) (int, error) {
 }
 
 func (c *breakingConn) Read(b []byte) (int, error) {
+	if c.held.Load() != nil {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
 	n, err := c.Conn.Read(b)
+	if c.held.Load() != nil {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
 	dropped := c.breaker.drops && c.answering.Load()
 	if !dropped && (err != nil || !c.answering.Load() || c.passed.Add(1) <= c.breaker.passes) {
 		return n, err
 	}
 	// What came back is the database's word that it did it; the client never sees it.
-	_ = c.Close()
+	c.breakNow()
 	return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+// breakNow closes the connection and, the first time, runs the breaker's meanwhile before the
+// client hears of it.
+func (c *breakingConn) breakNow() {
+	_ = c.Close()
+	if c.breaker.meanwhile != nil {
+		c.broke.Do(c.breaker.meanwhile)
+	}
+}
+
+func (c *breakingConn) Close() error {
+	if c.held.Load() != nil {
+		return nil // the held request's release closes the connection
+	}
+	return c.Conn.Close()
+}
+
+// heldRequest is a request the client believes it sent, on a connection it has given up.
+type heldRequest struct {
+	conn    net.Conn
+	request []byte
+}
+
+// release sends the request to the database and waits for the first byte of its answer, when
+// send, and closes the connection either way: unsent, the database ends the transaction with it.
+func (h *heldRequest) release(send bool) error {
+	defer h.conn.Close()
+	if !send {
+		return nil
+	}
+	if err := h.conn.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+		return err
+	}
+	if _, err := h.conn.Write(h.request); err != nil {
+		return err
+	}
+	_, err := h.conn.Read(make([]byte, 1))
+	return err
 }
 
 // TestInTx_DoesNotRerunATransactionWhoseConnectionBrokeDuringItsCommit breaks the transaction's
@@ -229,53 +300,205 @@ func TestReserve_ACommitWhoseAnswerWasLostAnswersTheStoredReservation(t *testing
 	}
 }
 
-// TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd breaks a cart add's
-// connection during its COMMIT: once the COMMIT has reached the database (it committed), the add
-// is answered as added, from the cart's last add read back on another connection, rather than a
-// 503 whose retry would add the units a second time; before it was sent (it did not commit),
-// the add answers 503 and its retry adds the units once.
-func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd(t *testing.T) {
+// TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsRecentAdds breaks a cart add's
+// connection during its COMMIT. Once the COMMIT has reached the database (it committed), the add
+// is answered as added, from the cart's recent adds read back on another connection, rather than
+// a 503 whose retry would add the units a second time; when it never reached it (it did not
+// commit), the add answers 503 and its retry adds the units once. So also when another
+// instance's add commits on the cart between the COMMIT and the read, and when the lost add was
+// creating the cart and the database runs its COMMIT only once the read has started: the read
+// waits for the transaction to end (Postgres does not wait for a row not committed yet in a
+// locking read, MariaDB does). An add that did not commit leaves at most an empty cart: nothing
+// in the cart's answer, and an order of it is refused as empty.
+func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsRecentAdds(t *testing.T) {
+	cases := []struct {
+		name string
+		// between: another instance adds a unit to the cart between the lost COMMIT and the read.
+		between bool
+		// creates: the lost add is the cart's first, and its COMMIT is held until the read waits.
+		creates bool
+	}{{name: "cart exists"}, {name: "another instance adds between", between: true}, {name: "lost add creates the cart", creates: true}}
 	for name, fresh := range dialects {
-		for _, committed := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/committed=%v", name, committed), func(t *testing.T) {
-				t.Parallel()
-				ctx := context.Background()
-				breaker := breakAfterCommit()
-				breaker.drops = !committed
-				db := openMigrated(t, fresh, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
-				shop := memorytest.NewShop(t, memorytest.WithStores(gormdb.NewStores(db)))
-				product := shop.Product(100, 10)
-				add := apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 2}
-				_, err := shop.Orders.AddToCart(ctx, apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 1})
-				require.NoError(t, err)
-				quantity := func() int {
-					cart, err := shop.Orders.Cart(ctx, "buyer")
-					require.NoError(t, err)
-					require.Len(t, cart.Items, 1)
-					return cart.Items[0].Quantity
-				}
+		for _, c := range cases {
+			for _, committed := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/committed=%v", name, c.name, committed), func(t *testing.T) {
+					t.Parallel()
+					ctx := context.Background()
+					database := fresh(t)
+					same := func(testing.TB) testenv.Database { return database }
+					breaker := breakAfterCommit()
+					breaker.drops = !committed
+					db := openMigrated(t, same, gormdb.WithDial(gormdb.Options{MaxOpenConns: 4}, breaker.dial))
+					shop := memorytest.NewShop(t, memorytest.WithStores(gormdb.NewStores(db)))
+					// Another instance: its own pool, its own line of adds.
+					otherDB := openFresh(t, same, gormdb.Options{MaxOpenConns: 2})
+					other := memorytest.NewShop(t, memorytest.WithStores(gormdb.NewStores(otherDB)))
+					product := shop.Product(100, 10)
+					add := apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 2}
+					before := 0 // units in the cart before the lost add, the other instance's included
+					if !c.creates {
+						_, err := shop.Orders.AddToCart(ctx, apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 1})
+						require.NoError(t, err)
+						before++
+					}
+					if c.between {
+						breaker.meanwhile = func() {
+							_, err := other.Orders.AddToCart(ctx, apporder.AddToCartCommand{UserID: "buyer", ProductID: product, Quantity: 1})
+							assert.NoError(t, err, "the other instance's add")
+						}
+						before++
+					}
+					quantity := func() int {
+						cart, err := shop.Orders.Cart(ctx, "buyer")
+						require.NoError(t, err)
+						if len(cart.Items) == 0 {
+							return 0
+						}
+						require.Len(t, cart.Items, 1)
+						return cart.Items[0].Quantity
+					}
 
-				breaker.armed.Store(1)
-				view, err := shop.Orders.AddToCart(ctx, add)
+					breaker.armed.Store(1)
+					var view apporder.CartItemView
+					var err error
+					if c.creates {
+						breaker.holds = make(chan *heldRequest, 1)
+						view, err = answerWhileCommitHeld(t, name, otherDB, breaker.holds, committed, func() (apporder.CartItemView, error) {
+							return shop.Orders.AddToCart(ctx, add)
+						})
+					} else {
+						view, err = shop.Orders.AddToCart(ctx, add)
+					}
 
-				assert.Zero(t, breaker.armed.Load(), "the COMMIT's answer was lost")
-				if !committed {
-					require.ErrorIs(t, err, ports.ErrUnavailable, "not committed: answered %+v", view)
-					require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the COMMIT went out as far as the client knows")
-					assert.Equal(t, 1, quantity(), "nothing added")
-					retried, err := shop.Orders.AddToCart(ctx, add)
-					require.NoError(t, err, "the retry")
-					assert.Equal(t, 3, retried.Quantity, "the retry added the units once")
-					assert.Equal(t, 3, quantity())
-					return
-				}
-				require.NoError(t, err, "the add committed")
-				assert.Equal(t, 3, view.Quantity, "the answer is the line's new total")
-				assert.Equal(t, 3, quantity(), "the units added once")
-			})
+					assert.Zero(t, breaker.armed.Load(), "the COMMIT's answer was lost")
+					if !committed {
+						require.ErrorIs(t, err, ports.ErrUnavailable, "not committed: answered %+v", view)
+						require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the COMMIT went out as far as the client knows")
+						assert.Equal(t, before, quantity(), "nothing added")
+						if before == 0 {
+							_, err := shop.Orders.Place(ctx, apporder.PlaceCommand{UserID: "buyer"})
+							require.ErrorIs(t, err, order.ErrEmptyCart, "an order of the cart the lost add left")
+						}
+						retried, err := shop.Orders.AddToCart(ctx, add)
+						require.NoError(t, err, "the retry")
+						assert.Equal(t, before+2, retried.Quantity, "the retry added the units once")
+						assert.Equal(t, before+2, quantity())
+						return
+					}
+					require.NoError(t, err, "the add committed")
+					assert.Equal(t, 2+min(before, 1), view.Quantity, "the answer is the line's total the add made")
+					assert.Equal(t, before+2, quantity(), "the units added once")
+				})
+			}
 		}
 	}
 }
+
+// answerWhileCommitHeld runs add, whose COMMIT the breaker holds (holds), and releases the
+// COMMIT (sent when send, dropped otherwise) once a statement on the database waits on a lock,
+// as the read of a lost COMMIT's outcome waits for the transaction, or once add answered
+// without waiting. It returns add's answer.
+func answerWhileCommitHeld(t *testing.T, name string, watcher *gormdb.DB, holds <-chan *heldRequest, send bool,
+	add func() (apporder.CartItemView, error)) (apporder.CartItemView, error) {
+	t.Helper()
+	type answer struct {
+		view apporder.CartItemView
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		view, err := add()
+		answered <- answer{view, err}
+	}()
+	var held *heldRequest
+	select {
+	case held = <-holds:
+	case a := <-answered:
+		t.Fatalf("the add answered %+v, %v before its COMMIT went out", a.view, a.err)
+	}
+	watching, stop := context.WithCancel(context.Background())
+	defer stop()
+	select {
+	case a := <-answered:
+		require.NoError(t, held.release(send))
+		return a.view, a.err
+	case <-lockWaited(watching, t, name, watcher):
+	}
+	require.NoError(t, held.release(send))
+	a := <-answered
+	return a.view, a.err
+}
+
+// lockWaited is closed once a statement of another connection on db's database waits on a
+// lock, looked for every 10ms until ctx ends.
+func lockWaited(ctx context.Context, t *testing.T, name string, db *gormdb.DB) <-chan struct{} {
+	waits := func() (bool, error) {
+		n := 0
+		err := gormdb.Query(ctx, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+			nil, func(rows *sql.Rows) error { return rows.Scan(&n) })
+		return n > 0, err
+	}
+	if name == "mysql" {
+		waits = func() (bool, error) { return innoDBLockWaitIn(ctx, db) }
+	}
+	seen := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			waiting, err := waits()
+			if waiting {
+				close(seen)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				t.Errorf("looking for a lock wait: %v", err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return seen
+}
+
+// innoDBLockWaitIn reports whether a connection on db's database waits on an InnoDB lock, as
+// SHOW ENGINE INNODB STATUS lists its transaction ("LOCK WAIT", then its thread id):
+// information_schema.innodb_trx is a cache refreshed only once nobody has read it for 0.1 s,
+// which pollers in parallel can keep from ever happening.
+func innoDBLockWaitIn(ctx context.Context, db *gormdb.DB) (bool, error) {
+	ours := map[string]bool{}
+	err := gormdb.Query(ctx, db, "SELECT id FROM information_schema.processlist WHERE db = DATABASE()", nil,
+		func(rows *sql.Rows) error {
+			var id string
+			err := rows.Scan(&id)
+			ours[id] = true
+			return err
+		})
+	if err != nil {
+		return false, err
+	}
+	var status string
+	err = gormdb.Query(ctx, db, "SHOW ENGINE INNODB STATUS", nil, func(rows *sql.Rows) error {
+		var engine, file string
+		return rows.Scan(&engine, &file, &status)
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, trx := range strings.Split(status, "---TRANSACTION")[1:] {
+		if thread := waitingThread.FindStringSubmatch(trx); thread != nil && ours[thread[1]] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// waitingThread finds the thread id of a transaction of InnoDB's status that waits on a lock.
+var waitingThread = regexp.MustCompile(`(?s)\nLOCK WAIT .*?thread id (\d+)`)
 
 // TestLoneWrite_IsNotRunTwiceWhenItsConnectionBrokeAfterItWasSent breaks a lone write's
 // connection once the database has run it and answered: neither database/sql nor the driver

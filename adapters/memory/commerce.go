@@ -25,10 +25,11 @@ func stockKeyOf(s catalog.Stock) string { return s.ProductID() }
 
 var stockTable = declareTable("stock", stockKeyOf)
 
-// cartRow is a stored cart and the id of the last add recorded on it.
+// cartRow is a stored cart and the ids of the latest adds recorded on it, newest first,
+// ports.RecentCartAdds at most.
 type cartRow struct {
-	cart      order.Cart
-	lastAddID string
+	cart         order.Cart
+	recentAddIDs []string
 }
 
 // cartKeyOf keys carts by their user: the UNIQUE(user_id) a user's first adds race on.
@@ -118,8 +119,8 @@ type CartRepository struct {
 func NewCartRepository(d *Database) *CartRepository { return &CartRepository{db: d} }
 
 // GetOrCreateForUpdate locks the user's cart key, creating the cart when there is none, and
-// records addID on it. The key is locked before the read, so a concurrent first call waits and
-// then finds the cart this one created. It fails outside InTx.
+// records addID in front of its recent adds. The key is locked before the read, so a concurrent
+// first call waits and then finds the cart this one created. It fails outside InTx.
 func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.Cart, addID string) (order.Cart, error) {
 	var cart order.Cart
 	err := r.db.runInTx(ctx, func(t *tx) error {
@@ -131,21 +132,24 @@ func (r *CartRepository) GetOrCreateForUpdate(ctx context.Context, fresh order.C
 		if ok {
 			cart = found.cart
 		}
-		return cartsTable.in(r.db).put(ctx, t, cartRow{cart: cart, lastAddID: addID})
+		// A new slice: the row stored before stays as it was, for a rollback.
+		recent := append([]string{addID}, found.recentAddIDs[:min(len(found.recentAddIDs), ports.RecentCartAdds-1)]...)
+		return cartsTable.in(r.db).put(ctx, t, cartRow{cart: cart, recentAddIDs: recent})
 	})
 	return cart, err
 }
 
-// LastAddID reads the user's cart under its key lock, which a lone statement releases at once:
-// it waits for a transaction that holds the key, then reads the cart as committed.
-func (r *CartRepository) LastAddID(ctx context.Context, userID string) (string, error) {
-	var addID string
+// AddCommitted reads the user's cart under its key lock, which a lone statement releases at
+// once: it waits for a transaction that holds the key, creating the cart or not, then reads the
+// cart as committed. It creates no cart.
+func (r *CartRepository) AddCommitted(ctx context.Context, fresh order.Cart, addID string) (bool, error) {
+	var committed bool
 	err := r.db.run(ctx, func(t *tx) error {
-		row, _, err := cartsTable.in(r.db).getForUpdate(ctx, t, userID)
-		addID = row.lastAddID
+		row, _, err := cartsTable.in(r.db).getForUpdate(ctx, t, fresh.UserID())
+		committed = slices.Contains(row.recentAddIDs, addID)
 		return err
 	})
-	return addID, err
+	return committed, err
 }
 
 // GetForUpdate locks the user's cart key and returns the cart, if there is one. It fails

@@ -50,8 +50,8 @@ const maxAddBatch = 64
 // for its winner, counting the units the winner's orders hold).
 //
 // An add whose transaction's COMMIT answer was lost (ports.ErrCommitOutcomeUnknown) is answered
-// as committed when the cart records its batch as the last add (committedAfterAll), and with 503
-// otherwise: the add takes no idempotency key, so a client retrying an add that did commit would
+// as committed when the cart records its batch among its recent adds (committedAfterAll), and
+// with 503 otherwise: the add takes no idempotency key, so a client retrying an add that did commit would
 // add its units twice.
 //
 // Concurrent adds to one cart on this instance line up in process and are served in batches,
@@ -75,8 +75,8 @@ func (s *Service) AddToCart(ctx context.Context, cmd AddToCartCommand) (CartItem
 // the cart's row lock: one read of the lines, each add checked against the lines as the adds
 // before it left them, one write per line that changed. A rejected add is answered alone and
 // changes nothing; a failure to reach a dependency fails the batch. The cart's lock records a
-// fresh id of the batch, addID, as the cart's last add, which tells whether a commit whose answer
-// was lost committed.
+// fresh id of the batch, addID, among the cart's recent adds, which tells whether a commit whose
+// answer was lost committed.
 func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCartCommand) ([]combine.Answer[CartItemView], error) {
 	answers := make([]combine.Answer[CartItemView], len(batch))
 	addID := s.ids.NewID()
@@ -139,16 +139,20 @@ func (s *Service) addBatch(ctx context.Context, userID string, batch []AddToCart
 }
 
 // committedAfterAll answers a batch of adds whose COMMIT's outcome is unknown (its connection was
-// lost during it, lost): the cart's last add, read within the batch's deadline once the database
-// has ended the transaction, is the batch's own addID when it committed after all, and then nil
-// is returned and the answers stand. Otherwise, or when the read fails too, lost is returned and
-// the clients hear 503. Another addID means the transaction did not commit, unless an add from
-// another instance committed on the cart before the read (this instance's adds wait for this
-// batch) or the read could not wait for a cart the transaction was creating (see
-// ports.CartRepository).
+// lost during it, lost): whether the cart records the batch's addID among its recent adds, read
+// within the batch's deadline once the database has ended the transaction. Recorded, it
+// committed after all, and nil is returned and the answers stand. Otherwise, or when the read
+// fails too, lost is returned and the clients hear 503: not recorded means the transaction did
+// not commit, unless ports.RecentCartAdds adds of other instances committed on the cart before
+// the read (this instance's adds wait for this batch). The read may leave an empty cart behind
+// (see ports.CartRepository), which answers as none.
 func (s *Service) committedAfterAll(ctx context.Context, userID, addID string, lost error) error {
-	last, err := s.carts.LastAddID(ctx, userID)
-	if err != nil || last != addID {
+	fresh, err := order.NewCart(s.ids.NewID(), userID, s.clock.Now())
+	if err != nil {
+		return lost
+	}
+	committed, err := s.carts.AddCommitted(ctx, fresh, addID)
+	if err != nil || !committed {
 		return lost
 	}
 	return nil

@@ -314,38 +314,74 @@ func TestAddToCart_TheBatchRunsUntilTheAddsTimeoutFromItsArrival(t *testing.T) {
 		"the batch's transaction ran until %v, want the add's arrival (%v–%v) + %v", d, before, after, timeout)
 }
 
-// TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd: an add whose transaction's
-// COMMIT outcome is unknown (its connection lost during it) reads the cart's last add: when the
-// transaction committed, the client hears its line, not a 503 whose retry would add the units a
-// second time; when it did not, it hears 503 and its retry adds them once.
-func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsLastAdd(t *testing.T) {
-	for _, committed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
-			s := newShop(t)
-			product := s.Product(100, 10)
-			_, err := s.add("u1", product, 1)
-			require.NoError(t, err)
-			lost := apporder.NewService(apporder.Deps{Tx: testkit.CommitLostTx{Inner: s.Stores.Tx, Committed: committed},
-				Products: s.Stores.Products, Carts: s.Stores.Carts, Orders: s.Stores.Orders,
-				UserCoupons: s.Stores.UserCoupons, Guard: s.Guard, Clock: s.Clock, IDs: system.UUIDs{}})
-			add := apporder.AddToCartCommand{UserID: "u1", ProductID: product, Quantity: 2}
+// TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsRecentAdds: an add whose
+// transaction's COMMIT outcome is unknown (its connection lost during it) reads whether the cart
+// records its batch among its recent adds: when the transaction committed, the client hears its
+// line, not a 503 whose retry would add the units a second time, also when another instance's
+// add committed on the cart in between and when the add created the cart; when it did not, it
+// hears 503, the retry adds the units once, and a cart it would have created answers empty and
+// cannot be ordered.
+func TestAddToCart_ACommitWhoseAnswerWasLostIsAnsweredByTheCartsRecentAdds(t *testing.T) {
+	cases := []struct {
+		name string
+		// before: units in the cart before the lost add (0: the lost add creates the cart).
+		before int
+		// between: another instance adds a unit once the lost add's transaction has ended.
+		between bool
+	}{{name: "cart exists", before: 1}, {name: "another instance adds between", before: 1, between: true},
+		{name: "lost add creates the cart"}}
+	for _, c := range cases {
+		for _, committed := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/committed=%v", c.name, committed), func(t *testing.T) {
+				ctx := context.Background()
+				s := newShop(t)
+				product := s.Product(100, 10)
+				if c.before > 0 {
+					_, err := s.add("u1", product, c.before)
+					require.NoError(t, err)
+				}
+				runner := testkit.CommitLostTx{Inner: s.Stores.Tx, Committed: committed}
+				units := c.before // in the cart before the lost add, the other instance's included
+				if c.between {
+					runner.Meanwhile = func(context.Context) {
+						_, err := s.add("u1", product, 1)
+						assert.NoError(t, err, "the other instance's add")
+					}
+					units++
+				}
+				lost := apporder.NewService(apporder.Deps{Tx: runner,
+					Products: s.Stores.Products, Carts: s.Stores.Carts, Orders: s.Stores.Orders,
+					UserCoupons: s.Stores.UserCoupons, Guard: s.Guard, Clock: s.Clock, IDs: system.UUIDs{}})
+				add := apporder.AddToCartCommand{UserID: "u1", ProductID: product, Quantity: 2}
+				quantity := func() int {
+					items := s.cart("u1").Items
+					if len(items) == 0 {
+						return 0
+					}
+					return items[0].Quantity
+				}
 
-			view, err := lost.AddToCart(context.Background(), add)
+				view, err := lost.AddToCart(ctx, add)
 
-			if !committed {
-				require.ErrorIs(t, err, ports.ErrUnavailable, "not committed: answered %+v", view)
-				require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the COMMIT went out as far as the client knows")
-				assert.Equal(t, 1, s.cart("u1").Items[0].Quantity, "nothing added")
-				retried, err := s.Orders.AddToCart(context.Background(), add)
-				require.NoError(t, err, "the retry")
-				assert.Equal(t, 3, retried.Quantity, "the retry added the units once")
-				assert.Equal(t, 3, s.cart("u1").Items[0].Quantity)
-				return
-			}
-			require.NoError(t, err, "committed: answered as added")
-			assert.Equal(t, 3, view.Quantity, "the line's new total")
-			assert.Equal(t, product, view.ProductID)
-			assert.Equal(t, 3, s.cart("u1").Items[0].Quantity, "the units added once")
-		})
+				if !committed {
+					require.ErrorIs(t, err, ports.ErrUnavailable, "not committed: answered %+v", view)
+					require.ErrorIs(t, err, ports.ErrCommitOutcomeUnknown, "the COMMIT went out as far as the client knows")
+					assert.Equal(t, units, quantity(), "nothing added")
+					if units == 0 {
+						_, err := s.place("u1", nil)
+						require.ErrorIs(t, err, order.ErrEmptyCart, "an order of the cart the lost add left")
+					}
+					retried, err := s.Orders.AddToCart(ctx, add)
+					require.NoError(t, err, "the retry")
+					assert.Equal(t, units+2, retried.Quantity, "the retry added the units once")
+					assert.Equal(t, units+2, quantity())
+					return
+				}
+				require.NoError(t, err, "committed: answered as added")
+				assert.Equal(t, c.before+2, view.Quantity, "the line's total the add made")
+				assert.Equal(t, product, view.ProductID)
+				assert.Equal(t, units+2, quantity(), "the units added once")
+			})
+		}
 	}
 }

@@ -17,9 +17,10 @@ import (
 // GetOrCreateForUpdate calls of one user make one cart; a read after the cart's lock sees the
 // previous locker's committed writes, so concurrent locked increments lose none; PutItem inserts
 // then sets a line's quantity keeping its id and time, and refuses an unknown product; Lines
-// joins products and stock in added order; LastAddID answers the addID of the cart's last
-// committed lock, none of a rolled-back one, and waits for the transaction holding the cart to
-// end before it answers; Clear empties the cart and rolls back with its
+// joins products and stock in added order; AddCommitted finds the addID of each of the cart's
+// latest ports.RecentCartAdds committed locks, none of a rolled-back or older one, and waits for
+// the transaction holding or creating the cart to end before it answers, leaving at most an
+// empty cart; Clear empties the cart and rolls back with its
 // transaction; an order round-trips with its items in order, an unknown one is
 // order.ErrNotFound, and one naming an unknown product inserts nothing; UnitsOrdered sums the
 // product's units in the user's PENDING and COMPLETED orders only, and read under the cart's
@@ -36,7 +37,7 @@ func TestCommerceRepositories(t *testing.T, newStores func(t *testing.T) ports.S
 		{"Cart/PutItemOfUnknownProductIsNotFound", testCartPutItemOfUnknownProduct},
 		{"Cart/LinesJoinProductsInAddedOrder", testCartLines},
 		{"Cart/ClearEmptiesAndRollsBackWithTx", testCartClear},
-		{"Cart/LastAddIDAnswersTheLastCommittedAdd", testCartLastAddID},
+		{"Cart/AddCommittedFindsTheRecentCommittedAdds", testCartAddCommitted},
 		{"Order/CreateThenGetRoundTrips", testOrderCreateThenGet},
 		{"Order/UnknownIDIsNotFound", testOrderUnknownIsNotFound},
 		{"Order/CreateWithUnknownProductInsertsNothing", testOrderCreateWithUnknownProduct},
@@ -258,20 +259,21 @@ func testCartClear(t *testing.T, e env[ports.Stores]) {
 	expectEqual(t, lockCart(t, e.impl, userID).ID(), cart.ID(), "the emptied cart remains")
 }
 
-// heldCartWait is how long testCartLastAddID lets LastAddID wait for the transaction holding the
-// cart before that transaction commits: a LastAddID that does not wait answers within it.
+// heldCartWait is how long testCartAddCommitted lets AddCommitted wait for the transaction
+// holding or creating the cart before that transaction ends: one that does not wait answers
+// within it.
 const heldCartWait = 200 * time.Millisecond
 
-func testCartLastAddID(t *testing.T, e env[ports.Stores]) {
+func testCartAddCommitted(t *testing.T, e env[ports.Stores]) {
 	ctx := context.Background()
 	userID := newUserID()
-	lastAdd := func(what string) string {
+	committed := func(userID, addID string) bool {
 		t.Helper()
-		id, err := e.impl.Carts.LastAddID(ctx, userID)
-		must(t, err, what)
-		return id
+		ok, err := e.impl.Carts.AddCommitted(ctx, freshCart(t, userID), addID)
+		must(t, err, "AddCommitted")
+		return ok
 	}
-	lockAs := func(addID string, fn func(ctx context.Context) error) error {
+	lockAs := func(userID, addID string, fn func(ctx context.Context) error) error {
 		return e.impl.Tx.InTx(ctx, func(ctx context.Context) error {
 			if _, err := e.impl.Carts.GetOrCreateForUpdate(ctx, freshCart(t, userID), addID); err != nil {
 				return err
@@ -279,40 +281,58 @@ func testCartLastAddID(t *testing.T, e env[ports.Stores]) {
 			return fn(ctx)
 		})
 	}
-	expectEqual(t, lastAdd("LastAddID without a cart"), "", "a user without a cart")
+	commit := func(context.Context) error { return nil }
+	expectEqual(t, committed(userID, randomID()), false, "an add to a user without a cart")
+	expectEqual(t, len(lines(t, e.impl, userID)), 0, "lines of the cart AddCommitted may leave")
 
 	first := randomID()
-	must(t, lockAs(first, func(context.Context) error { return nil }), "the first add")
-	expectEqual(t, lastAdd("LastAddID"), first, "the add that created the cart")
+	must(t, lockAs(userID, first, commit), "the first add")
+	expectEqual(t, committed(userID, first), true, "the add that created the cart")
 	lockCart(t, e.impl, newUserID()) // another user's add changes nothing here
 
 	rollback := errors.New("roll back")
-	err := lockAs(randomID(), func(context.Context) error { return rollback })
-	expectIs(t, err, rollback, "InTx")
-	expectEqual(t, lastAdd("LastAddID after a rollback"), first, "a rolled-back add")
-
-	held, read := randomID(), make(chan string, 1)
-	must(t, lockAs(held, func(context.Context) error {
-		go func() {
-			id, err := e.impl.Carts.LastAddID(ctx, userID)
-			if err != nil {
-				t.Errorf("LastAddID while the cart is held: %v", err)
-			}
-			read <- id
-		}()
-		select {
-		case id := <-read:
-			t.Fatalf("LastAddID answered %q while a transaction held the cart", id)
-		case <-time.After(heldCartWait):
-		}
-		return nil
-	}), "the holding add")
-	select {
-	case id := <-read:
-		expectEqual(t, id, held, "LastAddID once the holding add committed")
-	case <-time.After(10 * time.Second):
-		t.Error("LastAddID still waits after the holding add committed")
+	rolledBack := randomID()
+	expectIs(t, lockAs(userID, rolledBack, func(context.Context) error { return rollback }), rollback, "InTx")
+	expectEqual(t, committed(userID, rolledBack), false, "a rolled-back add")
+	for range ports.RecentCartAdds - 1 {
+		must(t, lockAs(userID, randomID(), commit), "a later add")
 	}
+	expectEqual(t, committed(userID, first), true, "an add with RecentCartAdds-1 adds after it")
+	must(t, lockAs(userID, randomID(), commit), "a later add")
+	expectEqual(t, committed(userID, first), false, "an add with RecentCartAdds adds after it")
+
+	expectWaits := func(what, userID string, end error) {
+		t.Helper()
+		addID, read := randomID(), make(chan bool, 1)
+		err := lockAs(userID, addID, func(context.Context) error {
+			go func() {
+				ok, err := e.impl.Carts.AddCommitted(ctx, freshCart(t, userID), addID)
+				if err != nil {
+					t.Errorf("AddCommitted while a transaction %s: %v", what, err)
+				}
+				read <- ok
+			}()
+			select {
+			case ok := <-read:
+				t.Fatalf("AddCommitted answered %v while a transaction %s", ok, what)
+			case <-time.After(heldCartWait):
+			}
+			return end
+		})
+		expectIs(t, err, end, "the transaction that "+what)
+		select {
+		case ok := <-read:
+			expectEqual(t, ok, end == nil, "AddCommitted once the transaction that "+what+" ended")
+		case <-time.After(10 * time.Second):
+			t.Errorf("AddCommitted still waits after the transaction that %s ended", what)
+		}
+	}
+	expectWaits("holds the cart", userID, nil)
+	expectWaits("holds the cart, rolled back", userID, rollback)
+	expectWaits("creates the cart", newUserID(), nil)
+	creator := newUserID()
+	expectWaits("creates the cart, rolled back", creator, rollback)
+	expectEqual(t, len(lines(t, e.impl, creator)), 0, "lines of the cart AddCommitted may leave")
 }
 
 // placeOrder builds a PENDING order of one unit of each product.
