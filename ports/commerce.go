@@ -52,11 +52,12 @@ type CartRepository interface {
 	Clear(ctx context.Context, cartID string) error
 }
 
-// RecentCartAdds is how many of a cart's latest adds CartRepository records. A lost COMMIT's
-// read of its outcome begins as soon as the connection is seen broken, and each instance runs a
-// cart's adds one batch at a time, each batch holding the cart's lock for some six round trips:
-// fifteen other batches committing in between take a herd on the cart from many instances at
-// once. Sixteen ids of 36 characters keep a cart's row under 700 bytes.
+// RecentCartAdds is how many of a cart's latest adds CartRepository records: a batch whose
+// COMMIT's answer was lost finds its own among them unless that many batches of other instances
+// committed on the cart before its read, which starts as soon as the connection is seen broken.
+// An instance runs a cart's adds one batch at a time, each holding the cart's lock for some six
+// round trips, so that takes sixteen such batches back to back: a herd on one cart from many
+// instances. More would cost every add more bytes written (16 ids of 36 characters: about 600).
 const RecentCartAdds = 16
 
 // OrderRepository stores orders with their items.

@@ -125,8 +125,9 @@ func TestCrewJoin_AnUncontendedJoinCostsFourDatabaseRoundTripsOnPostgresTwoOnMyS
 // TestAddToCart_AnAddCostsSevenDatabaseRoundTripsOnPostgresSixOnMySQL: an add to a cart that
 // exists is BEGIN, the statement that records the add on the cart, the cart's row FOR UPDATE,
 // its lines, the product, the line's write and COMMIT; on MySQL the BEGIN rides with the first
-// statement. Recording the batch's id on the cart, which tells whether a COMMIT whose answer was
-// lost committed, costs none: that statement ran before, doing nothing on a cart that existed.
+// statement. Recording the batch's id among the cart's recent adds, which tells whether a COMMIT
+// whose answer was lost committed, costs none: that statement ran before, doing nothing on a
+// cart that existed.
 func TestAddToCart_AnAddCostsSevenDatabaseRoundTripsOnPostgresSixOnMySQL(t *testing.T) {
 	want := map[string]int{"postgres": 7, "mysql": 6}
 	for name, fresh := range dialects {
