@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -108,4 +109,40 @@ func TestMemoryPolicies_ConfigDeniedIsUnavailableNamingTheNode(t *testing.T) {
 	assert.ErrorIs(t, err, ports.ErrUnavailable)
 	assert.Contains(t, err.Error(), redis.Addr)
 	assert.Contains(t, err.Error(), "NOPERM")
+}
+
+// TestMemoryPolicies_FollowsTheSentinelsMasterThroughAFailover: the policy read behind
+// Sentinel is the master's of the moment: once the sentinels have promoted the replica (the
+// master killed), the same client reads the promoted node's policy, named by its address, not
+// the dead master's.
+func TestMemoryPolicies_FollowsTheSentinelsMasterThroughAFailover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sentinels := testenv.StartRedisSentinels(t)
+	master := sentinels.MasterAddr(t)
+	client := newTestClientOf(t, sentinels.URL)
+	policies, err := rgredis.MemoryPolicies(ctx, client)
+	require.NoError(t, err)
+	require.Equal(t, []rgredis.MemoryPolicy{{Node: master, Policy: "noeviction", MaxMemory: 0}}, policies)
+
+	var replica string
+	for _, addr := range sentinels.Nodes() {
+		if addr != master {
+			replica = addr
+		}
+	}
+	// A replica's configuration is its own: CONFIG SET is not replicated.
+	require.NoError(t, sentinels.Client(t, replica).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+	promoted := sentinels.AwaitPromotion(t, sentinels.KillMaster(t))
+	require.Equal(t, replica, promoted)
+	testkit.Eventually(t, 10*time.Second, "the promoted master's policy read", func() error {
+		policies, err := rgredis.MemoryPolicies(ctx, client)
+		if err != nil {
+			return err
+		}
+		if want := []rgredis.MemoryPolicy{{Node: promoted, Policy: "allkeys-lru", MaxMemory: 0}}; !reflect.DeepEqual(policies, want) {
+			return fmt.Errorf("read %+v, want %+v", policies, want)
+		}
+		return nil
+	})
 }

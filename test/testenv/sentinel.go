@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,6 +55,9 @@ type RedisSentinels struct {
 	bin  string
 	dir  string
 	data map[string]*redisProcess // the master and the replica, by host:port
+	// sentinels are the sentinels' processes, by host:port; frozen those FreezeSentinel stopped.
+	sentinels map[string]*redisProcess
+	frozen    map[string]bool
 }
 
 // redisProcess is one redis-server of RedisSentinels: a data node or a sentinel.
@@ -77,7 +81,8 @@ func StartRedisSentinels(t testing.TB) *RedisSentinels {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &RedisSentinels{t: t, bin: bin, dir: t.TempDir(), data: map[string]*redisProcess{}}
+	s := &RedisSentinels{t: t, bin: bin, dir: t.TempDir(), data: map[string]*redisProcess{},
+		sentinels: map[string]*redisProcess{}, frozen: map[string]bool{}}
 	master, replica := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	for _, addr := range []string{master, replica} {
 		_, port, _ := net.SplitHostPort(addr)
@@ -105,6 +110,7 @@ func StartRedisSentinels(t testing.TB) *RedisSentinels {
 		sentinel := &redisProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), args: []string{conf, "--sentinel"}}
 		s.start(sentinel)
 		s.Sentinels = append(s.Sentinels, sentinel.addr)
+		s.sentinels[sentinel.addr] = sentinel
 		t.Cleanup(func() { stopProcess(sentinel) })
 	}
 	s.URL = fmt.Sprintf("redis://%s/0?master_name=%s&addr=%s", s.Sentinels[0], SentinelMasterName,
@@ -163,10 +169,14 @@ func (s *RedisSentinels) MasterAddr(t testing.TB) string {
 	return addr
 }
 
-// agreedMaster is the master every sentinel reports, or an error naming the disagreement.
+// agreedMaster is the master every sentinel but the frozen ones reports, or an error naming the
+// disagreement.
 func (s *RedisSentinels) agreedMaster() (string, error) {
 	var agreed string
 	for _, sentinel := range s.Sentinels {
+		if s.frozen[sentinel] {
+			continue
+		}
 		c := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		addr, err := c.GetMasterAddrByName(context.Background(), SentinelMasterName).Result()
 		_ = c.Close()
@@ -198,6 +208,69 @@ func (s *RedisSentinels) KillMaster(t testing.TB) string {
 	_ = p.cmd.Wait()
 	p.cmd = nil
 	return master
+}
+
+// KillMasterLosingWrites kills the master as KillMaster does, after writes has run on it
+// without its replica receiving them: the replica is frozen (SIGSTOP) and its link dropped by
+// the master (CLIENT KILL TYPE replica), writes runs, the master is killed, and the replica
+// resumes, having lost what an asynchronous replica loses when its master dies before sending
+// it the last writes. writes must be quick: frozen for longer than a second, the replica is down
+// for the sentinels, which then wait for it before a failover. It returns the killed master's
+// address.
+func (s *RedisSentinels) KillMasterLosingWrites(t testing.TB, writes func()) string {
+	t.Helper()
+	master := s.MasterAddr(t)
+	var replica *redisProcess
+	for addr, p := range s.data {
+		if addr != master && p.cmd != nil {
+			replica = p
+		}
+	}
+	if replica == nil {
+		t.Fatalf("the master %s has no running replica", master)
+	}
+	if err := replica.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := replica.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resume()
+	if err := s.Client(t, master).ClientKillByFilter(context.Background(), "TYPE", "replica").Err(); err != nil {
+		t.Fatalf("drop the replica's link: %v", err)
+	}
+	writes()
+	killed := s.KillMaster(t)
+	resume()
+	return killed
+}
+
+// Switchover asks a sentinel for a failover while the master runs (SENTINEL FAILOVER), as an
+// operator does before maintenance, and returns the master's address: the sentinels promote
+// the replica, then turn the old master, still running, into its replica. AwaitPromotion and
+// AwaitReplica wait for each.
+func (s *RedisSentinels) Switchover(t testing.TB) string {
+	t.Helper()
+	master := s.MasterAddr(t)
+	c := goredis.NewSentinelClient(&goredis.Options{Addr: s.Sentinels[0], DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Failover(context.Background(), SentinelMasterName).Err(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	return master
+}
+
+// AwaitReplica waits until the node at addr, running, is a replica of the current master in
+// sync and every sentinel lists it as one.
+func (s *RedisSentinels) AwaitReplica(t testing.TB, addr string) {
+	t.Helper()
+	s.awaitReady(s.MasterAddr(t), addr, sentinelRejoinLimit, addr+" is a replica of the new master")
 }
 
 // AwaitPromotion waits until every sentinel reports a master other than old and that master
@@ -270,6 +343,9 @@ func (s *RedisSentinels) awaitReady(master, replica string, limit time.Duration,
 			return fmt.Errorf("the sentinels' master: %s, %v; want %s", agreed, err, master)
 		}
 		for _, sentinel := range s.Sentinels {
+			if s.frozen[sentinel] {
+				continue
+			}
 			if err := s.sentinelKnows(ctx, sentinel, replica); err != nil {
 				return err
 			}
@@ -316,4 +392,68 @@ func (s *RedisSentinels) Client(t testing.TB, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// Running reports whether the node at addr runs (was not killed, or was restarted since).
+func (s *RedisSentinels) Running(addr string) bool {
+	p := s.data[addr]
+	return p != nil && p.cmd != nil
+}
+
+// SubscribedSentinel waits until a client (a go-redis failover client, as rushgate's) listens
+// to one sentinel for failovers (+switch-master), the sentinel it asks for the master's address,
+// and returns that sentinel's address.
+func (s *RedisSentinels) SubscribedSentinel(t testing.TB) string {
+	t.Helper()
+	var subscribed string
+	testkit.Eventually(t, 10*time.Second, "a client subscribed to a sentinel's +switch-master", func() error {
+		for _, sentinel := range s.Sentinels {
+			c := goredis.NewClient(&goredis.Options{Addr: sentinel, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+			clients, err := c.ClientList(context.Background()).Result()
+			_ = c.Close()
+			if err != nil {
+				return fmt.Errorf("sentinel %s: client list: %w", sentinel, err)
+			}
+			// Sentinels talk to each other on plain links; only a client subscribes.
+			for _, line := range strings.Split(clients, "\n") {
+				if strings.Contains(line, " sub=") && !strings.Contains(line, " sub=0 ") {
+					subscribed = sentinel
+					return nil
+				}
+			}
+		}
+		return errors.New("no sentinel has a subscribed client")
+	})
+	return subscribed
+}
+
+// FreezeSentinel stops the sentinel at addr (SIGSTOP: its connections stay open, nothing
+// answers), as a sentinel whose host is cut off, until the returned resume is called or the
+// test ends. The other sentinels still hold a majority, and fail the master over.
+func (s *RedisSentinels) FreezeSentinel(t testing.TB, addr string) (resume func()) {
+	t.Helper()
+	p := s.sentinels[addr]
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	s.frozen[addr] = true
+	resume = func() {
+		if s.frozen[addr] {
+			delete(s.frozen, addr)
+			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
+// Nodes are the master's and the replica's host:port, whatever their roles now.
+func (s *RedisSentinels) Nodes() []string {
+	nodes := make([]string, 0, len(s.data))
+	for addr := range s.data {
+		nodes = append(nodes, addr)
+	}
+	return nodes
 }
