@@ -50,8 +50,9 @@ func TestRedisSentinelSwitchover_EveryFlowAnswersThenServesAgain(t *testing.T) {
 // serves through them, then starts a failover with fail under herds (herdThroughAFailover):
 // once the replica is promoted every flow succeeds again without a restart of the server, a
 // charge made before is replayed from the database, the release notices are subscribed on the
-// new master, and what the database holds is consistent. When the old master still runs, the
-// flows succeed again once it is the new master's replica.
+// new master, and what the database holds is consistent, scarce seats and coupons included
+// (scarceHerds). Once the old master is the new one's replica (restarted empty, when it was
+// killed), the flows still succeed.
 func failoverUnderHerds(t *testing.T, db testenv.Database, fail func(*testenv.RedisSentinels) string) {
 	t.Helper()
 	sentinels := testenv.StartRedisSentinels(t)
@@ -69,6 +70,7 @@ func failoverUnderHerds(t *testing.T, db testenv.Database, fail func(*testenv.Re
 	flows, consistent := guardedFlows(s)
 	entries, entriesConsistent := queueEntryFlow(s)
 	flows = append(flows, entries)
+	startScarce, scarceConsistent := scarceHerds(s)
 	var herdLatency time.Duration
 	testkit.Eventually(t, 30*time.Second, "a healthy herd of every flow answered with successes", func() error {
 		healthy := herd(flows, func() {})()
@@ -84,8 +86,10 @@ func failoverUnderHerds(t *testing.T, db testenv.Database, fail func(*testenv.Re
 		return nil
 	})
 	old, promoted, promotedAt := herdThroughAFailover(t, flows, stallBound(cfg.Redis.Timeout, herdLatency), func() string {
+		startScarce()
 		return fail(sentinels)
 	}, sentinels)
+	scarceConsistent()
 
 	for _, f := range flows {
 		testkit.Eventually(t, sentinelRecoveryLimit, f.name+" succeeds again after the promotion", func() error {
@@ -109,13 +113,64 @@ func failoverUnderHerds(t *testing.T, db testenv.Database, fail func(*testenv.Re
 	servesThroughSentinels(t, s, "after")
 	if sentinels.Running(old) {
 		sentinels.AwaitReplica(t, old)
-		for _, f := range flows {
-			if a := f.send(); a.err != nil || a.status >= 300 {
-				t.Errorf("%s once the old master is a replica: %v", f.name, a)
+	} else {
+		sentinels.RestartNode(t, old)
+	}
+	for _, f := range flows {
+		if a := f.send(); a.err != nil || a.status >= 300 {
+			t.Errorf("%s once the old master is a replica: %v", f.name, a)
+		}
+	}
+	servesThroughSentinels(t, s, "demoted")
+}
+
+// scarceHerds returns start, which sends a herd of joins of new users to a crew of a third of
+// herdSize seats and a herd of coupon issues of a third of herdSize units to half herdSize
+// users, each user twice, and check, which waits for their answers: each a success, the crew
+// full, the coupon sold out or already issued to the user, or 503 UNAVAILABLE with Retry-After;
+// and the database holds no more members than seats, no more coupons issued than units, and
+// one coupon per user, whatever Redis lost.
+func scarceHerds(s *server) (start, check func()) {
+	const scarce = herdSize / 3
+	crewID := s.createCrew(scarce)
+	couponID := s.createCoupon(scarce)
+	var wg sync.WaitGroup
+	var answers [2 * herdSize]answer
+	start = func() {
+		for i := range herdSize {
+			wg.Go(func() { answers[i] = s.joinFromAnyGoroutine(crewID, fmt.Sprint("scarce-joiner-", i), fmt.Sprint("scarce-join-", i)) })
+			wg.Go(func() {
+				answers[herdSize+i] = s.postFromAnyGoroutine("/api/coupons/"+couponID+"/issue", fmt.Sprint("scarce-holder-", i%(herdSize/2)), "", "")
+			})
+		}
+	}
+	check = func() {
+		s.t.Helper()
+		wg.Wait()
+		for _, a := range answers {
+			refused := a.err == nil && a.status < 500 && (a.code == "CREW_FULL" || a.code == "COUPON_SOLD_OUT" || a.code == "ALREADY_ISSUED")
+			unavailable := a.err == nil && a.status == http.StatusServiceUnavailable && a.code == "UNAVAILABLE" && a.retryAfter != ""
+			if !refused && !unavailable && (a.err != nil || a.status >= 300) {
+				s.t.Errorf("a scarce crew's join or coupon's issue during the failover: %v", a)
 			}
 		}
-		servesThroughSentinels(t, s, "demoted")
+		if st := s.stored(crewID); st.currentMembers != st.members || st.members != st.distinctUsers || st.members > scarce {
+			s.t.Errorf("the scarce crew: %+v, want as many members as counted, at most %d", st, scarce)
+		}
+		var rows, users int
+		q := s.query("SELECT COUNT(*), COUNT(DISTINCT user_id) FROM user_coupons WHERE coupon_id = ?")
+		if err := s.db.QueryRow(q, couponID).Scan(&rows, &users); err != nil {
+			s.t.Fatal(err)
+		}
+		c, err := s.stores.Coupons.Get(context.Background(), couponID)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if rows != c.IssuedQuantity() || rows != users || rows > scarce {
+			s.t.Errorf("the scarce coupon: %d issued, %d user coupons of %d users, want the same, at most %d", c.IssuedQuantity(), rows, users, scarce)
+		}
 	}
+	return start, check
 }
 
 // sentinelRecoveryLimit bounds how long after the promotion a flow may keep failing: the pool's
