@@ -138,7 +138,9 @@ func scarceHerds(s *server) (start, check func()) {
 	var answers [2 * herdSize]answer
 	start = func() {
 		for i := range herdSize {
-			wg.Go(func() { answers[i] = s.joinFromAnyGoroutine(crewID, fmt.Sprint("scarce-joiner-", i), fmt.Sprint("scarce-join-", i)) })
+			wg.Go(func() {
+				answers[i] = s.joinFromAnyGoroutine(crewID, fmt.Sprint("scarce-joiner-", i), fmt.Sprint("scarce-join-", i))
+			})
 			wg.Go(func() {
 				answers[herdSize+i] = s.postFromAnyGoroutine("/api/coupons/"+couponID+"/issue", fmt.Sprint("scarce-holder-", i%(herdSize/2)), "", "")
 			})
@@ -222,7 +224,7 @@ func assertReleaseNoticesSubscribed(t *testing.T, sentinels *testenv.RedisSentin
 	testkit.Eventually(t, 10*time.Second, "the release notices subscribed on the new master "+master, func() error {
 		n, err := rdb.PubSubNumPat(context.Background()).Result()
 		if err != nil || n == 0 {
-			return fmt.Errorf("%d pattern subscriptions, %v", n, err)
+			return fmt.Errorf("%d pattern subscriptions, %w", n, err)
 		}
 		return nil
 	})

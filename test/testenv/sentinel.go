@@ -108,10 +108,10 @@ func StartRedisSentinels(t testing.TB) *RedisSentinels {
 			t.Fatal(err)
 		}
 		sentinel := &redisProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), args: []string{conf, "--sentinel"}}
+		t.Cleanup(func() { stopProcess(sentinel) })
 		s.start(sentinel)
 		s.Sentinels = append(s.Sentinels, sentinel.addr)
 		s.sentinels[sentinel.addr] = sentinel
-		t.Cleanup(func() { stopProcess(sentinel) })
 	}
 	s.URL = fmt.Sprintf("redis://%s/0?master_name=%s&addr=%s", s.Sentinels[0], SentinelMasterName,
 		strings.Join(s.Sentinels[1:], "&addr="))
@@ -307,13 +307,13 @@ func (s *RedisSentinels) RestartNode(t testing.TB, addr string) {
 		t.Fatalf("%s is not a stopped node of this test", addr)
 	}
 	// It starts as it first did; a former replica must not come back following a dead master.
-	p.args = slicesWithout(p.args, "--replicaof")
+	p.args = withoutFlag(p.args, "--replicaof")
 	s.start(p)
 	s.awaitReady(s.MasterAddr(t), addr, sentinelRejoinLimit, "the restarted "+addr+" rejoins as a replica")
 }
 
-// slicesWithout returns args without flag and the two arguments after it.
-func slicesWithout(args []string, flag string) []string {
+// withoutFlag returns args without flag and the two arguments after it.
+func withoutFlag(args []string, flag string) []string {
 	for i, a := range args {
 		if a == flag {
 			return append(append([]string{}, args[:i]...), args[i+3:]...)
@@ -340,7 +340,7 @@ func (s *RedisSentinels) awaitReady(master, replica string, limit time.Duration,
 			return fmt.Errorf("%s is not a replica of %s in sync: %q", replica, master, info)
 		}
 		if agreed, err := s.agreedMaster(); err != nil || agreed != master {
-			return fmt.Errorf("the sentinels' master: %s, %v; want %s", agreed, err, master)
+			return fmt.Errorf("the sentinels' master: %s, %w; want %s", agreed, err, master)
 		}
 		for _, sentinel := range s.Sentinels {
 			if s.frozen[sentinel] {
