@@ -86,9 +86,15 @@ func StartRedisSentinels(t testing.TB) *RedisSentinels {
 	master, replica := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	for _, addr := range []string{master, replica} {
 		_, port, _ := net.SplitHostPort(addr)
+		// A replica stores the snapshot of a full sync in its directory: the test's own, not the
+		// package's the test runs in.
+		dir := filepath.Join(s.dir, "node-"+port)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		// Diskless replication with no delay: a replica (the first one, or a restarted master)
 		// is in sync within milliseconds rather than Redis 7's 5 s wait for more replicas.
-		args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}
 		if addr == replica {
 			args = append(args, "--replicaof", "127.0.0.1", fmt.Sprint(ports[0]))
