@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rushgate/rushgate/domain"
@@ -43,6 +44,29 @@ var (
 	ErrURLExpired       = domain.NewError(domain.KindForbidden, "UPLOAD_URL_EXPIRED", "the upload URL has expired")
 	ErrAlreadyUploaded  = domain.NewError(domain.KindConflict, "UPLOAD_ALREADY_DONE", "an object was already uploaded under this key")
 )
+
+// errOutOfSpace marks a file call the data directory's file system refused for want of space
+// (ENOSPC, which also means no inode left) or of quota (EDQUOT). It comes with
+// ports.ErrUnavailable: the call may succeed once space is freed, which needs no restart.
+var errOutOfSpace = errors.New("localblob: the data directory is out of disk space or quota")
+
+// outOfSpace reports a file call refused for want of space or quota.
+func outOfSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// fileError wraps err, a failed file call, with errOutOfSpace and ports.ErrUnavailable when it
+// was refused for want of space.
+func fileError(err error) error {
+	if outOfSpace(err) {
+		return fmt.Errorf("%w: %w: %w", errOutOfSpace, ports.ErrUnavailable, err)
+	}
+	return fmt.Errorf("localblob: %w", err)
+}
+
+// probeContent is what a readiness probe writes: one block, since a file system with no block
+// left still creates an empty file.
+var probeContent = make([]byte, 4096)
 
 // Store keeps objects as files under a directory.
 type Store struct {
@@ -132,8 +156,8 @@ func (s *Store) ReadHead(_ context.Context, key string, n int) ([]byte, error) {
 	return head[:read], nil
 }
 
-// Ping reports whether the data directory takes new files, as an upload needs: it creates and
-// removes a probe file where uploads are received. File calls cannot be cancelled, so a probe
+// Ping reports whether the data directory takes new files, as an upload needs: it creates, writes
+// a block to and removes a probe file where uploads are received. File calls cannot be cancelled, so a probe
 // the file system does not answer is abandoned when ctx ends, and no other starts until it
 // returns: a hung disk holds one goroutine however often readiness is asked. Every failure
 // wraps ports.ErrUnavailable.
@@ -154,16 +178,21 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 }
 
-// probe creates and removes a file under the directory uploads are received in.
+// probe creates, writes and removes a file under the directory uploads are received in.
 func (s *Store) probe() error {
 	f, err := os.CreateTemp(filepath.Join(s.dir, incomingDir), "ready-*")
 	if err == nil {
-		err = errors.Join(f.Close(), os.Remove(f.Name()))
+		_, err = f.Write(probeContent)
+		err = errors.Join(err, f.Close(), os.Remove(f.Name()))
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case outOfSpace(err):
+		return fmt.Errorf("localblob: data directory %s: %w", s.dir, fileError(err))
+	default:
 		return fmt.Errorf("localblob: data directory %s is not writable: %w: %w", s.dir, ports.ErrUnavailable, err)
 	}
-	return nil
 }
 
 // Upload is one PUT to the upload route, as received.
@@ -179,9 +208,10 @@ type Upload struct {
 // Receive stores an upload if its URL allows exactly this request: a valid key, a signature
 // (compared in constant time) over this key, content type, length and expiry, an expiry not
 // passed, and a body of exactly the signed length. It writes to a temporary file first and
-// links it into place only when complete, so a refused or cut-short upload leaves nothing, and
-// an object already uploaded is never replaced (ErrAlreadyUploaded). A body read failure is
-// returned wrapped, for the caller to tell the client's fault.
+// links it into place only once written, synced and closed, so a refused, cut-short or
+// out-of-space upload leaves nothing, and an object already uploaded is never replaced
+// (ErrAlreadyUploaded). A body read failure is returned wrapped, for the caller to tell the
+// client's fault; a file system out of space or quota is ports.ErrUnavailable.
 func (s *Store) Receive(u Upload) error {
 	if err := ValidateKey(u.Key); err != nil {
 		return err
@@ -208,29 +238,41 @@ func (s *Store) Receive(u Upload) error {
 func (s *Store) write(final string, body io.Reader, length int64) error {
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, incomingDir), "upload-*")
 	if err != nil {
-		return fmt.Errorf("localblob: create temporary file: %w", err)
+		return fileError(err)
 	}
 	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	written, err := io.Copy(tmp, io.LimitReader(body, length))
+	err = fillFile(tmp, body, length)
+	// Some file systems report a failed write only when the file is closed.
+	if closeErr := tmp.Close(); err == nil && closeErr != nil {
+		err = fileError(closeErr)
+	}
 	if err != nil {
-		return fmt.Errorf("localblob: %w", err)
-	}
-	if written != length {
-		return fmt.Errorf("localblob: %w after %d of %d bytes", io.ErrUnexpectedEOF, written, length)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("localblob: sync: %w", err)
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
-		return fmt.Errorf("localblob: %w", err)
+		return fileError(err)
 	}
 	// A link fails when final exists, so of two uploads racing for one key exactly one lands.
 	if err := os.Link(tmp.Name(), final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return ErrAlreadyUploaded
 		}
-		return fmt.Errorf("localblob: %w", err)
+		return fileError(err)
+	}
+	return nil
+}
+
+// fillFile copies exactly length bytes of body to f and syncs it.
+func fillFile(f *os.File, body io.Reader, length int64) error {
+	written, err := io.Copy(f, io.LimitReader(body, length))
+	if err != nil {
+		return fileError(err)
+	}
+	if written != length {
+		return fmt.Errorf("localblob: %w after %d of %d bytes", io.ErrUnexpectedEOF, written, length)
+	}
+	if err := f.Sync(); err != nil {
+		return fileError(err)
 	}
 	return nil
 }

@@ -1,14 +1,22 @@
 package e2e
 
 import (
+	"bytes"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/rushgate/rushgate/bootstrap"
 	"github.com/rushgate/rushgate/test/testenv"
 )
 
@@ -127,12 +135,7 @@ func startPostgresOnSmallDisk(t *testing.T) fullDatabase {
 		testenv.Unreachable(t, "postgres user", err)
 	}
 	disk := privateDir(t, "rushgate-small-disk-", "postgres")
-	options := fmt.Sprintf("size=8m,mode=0700,uid=%s,gid=%s", owner.Uid, owner.Gid)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", disk).CombinedOutput(); err != nil {
-		testenv.Unreachable(t, "mounting a tmpfs (needs root)", fmt.Errorf("%w: %s", err, out))
-	}
-	// Lazily: the server, stopped by a cleanup that runs after this one, still holds its files.
-	t.Cleanup(func() { _ = exec.Command("umount", "--lazy", disk).Run() })
+	mountTmpfs(t, disk, fmt.Sprintf("size=8m,mode=0700,uid=%s,gid=%s", owner.Uid, owner.Gid))
 	admin := openDatabase(t, db.url)
 	mustExec(t, admin, fmt.Sprintf("CREATE TABLESPACE small_disk LOCATION '%s'", disk))
 	mustExec(t, admin, "ALTER DATABASE postgres SET default_tablespace = small_disk")
@@ -156,4 +159,112 @@ func startMariaDBWithSmallTablespace(t *testing.T) fullDatabase {
 		// this waits for it.
 		awaitFreed: "SET GLOBAL innodb_max_purge_lag_wait = 0",
 	}
+}
+
+// mountTmpfs mounts a tmpfs with options on dir until the test ends. Mounting needs root.
+func mountTmpfs(t *testing.T, dir, options string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput(); err != nil {
+		testenv.Unreachable(t, "mounting a tmpfs (needs root)", fmt.Errorf("%w: %s", err, out))
+	}
+	// Lazily: a server, stopped by a cleanup that runs after this one, may still hold its files.
+	t.Cleanup(func() { _ = exec.Command("umount", "--lazy", dir).Run() })
+}
+
+// TestDataDirectoryOutOfSpace_UploadsAnswer503UntilSpaceIsFreed: on the embedded default, with
+// RUSHGATE_DATA_DIR on a 1 MiB tmpfs filled up, a PUT of a photo answers 503 UNAVAILABLE with
+// Retry-After, never 500, whether the disk has no room at all or some but not enough, and
+// leaves no file, whole or partial, under the upload's name or among those being received:
+// verifying it answers IMAGE_NOT_UPLOADED, while a photo uploaded before the disk filled still
+// verifies. /readyz names storage failing while no file can take a byte. Once space is freed
+// the same PUT stores the photo and it verifies, and /readyz is ready, without a restart.
+func TestDataDirectoryOutOfSpace_UploadsAnswer503UntilSpaceIsFreed(t *testing.T) {
+	disk := privateDir(t, "rushgate-small-data-dir-", "")
+	mountTmpfs(t, disk, "size=1m,mode=0700")
+	s := startServer(t, testBackends[0], func(cfg *bootstrap.Config) { cfg.Storage.DataDir = disk })
+	challengeID := s.createChallenge(time.Now().Add(time.Hour))
+	early := s.uploadedSession("uploaded-before")
+
+	// A photo larger than the room left in the second step below: its write fails midway.
+	const roomLeft = 64 << 10
+	photo := append(pngImage(), make([]byte, 4*roomLeft)...)
+	sess, opened := s.openSession("uploader", "photo.png", "image/png", len(photo))
+	if opened.status != http.StatusOK {
+		t.Fatalf("open session: %d %s", opened.status, opened.raw)
+	}
+	filler := filepath.Join(disk, ".filler") // no key starts with a dot
+	t.Logf("the data directory is full: %v", fillFile(t, filler))
+
+	refusedPut := func(when string) {
+		t.Helper()
+		res, err := s.putAnswer(sess.URL, sess.Headers, photo, nil)
+		if err != nil || res.status != http.StatusServiceUnavailable || res.str("error") != "UNAVAILABLE" ||
+			res.str("message") == "" || res.header.Get("Retry-After") == "" {
+			t.Fatalf("PUT %s: want 503 UNAVAILABLE with Retry-After, got %d %v %s (%v)", when, res.status, res.header, res.raw, err)
+		}
+		if files := regularFiles(t, disk); len(files) != 2 || !slices.Contains(files, filler) {
+			t.Fatalf("PUT %s left files: %v, want only the filler and the early upload", when, files)
+		}
+		assertError(t, s.verify("uploader", sess.ID, challengeID, sess.Key, "refused-"+when), http.StatusBadRequest, "IMAGE_NOT_UPLOADED")
+	}
+	refusedPut("with no room")
+	ready := s.do("GET", "/readyz", "", "")
+	if checks, _ := ready.body["checks"].(map[string]any); ready.status != http.StatusServiceUnavailable || checks["storage"] != "failing" {
+		t.Fatalf("/readyz with the data directory full: want 503 naming storage failing, got %d %s", ready.status, ready.raw)
+	}
+	if err := os.Truncate(filler, fileSize(t, filler)-roomLeft); err != nil {
+		t.Fatal(err)
+	}
+	refusedPut("with too little room")
+	// Reads need no room.
+	if res := s.verify("uploaded-before", early.ID, challengeID, early.Key, "early"); res.status != http.StatusCreated {
+		t.Fatalf("verify a photo uploaded before the disk filled: %d %s", res.status, res.raw)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := s.put(sess.URL, sess.Headers, photo, nil); status != http.StatusOK {
+		t.Fatalf("the same PUT once space is freed: %d %s", status, body)
+	}
+	if stored, err := os.ReadFile(filepath.Join(disk, filepath.FromSlash(sess.Key))); err != nil || !bytes.Equal(stored, photo) {
+		t.Fatalf("the stored photo (%v) is not the one uploaded", err)
+	}
+	if res := s.verify("uploader", sess.ID, challengeID, sess.Key, "after-free"); res.status != http.StatusCreated {
+		t.Fatalf("verify once space is freed: %d %s", res.status, res.raw)
+	}
+	if res := s.do("GET", "/readyz", "", ""); res.status != http.StatusOK {
+		t.Fatalf("/readyz once space is freed: %d %s", res.status, res.raw)
+	}
+}
+
+// fillFile writes to path until its file system refuses, and returns the refusal, which must be
+// for want of space.
+func fillFile(t *testing.T, path string) error {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for range 100_000 {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", path, err)
+			}
+			return err
+		}
+	}
+	t.Fatal("the file system never filled up")
+	return nil
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
@@ -112,9 +113,20 @@ func (s *server) uploadedSession(user string) session {
 }
 
 // put PUTs body to url with headers (Content-Length sets the declared length), changed by edit,
-// and returns the status and body. Answers of rushgate's own upload route are checked against
-// openapi.yaml.
+// and returns the status and body; putAnswer has its headers too.
 func (s *server) put(url string, headers map[string]string, body []byte, edit func(*http.Request)) (int, string) {
+	s.t.Helper()
+	res, err := s.putAnswer(url, headers, body, edit)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return res.status, string(res.raw)
+}
+
+// putAnswer is put's whole answer, its JSON body decoded when it has one, or the error of a
+// request that got none. Answers of rushgate's own upload route are checked against
+// openapi.yaml.
+func (s *server) putAnswer(url string, headers map[string]string, body []byte, edit func(*http.Request)) (response, error) {
 	s.t.Helper()
 	req, err := http.NewRequest("PUT", url, bytes.NewReader(body))
 	if err != nil {
@@ -133,14 +145,16 @@ func (s *server) put(url string, headers map[string]string, body []byte, edit fu
 	}
 	res, err := s.http.Do(req)
 	if err != nil {
-		return 0, err.Error()
+		return response{}, err
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	if strings.HasPrefix(url, s.url) {
 		checkAgainstOpenAPI(s.t, req, res, raw)
 	}
-	return res.StatusCode, string(raw)
+	out := response{status: res.StatusCode, header: res.Header, raw: raw}
+	_ = json.Unmarshal(raw, &out.body) // S3's answers are XML; an error leaves body nil
+	return out, nil
 }
 
 func (s *server) verify(user, sessionID, challengeID, imageKey, key string) response {
