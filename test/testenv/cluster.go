@@ -47,26 +47,33 @@ func RedisCluster(t testing.TB) string {
 	cluster.mu.Lock()
 	defer cluster.mu.Unlock()
 	if cluster.users == 0 {
-		nodes, err := startRedisCluster(t.Logf)
-		if err != nil {
-			// Free ports are chosen, then released for the nodes to bind: another process on
-			// the machine (another test run) can take one in between. A second start picks
-			// others.
-			t.Logf("start redis cluster, trying again on other ports: %v", err)
-			nodes, err = startRedisCluster(t.Logf)
-		}
-		var missing *missingBinaryError
-		switch {
-		case errors.As(err, &missing):
-			Unreachable(t, "redis cluster", err)
-		case err != nil:
-			t.Fatalf("start redis cluster: %v", err) // the nodes' logs are in the test's log
-		}
-		cluster.nodes = nodes
+		cluster.nodes = startRedisClusterOrFail(t, 0)
 	}
 	cluster.users++
 	t.Cleanup(leaveRedisCluster)
 	return cluster.nodes.url
+}
+
+// startRedisClusterOrFail starts a cluster of clusterMasters masters with replicas replicas
+// each, once more on other ports if the first start fails.
+func startRedisClusterOrFail(t testing.TB, replicas int) *redisCluster {
+	t.Helper()
+	nodes, err := startRedisCluster(t.Logf, replicas)
+	if err != nil {
+		// Free ports are chosen, then released for the nodes to bind: another process on
+		// the machine (another test run) can take one in between. A second start picks
+		// others.
+		t.Logf("start redis cluster, trying again on other ports: %v", err)
+		nodes, err = startRedisCluster(t.Logf, replicas)
+	}
+	var missing *missingBinaryError
+	switch {
+	case errors.As(err, &missing):
+		Unreachable(t, "redis cluster", err)
+	case err != nil:
+		t.Fatalf("start redis cluster: %v", err) // the nodes' logs are in the test's log
+	}
+	return nodes
 }
 
 // leaveRedisCluster stops the cluster once no test uses it.
@@ -85,26 +92,60 @@ type missingBinaryError struct{ err error }
 func (e *missingBinaryError) Error() string { return e.err.Error() }
 func (e *missingBinaryError) Unwrap() error { return e.err }
 
-// redisCluster is a running cluster: its URL, its redis-server processes and their directory.
+// redisCluster is a running cluster: its URL, its redis-server processes by address and their
+// directory.
 type redisCluster struct {
-	url   string
-	dir   string
-	nodes []*exec.Cmd
+	url    string
+	dir    string
+	server string // the redis-server binary
+	mu     sync.Mutex
+	nodes  map[string]*exec.Cmd // by host:port; a node killed and not restarted is absent
+	ports  map[string][2]int    // each node's client and bus port
 }
 
 // stop kills the nodes, waits for them and removes their directory.
 func (c *redisCluster) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, node := range c.nodes {
 		_ = node.Process.Kill()
 		_ = node.Wait()
 	}
+	c.nodes = map[string]*exec.Cmd{}
 	_ = os.RemoveAll(c.dir)
+}
+
+// clusterNodeTimeout is cluster-node-timeout: how long a master must be unreachable before the
+// others mark it failed and its replica is promoted, which then takes about as long again.
+const clusterNodeTimeout = 1500 * time.Millisecond
+
+// startNode starts the redis-server of addr, from its nodes-<port>.conf when it has one (a
+// restart), so it rejoins the cluster with the identity it had.
+func (c *redisCluster) startNode(addr string) error {
+	ports := c.ports[addr]
+	node := exec.Command(c.server,
+		"--port", fmt.Sprint(ports[0]), "--cluster-port", fmt.Sprint(ports[1]),
+		"--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("nodes-%d.conf", ports[0]),
+		"--cluster-node-timeout", fmt.Sprint(clusterNodeTimeout.Milliseconds()),
+		// A replica takes over however long its link was down: the test kills its master
+		// under load, and a replica judged too stale would leave the slots down.
+		"--cluster-replica-validity-factor", "0",
+		"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--daemonize", "no",
+		"--logfile", fmt.Sprintf("node-%d.log", ports[0]))
+	node.Dir = c.dir
+	if err := node.Start(); err != nil {
+		return fmt.Errorf("start redis-server on %s: %w", addr, err)
+	}
+	c.mu.Lock()
+	c.nodes[addr] = node
+	c.mu.Unlock()
+	return nil
 }
 
 // startRedisCluster starts the nodes, joins them with redis-cli --cluster create and waits
 // until every node reports cluster_state:ok. On an error nothing is left running, and the
 // nodes' logs go to logf.
-func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, err error) {
+func startRedisCluster(logf func(format string, args ...any), replicas int) (c *redisCluster, err error) {
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, &missingBinaryError{err}
@@ -114,7 +155,8 @@ func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, 
 		return nil, &missingBinaryError{err}
 	}
 	// Every node listens on two ports: clients' and the cluster bus.
-	ports, err := FreePorts(2 * clusterMasters)
+	count := clusterMasters * (1 + replicas)
+	ports, err := FreePorts(2 * count)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +164,7 @@ func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, 
 	if err != nil {
 		return nil, err
 	}
-	c = &redisCluster{dir: dir}
+	c = &redisCluster{dir: dir, server: server, nodes: map[string]*exec.Cmd{}, ports: map[string][2]int{}}
 	defer func() {
 		if err != nil {
 			logf("redis cluster nodes' logs:%s", c.logs())
@@ -131,20 +173,13 @@ func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, 
 		}
 	}()
 
-	addrs := make([]string, clusterMasters)
+	addrs := make([]string, count)
 	for i := range addrs {
-		port, busPort := ports[2*i], ports[2*i+1]
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
-		node := exec.Command(server,
-			"--port", fmt.Sprint(port), "--cluster-port", fmt.Sprint(busPort),
-			"--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("nodes-%d.conf", port),
-			"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--daemonize", "no",
-			"--logfile", fmt.Sprintf("node-%d.log", port))
-		node.Dir = dir
-		if err := node.Start(); err != nil {
-			return c, fmt.Errorf("start redis-server on %s: %w", addrs[i], err)
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
+		c.ports[addrs[i]] = [2]int{ports[2*i], ports[2*i+1]}
+		if err := c.startNode(addrs[i]); err != nil {
+			return c, err
 		}
-		c.nodes = append(c.nodes, node)
 	}
 	clients := make([]*goredis.Client, len(addrs))
 	for i, addr := range addrs {
@@ -160,7 +195,7 @@ func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterJoinLimit)
 	defer cancel()
 	create := append([]string{"--cluster", "create"}, addrs...)
-	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
+	create = append(create, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, cli, create...).CombinedOutput(); err != nil {
 		logf("redis-cli --cluster create:\n%s", out)
 		return c, fmt.Errorf("redis-cli --cluster create: %w", err)
@@ -170,6 +205,15 @@ func startRedisCluster(logf func(format string, args ...any)) (c *redisCluster, 
 		return err == nil && strings.Contains(info, "cluster_state:ok")
 	}); err != nil {
 		return c, err
+	}
+	if replicas > 0 {
+		// A replica that has not synced yet cannot take over: wait for every link.
+		if err := pollAll(clients, clusterOKLimit, "report its replicas in sync", func(ctx context.Context, node *goredis.Client) bool {
+			info, err := node.Info(ctx, "replication").Result()
+			return err == nil && inSync(info, replicas)
+		}); err != nil {
+			return c, err
+		}
 	}
 
 	c.url = "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
