@@ -152,7 +152,7 @@ func parseURL(redisURL string, opts Options) (func() goredis.UniversalClient, er
 		opts.apply(shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.PoolSize, &o.MinIdleConns, &o.PipelinePoolSize, &o.MaxRetries, &o.DialerRetries, &o.ReadBufferSize,
 			&o.WriteBufferSize, &o.ConnMaxIdleTime, &o.ContextTimeoutEnabled, &o.DisableIdentity})
-		return func() goredis.UniversalClient { return goredis.NewClusterClient(o) }, nil
+		return func() goredis.UniversalClient { return followFailovers(goredis.NewClusterClient(o)) }, nil
 	default:
 		o, err := goredis.ParseURL(redisURL)
 		if err != nil {
