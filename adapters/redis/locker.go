@@ -177,16 +177,18 @@ return 1
 
 // Release deletes the lock only if it still holds this owner's value, announces the release to
 // other instances when one of them waits for it, and wakes this Locker's waiters on the key. It
-// returns ports.ErrLockNotHeld when the TTL expired or another owner holds the key. When Redis
-// does not answer, the release goes on in the background until it does or the TTL has passed
-// (undoLater), so that the key is free as soon as Redis is back rather than only at the TTL's
-// end, which seat locks' 5 s would make every waiter's lock wait.
+// returns ports.ErrLockNotHeld when the TTL expired or another owner holds the key. When the
+// release fails, it goes on in the background until Redis answers or the TTL has passed
+// (undoUntil), so that the key is free as soon as Redis is back rather than only at the TTL's
+// end, which seat locks' 5 s would make every waiter's lock wait. It does so whatever the
+// failure, a refused connection included: a Cluster master killed with the lock held leaves
+// it to the replica promoted in its place.
 func (l *lock) Release(ctx context.Context) error {
 	value := l.mutex.Value()
 	released, err := l.locker.release(ctx, l.key, value)
 	switch {
 	case err != nil:
-		undoLater(err, time.Until(l.mutex.Until()), func(ctx context.Context) error {
+		go undoUntil(l.mutex.Until(), func(ctx context.Context) error {
 			_, err := l.locker.release(ctx, l.key, value)
 			return err
 		})
