@@ -98,7 +98,11 @@ func guardedFlows(s *server) ([]guardedFlow, func()) {
 	// it across that run's own freeze would make these wait for it before their own timeout.
 	payer := s.run + "payer"
 	s.createUser(payer, 0)
-	couponID := s.createCoupon(100 * herdSize)
+	return guardedFlowsOn(s, crewID, payer, s.createCoupon(100*herdSize))
+}
+
+// guardedFlowsOn is guardedFlows on a crew, a payer of balance 0 and a coupon the caller made.
+func guardedFlowsOn(s *server, crewID, payer, couponID string) ([]guardedFlow, func()) {
 	var sent atomic.Int64
 	next := func() int64 { return sent.Add(1) }
 	var joins, charges, issues sentAndServed

@@ -186,3 +186,26 @@ func (f *FailoverCluster) PatternSubscriptions(t testing.TB) int {
 	}
 	return total
 }
+
+// CachedScripts is how many Lua scripts the node at addr holds in its script cache
+// (number_of_cached_scripts in INFO memory).
+func (f *FailoverCluster) CachedScripts(t testing.TB, addr string) int {
+	t.Helper()
+	node := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+	defer node.Close()
+	info, err := node.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "number_of_cached_scripts:"); ok {
+			var scripts int
+			if _, err := fmt.Sscan(n, &scripts); err != nil {
+				t.Fatal(err)
+			}
+			return scripts
+		}
+	}
+	t.Fatalf("%s: no number_of_cached_scripts in INFO memory", addr)
+	return 0
+}
