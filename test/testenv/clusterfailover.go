@@ -209,3 +209,16 @@ func (f *FailoverCluster) CachedScripts(t testing.TB, addr string) int {
 	t.Fatalf("%s: no number_of_cached_scripts in INFO memory", addr)
 	return 0
 }
+
+// AwaitReplicated waits until the replica of the master serving key's slot has every write that
+// master took so far (WAIT), so a failover keeps them.
+func (f *FailoverCluster) AwaitReplicated(t testing.TB, key string) {
+	t.Helper()
+	master := f.MasterOf(t, key)
+	node := goredis.NewClient(&goredis.Options{Addr: master, DialTimeout: time.Second, ReadTimeout: promotionLimit, MaxRetries: -1})
+	defer node.Close()
+	acked, err := node.Do(context.Background(), "WAIT", 1, promotionLimit.Milliseconds()).Int()
+	if err != nil || acked != 1 {
+		t.Fatalf("WAIT on %s: %d replicas acknowledged (%v), want 1", master, acked, err)
+	}
+}
