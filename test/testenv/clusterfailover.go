@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,8 +79,11 @@ func (f *FailoverCluster) KillMasterOf(t testing.TB, key string) (killed string,
 		}
 		return f.everyLiveNode(func(ctx context.Context, node *goredis.Client) error {
 			info, err := node.ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return fmt.Errorf("%s: cluster state not ok (%v)", node.Options().Addr, err)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, "cluster_state:ok") {
+				return fmt.Errorf("%s: cluster state not ok", node.Options().Addr)
 			}
 			return nil
 		})
@@ -118,17 +122,22 @@ func (f *FailoverCluster) agreedMaster(key string) (string, error) {
 		if err != nil {
 			return err
 		}
-		ranges, err := node.ClusterSlots(ctx).Result()
+		shards, err := node.ClusterShards(ctx).Result()
 		if err != nil {
 			return err
 		}
-		for _, r := range ranges {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-				masters[r.Nodes[0].Addr] = true
-				return nil
+		for _, shard := range shards {
+			if !slices.ContainsFunc(shard.Slots, func(r goredis.SlotRange) bool { return r.Start <= slot && slot <= r.End }) {
+				continue
+			}
+			for _, n := range shard.Nodes {
+				if n.Role == "master" && n.Health == "online" {
+					masters[fmt.Sprintf("%s:%d", n.IP, n.Port)] = true
+					return nil
+				}
 			}
 		}
-		return fmt.Errorf("%s: no node serves slot %d", node.Options().Addr, slot)
+		return fmt.Errorf("%s: no live master serves slot %d", node.Options().Addr, slot)
 	})
 	if err != nil {
 		return "", err
