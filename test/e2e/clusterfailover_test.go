@@ -32,8 +32,10 @@ const failoverRecovery = 5 * time.Second
 // status read or claim may also be 404 NOT_IN_QUEUE: the replica may have missed the entry);
 // every flow succeeds again within failoverRecovery of the cluster being ok, without a restart
 // of the server; the release-notice subscription is open again on a live node; a push stream
-// opened after the promotion is admitted; and the database's invariants hold. The killed node
-// then restarts as a replica and the flows go on.
+// opened after the promotion is admitted; the eviction-policy read finds the three live
+// masters. The killed node then restarts as a replica, with no script loaded, and its master is
+// killed in turn under the same load and checks, promoting it: the scripts run there. The
+// database's invariants hold after both.
 func TestRedisClusterFailover_EveryFlowAnswersThenServesAgain(t *testing.T) {
 	for _, db := range testenv.Databases(t) {
 		t.Run(string(db.Dialect), func(t *testing.T) { failoverUnderLoad(t, db) })
