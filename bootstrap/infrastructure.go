@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
 	"github.com/rushgate/rushgate/adapters/gormdb"
@@ -62,10 +63,12 @@ type PoolFill bool
 var InfrastructureModule = fx.Module("infrastructure",
 	fx.Provide(
 		func() PoolFill { return false },
-		func() ports.Clock { return system.Clock{} },
+		func() LocalClock { return time.Now },
+		provideClock,
 		func() ports.Sleeper { return system.Sleeper{} },
 		func() ports.IDGenerator { return system.UUIDs{} },
 		provideStorage,
+		provideRedis,
 		provideCoordination,
 	),
 )
@@ -120,10 +123,15 @@ func provideStorage(lc fx.Lifecycle, cfg Config, fill PoolFill, log *slog.Logger
 // warmUpRoundTrips is how many Redis timeouts the start gives redis.WarmUp: its round trips.
 const warmUpRoundTrips = 5
 
-func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *slog.Logger, metrics *telemetry.Metrics,
-	tracing Tracing) (coordination, error) {
+// sharedRedis is the Redis several instances share; client is nil when none is configured.
+type sharedRedis struct {
+	client goredis.UniversalClient
+}
+
+// provideRedis connects to the configured Redis, if any, and watches its eviction policies.
+func provideRedis(lc fx.Lifecycle, cfg Config, log *slog.Logger, metrics *telemetry.Metrics, tracing Tracing) (sharedRedis, error) {
 	if cfg.Redis.URL == "" {
-		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}, nil
+		return sharedRedis{}, nil
 	}
 	redis.RouteClientLogs(log)
 	client, err := redis.NewClient(cfg.Redis.URL, redis.Options{
@@ -133,7 +141,7 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 		Tracing:      tracing.libraries(),
 	})
 	if err != nil {
-		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
+		return sharedRedis{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 	}
 	// Open the pool and load the scripts before any request needs them: up to five round trips,
 	// each within the timeout. A warm-up that fails leaves calls to do that work themselves; the
@@ -146,23 +154,31 @@ func provideCoordination(lc fx.Lifecycle, cfg Config, clock ports.Clock, log *sl
 	defer cancel()
 	if err := redis.Ping(ctx, client); err != nil {
 		_ = client.Close()
-		return coordination{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
+		return sharedRedis{}, fmt.Errorf("RUSHGATE_REDIS_URL: %w", err)
 	}
 	if warmErr != nil {
 		log.Warn("redis warm-up incomplete: calls open connections and load scripts themselves", "error", warmErr)
 	}
 	policies := newEvictionPolicyWatch(client, cfg.Redis.Timeout, log, metrics)
 	policies.check(context.Background())
-	set, closeSet := redis.NewCoordination(client, cfg.Redis.KeyPrefix)
-	// Stop hooks run in reverse: the locker's release subscription ends before the client closes.
+	// Stop hooks run in reverse: whatever is built on the client (appended after this hook) stops
+	// before it closes.
 	lc.Append(fx.StopHook(client.Close))
-	lc.Append(fx.StopHook(closeSet))
-	// Appended after the client's hook, the watch stops before the client closes.
 	runUntilStop(lc, every(evictionPolicyInterval, policies.check))
+	return sharedRedis{client: client}, nil
+}
+
+func provideCoordination(lc fx.Lifecycle, cfg Config, shared sharedRedis, clock ports.Clock) coordination {
+	if shared.client == nil {
+		return coordination{Coordination: memory.NewCoordination(clock), Readiness: alwaysReady("redis")}
+	}
+	set, closeSet := redis.NewCoordination(shared.client, cfg.Redis.KeyPrefix)
+	// The locker's release subscription ends before the client closes.
+	lc.Append(fx.StopHook(closeSet))
 	return coordination{
 		Coordination: set,
 		Readiness: telemetry.ReadinessCheck{Name: "redis", Check: func(ctx context.Context) error {
-			return redis.Ping(ctx, client)
+			return redis.Ping(ctx, shared.client)
 		}},
-	}, nil
+	}
 }

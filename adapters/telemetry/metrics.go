@@ -58,6 +58,8 @@ type Metrics struct {
 	// Whether each Redis master's maxmemory-policy, read at start, keeps every key (1) or may
 	// evict some (0); a master whose policy could not be read has no series.
 	redisEvictionSafe *prometheus.GaugeVec
+	// How far Redis's clock is ahead of this instance's; no series without Redis.
+	clockOffset *prometheus.GaugeVec
 	// requestSeries caches the children of requests: a label lookup hashes the values and
 	// formats the status on every request. Routes are templates and methods folded, so it stays
 	// small.
@@ -136,8 +138,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.redisEvictionSafe = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rushgate", Name: "redis_eviction_policy_safe",
 		Help: "1 if the Redis master's maxmemory-policy, read at start and every minute, is noeviction; 0 if it may evict locks, idempotency records or waiting-room keys."},
 		[]string{"node", "policy"})
+	// No labels, but a vector, so that there is no series until an offset is measured.
+	m.clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rushgate", Name: "clock_offset_seconds",
+		Help: "How far Redis's clock (TIME) is ahead of this instance's own, as last measured (every 10 s): the instance's times follow Redis's."},
+		nil)
 	reg.MustRegister(m.outboxPending, m.outboxFailed, m.outboxGaveUp, m.outboxLastRound, m.replicaFallbacks, m.waitErrors,
-		m.prequeueOpening, m.redisEvictionSafe)
+		m.prequeueOpening, m.redisEvictionSafe, m.clockOffset)
 	reg.MustRegister(m.requests, m.lockWait, m.lockAttempts, m.lockExhausted, m.batchSize, m.queueLength, m.idempotentHits,
 		m.rooms)
 	return m
@@ -224,6 +230,11 @@ func (m *Metrics) RedisEvictionPolicyRead(node, policy string, safe bool) {
 // master no longer written to.
 func (m *Metrics) RedisEvictionPolicyGone(node, policy string) {
 	m.redisEvictionSafe.DeleteLabelValues(node, policy)
+}
+
+// ClockOffset records how far Redis's clock is ahead of this instance's.
+func (m *Metrics) ClockOffset(offset time.Duration) {
+	m.clockOffset.WithLabelValues().Set(offset.Seconds())
 }
 
 // Replayed counts an idempotent replay.
