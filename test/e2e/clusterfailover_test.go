@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -244,34 +242,6 @@ func queueFlows(s *server, eventID string, admitted []string) []guardedFlow {
 		{"queue status", func() answer { return s.getFromAnyGoroutine("/events/"+eventID+"/queue/status", pick()) }},
 		{"queue claim", func() answer { return s.postFromAnyGoroutine("/events/"+eventID+"/queue/token", pick(), "", "") }},
 	}
-}
-
-// getFromAnyGoroutine sends a GET as user, safe to call from any goroutine.
-func (s *server) getFromAnyGoroutine(path, user string) answer {
-	a := answer{sent: time.Now()}
-	req, err := http.NewRequest("GET", s.url+path, nil)
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+s.token(user))
-	res, err := s.http.Do(req)
-	a.at = time.Now()
-	if err != nil {
-		a.err = err
-		return a
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		a.err = err
-		return a
-	}
-	var decoded struct {
-		Error string `json:"error"`
-	}
-	_ = json.Unmarshal(raw, &decoded)
-	a.status, a.code, a.retryAfter = res.StatusCode, decoded.Error, res.Header.Get("Retry-After")
-	return a
 }
 
 // load is workers sending each flow's requests back to back until stopped.

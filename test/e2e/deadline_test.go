@@ -294,20 +294,7 @@ func answersWithinTheStallBound(t *testing.T, s *server, dependency string, time
 	// herd needs, and measures what the server itself takes to answer a herd on this machine.
 	// It is a precondition, not the stall under test: on a runner busy enough that a herd
 	// outlasts a production timeout, it is sent again (each flow has room for several).
-	var herdLatency time.Duration
-	testkit.Eventually(t, 30*time.Second, "a healthy herd of every flow answered with successes", func() error {
-		healthy := herd(flows, func() {})()
-		herdLatency = 0
-		for _, f := range flows {
-			for _, a := range healthy[f.name] {
-				if a.err != nil || a.status >= 300 {
-					return fmt.Errorf("%s before the freeze: %v", f.name, a)
-				}
-				herdLatency = max(herdLatency, a.at.Sub(a.sent))
-			}
-		}
-		return nil
-	})
+	herdLatency := healthyHerdLatency(t, flows, "the freeze")
 	bound := stallBound(timeout, herdLatency)
 	t.Logf("healthy herd: the slowest of %d answered in %v; bound %v", len(flows)*herdSize, herdLatency.Round(time.Millisecond), bound)
 	var frozen time.Time
@@ -400,4 +387,26 @@ func herd(flows []guardedFlow, answered func()) func() map[string][]answer {
 		wg.Wait()
 		return answers
 	}
+}
+
+// healthyHerdLatency sends a herd of every flow until each answers only successes, and returns
+// the slowest answer's time: what the server itself takes to answer a herd on this machine, the
+// slack a stall's bound adds. event names what the herd comes before, for the failure message.
+func healthyHerdLatency(t *testing.T, flows []guardedFlow, event string) time.Duration {
+	t.Helper()
+	var latency time.Duration
+	testkit.Eventually(t, 30*time.Second, "a healthy herd of every flow answered with successes", func() error {
+		healthy := herd(flows, func() {})()
+		latency = 0
+		for _, f := range flows {
+			for _, a := range healthy[f.name] {
+				if a.err != nil || a.status >= 300 {
+					return fmt.Errorf("%s before %s: %v", f.name, event, a)
+				}
+				latency = max(latency, a.at.Sub(a.sent))
+			}
+		}
+		return nil
+	})
+	return latency
 }

@@ -91,12 +91,11 @@ func (s *server) joinFromAnyGoroutine(crewID, user, key string) answer {
 // s.run+key unless key is empty and the headers given as name, value pairs, safe to call from
 // any goroutine.
 func (s *server) postFromAnyGoroutine(path, user, body, key string, header ...string) answer {
-	a := answer{sent: time.Now()}
+	sent := time.Now()
 	req, err := http.NewRequest("POST", s.url+path, strings.NewReader(body))
 	if err != nil {
 		return answer{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token(user))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -106,6 +105,23 @@ func (s *server) postFromAnyGoroutine(path, user, body, key string, header ...st
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	return s.answerFromAnyGoroutine(req, user, sent)
+}
+
+// getFromAnyGoroutine sends a GET as user, safe to call from any goroutine.
+func (s *server) getFromAnyGoroutine(path, user string) answer {
+	sent := time.Now()
+	req, err := http.NewRequest("GET", s.url+path, nil)
+	if err != nil {
+		return answer{err: err}
+	}
+	return s.answerFromAnyGoroutine(req, user, sent)
+}
+
+// answerFromAnyGoroutine sends req as user and reads its status, error code and Retry-After.
+func (s *server) answerFromAnyGoroutine(req *http.Request, user string, sent time.Time) answer {
+	a := answer{sent: sent}
+	req.Header.Set("Authorization", "Bearer "+s.token(user))
 	res, err := s.http.Do(req)
 	a.at = time.Now()
 	if err != nil {

@@ -71,20 +71,7 @@ func failoverUnderHerds(t *testing.T, db testenv.Database, fail func(*testenv.Re
 	entries, entriesConsistent := queueEntryFlow(s)
 	flows = append(flows, entries)
 	startScarce, scarceConsistent := scarceHerds(s)
-	var herdLatency time.Duration
-	testkit.Eventually(t, 30*time.Second, "a healthy herd of every flow answered with successes", func() error {
-		healthy := herd(flows, func() {})()
-		herdLatency = 0
-		for _, f := range flows {
-			for _, a := range healthy[f.name] {
-				if a.err != nil || a.status >= 300 {
-					return fmt.Errorf("%s before the kill: %v", f.name, a)
-				}
-				herdLatency = max(herdLatency, a.at.Sub(a.sent))
-			}
-		}
-		return nil
-	})
+	herdLatency := healthyHerdLatency(t, flows, "the kill")
 	old, promoted, promotedAt := herdThroughAFailover(t, flows, stallBound(cfg.Redis.Timeout, herdLatency), func() string {
 		startScarce()
 		return fail(sentinels)
