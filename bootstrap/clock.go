@@ -8,17 +8,15 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/rushgate/rushgate/adapters/redis"
+	"github.com/rushgate/rushgate/adapters/system"
 	"github.com/rushgate/rushgate/adapters/telemetry"
 	"github.com/rushgate/rushgate/ports"
 )
 
-// LocalClock is this instance's own clock, time.Now. Without Redis it is ports.Clock; with Redis
-// it is what the shared clock corrects to Redis's TIME, so that every instance decides by one
-// clock (a raffle's close, an expiry) whatever its own shows.
+// LocalClock is this instance's own clock, time.Now, which the shared clock corrects to Redis's
+// TIME, so that every instance decides by one clock (a raffle's close, an expiry) whatever its
+// own shows.
 type LocalClock func() time.Time
-
-// Now is the local clock's time in UTC, truncated to microseconds, as ports.Clock answers.
-func (l LocalClock) Now() time.Time { return l().UTC().Truncate(time.Microsecond) }
 
 // clockSyncInterval is how often the shared clock measures its offset to Redis's TIME again: a
 // local clock drifting by 10 ppm moves 0.1 ms in that time, and a clock set right (or wrong) by
@@ -29,11 +27,11 @@ const clockSyncInterval = 10 * time.Second
 const maxClockOffset = time.Second
 
 // provideClock is the clock of the application's services: the local clock corrected to Redis's
-// TIME, measured at start and every clockSyncInterval, when Redis is configured; the local clock
-// otherwise.
+// TIME, measured at start and every clockSyncInterval, when Redis is configured; the system's
+// otherwise (one instance).
 func provideClock(lc fx.Lifecycle, local LocalClock, shared sharedRedis, log *slog.Logger, metrics *telemetry.Metrics) ports.Clock {
 	if shared.client == nil {
-		return local
+		return system.Clock{}
 	}
 	clock := redis.NewSharedClock(shared.client, local)
 	watch := &clockWatch{clock: clock, log: log, metrics: metrics}
